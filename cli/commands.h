@@ -1,0 +1,15 @@
+// The kvshard subcommands: each lives in its own *_cmd.cc and is listed in main.cc's table.
+#ifndef KVSHARD_CLI_COMMANDS_H_
+#define KVSHARD_CLI_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+namespace kvshard::cli {
+
+// Each returns the process exit status (0 ok, 1 mismatch, 2 bad input, 3 GPU/environment failure).
+int RunPlace(const std::vector<std::string>& args);
+
+}  // namespace kvshard::cli
+
+#endif  // KVSHARD_CLI_COMMANDS_H_

@@ -1,0 +1,72 @@
+// Device discovery and memory helpers.
+#include <cuda_runtime.h>
+
+#include "gpu/device.h"
+
+namespace kvshard::gpu {
+
+int VisibleDeviceCount(std::string* why) {
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    if (why) *why = StrCat(cudaGetErrorName(err), ": ", cudaGetErrorString(err));
+    cudaGetLastError();  // clear the sticky-free error
+    return 0;
+  }
+  if (n == 0 && why) *why = "cudaGetDeviceCount returned 0";
+  return n;
+}
+
+std::string DeviceDescription(int ordinal) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, ordinal) != cudaSuccess) return "unknown device";
+  return StrCat(prop.name, " (sm_", prop.major, prop.minor, ", ", prop.totalGlobalMem >> 30, " GiB)");
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) cudaFree(ptr_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept : ptr_(other.ptr_), bytes_(other.bytes_) {
+  other.ptr_ = nullptr;
+  other.bytes_ = 0;
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = other.ptr_;
+    bytes_ = other.bytes_;
+    other.ptr_ = nullptr;
+    other.bytes_ = 0;
+  }
+  return *this;
+}
+
+StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
+  DeviceBuffer buf;
+  if (bytes == 0) return buf;
+  KVSHARD_CUDA_CHECK(cudaMalloc(&buf.ptr_, bytes));
+  buf.bytes_ = bytes;
+  return buf;
+}
+
+Status CopyToDevice(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  KVSHARD_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  return Status::Ok();
+}
+
+Status CopyToHost(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  KVSHARD_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+  return Status::Ok();
+}
+
+Status SyncStream(cudaStream_t stream) {
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  KVSHARD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return Status::Ok();
+}
+
+}  // namespace kvshard::gpu

@@ -1,0 +1,65 @@
+// Device discovery and RAII device memory for the GPU backend (host-safe header).
+#ifndef KVSHARD_GPU_DEVICE_H_
+#define KVSHARD_GPU_DEVICE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "gpu/stream.h"
+
+namespace kvshard::gpu {
+
+// Number of visible CUDA devices; 0 (with the reason in *why) when there is no driver or device.
+int VisibleDeviceCount(std::string* why = nullptr);
+// "NVIDIA H200 (sm_90, 139 GiB)" for device `ordinal`.
+std::string DeviceDescription(int ordinal);
+
+// Owning device allocation (cudaMalloc/cudaFree) on the current device.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+
+  // Allocates `bytes` (0 allowed: no allocation).
+  static StatusOr<DeviceBuffer> Allocate(size_t bytes);
+  void* data() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Host -> device copy of `bytes` (synchronous).
+Status CopyToDevice(void* dst, const void* src, size_t bytes);
+// Device -> host copy of `bytes` (synchronous).
+Status CopyToHost(void* dst, const void* src, size_t bytes);
+// Allocates and uploads a host vector.
+template <typename T>
+StatusOr<DeviceBuffer> Upload(const std::vector<T>& host) {
+  KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::Allocate(host.size() * sizeof(T)));
+  KVSHARD_RETURN_IF_ERROR(CopyToDevice(buf.data(), host.data(), host.size() * sizeof(T)));
+  return buf;
+}
+// Downloads `n` elements of T.
+template <typename T>
+StatusOr<std::vector<T>> Download(const void* src, size_t n) {
+  std::vector<T> host(n);
+  KVSHARD_RETURN_IF_ERROR(CopyToHost(host.data(), src, n * sizeof(T)));
+  return host;
+}
+// Waits for `stream` and reports any asynchronous kernel error.
+Status SyncStream(cudaStream_t stream);
+
+}  // namespace kvshard::gpu
+
+#endif  // KVSHARD_GPU_DEVICE_H_

@@ -1,0 +1,56 @@
+"""cuda_library: nvcc-compiled .cu files wrapped in a cc_library (no rules_cuda offline).
+
+Each .cu becomes one genrule running nvcc (C++20, sm_90 SASS + compute_90 PTX, -lineinfo). Without a
+CUDA toolkit, packages guard GPU targets with if_cuda() and the tool reports "GPU support not built".
+"""
+
+load("@local_cuda//:defs.bzl", "CUDA_AVAILABLE", "NVCC")
+
+NVCC_FLAGS = [
+    "-std=c++20",
+    "-O3",
+    "-lineinfo",
+    "-gencode=arch=compute_90,code=sm_90",
+    "-gencode=arch=compute_90,code=compute_90",
+    "-Xcompiler=-fPIC",
+    "-Xcompiler=-Wall",
+    "--expt-relaxed-constexpr",
+    "-diag-suppress=2810",
+    "-I.",
+    "-I$(GENDIR)",
+]
+
+def cuda_library(name, srcs = [], hdrs = [], cuda_hdrs = [], deps = [], copts = [], **kwargs):
+    """Compiles `srcs` (.cu) with nvcc; `cuda_hdrs` are .cuh visible to those sources only."""
+    if not CUDA_AVAILABLE:
+        return
+    objs = []
+    dep_hdrs = hdrs + cuda_hdrs
+    for src in srcs:
+        base = src.replace(".cu", "").replace("/", "_")
+        obj = "_{}_{}.o".format(name, base)
+        native.genrule(
+            name = "_{}_{}_nvcc".format(name, base),
+            srcs = [src] + dep_hdrs + ["//core:all_headers"],
+            outs = [obj],
+            cmd = "{nvcc} {flags} {copts} -c $(location {src}) -o $@".format(
+                nvcc = NVCC,
+                flags = " ".join(NVCC_FLAGS),
+                copts = " ".join(copts),
+                src = src,
+            ),
+            message = "nvcc " + src,
+        )
+        objs.append(obj)
+    native.cc_library(
+        name = name,
+        srcs = objs + [h for h in cuda_hdrs],
+        hdrs = hdrs,
+        deps = deps + ["@local_cuda//:cudart"],
+        linkstatic = True,
+        **kwargs
+    )
+
+def if_cuda(if_true, if_false = []):
+    """Returns `if_true` when the CUDA toolkit was found at configure time, else `if_false`."""
+    return if_true if CUDA_AVAILABLE else if_false

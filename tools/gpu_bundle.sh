@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Builds here (Bazel, -c opt, static except libcudart-static/libnccl/libmpi) and packs the CLI and every GPU
+# test binary into OUT_DIR with run_all.sh, for GPU machines that have no Bazel:
+#   tools/gpu_bundle.sh .bundle && <copy .bundle to the GPU host> && .bundle/run_all.sh
+set -euo pipefail
+out=${1:?usage: tools/gpu_bundle.sh OUT_DIR}
+cd "$(dirname "$0")/.."
+bash tools/install_deps.sh
+[[ -x /usr/local/cuda/bin/nvcc ]] || { echo "kvshard: error: no CUDA toolkit: cannot build the GPU bundle" >&2; exit 2; }
+tests=$(bazel query --noshow_progress 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null)
+bins=$(bazel query --noshow_progress 'attr(tags, "\bgpu_bin\b", //...)' 2>/dev/null || true)
+bazel build -c opt --dynamic_mode=off --noshow_progress //cli:kvshard $tests $bins >&2
+rm -rf "$out"; mkdir -p "$out/bin"
+cp bazel-bin/cli/kvshard "$out/bin/"
+for t in $tests $bins; do
+  p=${t#//}; p=${p/://}
+  cp "bazel-bin/$p" "$out/bin/"
+done
+cp tools/test_summary.py "$out/"
+cp -r testdata "$out/" 2>/dev/null || true
+cat > "$out/run_all.sh" <<'RUN'
+#!/usr/bin/env bash
+# Runs every bundled GPU test binary (gtest XML into logs/) and prints "N passed, N failed, N skipped".
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+export NCCL_NVLS_ENABLE=0
+logs=${KVSHARD_LOG_DIR:-$here/logs}
+rm -rf "$logs"; mkdir -p "$logs"
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+rc=0
+for t in "$here"/bin/*_test; do
+  name=$(basename "$t")
+  echo "== $name"
+  "$t" --gtest_output="xml:$logs/$name.xml" "$@" 2>&1 | tail -n 40 || rc=1
+done
+python3 "$here/test_summary.py" "$logs" || rc=1
+exit $rc
+RUN
+chmod +x "$out/run_all.sh"
+echo "bundle in $out:" >&2
+for f in "$out"/bin/*; do
+  echo "  $(basename "$f"): $(ldd "$f" | awk '{print $1}' | grep -vE '^(linux-vdso|/lib64/ld-linux)' | tr '\n' ' ')" >&2
+done

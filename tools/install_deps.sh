@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs (as root, from Debian's registry) whatever kvshard's offline Bazel build needs and is missing.
+set -euo pipefail
+pkgs=(bazel-bootstrap bazel-rules-java bazel-platforms googletest libgtest-dev librapidcheck-dev libeigen3-dev
+      libboost-program-options-dev libopenmpi-dev nlohmann-json3-dev libbenchmark-dev python3 g++)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "kvshard: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >&2
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+fi
+if [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
+  echo "kvshard: note: no CUDA toolkit at /usr/local/cuda; building CPU targets only (GPU support not built)" >&2
+fi
