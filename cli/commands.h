@@ -9,6 +9,7 @@ namespace kvshard::cli {
 
 // Each returns the process exit status (0 ok, 1 mismatch, 2 bad input, 3 GPU/environment failure).
 int RunPlace(const std::vector<std::string>& args);
+int RunBench(const std::vector<std::string>& args);
 
 }  // namespace kvshard::cli
 

@@ -18,6 +18,7 @@ struct Command {
 
 const Command kCommands[] = {
     {"place", "map token slots to (owner rank, local row) under page-interleaved sharding", RunPlace},
+    {"bench", "GPU benchmarks with correctness checks, against limits measured in the same run", RunBench},
 };
 
 void PrintUsage(std::ostream& os) {

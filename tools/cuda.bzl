@@ -44,7 +44,7 @@ def cuda_library(name, srcs = [], hdrs = [], cuda_hdrs = [], deps = [], copts = 
         objs.append(obj)
     native.cc_library(
         name = name,
-        srcs = objs + [h for h in cuda_hdrs],
+        srcs = objs,
         hdrs = hdrs,
         deps = deps + ["@local_cuda//:cudart"],
         linkstatic = True,

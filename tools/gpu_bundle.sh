@@ -20,19 +20,41 @@ cp tools/test_summary.py "$out/"
 cp -r testdata "$out/" 2>/dev/null || true
 cat > "$out/run_all.sh" <<'RUN'
 #!/usr/bin/env bash
-# Runs every bundled GPU test binary (gtest XML into logs/) and prints "N passed, N failed, N skipped".
+# Runs every bundled GPU test binary (gtest XML into logs/), the MPI test under mpirun (one process per GPU)
+# when >= 2 GPUs are visible, and prints "N passed, N failed, N skipped".
+#   KVSHARD_SANITIZE=memcheck|racecheck  wraps each binary in compute-sanitizer (fewer RapidCheck cases).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export NCCL_NVLS_ENABLE=0
 logs=${KVSHARD_LOG_DIR:-$here/logs}
 rm -rf "$logs"; mkdir -p "$logs"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [[ -n "${CUDA_VISIBLE_DEVICES:-}" ]]; then ngpu=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .); fi
+wrap=()
+if [[ -n "${KVSHARD_SANITIZE:-}" ]]; then
+  wrap=(compute-sanitizer --tool "$KVSHARD_SANITIZE" --error-exitcode 1 --print-limit 20)
+  export RC_PARAMS=${RC_PARAMS:-max_success=10}
+fi
 rc=0
 for t in "$here"/bin/*_test; do
   name=$(basename "$t")
+  [[ $name == nccl_mpi_test ]] && continue
   echo "== $name"
-  "$t" --gtest_output="xml:$logs/$name.xml" "$@" 2>&1 | tail -n 40 || rc=1
+  "${wrap[@]}" "$t" --gtest_output="xml:$logs/$name.xml" "$@" 2>&1 | tail -n 40
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
 done
+if [[ -x "$here/bin/nccl_mpi_test" ]]; then
+  if [[ $ngpu -ge 2 ]] && command -v mpirun >/dev/null; then
+    echo "== nccl_mpi_test (mpirun -np $ngpu)"
+    mpirun --allow-run-as-root --oversubscribe -np "$ngpu" -x NCCL_NVLS_ENABLE -x RC_PARAMS \
+      "${wrap[@]}" "$here/bin/nccl_mpi_test" --gtest_output="xml:$logs/nccl_mpi_test.xml" 2>&1 | tail -n 40
+    [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+  else
+    echo "== nccl_mpi_test"
+    "$here/bin/nccl_mpi_test" --gtest_output="xml:$logs/nccl_mpi_test.xml" 2>&1 | tail -n 5
+  fi
+fi
 python3 "$here/test_summary.py" "$logs" || rc=1
 exit $rc
 RUN

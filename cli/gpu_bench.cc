@@ -1,0 +1,350 @@
+// GPU benchmarks: device copy and raw NCCL all-gather as limits, then the kvshard kernels and the layer-ahead
+// prefix gather against them. Every timed result is checked against host-computed expectations.
+#include "cli/gpu_bench.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <random>
+
+#include "gpu/collective.h"
+#include "gpu/device.h"
+#include "gpu/kv_ops.h"
+#include "gpu/prefix_gather.h"
+#include "gpu/timing.h"
+
+namespace kvshard::cli {
+namespace {
+
+uint32_t Word(int64_t tag, int64_t row, int64_t w) {
+  return static_cast<uint32_t>(tag * 0x01000193u) ^ static_cast<uint32_t>(row * 0x9e3779b1u) ^ static_cast<uint32_t>(w);
+}
+
+std::vector<uint8_t> Rows(int64_t n, int64_t row_bytes, int64_t tag) {
+  std::vector<uint8_t> out(n * row_bytes);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t b = 0; b + 4 <= row_bytes; b += 4) {
+      const uint32_t v = Word(tag, r, b / 4);
+      std::memcpy(out.data() + r * row_bytes + b, &v, 4);
+    }
+  }
+  return out;
+}
+
+int64_t CountWrongRows(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, int64_t row_bytes) {
+  if (got.size() != want.size()) return std::max<int64_t>(1, static_cast<int64_t>(want.size()) / row_bytes);
+  int64_t wrong = 0;
+  for (size_t r = 0; r * row_bytes < got.size(); ++r) {
+    wrong += std::memcmp(got.data() + r * row_bytes, want.data() + r * row_bytes, row_bytes) != 0;
+  }
+  return wrong;
+}
+
+BenchRow MakeRow(const std::string& op, int64_t bytes, double us, double moved, const std::string& limit,
+                 double limit_busbw, int64_t wrong) {
+  BenchRow r;
+  r.op = op;
+  r.bytes = bytes;
+  r.time_us = us;
+  r.algbw_gbs = bytes / us / 1e3;
+  r.busbw_gbs = moved / us / 1e3;
+  r.limit = limit;
+  r.pct_limit = limit_busbw > 0 ? 100.0 * r.busbw_gbs / limit_busbw : 0;
+  r.wrong = wrong;
+  return r;
+}
+
+struct Ctx {
+  const BenchOptions& opt;
+  std::vector<BenchRow>* rows;
+  std::map<int64_t, double> copy_busbw;       // by payload bytes
+  std::map<int64_t, double> allgather_busbw;  // by per-rank bytes
+  int gpus = 1;
+};
+
+Status BenchCopy(Ctx& c, int64_t bytes) {
+  KVSHARD_CUDA_CHECK(cudaSetDevice(0));
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer src, gpu::Upload(Rows(bytes / c.opt.row_bytes, c.opt.row_bytes, 1)));
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer dst, gpu::DeviceBuffer::Allocate(src.bytes()));
+  KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs([&]() -> Status {
+    KVSHARD_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.bytes(), cudaMemcpyDeviceToDevice, nullptr));
+    return Status::Ok();
+  }, {0}, c.opt.warmup, c.opt.iters));
+  KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(dst.data(), src.bytes()));
+  KVSHARD_ASSIGN_OR_RETURN(auto want, gpu::Download<uint8_t>(src.data(), src.bytes()));
+  BenchRow row = MakeRow("copy", src.bytes(), us, 2.0 * src.bytes(), "copy", 0, CountWrongRows(got, want, c.opt.row_bytes));
+  row.pct_limit = 100;
+  c.copy_busbw[bytes] = row.busbw_gbs;
+  c.rows->push_back(row);
+  return Status::Ok();
+}
+
+Status BenchGatherRows(Ctx& c, int64_t bytes) {
+  const int64_t rb = c.opt.row_bytes, n = bytes / rb;
+  std::vector<int64_t> index(n);
+  std::iota(index.begin(), index.end(), 0);
+  std::shuffle(index.begin(), index.end(), std::mt19937_64(7));
+  const auto in = Rows(n, rb, 2);
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_in, gpu::Upload(in));
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_out, gpu::DeviceBuffer::Allocate(n * rb));
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_idx, gpu::Upload(index));
+  KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs([&] {
+    return gpu::LaunchGatherRows(d_out.data(), d_in.data(), n, d_idx.as<int64_t>(), n, rb, nullptr, nullptr);
+  }, {0}, c.opt.warmup, c.opt.iters));
+  std::vector<uint8_t> want(n * rb);
+  for (int64_t i = 0; i < n; ++i) std::memcpy(want.data() + i * rb, in.data() + index[i] * rb, rb);
+  KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_out.data(), n * rb));
+  c.rows->push_back(MakeRow("gather_rows", n * rb, us, 2.0 * n * rb, "copy", c.copy_busbw[bytes], CountWrongRows(got, want, rb)));
+  return Status::Ok();
+}
+
+// Owner-filtered write for rank 0 of an 8-rank group: the chunk has 8x the written bytes; moved = owned rows
+// read + written (the loc reads are the kernel's overhead).
+Status BenchOwnerWrite(Ctx& c, int64_t bytes) {
+  const int64_t rb = c.opt.row_bytes, owned = bytes / rb, ranks = 8, ps = 64;
+  const PlacementSpec spec{ranks, ps};
+  const int64_t n = owned * ranks;
+  std::vector<int64_t> locs(n);
+  // A fresh chunk of consecutive pages starting past the trash pages.
+  for (int64_t i = 0; i < n; ++i) locs[i] = spec.logical_page_size() + i;
+  const int64_t pool_rows = (n / spec.logical_page_size() + 2) * ps;
+  const auto rows = Rows(n, rb, 3);
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_rows, gpu::Upload(rows));
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_locs, gpu::Upload(locs));
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_pool, gpu::DeviceBuffer::Allocate(pool_rows * rb));
+  KVSHARD_CUDA_CHECK(cudaMemset(d_pool.data(), 0, d_pool.bytes()));
+  KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs([&] {
+    return gpu::LaunchOwnerFilteredWrite(d_pool.data(), pool_rows, d_rows.data(), d_locs.as<int64_t>(), n, spec, 0, rb,
+                                         nullptr, nullptr);
+  }, {0}, c.opt.warmup, c.opt.iters));
+  std::vector<uint8_t> want(pool_rows * rb, 0);
+  int64_t written = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t loc = locs[i];
+    if ((loc % spec.logical_page_size()) / ps != 0) continue;
+    const int64_t row = (loc / spec.logical_page_size()) * ps + loc % ps;
+    std::memcpy(want.data() + row * rb, rows.data() + i * rb, rb);
+    ++written;
+  }
+  KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_pool.data(), want.size()));
+  BenchRow r = MakeRow("owner_write", written * rb, us, 2.0 * written * rb, "copy", c.copy_busbw[bytes],
+                       CountWrongRows(got, want, rb));
+  r.note = "N=8 ps=64 rank 0; chunk = 8x bytes";
+  c.rows->push_back(r);
+  return Status::Ok();
+}
+
+// Chunk staging: every chunk row lands at translate(loc) of the scratch chunk region (page_pos maps the
+// chunk's pages in batch order, shuffled across requests).
+Status BenchStage(Ctx& c, int64_t bytes) {
+  const int64_t rb = c.opt.row_bytes, ps = 64, n = bytes / rb;
+  const int64_t pages = (n + ps - 1) / ps;
+  std::vector<int64_t> page_ids(pages);
+  std::iota(page_ids.begin(), page_ids.end(), 8);
+  std::shuffle(page_ids.begin(), page_ids.end(), std::mt19937_64(11));
+  const int64_t n_page_pos = pages + 8;
+  const int64_t trash = pages;  // scratch page of the trash page: chunk region is [0, pages)
+  std::vector<int32_t> page_pos(n_page_pos, static_cast<int32_t>(trash));
+  for (int64_t j = 0; j < pages; ++j) page_pos[page_ids[j]] = static_cast<int32_t>(j);
+  std::vector<int64_t> locs(n);
+  for (int64_t i = 0; i < n; ++i) locs[i] = page_ids[i / ps] * ps + i % ps;
+  const int64_t scratch_rows = (pages + 1) * ps;
+  const auto rows = Rows(n, rb, 4);
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_rows, gpu::Upload(rows));
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_locs, gpu::Upload(locs));
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_pp, gpu::Upload(page_pos));
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_scratch, gpu::DeviceBuffer::Allocate(scratch_rows * rb));
+  KVSHARD_CUDA_CHECK(cudaMemset(d_scratch.data(), 0, d_scratch.bytes()));
+  KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs([&] {
+    return gpu::LaunchStageChunk(d_scratch.data(), scratch_rows, d_rows.data(), d_locs.as<int64_t>(), n,
+                                 d_pp.as<int32_t>(), n_page_pos, ps, rb, nullptr, nullptr);
+  }, {0}, c.opt.warmup, c.opt.iters));
+  std::vector<uint8_t> want(scratch_rows * rb, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = int64_t{page_pos[locs[i] / ps]} * ps + locs[i] % ps;
+    std::memcpy(want.data() + row * rb, rows.data() + i * rb, rb);
+  }
+  KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_scratch.data(), want.size()));
+  c.rows->push_back(MakeRow("stage_chunk", n * rb, us, 2.0 * n * rb, "copy", c.copy_busbw[bytes], CountWrongRows(got, want, rb)));
+  return Status::Ok();
+}
+
+Status BenchAllGather(Ctx& c, int64_t bytes) {
+  KVSHARD_ASSIGN_OR_RETURN(auto group, gpu::CreateNcclGroup(c.gpus));
+  const int n = c.gpus;
+  std::vector<gpu::DeviceBuffer> bufs;
+  std::vector<void*> ptrs;
+  std::vector<cudaStream_t> streams(n);
+  std::vector<int> devices;
+  for (int i = 0; i < n; ++i) {
+    KVSHARD_CUDA_CHECK(cudaSetDevice(i));
+    devices.push_back(i);
+    KVSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking));
+    std::vector<uint8_t> host(n * bytes, 0);
+    auto block = Rows(bytes / c.opt.row_bytes, c.opt.row_bytes, 100 + i);
+    std::copy(block.begin(), block.end(), host.begin() + i * bytes);
+    KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer b, gpu::Upload(host));
+    ptrs.push_back(b.data());
+    bufs.push_back(std::move(b));
+  }
+  KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs([&] { return group->AllGatherInPlace(ptrs, bytes, streams); },
+                                                      devices, c.opt.warmup, c.opt.iters));
+  std::vector<uint8_t> want(n * bytes, 0);
+  for (int r = 0; r < n; ++r) {
+    auto block = Rows(bytes / c.opt.row_bytes, c.opt.row_bytes, 100 + r);
+    std::copy(block.begin(), block.end(), want.begin() + r * bytes);
+  }
+  int64_t wrong = 0;
+  for (int i = 0; i < n; ++i) {
+    KVSHARD_CUDA_CHECK(cudaSetDevice(i));
+    KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(ptrs[i], n * bytes));
+    wrong += CountWrongRows(got, want, c.opt.row_bytes);
+    cudaStreamDestroy(streams[i]);
+  }
+  const double total = static_cast<double>(n) * bytes;
+  BenchRow r = MakeRow("allgather_nccl", bytes, us, total * (n - 1) / n, "allgather", 0, wrong);
+  r.algbw_gbs = total / us / 1e3;
+  r.pct_limit = 100;
+  r.note = std::to_string(n) + " GPUs, in place, raw ncclAllGather";
+  c.allgather_busbw[bytes] = r.busbw_gbs;
+  c.rows->push_back(r);
+  return Status::Ok();
+}
+
+// Layer-ahead prefix gather over c.gpus GPUs: per layer, pack block_pages of local pages into the slot and
+// all-gather in place. Row 1: back-to-back layers (no compute) vs the raw all-gather of the same block bytes.
+// Row 2: each layer's read followed by a compute stand-in; reports the fraction of gather time hidden.
+Status BenchPrefixGather(Ctx& c, int64_t bytes) {
+  const int n = c.gpus;
+  const int64_t rb = c.opt.row_bytes, ps = 64;
+  const int64_t block_pages = std::max<int64_t>(1, bytes / (rb * ps));
+  const int64_t block_rows = block_pages * ps;
+  const int64_t block_bytes = block_rows * rb;
+  KVSHARD_ASSIGN_OR_RETURN(auto comm, gpu::CreateNcclGroup(n));
+  gpu::PrefixGatherShape shape;
+  shape.layers = c.opt.layers;
+  shape.page_size = ps;
+  shape.pool_rows = (block_pages + 1) * ps;
+  shape.max_prefix_tokens = n * block_rows;
+  shape.chunk_tokens = 0;
+  shape.row_bytes = rb;
+  shape.n_page_pos = 1;
+  KVSHARD_ASSIGN_OR_RETURN(auto g, gpu::LayerAheadGather::Create(comm.get(), shape));
+  std::vector<std::vector<int64_t>> send(n);
+  std::vector<int> devices;
+  for (int i = 0; i < n; ++i) {
+    devices.push_back(comm->device(i));
+    // Local pages 1..block_pages in reverse order (a real plan's order is arbitrary), rows expanded.
+    for (int64_t p = block_pages; p >= 1; --p) {
+      for (int64_t o = 0; o < ps; ++o) send[i].push_back(p * ps + o);
+    }
+    KVSHARD_CUDA_CHECK(cudaSetDevice(comm->device(i)));
+    for (int64_t l = 0; l < shape.layers; ++l) {
+      auto pool = Rows(shape.pool_rows, rb, 1000 * (l + 1) + i);
+      KVSHARD_RETURN_IF_ERROR(gpu::CopyToDevice(g->pool(i, l), pool.data(), pool.size()));
+    }
+  }
+  const std::vector<int32_t> page_pos(1, 0);
+  auto run_layers = [&](int64_t compute_ns) -> Status {
+    KVSHARD_RETURN_IF_ERROR(g->BeginExtend(block_pages, page_pos, send, {}));
+    for (int64_t l = 0; l < shape.layers; ++l) {
+      KVSHARD_ASSIGN_OR_RETURN(auto slots, g->AcquireForRead(l));
+      if (compute_ns > 0) {
+        for (int i = 0; i < n; ++i) {
+          KVSHARD_CUDA_CHECK(cudaSetDevice(comm->device(i)));
+          KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns, g->compute_stream(i)));
+        }
+      }
+    }
+    return Status::Ok();
+  };
+  KVSHARD_ASSIGN_OR_RETURN(double us_gather, gpu::TimeMeanUs([&] { return run_layers(0); }, devices, 2, c.opt.iters));
+  // Verify the last layer's slot on every rank: block r = rank r's pool rows of its send list.
+  int64_t wrong = 0;
+  {
+    const int64_t last = shape.layers - 1;
+    std::vector<uint8_t> want(n * block_bytes);
+    for (int r = 0; r < n; ++r) {
+      auto pool = Rows(shape.pool_rows, rb, 1000 * (last + 1) + r);
+      for (int64_t j = 0; j < block_rows; ++j) std::memcpy(want.data() + (r * block_rows + j) * rb, pool.data() + send[r][j] * rb, rb);
+    }
+    KVSHARD_ASSIGN_OR_RETURN(auto slots, g->AcquireForRead(last));
+    for (int i = 0; i < n; ++i) {
+      KVSHARD_CUDA_CHECK(cudaSetDevice(comm->device(i)));
+      KVSHARD_CUDA_CHECK(cudaDeviceSynchronize());
+      KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(slots[i], want.size()));
+      wrong += CountWrongRows(got, want, rb);
+    }
+  }
+  const double per_layer = us_gather / shape.layers;
+  const double total = static_cast<double>(n) * block_bytes;
+  double limit = c.allgather_busbw.count(block_bytes) ? c.allgather_busbw[block_bytes] : 0;
+  if (limit == 0) {
+    KVSHARD_RETURN_IF_ERROR(BenchAllGather(c, block_bytes));
+    limit = c.allgather_busbw[block_bytes];
+  }
+  BenchRow r = MakeRow("prefix_gather", block_bytes, per_layer, total * (n - 1) / n, "allgather", limit, wrong);
+  r.algbw_gbs = total / per_layer / 1e3;
+  r.note = std::to_string(n) + " GPUs, " + std::to_string(shape.layers) + " layers back to back (pack + in-place all-gather)";
+  c.rows->push_back(r);
+  // Overlap: compute stand-in per layer equal to the measured per-layer gather time (or --compute-us).
+  const int64_t compute_ns = c.opt.compute_us > 0 ? c.opt.compute_us * 1000 : static_cast<int64_t>(per_layer * 1000 * 1.25);
+  KVSHARD_ASSIGN_OR_RETURN(double us_compute_only, gpu::TimeMeanUs([&]() -> Status {
+    for (int64_t l = 0; l < shape.layers; ++l) {
+      for (int i = 0; i < n; ++i) {
+        KVSHARD_CUDA_CHECK(cudaSetDevice(comm->device(i)));
+        KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns, g->compute_stream(i)));
+      }
+    }
+    return Status::Ok();
+  }, devices, 1, c.opt.iters));
+  KVSHARD_ASSIGN_OR_RETURN(double us_both, gpu::TimeMeanUs([&] { return run_layers(compute_ns); }, devices, 2, c.opt.iters));
+  const double exposed = std::max(0.0, us_both - us_compute_only);
+  BenchRow o;
+  o.op = "prefix_gather_overlap";
+  o.bytes = block_bytes;
+  o.time_us = us_both / shape.layers;
+  o.limit = "hidden";
+  o.pct_limit = 100.0 * std::max(0.0, 1.0 - exposed / us_gather);
+  o.wrong = wrong;
+  o.note = "compute stand-in " + std::to_string(compute_ns / 1000) + " us/layer (1 block/SM spin); compute-only " +
+           std::to_string(static_cast<int64_t>(us_compute_only)) + " us, with gather " +
+           std::to_string(static_cast<int64_t>(us_both)) + " us, gather-only " + std::to_string(static_cast<int64_t>(us_gather)) + " us";
+  c.rows->push_back(o);
+  KVSHARD_ASSIGN_OR_RETURN(int64_t bad, g->BadRows());
+  if (bad != 0) return Internal("prefix gather skipped ", bad, " out-of-range rows");
+  return Status::Ok();
+}
+
+bool Wants(const BenchOptions& opt, const std::string& op) {
+  return std::find(opt.ops.begin(), opt.ops.end(), "all") != opt.ops.end() ||
+         std::find(opt.ops.begin(), opt.ops.end(), op) != opt.ops.end();
+}
+
+}  // namespace
+
+Status RunGpuBench(const BenchOptions& opt, std::vector<BenchRow>* rows, std::string* device) {
+  std::string why;
+  const int visible = gpu::VisibleDeviceCount(&why);
+  if (visible == 0) return Unavailable("bench: no CUDA device visible (", why, ")");
+  Ctx c{opt, rows};
+  c.gpus = opt.gpus > 0 ? opt.gpus : visible;
+  if (c.gpus > visible) return InvalidArgument("--gpus: ", c.gpus, " requested, ", visible, " visible");
+  *device = std::to_string(c.gpus) + " x " + gpu::DeviceDescription(0);
+  for (int64_t bytes = opt.min_bytes; bytes <= opt.max_bytes; bytes *= opt.factor) {
+    const int64_t b = bytes / opt.row_bytes * opt.row_bytes;
+    if (b == 0) continue;
+    KVSHARD_RETURN_IF_ERROR(BenchCopy(c, b));
+    if (Wants(opt, "gather_rows")) KVSHARD_RETURN_IF_ERROR(BenchGatherRows(c, b));
+    if (Wants(opt, "owner_write")) KVSHARD_RETURN_IF_ERROR(BenchOwnerWrite(c, b));
+    if (Wants(opt, "stage_chunk")) KVSHARD_RETURN_IF_ERROR(BenchStage(c, b));
+    if (Wants(opt, "allgather") && c.gpus > 1) KVSHARD_RETURN_IF_ERROR(BenchAllGather(c, b));
+    if (Wants(opt, "prefix_gather") && c.gpus > 1) KVSHARD_RETURN_IF_ERROR(BenchPrefixGather(c, b));
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvshard::cli

@@ -1,0 +1,47 @@
+// GPU measurements behind `kvshard bench`: each returns rows (nccl-tests style) with a correctness count and
+// the figure relative to a limit measured in the same run.
+#ifndef KVSHARD_CLI_GPU_BENCH_H_
+#define KVSHARD_CLI_GPU_BENCH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace kvshard::cli {
+
+// One benchmark row.
+struct BenchRow {
+  std::string op;
+  int64_t bytes = 0;       // payload size of the row (per rank for collectives)
+  double time_us = 0;      // mean time per call
+  double algbw_gbs = 0;    // bytes / time
+  double busbw_gbs = 0;    // bytes moved (read + written) / time for kernels; NCCL bus bandwidth for collectives
+  double pct_limit = 0;    // busbw as % of the limit measured in the same run
+  std::string limit;       // which limit: "copy" or "allgather"
+  int64_t wrong = -1;      // mismatching rows found by the correctness check (0 = verified)
+  std::string note;
+};
+
+// Options shared by the GPU benchmarks.
+struct BenchOptions {
+  std::vector<std::string> ops;
+  int64_t min_bytes = 1 << 20;
+  int64_t max_bytes = 256 << 20;
+  int64_t factor = 4;
+  int64_t row_bytes = 1152;
+  int gpus = 0;  // 0 = all visible
+  int warmup = 5;
+  int iters = 20;
+  int64_t layers = 8;
+  int64_t compute_us = 0;  // 0 = derived from the measured gather time
+  int64_t batch = 256;
+};
+
+// Runs the selected GPU benchmarks and appends rows.
+Status RunGpuBench(const BenchOptions& opt, std::vector<BenchRow>* rows, std::string* device);
+
+}  // namespace kvshard::cli
+
+#endif  // KVSHARD_CLI_GPU_BENCH_H_

@@ -1,0 +1,57 @@
+// GPU data movement of CP prefill (spec §4-5): the single-launch fused batch rerange, plan-driven segment
+// gathers (split-by-plan, valid-row selection), round-robin split/restore and last-token collection.
+// Host-safe launch API; `bad` (optional device counter) counts rows skipped for inconsistent metadata.
+#ifndef KVSHARD_GPU_CP_OPS_H_
+#define KVSHARD_GPU_CP_OPS_H_
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "gpu/stream.h"
+
+namespace kvshard::gpu {
+
+// Checks that a batch of `batch` requests at cp size `cp` fits the single-launch rerange (tables in shared
+// memory) and that sizes are sane.
+Status BatchRerangeCanImplement(int64_t batch, int64_t cp, int64_t max_rank_token, int64_t row_bytes);
+
+// BatchRerangeKernel, one launch: `gathered` is the rank-major all-gather buffer (cp blocks of max_rank_token
+// rows; rank r's block holds, per request, its valid segment r then 2cp-1-r); `splits` is the device array of
+// the requests' valid split lists (batch x 2cp, request-major). out[i] = gathered[src(i)] in request order,
+// total_rows = sum(splits). Source offsets are derived in-kernel from the split table (no host-built index).
+Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits, int64_t batch, int64_t cp,
+                          int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, int64_t* bad,
+                          cudaStream_t stream);
+
+// How SegmentGather fills rows past a segment's valid length.
+enum class PadMode {
+  kZero,      // zero rows (data / 1d modes)
+  kPosition,  // int64 positions continuing the request's last valid position by +1 (position mode)
+};
+
+// SegmentGatherKernel: for k < segments and o < out_start[k+1]-out_start[k]:
+//   out[out_start[k]+o] = o < valid_len[k] ? in[src_start[k]+o] : pad,
+// with position pads = in[last_row[k]] + 1 + pad_offset[k] + (o - valid_len[k]). out_start has segments+1
+// entries (exclusive prefix, out_start[segments] = output rows). Used for split-by-plan and valid-row selection.
+Status LaunchSegmentGather(void* out, const void* in, int64_t in_rows, const int64_t* out_start,
+                           const int64_t* src_start, const int64_t* valid_len, const int64_t* last_row,
+                           const int64_t* pad_offset, int64_t segments, int64_t out_rows, int64_t row_bytes,
+                           PadMode pad, int64_t* bad, cudaStream_t stream);
+
+// RoundRobinSplitKernel: rank `rank` keeps tokens rank, rank+cp, ... of `tokens` rows.
+Status LaunchRoundRobinSplit(void* out, const void* in, int64_t tokens, int64_t cp, int64_t rank, int64_t row_bytes,
+                             cudaStream_t stream);
+
+// RoundRobinRestoreKernel: out = in.view(cp, rows_per_rank, ...).transpose(0, 1) (all-gathered -> token order).
+Status LaunchRoundRobinRestore(void* out, const void* in, int64_t cp, int64_t rows_per_rank, int64_t row_bytes,
+                               cudaStream_t stream);
+
+// LastTokenKernel: out[q] = owner[q] == rank ? hidden[row[q]] : zeros, for q < batch (row = rank-local offset +
+// local offset of the request's last token).
+Status LaunchCollectLastToken(void* out, const void* hidden, int64_t hidden_rows, const int64_t* owner,
+                              const int64_t* row, int64_t batch, int64_t rank, int64_t row_bytes, int64_t* bad,
+                              cudaStream_t stream);
+
+}  // namespace kvshard::gpu
+
+#endif  // KVSHARD_GPU_CP_OPS_H_

@@ -1,0 +1,40 @@
+// GPU row movers of the sharded KV pool (spec §3): index_select gather (send-row packing), owner-filtered
+// pool writes, chunk staging into a scratch slot through page_pos, and translate. Host-safe launch API.
+// Every launch takes an optional device counter `bad` that counts rows skipped for an out-of-range index
+// (a kernel never writes outside its buffers); nullptr disables counting.
+#ifndef KVSHARD_GPU_KV_OPS_H_
+#define KVSHARD_GPU_KV_OPS_H_
+
+#include <cstdint>
+
+#include "core/spec.h"
+#include "core/status.h"
+#include "gpu/stream.h"
+
+namespace kvshard::gpu {
+
+// Checks sizes shared by the row launches (n >= 0, 0 < row_bytes <= 1 MiB, row counts non-negative).
+Status RowOpCanImplement(int64_t n, int64_t row_bytes, int64_t in_rows, int64_t out_rows);
+
+// GatherRowsKernel: out[i] = in[index[i]] for i < n (torch.index_select on dim 0).
+Status LaunchGatherRows(void* out, const void* in, int64_t in_rows, const int64_t* index, int64_t n,
+                        int64_t row_bytes, int64_t* bad, cudaStream_t stream);
+
+// OwnerWriteKernel: pool[local_index(locs[i])] = rows[i] for every loc that `rank` owns (SGLang's write plan,
+// fused: the owner mask is recomputed per row instead of compacted).
+Status LaunchOwnerFilteredWrite(void* pool, int64_t pool_rows, const void* rows, const int64_t* locs, int64_t n,
+                                const PlacementSpec& spec, int64_t rank, int64_t row_bytes, int64_t* bad,
+                                cudaStream_t stream);
+
+// StageChunkKernel: scratch[page_pos[loc/ps]*ps + loc%ps] = rows[i] (the full chunk, every rank).
+Status LaunchStageChunk(void* scratch, int64_t scratch_rows, const void* rows, const int64_t* locs, int64_t n,
+                        const int32_t* page_pos, int64_t n_page_pos, int64_t page_size, int64_t row_bytes,
+                        int64_t* bad, cudaStream_t stream);
+
+// TranslateKernel: out[i] = page_pos[locs[i]/ps]*ps + locs[i]%ps (translate_loc_to_scratch); -1 if out of range.
+Status LaunchTranslate(int64_t* out, const int64_t* locs, int64_t n, const int32_t* page_pos, int64_t n_page_pos,
+                       int64_t page_size, cudaStream_t stream);
+
+}  // namespace kvshard::gpu
+
+#endif  // KVSHARD_GPU_KV_OPS_H_

@@ -1,0 +1,230 @@
+// Layer-ahead prefix gather: the seed's _prefetch_layer / _acquire_slot_for_read on CUDA streams and NCCL.
+#include <cuda_runtime.h>
+
+#include "gpu/device.h"
+#include "gpu/kv_ops.h"
+#include "gpu/prefix_gather.h"
+
+namespace kvshard::gpu {
+
+struct LayerAheadGather::Rank {
+  int device = 0;
+  int rank = 0;
+  cudaStream_t compute = nullptr;
+  cudaStream_t gather = nullptr;
+  cudaEvent_t ready[2] = {nullptr, nullptr};
+  cudaEvent_t compute_done = nullptr;
+  DeviceBuffer pools;  // layers x pool_rows x row_bytes
+  DeviceBuffer slots[2];
+  DeviceBuffer page_pos;
+  DeviceBuffer send_rows;
+  DeviceBuffer chunk_locs;
+  DeviceBuffer bad;  // int64 counter
+  ~Rank() {
+    cudaSetDevice(device);
+    for (cudaEvent_t e : ready) {
+      if (e) cudaEventDestroy(e);
+    }
+    if (compute_done) cudaEventDestroy(compute_done);
+    if (compute) cudaStreamDestroy(compute);
+    if (gather) cudaStreamDestroy(gather);
+  }
+};
+
+Status PrefixGatherCanImplement(const PrefixGatherShape& s, int n) {
+  if (n < 1) return InvalidArgument("shard_size: must be >= 1, got ", n);
+  if (s.layers < 1) return InvalidArgument("layers: must be >= 1, got ", s.layers);
+  if (s.page_size < 1) return InvalidArgument("page_size: must be >= 1, got ", s.page_size);
+  if (s.row_bytes < 1 || s.row_bytes > (1 << 20)) return InvalidArgument("row_bytes: must be in [1, 2^20], got ", s.row_bytes);
+  if (s.pool_rows < s.page_size || s.pool_rows % s.page_size != 0) {
+    return InvalidArgument("pool_rows: must be a positive multiple of page_size, got ", s.pool_rows);
+  }
+  if (s.max_prefix_tokens < 0 || s.max_prefix_tokens % (n * s.page_size) != 0) {
+    return InvalidArgument("max_prefix_tokens: must be a multiple of shard_size*page_size, got ", s.max_prefix_tokens);
+  }
+  if (s.chunk_tokens < 0 || s.chunk_tokens % s.page_size != 0) {
+    return InvalidArgument("chunk_tokens: must be a multiple of page_size, got ", s.chunk_tokens);
+  }
+  if (s.n_page_pos < 0) return InvalidArgument("n_page_pos: must be >= 0");
+  const double bytes = static_cast<double>(s.layers * s.pool_rows + 2 * s.scratch_rows()) * s.row_bytes;
+  if (bytes > 100e9) return OutOfRange("pool + scratch: ", bytes / 1e9, " GB per rank exceeds 100 GB");
+  return Status::Ok();
+}
+
+LayerAheadGather::LayerAheadGather(RankGroup* comm, const PrefixGatherShape& shape)
+    : comm_(comm), shape_(shape), ranks_(comm->local_ranks()) {}
+
+LayerAheadGather::~LayerAheadGather() = default;
+
+StatusOr<std::unique_ptr<LayerAheadGather>> LayerAheadGather::Create(RankGroup* comm, const PrefixGatherShape& shape) {
+  KVSHARD_RETURN_IF_ERROR(PrefixGatherCanImplement(shape, comm->size()));
+  std::unique_ptr<LayerAheadGather> g(new LayerAheadGather(comm, shape));
+  for (size_t i = 0; i < g->ranks_.size(); ++i) {
+    auto r = std::make_unique<Rank>();
+    r->device = comm->device(static_cast<int>(i));
+    r->rank = g->ranks_[i];
+    KVSHARD_CUDA_CHECK(cudaSetDevice(r->device));
+    KVSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&r->compute, cudaStreamNonBlocking));
+    KVSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&r->gather, cudaStreamNonBlocking));
+    for (auto& e : r->ready) KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&r->compute_done, cudaEventDisableTiming));
+    KVSHARD_ASSIGN_OR_RETURN(r->pools, DeviceBuffer::Allocate(shape.layers * shape.pool_rows * shape.row_bytes));
+    KVSHARD_CUDA_CHECK(cudaMemset(r->pools.data(), 0, r->pools.bytes()));
+    for (auto& s : r->slots) {
+      KVSHARD_ASSIGN_OR_RETURN(s, DeviceBuffer::Allocate(shape.scratch_rows() * shape.row_bytes));
+      KVSHARD_CUDA_CHECK(cudaMemset(s.data(), 0, s.bytes()));
+    }
+    KVSHARD_ASSIGN_OR_RETURN(r->page_pos, DeviceBuffer::Allocate(std::max<int64_t>(1, shape.n_page_pos) * sizeof(int32_t)));
+    KVSHARD_ASSIGN_OR_RETURN(r->bad, DeviceBuffer::Allocate(sizeof(int64_t)));
+    KVSHARD_CUDA_CHECK(cudaMemset(r->bad.data(), 0, sizeof(int64_t)));
+    g->state_.push_back(std::move(r));
+  }
+  for (auto& r : g->state_) {
+    KVSHARD_CUDA_CHECK(cudaSetDevice(r->device));
+    KVSHARD_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  return g;
+}
+
+void* LayerAheadGather::pool(int i, int64_t layer) const {
+  return static_cast<char*>(state_[i]->pools.data()) + layer * shape_.pool_rows * shape_.row_bytes;
+}
+cudaStream_t LayerAheadGather::compute_stream(int i) const { return state_[i]->compute; }
+const int32_t* LayerAheadGather::page_pos(int i) const { return state_[i]->page_pos.as<int32_t>(); }
+const int64_t* LayerAheadGather::chunk_locs(int i) const { return state_[i]->chunk_locs.as<int64_t>(); }
+
+Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int32_t>& page_pos,
+                                     const std::vector<std::vector<int64_t>>& send_rows,
+                                     const std::vector<int64_t>& chunk_locs) {
+  const int64_t ps = shape_.page_size;
+  if (block_pages < 0) return InvalidArgument("block_pages: must be >= 0, got ", block_pages);
+  if (comm_->size() * block_pages * ps > shape_.max_prefix_tokens) {
+    return OutOfRange("block_pages: padded gather span ", comm_->size() * block_pages * ps,
+                      " tokens exceeds the scratch prefix capacity (", shape_.max_prefix_tokens, ")");
+  }
+  if (static_cast<int64_t>(page_pos.size()) != shape_.n_page_pos) {
+    return InvalidArgument("page_pos: expected ", shape_.n_page_pos, " entries, got ", page_pos.size());
+  }
+  if (send_rows.size() != state_.size()) return InvalidArgument("send_rows: expected one list per local rank");
+  for (size_t i = 0; i < send_rows.size(); ++i) {
+    if (static_cast<int64_t>(send_rows[i].size()) != block_pages * ps) {
+      return InvalidArgument("send_rows[", i, "]: expected ", block_pages * ps, " rows, got ", send_rows[i].size());
+    }
+  }
+  for (size_t i = 0; i < state_.size(); ++i) {
+    Rank& r = *state_[i];
+    KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
+    // Plan uploads are ordered after all earlier work on this rank (the previous batch's reads/gathers).
+    KVSHARD_CUDA_CHECK(cudaStreamSynchronize(r.gather));
+    KVSHARD_CUDA_CHECK(cudaStreamSynchronize(r.compute));
+    KVSHARD_RETURN_IF_ERROR(CopyToDevice(r.page_pos.data(), page_pos.data(), page_pos.size() * sizeof(int32_t)));
+    KVSHARD_ASSIGN_OR_RETURN(r.send_rows, Upload(send_rows[i]));
+    KVSHARD_ASSIGN_OR_RETURN(r.chunk_locs, Upload(chunk_locs));
+  }
+  n_chunk_locs_ = static_cast<int64_t>(chunk_locs.size());
+  ++epoch_;
+  block_pages_ = block_pages;
+  active_ = true;
+  if (block_pages_ > 0) return Prefetch(0);
+  return Status::Ok();
+}
+
+Status LayerAheadGather::Prefetch(int64_t layer) {
+  if (layer >= shape_.layers) return Status::Ok();
+  const int which = static_cast<int>(layer % 2);
+  if (resident_[which] == std::make_pair(layer, epoch_)) return Status::Ok();
+  const int64_t block_rows = block_pages_ * shape_.page_size;
+  std::vector<void*> bufs;
+  std::vector<cudaStream_t> streams;
+  for (auto& rp : state_) {
+    Rank& r = *rp;
+    KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
+    // Order after prior compute work: the slot's previous reader (layer - 2) and the pool writes.
+    KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, r.compute));
+    KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.gather, r.compute_done, 0));
+    char* slot = static_cast<char*>(r.slots[which].data());
+    KVSHARD_RETURN_IF_ERROR(LaunchGatherRows(slot + r.rank * block_rows * shape_.row_bytes, pool(&rp - &state_[0], layer),
+                                             shape_.pool_rows, r.send_rows.as<int64_t>(), block_rows, shape_.row_bytes,
+                                             r.bad.as<int64_t>(), r.gather));
+    bufs.push_back(slot);
+    streams.push_back(r.gather);
+  }
+  KVSHARD_RETURN_IF_ERROR(comm_->AllGatherInPlace(bufs, block_rows * shape_.row_bytes, streams));
+  for (auto& rp : state_) {
+    KVSHARD_CUDA_CHECK(cudaSetDevice(rp->device));
+    KVSHARD_CUDA_CHECK(cudaEventRecord(rp->ready[which], rp->gather));
+  }
+  resident_[which] = {layer, epoch_};
+  return Status::Ok();
+}
+
+Status LayerAheadGather::WriteLayer(int64_t layer, const std::vector<const void*>& rows) {
+  if (!active_) return FailedPrecondition("sharded pool write outside an active sharded extend batch");
+  if (layer < 0 || layer >= shape_.layers) return InvalidArgument("layer: must be in [0, ", shape_.layers, "), got ", layer);
+  if (rows.size() != state_.size()) return InvalidArgument("rows: expected one buffer per local rank");
+  const PlacementSpec spec{comm_->size(), shape_.page_size};
+  for (size_t i = 0; i < state_.size(); ++i) {
+    Rank& r = *state_[i];
+    KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
+    KVSHARD_RETURN_IF_ERROR(LaunchStageChunk(r.slots[layer % 2].data(), shape_.scratch_rows(), rows[i],
+                                             r.chunk_locs.as<int64_t>(), n_chunk_locs_, r.page_pos.as<int32_t>(),
+                                             shape_.n_page_pos, shape_.page_size, shape_.row_bytes,
+                                             r.bad.as<int64_t>(), r.compute));
+    KVSHARD_RETURN_IF_ERROR(LaunchOwnerFilteredWrite(pool(static_cast<int>(i), layer), shape_.pool_rows, rows[i],
+                                                     r.chunk_locs.as<int64_t>(), n_chunk_locs_, spec, r.rank,
+                                                     shape_.row_bytes, r.bad.as<int64_t>(), r.compute));
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<void*>> LayerAheadGather::AcquireForRead(int64_t layer) {
+  if (!active_) return FailedPrecondition("sharded pool read outside an active sharded extend batch");
+  if (layer < 0 || layer >= shape_.layers) return InvalidArgument("layer: must be in [0, ", shape_.layers, "), got ", layer);
+  const int which = static_cast<int>(layer % 2);
+  if (block_pages_ > 0 && resident_[which] != std::make_pair(layer, epoch_)) {
+    return FailedPrecondition("prefix scratch miss for layer ", layer, " (resident=(", resident_[which].first, ", ",
+                              resident_[which].second, "), epoch=", epoch_, ")");
+  }
+  std::vector<void*> slots;
+  for (auto& rp : state_) {
+    KVSHARD_CUDA_CHECK(cudaSetDevice(rp->device));
+    if (block_pages_ > 0) KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(rp->compute, rp->ready[which], 0));
+    slots.push_back(rp->slots[which].data());
+  }
+  if (block_pages_ > 0) KVSHARD_RETURN_IF_ERROR(Prefetch(layer + 1));
+  return slots;
+}
+
+StatusOr<int64_t> LayerAheadGather::BadRows() {
+  int64_t total = 0;
+  for (auto& rp : state_) {
+    KVSHARD_CUDA_CHECK(cudaSetDevice(rp->device));
+    KVSHARD_CUDA_CHECK(cudaDeviceSynchronize());
+    int64_t v = 0;
+    KVSHARD_RETURN_IF_ERROR(CopyToHost(&v, rp->bad.data(), sizeof(v)));
+    total += v;
+  }
+  return total;
+}
+
+namespace {
+__global__ void SpinKernel(int64_t ns) {
+  uint64_t start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (static_cast<int64_t>(now - start) < ns);
+}
+}  // namespace
+
+Status LaunchComputeStandIn(int64_t ns, cudaStream_t stream) {
+  if (ns < 0) return InvalidArgument("ns: must be >= 0, got ", ns);
+  int dev = 0, sms = 1;
+  KVSHARD_CUDA_CHECK(cudaGetDevice(&dev));
+  KVSHARD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  SpinKernel<<<sms, 128, 0, stream>>>(ns);  // one block per SM, like a layer's attention/MLP kernels
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+}  // namespace kvshard::gpu

@@ -1,0 +1,91 @@
+// The layer-ahead prefix gather of the sharded KV pool, as in SGLang's page_interleave_pool (spec §3):
+// per-rank pools, two scratch slots [prefix | chunk | trash page] per rank, a dedicated gather stream and
+// communicator, an in-place all-gather of each rank's padded send block, ready events, residency keys
+// (layer, epoch), and "reading layer l waits on its slot and kicks layer l+1". Host-safe header.
+#ifndef KVSHARD_GPU_PREFIX_GATHER_H_
+#define KVSHARD_GPU_PREFIX_GATHER_H_
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "core/spec.h"
+#include "core/status.h"
+#include "gpu/collective.h"
+#include "gpu/stream.h"
+
+namespace kvshard::gpu {
+
+// Sizes of one rank's pool and scratch.
+struct PrefixGatherShape {
+  int64_t layers = 1;
+  int64_t pool_rows = 0;  // rows per layer per rank (local pages * page_size, incl. trash page 0)
+  int64_t page_size = 1;
+  int64_t max_prefix_tokens = 0;
+  int64_t chunk_tokens = 0;
+  int64_t row_bytes = 0;
+  int64_t n_page_pos = 0;  // logical pages covered by page_pos
+  int64_t scratch_rows() const { return max_prefix_tokens + chunk_tokens + page_size; }
+};
+
+// Validates a shape for an n-rank group (sizes positive, capacities page-aligned as SGLang asserts).
+Status PrefixGatherCanImplement(const PrefixGatherShape& shape, int n_ranks);
+
+// One shard group's pools and layer-ahead gather; drives every rank local to this process.
+class LayerAheadGather {
+ public:
+  // Allocates pools and slots on each local rank's device; `comm` must be dedicated to this object.
+  static StatusOr<std::unique_ptr<LayerAheadGather>> Create(RankGroup* comm, const PrefixGatherShape& shape);
+  ~LayerAheadGather();
+
+  const PrefixGatherShape& shape() const { return shape_; }
+  int local_count() const { return static_cast<int>(ranks_.size()); }
+  // Local rank i's pool of `layer` (pool_rows x row_bytes, device memory).
+  void* pool(int i, int64_t layer) const;
+  // Local rank i's compute stream (writes and reads are ordered on it).
+  cudaStream_t compute_stream(int i) const;
+
+  // Installs a batch plan mirrored on every rank: block_pages, page_pos (n_page_pos entries) and each local
+  // rank's send rows (block_pages * page_size local pool rows), plus the batch's chunk locs (out_cache_loc).
+  // Bumps the epoch and kicks the first layer's gather (when block_pages > 0).
+  Status BeginExtend(int64_t block_pages, const std::vector<int32_t>& page_pos,
+                     const std::vector<std::vector<int64_t>>& send_rows, const std::vector<int64_t>& chunk_locs);
+  // set_kv_buffer for `layer`: rows[i] (device, one row per chunk loc, on local rank i's device) is staged
+  // in full into the layer's slot at translate(loc) and its owned rows are written to the pool.
+  Status WriteLayer(int64_t layer, const std::vector<const void*>& rows);
+  // Each compute stream waits for `layer`'s slot (residency must be (layer, epoch)) and the gather of
+  // layer + 1 is kicked. Returns each local rank's slot (scratch_rows x row_bytes).
+  StatusOr<std::vector<void*>> AcquireForRead(int64_t layer);
+  // Marks no sharded extend in flight; later reads are errors.
+  void EndExtend() { active_ = false; }
+  int64_t epoch() const { return epoch_; }
+  // Device page_pos of local rank i (for translating reads).
+  const int32_t* page_pos(int i) const;
+  // Device chunk locs of local rank i.
+  const int64_t* chunk_locs(int i) const;
+  // Rows skipped for out-of-range indices since creation (must stay 0); synchronizes.
+  StatusOr<int64_t> BadRows();
+
+ private:
+  struct Rank;
+  LayerAheadGather(RankGroup* comm, const PrefixGatherShape& shape);
+  Status Prefetch(int64_t layer);
+
+  RankGroup* comm_;
+  PrefixGatherShape shape_;
+  std::vector<int> ranks_;
+  std::vector<std::unique_ptr<Rank>> state_;
+  int64_t epoch_ = 0;
+  int64_t block_pages_ = 0;
+  int64_t n_chunk_locs_ = 0;
+  bool active_ = false;
+  std::pair<int64_t, int64_t> resident_[2] = {{-1, -1}, {-1, -1}};
+};
+
+// Spins one 128-thread block per SM for about `ns` nanoseconds: a per-layer compute stand-in for benchmarks.
+Status LaunchComputeStandIn(int64_t ns, cudaStream_t stream);
+
+}  // namespace kvshard::gpu
+
+#endif  // KVSHARD_GPU_PREFIX_GATHER_H_

@@ -1,0 +1,66 @@
+// Device helpers for moving opaque rows: vector width selection and a cooperative group-per-row copy.
+// Rows are byte payloads (KV rows, latent rows, index bytes); kernels never interpret them.
+#ifndef KVSHARD_GPU_ROW_COPY_CUH_
+#define KVSHARD_GPU_ROW_COPY_CUH_
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace kvshard::gpu {
+
+// Widest power-of-two access (16, 8, 4, 2 or 1 bytes) dividing the row size and every base address.
+inline int RowVectorBytes(int64_t row_bytes, const void* a, const void* b) {
+  const uint64_t bits = static_cast<uint64_t>(row_bytes) | reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b);
+  for (int v = 16; v > 1; v /= 2) {
+    if (bits % v == 0) return v;
+  }
+  return 1;
+}
+
+template <int kBytes>
+struct VecOf;
+template <> struct VecOf<16> { using T = uint4; };
+template <> struct VecOf<8> { using T = uint2; };
+template <> struct VecOf<4> { using T = uint32_t; };
+template <> struct VecOf<2> { using T = uint16_t; };
+template <> struct VecOf<1> { using T = uint8_t; };
+
+// Threads of a row group (a power of two <= 32) for rows of `vecs` vectors.
+inline int GroupSizeFor(int64_t vecs) {
+  int g = 1;
+  while (g < 32 && g < vecs) g *= 2;
+  return g;
+}
+
+// Copies one row of `vecs` vectors; lane in [0, group) of a group of `group` threads.
+template <typename V>
+__device__ __forceinline__ void CopyRow(V* __restrict__ dst, const V* __restrict__ src, int64_t vecs, int lane,
+                                        int group) {
+  for (int64_t v = lane; v < vecs; v += group) dst[v] = src[v];
+}
+
+// Zero-fills one row.
+template <typename V>
+__device__ __forceinline__ void ZeroRow(V* __restrict__ dst, int64_t vecs, int lane, int group) {
+  for (int64_t v = lane; v < vecs; v += group) dst[v] = V{};
+}
+
+// Dispatches `f.template operator()<kBytes>()` on the runtime vector width.
+template <typename F>
+void DispatchVector(int vec_bytes, F&& f) {
+  switch (vec_bytes) {
+    case 16: f.template operator()<16>(); break;
+    case 8: f.template operator()<8>(); break;
+    case 4: f.template operator()<4>(); break;
+    case 2: f.template operator()<2>(); break;
+    default: f.template operator()<1>(); break;
+  }
+}
+
+// Blocks for a persistent grid covering `work` groups of `group` threads with `threads` per block.
+int PersistentBlocks(int64_t work, int group, int threads);
+
+}  // namespace kvshard::gpu
+
+#endif  // KVSHARD_GPU_ROW_COPY_CUH_
