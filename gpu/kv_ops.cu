@@ -1,6 +1,9 @@
 // Row-mover kernels of the sharded KV pool: one thread group per row, vectorized by the widest aligned access.
 #include <cuda_runtime.h>
 
+#include <cub/device/device_select.cuh>
+#include <thrust/iterator/counting_iterator.h>
+
 #include "gpu/kv_ops.h"
 #include "gpu/row_copy.cuh"
 
@@ -15,7 +18,7 @@ int PersistentBlocks(int64_t work, int group, int threads) {
   }();
   const int64_t groups_per_block = threads / group;
   int64_t blocks = (work + groups_per_block - 1) / groups_per_block;
-  const int64_t cap = int64_t{sms} * 8;
+  const int64_t cap = int64_t{sms} * 4;  // 1024 threads/SM: leaves room for concurrent kernels (NCCL)
   if (blocks > cap) blocks = cap;
   return static_cast<int>(blocks > 0 ? blocks : 1);
 }
@@ -92,6 +95,43 @@ __global__ void StageChunkKernel(V* __restrict__ scratch, int64_t scratch_rows, 
   }
 }
 
+struct OwnedBy {
+  const int64_t* locs;
+  int64_t lps, ps, rank;
+  __host__ __device__ bool operator()(int64_t i) const {
+    const int64_t loc = locs[i];
+    return loc >= 0 && (loc % lps) / ps == rank;
+  }
+};
+
+__global__ void LocalRowsKernel(int64_t* __restrict__ local_rows, const int64_t* __restrict__ owned_idx,
+                                const int64_t* __restrict__ locs, const int64_t* __restrict__ count, int64_t lps,
+                                int64_t ps) {
+  const int64_t n = *count;
+  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < n; j += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t loc = locs[owned_idx[j]];
+    local_rows[j] = (loc / lps) * ps + loc % ps;
+  }
+}
+
+template <typename V>
+__global__ void ScatterRowsKernel(V* __restrict__ dst, int64_t dst_rows, const V* __restrict__ src, int64_t src_rows,
+                                  const int64_t* __restrict__ src_idx, const int64_t* __restrict__ dst_idx,
+                                  const int64_t* __restrict__ count, int64_t max_count, int64_t vecs, int group,
+                                  int64_t* bad) {
+  const GroupPos g = MyGroup(group);
+  const int64_t c = *count;
+  const int64_t n = c < max_count ? c : max_count;
+  for (int64_t j = g.id; j < n; j += g.count) {
+    const int64_t s = src_idx[j], d = dst_idx[j];
+    if (s < 0 || s >= src_rows || d < 0 || d >= dst_rows) {
+      if (bad && g.lane == 0) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
+      continue;
+    }
+    CopyRow(dst + d * vecs, src + s * vecs, vecs, g.lane, group);
+  }
+}
+
 __global__ void TranslateKernel(int64_t* __restrict__ out, const int64_t* __restrict__ locs, int64_t n,
                                 const int32_t* __restrict__ page_pos, int64_t n_page_pos, int64_t ps) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
@@ -157,6 +197,50 @@ Status LaunchStageChunk(void* scratch, int64_t scratch_rows, const void* rows, c
     StageChunkKernel<V><<<PersistentBlocks(n, group, kThreads), kThreads, 0, stream>>>(
         static_cast<V*>(scratch), scratch_rows, static_cast<const V*>(rows), locs, n, page_pos, n_page_pos,
         page_size, vecs, group, bad);
+  });
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+StatusOr<size_t> WritePlanTempBytes(int64_t n) {
+  size_t bytes = 0;
+  KVSHARD_CUDA_CHECK(cub::DeviceSelect::If(nullptr, bytes, thrust::counting_iterator<int64_t>(0),
+                                           static_cast<int64_t*>(nullptr), static_cast<int64_t*>(nullptr), n,
+                                           OwnedBy{nullptr, 1, 1, 0}));
+  return bytes;
+}
+
+Status LaunchBuildWritePlan(const int64_t* locs, int64_t n, const PlacementSpec& spec, int64_t rank,
+                            int64_t* owned_idx, int64_t* local_rows, int64_t* count, void* temp, size_t temp_bytes,
+                            cudaStream_t stream) {
+  if (n < 0) return InvalidArgument("n: must be >= 0, got ", n);
+  KVSHARD_RETURN_IF_ERROR(ValidatePlacementSpec(spec));
+  KVSHARD_RETURN_IF_ERROR(ValidateRank(rank, spec.shard_size));
+  if (n == 0) {
+    KVSHARD_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(int64_t), stream));
+    return Status::Ok();
+  }
+  const OwnedBy pred{locs, spec.logical_page_size(), spec.page_size, rank};
+  KVSHARD_CUDA_CHECK(cub::DeviceSelect::If(temp, temp_bytes, thrust::counting_iterator<int64_t>(0), owned_idx, count,
+                                           n, pred, stream));
+  LocalRowsKernel<<<PersistentBlocks(n, 1, kThreads), kThreads, 0, stream>>>(local_rows, owned_idx, locs, count,
+                                                                              spec.logical_page_size(), spec.page_size);
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status LaunchScatterRows(void* dst, int64_t dst_rows, const void* src, int64_t src_rows, const int64_t* src_idx,
+                         const int64_t* dst_idx, const int64_t* count, int64_t max_count, int64_t row_bytes,
+                         int64_t* bad, cudaStream_t stream) {
+  KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(max_count, row_bytes, src_rows, dst_rows));
+  if (max_count == 0) return Status::Ok();
+  DispatchVector(RowVectorBytes(row_bytes, dst, src), [&]<int kB>() {
+    using V = typename VecOf<kB>::T;
+    const int64_t vecs = row_bytes / kB;
+    const int group = GroupSizeFor(vecs);
+    ScatterRowsKernel<V><<<PersistentBlocks(max_count, group, kThreads), kThreads, 0, stream>>>(
+        static_cast<V*>(dst), dst_rows, static_cast<const V*>(src), src_rows, src_idx, dst_idx, count, max_count,
+        vecs, group, bad);
   });
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();

@@ -31,6 +31,18 @@ Status LaunchStageChunk(void* scratch, int64_t scratch_rows, const void* rows, c
                         const int32_t* page_pos, int64_t n_page_pos, int64_t page_size, int64_t row_bytes,
                         int64_t* bad, cudaStream_t stream);
 
+// Temporary storage bytes LaunchBuildWritePlan needs for n locs.
+StatusOr<size_t> WritePlanTempBytes(int64_t n);
+// SGLang's _get_write_plan on the device: owned_idx = positions i (ascending) whose loc `rank` owns,
+// local_rows = their local_index; *count (device) = how many. Built once per batch and reused every layer.
+Status LaunchBuildWritePlan(const int64_t* locs, int64_t n, const PlacementSpec& spec, int64_t rank,
+                            int64_t* owned_idx, int64_t* local_rows, int64_t* count, void* temp, size_t temp_bytes,
+                            cudaStream_t stream);
+// ScatterRowsKernel: dst[dst_idx[j]] = src[src_idx[j]] for j < *count (count read on the device, <= max_count).
+Status LaunchScatterRows(void* dst, int64_t dst_rows, const void* src, int64_t src_rows, const int64_t* src_idx,
+                         const int64_t* dst_idx, const int64_t* count, int64_t max_count, int64_t row_bytes,
+                         int64_t* bad, cudaStream_t stream);
+
 // TranslateKernel: out[i] = page_pos[locs[i]/ps]*ps + locs[i]%ps (translate_loc_to_scratch); -1 if out of range.
 Status LaunchTranslate(int64_t* out, const int64_t* locs, int64_t n, const int32_t* page_pos, int64_t n_page_pos,
                        int64_t page_size, cudaStream_t stream);

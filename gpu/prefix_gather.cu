@@ -12,6 +12,8 @@ struct LayerAheadGather::Rank {
   int rank = 0;
   cudaStream_t compute = nullptr;
   cudaStream_t gather = nullptr;
+  cudaStream_t pack = nullptr;  // send-row packing, so packing layer l+1 overlaps the all-gather of layer l
+  cudaEvent_t packed = nullptr;
   cudaEvent_t ready[2] = {nullptr, nullptr};
   cudaEvent_t compute_done = nullptr;
   DeviceBuffer pools;  // layers x pool_rows x row_bytes
@@ -20,12 +22,16 @@ struct LayerAheadGather::Rank {
   DeviceBuffer send_rows;
   DeviceBuffer chunk_locs;
   DeviceBuffer bad;  // int64 counter
+  // The batch's write plan (SGLang's _get_write_plan), built once per epoch on the device.
+  DeviceBuffer owned_idx, local_rows, owned_count, plan_temp;
   ~Rank() {
     cudaSetDevice(device);
     for (cudaEvent_t e : ready) {
       if (e) cudaEventDestroy(e);
     }
     if (compute_done) cudaEventDestroy(compute_done);
+    if (packed) cudaEventDestroy(packed);
+    if (pack) cudaStreamDestroy(pack);
     if (compute) cudaStreamDestroy(compute);
     if (gather) cudaStreamDestroy(gather);
   }
@@ -68,6 +74,9 @@ StatusOr<std::unique_ptr<LayerAheadGather>> LayerAheadGather::Create(RankGroup* 
     KVSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&r->gather, cudaStreamNonBlocking));
     for (auto& e : r->ready) KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&r->compute_done, cudaEventDisableTiming));
+    KVSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&r->pack, cudaStreamNonBlocking));
+    KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&r->packed, cudaEventDisableTiming));
+    KVSHARD_ASSIGN_OR_RETURN(r->owned_count, DeviceBuffer::Allocate(sizeof(int64_t)));
     KVSHARD_ASSIGN_OR_RETURN(r->pools, DeviceBuffer::Allocate(shape.layers * shape.pool_rows * shape.row_bytes));
     KVSHARD_CUDA_CHECK(cudaMemset(r->pools.data(), 0, r->pools.bytes()));
     for (auto& s : r->slots) {
@@ -116,10 +125,20 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
     KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
     // Plan uploads are ordered after all earlier work on this rank (the previous batch's reads/gathers).
     KVSHARD_CUDA_CHECK(cudaStreamSynchronize(r.gather));
+    KVSHARD_CUDA_CHECK(cudaStreamSynchronize(r.pack));
     KVSHARD_CUDA_CHECK(cudaStreamSynchronize(r.compute));
     KVSHARD_RETURN_IF_ERROR(CopyToDevice(r.page_pos.data(), page_pos.data(), page_pos.size() * sizeof(int32_t)));
     KVSHARD_ASSIGN_OR_RETURN(r.send_rows, Upload(send_rows[i]));
     KVSHARD_ASSIGN_OR_RETURN(r.chunk_locs, Upload(chunk_locs));
+    const int64_t n = static_cast<int64_t>(chunk_locs.size());
+    KVSHARD_ASSIGN_OR_RETURN(r.owned_idx, DeviceBuffer::Allocate(n * sizeof(int64_t)));
+    KVSHARD_ASSIGN_OR_RETURN(r.local_rows, DeviceBuffer::Allocate(n * sizeof(int64_t)));
+    KVSHARD_ASSIGN_OR_RETURN(size_t temp_bytes, WritePlanTempBytes(n));
+    KVSHARD_ASSIGN_OR_RETURN(r.plan_temp, DeviceBuffer::Allocate(temp_bytes));
+    KVSHARD_RETURN_IF_ERROR(LaunchBuildWritePlan(r.chunk_locs.as<int64_t>(), n, {comm_->size(), shape_.page_size},
+                                                 r.rank, r.owned_idx.as<int64_t>(), r.local_rows.as<int64_t>(),
+                                                 r.owned_count.as<int64_t>(), r.plan_temp.data(), temp_bytes,
+                                                 r.compute));
   }
   n_chunk_locs_ = static_cast<int64_t>(chunk_locs.size());
   ++epoch_;
@@ -139,13 +158,16 @@ Status LayerAheadGather::Prefetch(int64_t layer) {
   for (auto& rp : state_) {
     Rank& r = *rp;
     KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
-    // Order after prior compute work: the slot's previous reader (layer - 2) and the pool writes.
+    // Order after prior compute work: the slot's previous reader (layer - 2) and the pool writes. Packing runs
+    // on its own stream (it may overlap the previous layer's all-gather); the all-gather waits for it.
     KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, r.compute));
-    KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.gather, r.compute_done, 0));
+    KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.pack, r.compute_done, 0));
     char* slot = static_cast<char*>(r.slots[which].data());
     KVSHARD_RETURN_IF_ERROR(LaunchGatherRows(slot + r.rank * block_rows * shape_.row_bytes, pool(&rp - &state_[0], layer),
                                              shape_.pool_rows, r.send_rows.as<int64_t>(), block_rows, shape_.row_bytes,
-                                             r.bad.as<int64_t>(), r.gather));
+                                             r.bad.as<int64_t>(), r.pack));
+    KVSHARD_CUDA_CHECK(cudaEventRecord(r.packed, r.pack));
+    KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.gather, r.packed, 0));
     bufs.push_back(slot);
     streams.push_back(r.gather);
   }
@@ -162,7 +184,6 @@ Status LayerAheadGather::WriteLayer(int64_t layer, const std::vector<const void*
   if (!active_) return FailedPrecondition("sharded pool write outside an active sharded extend batch");
   if (layer < 0 || layer >= shape_.layers) return InvalidArgument("layer: must be in [0, ", shape_.layers, "), got ", layer);
   if (rows.size() != state_.size()) return InvalidArgument("rows: expected one buffer per local rank");
-  const PlacementSpec spec{comm_->size(), shape_.page_size};
   for (size_t i = 0; i < state_.size(); ++i) {
     Rank& r = *state_[i];
     KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
@@ -170,9 +191,10 @@ Status LayerAheadGather::WriteLayer(int64_t layer, const std::vector<const void*
                                              r.chunk_locs.as<int64_t>(), n_chunk_locs_, r.page_pos.as<int32_t>(),
                                              shape_.n_page_pos, shape_.page_size, shape_.row_bytes,
                                              r.bad.as<int64_t>(), r.compute));
-    KVSHARD_RETURN_IF_ERROR(LaunchOwnerFilteredWrite(pool(static_cast<int>(i), layer), shape_.pool_rows, rows[i],
-                                                     r.chunk_locs.as<int64_t>(), n_chunk_locs_, spec, r.rank,
-                                                     shape_.row_bytes, r.bad.as<int64_t>(), r.compute));
+    KVSHARD_RETURN_IF_ERROR(LaunchScatterRows(pool(static_cast<int>(i), layer), shape_.pool_rows, rows[i],
+                                              n_chunk_locs_, r.owned_idx.as<int64_t>(), r.local_rows.as<int64_t>(),
+                                              r.owned_count.as<int64_t>(), n_chunk_locs_, shape_.row_bytes,
+                                              r.bad.as<int64_t>(), r.compute));
   }
   return Status::Ok();
 }
@@ -208,21 +230,24 @@ StatusOr<int64_t> LayerAheadGather::BadRows() {
 }
 
 namespace {
-__global__ void SpinKernel(int64_t ns) {
+__global__ void SpinKernel(int64_t ns, bool sleep) {
   uint64_t start, now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
   do {
+    if (sleep) __nanosleep(1000);
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   } while (static_cast<int64_t>(now - start) < ns);
 }
 }  // namespace
 
-Status LaunchComputeStandIn(int64_t ns, cudaStream_t stream) {
+Status LaunchComputeStandIn(int64_t ns, bool busy, cudaStream_t stream) {
   if (ns < 0) return InvalidArgument("ns: must be >= 0, got ", ns);
   int dev = 0, sms = 1;
   KVSHARD_CUDA_CHECK(cudaGetDevice(&dev));
   KVSHARD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  SpinKernel<<<sms, 128, 0, stream>>>(ns);  // one block per SM, like a layer's attention/MLP kernels
+  // One block per SM, like a layer's attention/MLP kernels: busy = 4 warps issuing timer reads nonstop,
+  // otherwise 1 warp that sleeps between reads (holds the SMs without competing for issue slots).
+  SpinKernel<<<sms, busy ? 128 : 32, 0, stream>>>(ns, !busy);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }

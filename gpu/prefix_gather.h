@@ -83,8 +83,9 @@ class LayerAheadGather {
   std::pair<int64_t, int64_t> resident_[2] = {{-1, -1}, {-1, -1}};
 };
 
-// Spins one 128-thread block per SM for about `ns` nanoseconds: a per-layer compute stand-in for benchmarks.
-Status LaunchComputeStandIn(int64_t ns, cudaStream_t stream);
+// A per-layer compute stand-in for benchmarks: one block per SM for about `ns` nanoseconds, either busy
+// (4 warps issuing nonstop) or sleeping (1 warp, __nanosleep between timer reads).
+Status LaunchComputeStandIn(int64_t ns, bool busy, cudaStream_t stream);
 
 }  // namespace kvshard::gpu
 

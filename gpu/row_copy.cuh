@@ -33,11 +33,22 @@ inline int GroupSizeFor(int64_t vecs) {
   return g;
 }
 
-// Copies one row of `vecs` vectors; lane in [0, group) of a group of `group` threads.
+// Copies one row of `vecs` vectors; lane in [0, group) of a group of `group` threads. Each thread issues up to
+// four loads before its stores, so several requests per thread are in flight.
 template <typename V>
 __device__ __forceinline__ void CopyRow(V* __restrict__ dst, const V* __restrict__ src, int64_t vecs, int lane,
                                         int group) {
-  for (int64_t v = lane; v < vecs; v += group) dst[v] = src[v];
+  for (int64_t base = lane; base < vecs; base += 4 * group) {
+    V r[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if (base + k * group < vecs) r[k] = src[base + k * group];
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if (base + k * group < vecs) dst[base + k * group] = r[k];
+    }
+  }
 }
 
 // Zero-fills one row.

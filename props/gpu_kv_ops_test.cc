@@ -51,6 +51,36 @@ TEST(GpuKvOps, OwnerFilteredWriteMatchesReference) {
     const Status cmp = CompareRows(got, want, row_bytes, "pool");
     RC_ASSERT_FALSE(!cmp.ok());
     RC_ASSERT(gpu::Download<int64_t>(d_bad.data(), 1).value()[0] == 0);
+
+    // The cached write-plan path: owned positions (ascending) and local rows, then a scatter.
+    const int64_t n = static_cast<int64_t>(locs.size());
+    std::vector<int64_t> want_idx, want_rows;
+    for (int64_t i = 0; i < n; ++i) {
+      if (p.LocalMask(locs[i], rank)) {
+        want_idx.push_back(i);
+        want_rows.push_back(p.LocalIndex(locs[i]));
+      }
+    }
+    auto d_owned = gpu::DeviceBuffer::Allocate(std::max<int64_t>(1, n) * 8).value();
+    auto d_local = gpu::DeviceBuffer::Allocate(std::max<int64_t>(1, n) * 8).value();
+    auto d_count = gpu::Upload(std::vector<int64_t>{-1}).value();
+    const size_t temp_bytes = gpu::WritePlanTempBytes(n).value();
+    auto d_temp = gpu::DeviceBuffer::Allocate(temp_bytes).value();
+    RC_ASSERT(gpu::LaunchBuildWritePlan(d_locs.as<int64_t>(), n, spec, rank, d_owned.as<int64_t>(),
+                                        d_local.as<int64_t>(), d_count.as<int64_t>(), d_temp.data(), temp_bytes,
+                                        nullptr)
+                  .ok());
+    auto d_pool2 = gpu::Upload(std::vector<uint8_t>(pool_rows * row_bytes, 0)).value();
+    RC_ASSERT(gpu::LaunchScatterRows(d_pool2.data(), pool_rows, d_rows.data(), n, d_owned.as<int64_t>(),
+                                     d_local.as<int64_t>(), d_count.as<int64_t>(), n, row_bytes, d_bad.as<int64_t>(),
+                                     nullptr)
+                  .ok());
+    RC_ASSERT(gpu::SyncStream(nullptr).ok());
+    const int64_t count = gpu::Download<int64_t>(d_count.data(), 1).value()[0];
+    RC_ASSERT(count == static_cast<int64_t>(want_idx.size()));
+    RC_ASSERT(gpu::Download<int64_t>(d_owned.data(), count).value() == want_idx);
+    RC_ASSERT(gpu::Download<int64_t>(d_local.data(), count).value() == want_rows);
+    RC_ASSERT(CompareRows(gpu::Download<uint8_t>(d_pool2.data(), want.size()).value(), want, row_bytes, "pool").ok());
   });
   EXPECT_TRUE(ok);
 }
