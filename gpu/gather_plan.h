@@ -1,0 +1,68 @@
+// The gather plan of a sharded extend batch (SGLang begin_shard_extend, spec §3) built on the device: dedup,
+// owner-major slots, page_pos and send pages in one single-block launch (block radix sort in shared memory),
+// plus the expansion of one rank's send rows. Host-safe header.
+#ifndef KVSHARD_GPU_GATHER_PLAN_H_
+#define KVSHARD_GPU_GATHER_PLAN_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/gather_plan.h"
+#include "core/status.h"
+#include "gpu/device.h"
+#include "gpu/stream.h"
+
+namespace kvshard::gpu {
+
+// Most prefix page references (sum of K_i, before dedup) one device plan build accepts.
+inline constexpr int64_t kMaxDevicePlanPrefixPages = 16384;
+
+// Validates what the host can check before launching: batch structure (names the field) and the
+// single-launch limit on prefix page references.
+Status GatherPlanCanImplement(const ExtendBatch& batch);
+
+// Builds plans on the current device; keeps page_pos resident (only the previous batch's entries are reset).
+class DeviceGatherPlanner {
+ public:
+  // Sizes the device buffers for batches of this geometry (page_pos_size entries, filled with the trash page).
+  static StatusOr<std::unique_ptr<DeviceGatherPlanner>> Create(const ExtendBatch& geometry);
+
+  // Uploads the batch's page rows (as req_to_token would already be on the device), untimed.
+  Status Upload(const ExtendBatch& batch, cudaStream_t stream);
+  // Builds the plan of the uploaded batch on `stream` without a host round trip: page_pos, send pages of
+  // every rank, and the send rows of `send_rank`. Errors are detected on the device; call Finish to see them.
+  Status Launch(int64_t send_rank, cudaStream_t stream);
+  // Synchronizes and returns the build's status: SGLang's errors ("page-aligned", "cyclic", "capacity", and
+  // non-fresh chunk pages) with the same first-failing request as the reference.
+  Status Finish(cudaStream_t stream);
+  // Downloads the plan as the reference's GatherPlan (send_rows expanded for every rank) for diffing.
+  StatusOr<GatherPlan> Download(cudaStream_t stream);
+
+  // Device page_pos (int32, page_pos_size entries) and send rows of `send_rank` (block_pages * ps entries).
+  const int32_t* page_pos() const { return page_pos_.as<int32_t>(); }
+  const int64_t* send_rows() const { return send_rows_.as<int64_t>(); }
+  int64_t block_pages() const { return block_pages_; }
+  int64_t page_pos_size() const { return page_pos_size_; }
+
+ private:
+  DeviceGatherPlanner() = default;
+  ExtendBatch geometry_;      // requests empty
+  ExtendBatch batch_;         // the uploaded batch (host copy of its metadata)
+  int64_t page_pos_size_ = 0;
+  int64_t trash_page_ = 0;
+  int64_t block_pages_ = 0;
+  int64_t n_prefix_refs_ = 0, n_chunk_ = 0, first_misaligned_ = -1;
+  DeviceBuffer page_pos_;     // int32 [page_pos_size]
+  DeviceBuffer pages_;        // int64 all position-pages of the batch, request-major
+  DeviceBuffer req_meta_;     // int64 [4 * (B + 1)]: page offset, prefix pages, chunk offset, block offset
+  DeviceBuffer send_pages_;   // int64 [N * block_pages]
+  DeviceBuffer send_rows_;    // int64 [block_pages * ps]
+  DeviceBuffer mapped_;       // int64 pages mapped by the previous build (reset to trash by the next)
+  DeviceBuffer state_;        // int64 [4]: mapped count, first cyclic request, first stale chunk ref, overflow
+  int64_t capacity_pages_ = 0;
+};
+
+}  // namespace kvshard::gpu
+
+#endif  // KVSHARD_GPU_GATHER_PLAN_H_
