@@ -1,0 +1,49 @@
+// Structural validation of extend batches.
+#include "core/gather_plan.h"
+
+#include "core/spec.h"
+
+namespace kvshard {
+
+Status ValidateExtendBatch(const ExtendBatch& b) {
+  KVSHARD_RETURN_IF_ERROR(ValidatePlacementSpec({b.shard_size, b.page_size}));
+  const int64_t n = b.shard_size;
+  if (b.pool_pages_per_rank < 1 || b.pool_pages_per_rank >= kMaxPoolLogicalPages / n) {
+    return InvalidArgument("pool_pages_per_rank: must be in [1, ", kMaxPoolLogicalPages / n,
+                           ") so that shard_size*(pool_pages_per_rank+1) <= 2^24, got ", b.pool_pages_per_rank);
+  }
+  const int64_t lps = n * b.page_size;
+  if (b.max_prefix_tokens < 0 || b.max_prefix_tokens >= kMaxSlot || b.max_prefix_tokens % lps != 0) {
+    return InvalidArgument("max_prefix_tokens: must be a non-negative multiple of shard_size*page_size (", lps,
+                           ") below 2^48, got ", b.max_prefix_tokens);
+  }
+  if (b.chunk_tokens < 0 || b.chunk_tokens >= kMaxSlot || b.chunk_tokens % b.page_size != 0) {
+    return InvalidArgument("chunk_tokens: must be a non-negative multiple of page_size (", b.page_size,
+                           ") below 2^48, got ", b.chunk_tokens);
+  }
+  const int64_t lo = n, hi = n * b.pool_pages_per_rank;  // allocatable logical pages [N, N*ppr)
+  for (size_t i = 0; i < b.requests.size(); ++i) {
+    const ExtendRequest& r = b.requests[i];
+    if (r.prefix_len < 0 || r.prefix_len >= kMaxSlot) {
+      return InvalidArgument("requests[", i, "].prefix_len: must be in [0, 2^48), got ", r.prefix_len);
+    }
+    if (r.seq_len < r.prefix_len || r.seq_len >= kMaxSlot) {
+      return InvalidArgument("requests[", i, "].seq_len: must be >= prefix_len (", r.prefix_len,
+                             ") and < 2^48, got ", r.seq_len);
+    }
+    const int64_t want = PositionPages(r.seq_len, b.page_size);
+    if (static_cast<int64_t>(r.pages.size()) != want) {
+      return InvalidArgument("requests[", i, "].pages: must list ceil(seq_len/page_size) = ", want,
+                             " pages, got ", r.pages.size());
+    }
+    for (size_t j = 0; j < r.pages.size(); ++j) {
+      if (r.pages[j] < lo || r.pages[j] >= hi) {
+        return InvalidArgument("requests[", i, "].pages[", j, "]: page ", r.pages[j],
+                               " out of pool range [", lo, ", ", hi, ") (pages < shard_size are reserved)");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvshard

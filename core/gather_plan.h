@@ -1,0 +1,68 @@
+// Value types of one sharded extend batch and its gather plan (spec §3, SGLang begin_shard_extend).
+// Plain structs without CUDA: the reference (cpu_ref/) and the GPU backend (gpu/) both produce them,
+// so a bit-exact diff of the two is a field-by-field comparison.
+#ifndef KVSHARD_CORE_GATHER_PLAN_H_
+#define KVSHARD_CORE_GATHER_PLAN_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+
+namespace kvshard {
+
+// Largest accepted logical page count of a pool, N * (pool_pages_per_rank + 1) (dense page_pos size).
+inline constexpr int64_t kMaxPoolLogicalPages = int64_t{1} << 24;
+
+// One request of an extend batch (its req_to_token row, sampled once per position-page).
+struct ExtendRequest {
+  int64_t prefix_len = 0;      // cached tokens; must be a multiple of page_size
+  int64_t seq_len = 0;         // tokens after this extend, >= prefix_len
+  std::vector<int64_t> pages;  // logical page of each position-page: ceil(seq_len / page_size) entries
+  bool operator==(const ExtendRequest&) const = default;
+};
+
+// An extend batch plus the pool and scratch geometry its plan depends on.
+struct ExtendBatch {
+  int64_t shard_size = 1;           // N
+  int64_t page_size = 1;            // ps
+  int64_t pool_pages_per_rank = 1;  // local pages per rank, incl. the trash page 0
+  int64_t max_prefix_tokens = 0;    // scratch prefix region rows, a multiple of N*ps
+  int64_t chunk_tokens = 0;         // scratch chunk region rows, a multiple of ps
+  std::vector<ExtendRequest> requests;
+  bool operator==(const ExtendBatch&) const = default;
+};
+
+// What one rank contributes to each layer's in-place all-gather.
+struct RankSend {
+  int64_t rank = 0;
+  std::vector<int64_t> send_local_pages;  // block_pages local pages: owned prefix pages in slot order, then 0s
+  std::vector<int64_t> send_rows;         // send_local_pages expanded to rows p*ps + [0, ps)
+  bool operator==(const RankSend&) const = default;
+};
+
+// A batch's gather plan; identical on every rank (mirrored), so it is computed once for all ranks.
+struct GatherPlan {
+  int64_t shard_size = 1;       // N of the batch (echoed for translate)
+  int64_t page_size = 1;        // ps of the batch (echoed for translate)
+  int64_t block_pages = 0;      // sum_i ceil(K_i / N): pages every rank sends per layer
+  int64_t n_prefix_slots = 0;   // N * block_pages: the prefix region pages the all-gather fills
+  int64_t chunk_base_page = 0;  // absolute scratch page of chunk page 0: max_prefix_tokens / ps
+  int64_t trash_page = 0;       // absolute scratch page of the trash page: (max_prefix + chunk_tokens) / ps
+  int64_t page_pos_size = 0;    // logical pages page_pos covers: N * (pool_pages_per_rank + 1)
+  std::vector<int64_t> mapped_pages;          // logical pages not mapped to the trash page, ascending
+  std::vector<int64_t> mapped_scratch_pages;  // page_pos of mapped_pages[i]: absolute scratch page
+  std::vector<RankSend> ranks;                // one per rank, in rank order
+  bool operator==(const GatherPlan&) const = default;
+};
+
+// Number of position-pages of a request: ceil(seq_len / page_size).
+inline int64_t PositionPages(int64_t seq_len, int64_t page_size) { return (seq_len + page_size - 1) / page_size; }
+
+// Structural validation (geometry, lengths, page ranges); names the field, e.g. "requests[2].seq_len".
+// Semantic checks (page alignment, cyclic owners, capacity) belong to the plan builder.
+Status ValidateExtendBatch(const ExtendBatch& batch);
+
+}  // namespace kvshard
+
+#endif  // KVSHARD_CORE_GATHER_PLAN_H_

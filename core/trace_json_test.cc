@@ -1,0 +1,109 @@
+// JSON readers: round trips and one error per malformed-input class (missing key, wrong type,
+// negative or overflowing number, inconsistent lengths, pages out of pool range).
+#include "core/trace_json.h"
+
+#include <gtest/gtest.h>
+
+namespace kvshard {
+namespace {
+
+Json Batch() {
+  return Json::parse(R"({"shard_size":4,"page_size":16,"pool_pages_per_rank":33,"max_prefix_tokens":4096,
+    "chunk_tokens":512,"requests":[{"prefix_len":16,"seq_len":40,"pages":[22,23,20]}]})");
+}
+
+Json Script() {
+  return Json::parse(R"({"shard_size":4,"page_size":16,"pages_per_rank":32,"need_sort":false,
+    "ops":[{"op":"alloc","prefix_lens":[0],"seq_lens":[122],"rotation_bases":[null],"last_locs":[0]},
+           {"op":"free","locs":[176,177]},{"op":"free_group","frees":[[1],[2,3]]}]})");
+}
+
+std::string BatchError(const std::function<void(Json&)>& edit) {
+  Json j = Batch();
+  edit(j);
+  auto b = ExtendBatchFromJson(j);
+  return b.ok() ? "ok" : b.status().message();
+}
+
+std::string ScriptError(const std::function<void(Json&)>& edit) {
+  Json j = Script();
+  edit(j);
+  auto s = AllocScriptFromJson(j);
+  return s.ok() ? "ok" : s.status().message();
+}
+
+TEST(TraceJsonTest, BatchRoundTrip) {
+  ExtendBatch b = ExtendBatchFromJson(Batch()).value();
+  EXPECT_EQ(b.requests[0].pages, (std::vector<int64_t>{22, 23, 20}));
+  EXPECT_EQ(ExtendBatchFromJson(ExtendBatchToJson(b)).value(), b);
+}
+
+TEST(TraceJsonTest, BatchErrorsNameTheField) {
+  EXPECT_EQ(BatchError([](Json& j) { j.erase("chunk_tokens"); }), "chunk_tokens: missing");
+  EXPECT_EQ(BatchError([](Json& j) { j["shard_size"] = "4"; }), "shard_size: must be an integer");
+  EXPECT_EQ(BatchError([](Json& j) { j["requests"][0]["seq_len"] = 8; }),
+            "requests[0].seq_len: must be >= prefix_len (16), got 8");
+  EXPECT_EQ(BatchError([](Json& j) { j["requests"][0]["prefix_len"] = -16; }),
+            "requests[0].prefix_len: must be in [0, 281474976710655], got -16");
+  EXPECT_EQ(BatchError([](Json& j) { j["requests"][0]["seq_len"] = 18446744073709551615ull; }),
+            "requests[0].seq_len: out of range");
+  EXPECT_EQ(BatchError([](Json& j) { j["requests"][0]["pages"] = {22, 23}; }),
+            "requests[0].pages: must list ceil(seq_len/page_size) = 3 pages, got 2");
+  EXPECT_EQ(BatchError([](Json& j) { j["requests"][0]["pages"][1] = 132; }),
+            "requests[0].pages[1]: page 132 out of pool range [4, 132) (pages < shard_size are reserved)");
+  EXPECT_EQ(BatchError([](Json& j) { j["requests"][0]["pages"][2] = 2; }),
+            "requests[0].pages[2]: page 2 out of pool range [4, 132) (pages < shard_size are reserved)");
+  EXPECT_EQ(BatchError([](Json& j) { j["requests"][0]["pages"][2] = 1.5; }),
+            "requests[0].pages[2]: must be an integer");
+  EXPECT_EQ(BatchError([](Json& j) { j["requests"] = Json::array({3}); }),
+            "requests[0]: must be a JSON object");
+  EXPECT_EQ(BatchError([](Json& j) { j["max_prefix_tokens"] = 100; }),
+            "max_prefix_tokens: must be a non-negative multiple of shard_size*page_size (64) below 2^48, got 100");
+  EXPECT_EQ(BatchError([](Json& j) { j = Json::array(); }), "input: must be a JSON object");
+}
+
+TEST(TraceJsonTest, ScriptRoundTrip) {
+  AllocScript s = AllocScriptFromJson(Script()).value();
+  ASSERT_EQ(s.ops.size(), 3u);
+  EXPECT_EQ(s.ops[0].alloc.rotation_bases, (std::vector<int64_t>{kNewChain}));
+  EXPECT_EQ(s.ops[2].frees, (std::vector<std::vector<int64_t>>{{1}, {2, 3}}));
+  EXPECT_EQ(AllocScriptFromJson(AllocScriptToJson(s)).value(), s);
+}
+
+TEST(TraceJsonTest, ScriptErrorsNameTheField) {
+  EXPECT_EQ(ScriptError([](Json& j) { j["ops"][0].erase("last_locs"); }), "ops[0].last_locs: missing");
+  EXPECT_EQ(ScriptError([](Json& j) { j["ops"][0]["seq_lens"] = {122, 5}; }),
+            "ops[0].seq_lens: has 2 entries, prefix_lens has 1");
+  EXPECT_EQ(ScriptError([](Json& j) { j["ops"][0]["rotation_bases"][0] = 4; }),
+            "ops[0].rotation_bases[0]: must be null or in [0, 4), got 4");
+  EXPECT_EQ(ScriptError([](Json& j) { j["ops"][0]["rotation_bases"][0] = "x"; }),
+            "ops[0].rotation_bases[0]: must be an integer or null");
+  EXPECT_EQ(ScriptError([](Json& j) { j["ops"][1]["locs"][0] = -1; }),
+            "ops[1].locs[0]: must be in [0, 281474976710655], got -1");
+  EXPECT_EQ(ScriptError([](Json& j) { j["ops"][2]["frees"][1][0] = "a"; }), "ops[2].frees[1][0]: must be an integer");
+  EXPECT_EQ(ScriptError([](Json& j) { j["ops"][2]["frees"] = {1}; }), "ops[2].frees[0]: must be an array of integers");
+  EXPECT_EQ(ScriptError([](Json& j) { j["ops"][1]["op"] = "drop"; }),
+            "ops[1].op: must be \"alloc\", \"free\" or \"free_group\", got \"drop\"");
+  EXPECT_EQ(ScriptError([](Json& j) { j["need_sort"] = 1; }), "need_sort: must be true or false");
+  EXPECT_EQ(ScriptError([](Json& j) { j["pages_per_rank"] = 1 << 23; }),
+            "pages_per_rank: must be in [0, 4194303], got 8388608");
+}
+
+TEST(TraceJsonTest, PlanAndResultWritersUseSglangNames) {
+  GatherPlan p;
+  p.block_pages = 1;
+  p.mapped_pages = {5};
+  p.mapped_scratch_pages = {0};
+  p.ranks = {{0, {1}, {2, 3}}};
+  EXPECT_EQ(GatherPlanToJson(p).dump(),
+            R"({"block_pages":1,"n_prefix_slots":0,"trash_page":0,"chunk_base_page":0,"page_pos":[[5,0]],)"
+            R"("ranks":[{"rank":0,"send_local_pages":[1],"send_rows":[2,3]}]})");
+  AllocOpResult r;
+  r.ok = false;
+  r.class_free_page_counts = {1, 2};
+  EXPECT_EQ(AllocOpResultToJson(r).dump(),
+            R"({"op":"alloc","ok":false,"class_free_page_counts":[1,2],"available_size":0,"aggregate_free_size":0})");
+}
+
+}  // namespace
+}  // namespace kvshard

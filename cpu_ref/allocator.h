@@ -1,0 +1,96 @@
+// Reference rotated owner-classed page allocator (spec §2, SGLang PageInterleavePoolAllocator): one free
+// class per rank, rotation bases that keep every chain's owners cyclic, whole-batch defer, prepend-on-free.
+#ifndef KVSHARD_CPU_REF_ALLOCATOR_H_
+#define KVSHARD_CPU_REF_ALLOCATOR_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "core/alloc_script.h"
+#include "core/status.h"
+
+namespace kvshard::ref {
+
+// Allocator geometry and options.
+struct AllocatorConfig {
+  int64_t shard_size = 1;       // N: number of classes (ranks)
+  int64_t page_size = 1;        // ps
+  int64_t pages_per_rank = 0;   // allocatable local pages per rank: class c starts as [i*N + c, i = 1..]
+  bool need_sort = false;       // frees go to release lists; merged and sorted when a free list runs short
+  bool check_last_loc = false;  // alloc_extend verifies owner(last_loc) against the rotation base
+};
+
+// The new pages of one alloc_extend batch.
+struct ExtendPages {
+  std::vector<int64_t> pages;           // every request's new pages in position order, requests concatenated
+  std::vector<int64_t> offsets;         // request i's pages are pages[offsets[i] .. offsets[i+1])
+  std::vector<int64_t> rotation_bases;  // the batch's bases with kNewChain resolved
+};
+
+// SGLang's PageInterleavePoolAllocator over logical pages [N, N*(pages_per_rank+1)).
+class PageInterleaveAllocator {
+ public:
+  // Validates the config (N, ps in range; N*(pages_per_rank+1) <= 2^24) and builds fresh classes.
+  static StatusOr<PageInterleaveAllocator> Create(const AllocatorConfig& config);
+
+  // Allocates every request's new pages, or defers the whole batch (returns false, state unchanged) when a
+  // class would run out. Errors (state unchanged) name the field: misaligned prefix, no new pages, bad
+  // base, mismatched list lengths, or (check_last_loc) a last_loc whose owner breaks the cyclic rotation.
+  StatusOr<bool> AllocExtend(const AllocBatch& batch, ExtendPages* out);
+  // Frees the pages of `locs` (sorted unique locs // ps, prepended per class), or queues a snapshot
+  // inside a free group. Errors (state unchanged) for slots outside the pool or pages not allocated.
+  Status Free(const std::vector<int64_t>& locs);
+  // Opens a free group: frees are queued until FreeGroupEnd. Error if one is already open.
+  Status FreeGroupBegin();
+  // Closes the free group and frees the concatenation of the queued frees. Error if none is open.
+  Status FreeGroupEnd();
+
+  // N * ps * min(class counts): tokens any batch of new chains can always get (the admission floor).
+  int64_t available_size() const;
+  // ps * sum(class counts).
+  int64_t aggregate_free_size() const;
+  // argmax_c (counts[c], -c): the class with most free pages, ties to the lowest id.
+  int64_t least_full_class() const;
+  // Per class: free list + release list lengths.
+  std::vector<int64_t> class_free_page_counts() const;
+  // Class c's free list, head (next page handed out) first.
+  std::vector<int64_t> free_list(int64_t c) const;
+  // Class c's release list (need_sort), head first.
+  std::vector<int64_t> release_list(int64_t c) const;
+  // True iff logical page `page` is currently handed out.
+  bool is_allocated(int64_t page) const;
+  // True while a free group is open.
+  bool in_free_group() const { return in_group_; }
+  // The configuration.
+  const AllocatorConfig& config() const { return config_; }
+  // Logical pages covered, N * (pages_per_rank + 1) (pages < N are the reserved trash pages).
+  int64_t num_logical_pages() const { return static_cast<int64_t>(allocated_.size()); }
+
+ private:
+  explicit PageInterleaveAllocator(const AllocatorConfig& config);
+  int64_t ClassCount(int64_t c) const {
+    return static_cast<int64_t>(free_[c].size() + release_[c].size());
+  }
+  Status ValidateFree(const std::vector<int64_t>& locs) const;
+  void ApplyFree(const std::vector<int64_t>& locs);
+  void MergeAndSort(int64_t c);
+
+  AllocatorConfig config_;
+  std::vector<std::vector<int64_t>> free_;     // per class, stored reversed: head at back()
+  std::vector<std::vector<int64_t>> release_;  // per class, stored reversed: head at back()
+  std::vector<uint8_t> allocated_;             // per logical page
+  bool in_group_ = false;
+  std::vector<int64_t> group_locs_;            // queued frees of the open group, concatenated
+  std::vector<int64_t> sim_, starts_;          // alloc_extend scratch (pass 1)
+};
+
+// The batch's out_cache_loc: pages[off / ps] * ps + off % ps for off in [0, seq_len - prefix_len),
+// requests concatenated.
+std::vector<int64_t> ExtendSlots(const AllocBatch& batch, const ExtendPages& pages, int64_t page_size);
+
+// Runs a script on a fresh allocator; one result per op. Errors are prefixed with "ops[k].".
+StatusOr<std::vector<AllocOpResult>> RunAllocScript(const AllocScript& script);
+
+}  // namespace kvshard::ref
+
+#endif  // KVSHARD_CPU_REF_ALLOCATOR_H_

@@ -1,0 +1,204 @@
+// Reference begin_shard_extend. Prefix pages are deduplicated in a bitmap over logical pages; scanning it
+// in ascending page order yields page_pos in ascending order AND each owner's pages in local-page order,
+// so the owner-major slot of a page is owner * block_pages + (pages of that owner seen so far): no sort.
+#include "cpu_ref/gather_plan.h"
+
+#include <string>
+
+#include "core/spec.h"
+
+namespace kvshard::ref {
+namespace {
+
+// Division and remainder by a runtime divisor via multiplication (Lemire), for numerators < 2^32.
+class FastDivMod {
+ public:
+  explicit FastDivMod(uint64_t d) : d_(d), m_(d == 1 ? 0 : UINT64_MAX / d + 1) {}
+  uint64_t Div(uint64_t n) const {
+    return d_ == 1 ? n : static_cast<uint64_t>((static_cast<unsigned __int128>(m_) * n) >> 64);
+  }
+  uint64_t Mod(uint64_t n) const {
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(m_ * n) * d_) >> 64);
+  }
+
+ private:
+  uint64_t d_, m_;
+};
+
+std::string PyList(const std::vector<int64_t>& pages, int64_t count, const FastDivMod& n) {
+  std::string s = "[";
+  for (int64_t k = 0; k < count && k < 16; ++k) s += (k ? ", " : "") + std::to_string(n.Mod(pages[k]));
+  return s + "]";
+}
+
+}  // namespace
+
+void GatherPlanner::ClearBits() {
+  std::fill(prefix_bits_.begin(), prefix_bits_.end(), 0);
+  std::fill(chunk_bits_.begin(), chunk_bits_.end(), 0);
+}
+
+Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool with_send_rows) {
+  KVSHARD_RETURN_IF_ERROR(ValidateExtendBatch(batch));
+  const int64_t n = batch.shard_size, ps = batch.page_size;
+  const FastDivMod by_n(n);
+  const int64_t page_pos_size = n * (batch.pool_pages_per_rank + 1);
+  const size_t words = (page_pos_size + 63) / 64;
+  if (prefix_bits_.size() < words) {
+    prefix_bits_.assign(words, 0);
+    chunk_bits_.assign(words, 0);
+  }
+  if (static_cast<int64_t>(chunk_pos_.size()) < page_pos_size) chunk_pos_.resize(page_pos_size);
+  uint64_t* pbits = prefix_bits_.data();
+  uint64_t* cbits = chunk_bits_.data();
+
+  // Pass 1, per request: alignment, cyclic prefix owners, dedup of prefix pages, block bound.
+  int64_t block_pages = 0, n_prefix = 0, n_chunk = 0;
+  for (size_t i = 0; i < batch.requests.size(); ++i) {
+    const ExtendRequest& r = batch.requests[i];
+    if (r.prefix_len % ps != 0) {
+      ClearBits();
+      return InvalidArgument("requests[", i, "].prefix_len: sharded prefill requires physical-page-aligned "
+                             "prefixes (the radix-tree match quantum), got prefix_len=", r.prefix_len,
+                             ", page_size=", ps);
+    }
+    const int64_t k_pages = r.prefix_len / ps;
+    const int64_t* pages = r.pages.data();
+    if (k_pages > 0) {
+      uint64_t want = by_n.Mod(pages[0]);
+      for (int64_t k = 0; k < k_pages; ++k) {
+        if (by_n.Mod(pages[k]) != want) {
+          ClearBits();
+          return InvalidArgument("requests[", i, "].pages: sharded prefix owners of request ", i,
+                                 " are not cyclic — rotation base out of sync (owners[:16]=",
+                                 PyList(r.pages, k_pages, by_n), ")");
+        }
+        want = (want + 1 == static_cast<uint64_t>(n)) ? 0 : want + 1;
+        const uint64_t bit = uint64_t{1} << (pages[k] & 63);
+        uint64_t& word = pbits[pages[k] >> 6];
+        n_prefix += (word & bit) == 0;
+        word |= bit;
+      }
+      block_pages += (k_pages + n - 1) / n;
+    }
+    n_chunk += static_cast<int64_t>(r.pages.size()) - k_pages;
+  }
+  const int64_t n_prefix_slots = n * block_pages;
+  if (n_prefix_slots * ps > batch.max_prefix_tokens) {
+    ClearBits();
+    return OutOfRange("max_prefix_tokens: prefix (", n_prefix, " pages, padded gather span ", n_prefix_slots * ps,
+                      " tokens) exceeds the scratch prefix capacity (", batch.max_prefix_tokens,
+                      ") — the PrefillAdder scratch reservation should have deferred this batch");
+  }
+  if (n_chunk * ps > batch.chunk_tokens) {
+    ClearBits();
+    return OutOfRange("chunk_tokens: chunk (", n_chunk * ps, " tokens) exceeds the scratch chunk capacity (",
+                      batch.chunk_tokens, ")");
+  }
+
+  // Pass 2: chunk pages in batch order at chunk_base_page + j; they must be fresh (not prefix, not repeated).
+  const int64_t chunk_base_page = batch.max_prefix_tokens / ps;
+  int64_t next_chunk = chunk_base_page;
+  for (size_t i = 0; i < batch.requests.size(); ++i) {
+    const ExtendRequest& r = batch.requests[i];
+    for (size_t j = r.prefix_len / ps; j < r.pages.size(); ++j) {
+      const int64_t page = r.pages[j];
+      const uint64_t bit = uint64_t{1} << (page & 63);
+      if ((pbits[page >> 6] | cbits[page >> 6]) & bit) {
+        ClearBits();
+        return InvalidArgument("requests[", i, "].pages[", j, "]: chunk page ", page,
+                               " is already in the plan (a prefix page or an earlier chunk page); chunk pages "
+                               "must be fresh allocations");
+      }
+      cbits[page >> 6] |= bit;
+      chunk_pos_[page] = next_chunk++;
+    }
+  }
+
+  // Pass 3: one ascending scan emits page_pos and fills each owner's send block in local-page order.
+  plan->shard_size = n;
+  plan->page_size = ps;
+  plan->block_pages = block_pages;
+  plan->n_prefix_slots = n_prefix_slots;
+  plan->chunk_base_page = chunk_base_page;
+  plan->trash_page = (batch.max_prefix_tokens + batch.chunk_tokens) / ps;
+  plan->page_pos_size = page_pos_size;
+  plan->mapped_pages.resize(n_prefix + n_chunk);
+  plan->mapped_scratch_pages.resize(n_prefix + n_chunk);
+  plan->ranks.resize(n);
+  within_.assign(n, 0);
+  for (int64_t r = 0; r < n; ++r) {
+    plan->ranks[r].rank = r;
+    plan->ranks[r].send_local_pages.assign(block_pages, 0);  // trash-page pad where not overwritten
+  }
+  int64_t* out_page = plan->mapped_pages.data();
+  int64_t* out_pos = plan->mapped_scratch_pages.data();
+  for (size_t w = 0; w < words; ++w) {
+    const uint64_t cword = cbits[w];
+    uint64_t bits = pbits[w] | cword;
+    if (!bits) continue;
+    pbits[w] = cbits[w] = 0;
+    while (bits) {
+      const int b = __builtin_ctzll(bits);
+      bits &= bits - 1;
+      const int64_t page = static_cast<int64_t>(w) * 64 + b;
+      int64_t pos;
+      if ((cword >> b) & 1) {
+        pos = chunk_pos_[page];
+      } else {
+        const int64_t owner = by_n.Mod(page);
+        const int64_t within = within_[owner]++;
+        if (within >= block_pages) {
+          ClearBits();
+          return Internal("negative all-gather pad: rank ", owner, " owns more than block_pages=", block_pages,
+                          " prefix pages");
+        }
+        pos = owner * block_pages + within;
+        plan->ranks[owner].send_local_pages[within] = by_n.Div(page);
+      }
+      *out_page++ = page;
+      *out_pos++ = pos;
+    }
+  }
+  for (RankSend& r : plan->ranks) {
+    if (!with_send_rows) {
+      r.send_rows.clear();
+      continue;
+    }
+    r.send_rows.resize(block_pages * ps);
+    int64_t* row = r.send_rows.data();
+    for (int64_t p : r.send_local_pages) {
+      for (int64_t k = 0; k < ps; ++k) *row++ = p * ps + k;
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<GatherPlan> BuildGatherPlan(const ExtendBatch& batch) {
+  GatherPlanner planner;
+  GatherPlan plan;
+  KVSHARD_RETURN_IF_ERROR(planner.Build(batch, &plan));
+  return plan;
+}
+
+std::vector<int64_t> DensePagePos(const GatherPlan& plan) {
+  std::vector<int64_t> pos(plan.page_pos_size, plan.trash_page);
+  for (size_t i = 0; i < plan.mapped_pages.size(); ++i) pos[plan.mapped_pages[i]] = plan.mapped_scratch_pages[i];
+  return pos;
+}
+
+StatusOr<std::vector<int64_t>> Translate(const GatherPlan& plan, const std::vector<int64_t>& locs,
+                                         const char* field) {
+  const int64_t ps = plan.page_size, limit = plan.page_pos_size * ps;
+  for (size_t i = 0; i < locs.size(); ++i) {
+    if (locs[i] < 0 || locs[i] >= limit) {
+      return InvalidArgument(field, "[", i, "]: must be in [0, ", limit, ") (the page_pos range), got ", locs[i]);
+    }
+  }
+  const std::vector<int64_t> pos = DensePagePos(plan);
+  std::vector<int64_t> rows(locs.size());
+  for (size_t i = 0; i < locs.size(); ++i) rows[i] = pos[locs[i] / ps] * ps + locs[i] % ps;
+  return rows;
+}
+
+}  // namespace kvshard::ref

@@ -1,0 +1,113 @@
+// Gather-plan examples: SGLang's base-2 chain example (spec §3), shared-prefix dedup, translate, and the
+// fail-fast errors ("page-aligned", "cyclic", "capacity", non-fresh chunk pages).
+#include "cpu_ref/gather_plan.h"
+
+#include <gtest/gtest.h>
+
+namespace kvshard::ref {
+namespace {
+
+using V = std::vector<int64_t>;
+
+// The spec §3 chain: base 2, N=4 — position k holds a page of owner (2 + k) % 4.
+const V kChain = {22, 23, 20, 21, 26, 27, 24, 25, 30, 31, 28, 29, 34, 35, 32, 33};
+
+ExtendBatch SpecBatch() { return {4, 16, 33, 4096, 512, {{112, 251, kChain}}}; }
+
+TEST(GatherPlanTest, SpecWorkedExampleBase2Chain) {
+  GatherPlan p = BuildGatherPlan(SpecBatch()).value();
+  EXPECT_EQ(p.block_pages, 2);
+  EXPECT_EQ(p.n_prefix_slots, 8);
+  EXPECT_EQ(p.chunk_base_page, 256);
+  EXPECT_EQ(p.trash_page, 288);
+  EXPECT_EQ(p.page_pos_size, 4 * 34);
+  // Prefix slots {20:0, 24:1, 21:2, 22:4, 26:5, 23:6, 27:7}; chunk pages 25, 30, 31, ... at 256 + j.
+  EXPECT_EQ(p.mapped_pages, (V{20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35}));
+  EXPECT_EQ(p.mapped_scratch_pages, (V{0, 2, 4, 6, 1, 256, 5, 7, 259, 260, 257, 258, 263, 264, 261, 262}));
+  ASSERT_EQ(p.ranks.size(), 4u);
+  EXPECT_EQ(p.ranks[0].send_local_pages, (V{5, 6}));
+  EXPECT_EQ(p.ranks[1].send_local_pages, (V{5, 0}));  // trash pad
+  EXPECT_EQ(p.ranks[2].send_local_pages, (V{5, 6}));
+  EXPECT_EQ(p.ranks[3].send_local_pages, (V{5, 6}));
+  ASSERT_EQ(p.ranks[1].send_rows.size(), 32u);
+  EXPECT_EQ(p.ranks[1].send_rows[0], 80);
+  EXPECT_EQ(p.ranks[1].send_rows[15], 95);
+  EXPECT_EQ(p.ranks[1].send_rows[16], 0);
+  EXPECT_EQ(p.ranks[1].send_rows[31], 15);
+}
+
+TEST(GatherPlanTest, TranslateMapsPlanAndTrash) {
+  GatherPlan p = BuildGatherPlan(SpecBatch()).value();
+  // Slot 3 of page 21 -> slot 2; slot 0 of chunk page 25 -> chunk base; reserved and unplanned -> trash.
+  EXPECT_EQ(Translate(p, {21 * 16 + 3, 25 * 16, 5, 40 * 16 + 7}).value(), (V{2 * 16 + 3, 256 * 16, 288 * 16 + 5,
+                                                                             288 * 16 + 7}));
+  EXPECT_EQ(Translate(p, {4 * 34 * 16}, "--translate").status().message(),
+            "--translate[0]: must be in [0, 2176) (the page_pos range), got 2176");
+}
+
+TEST(GatherPlanTest, SharedPrefixPagesLandOnce) {
+  // Two requests share the 4-page prefix [22,23,20,21]; the second has 2 more prefix pages.
+  ExtendBatch b{4, 16, 33, 4096, 512,
+                {{64, 80, {22, 23, 20, 21, 40}}, {96, 100, {22, 23, 20, 21, 26, 27, 41}}}};
+  GatherPlan p = BuildGatherPlan(b).value();
+  EXPECT_EQ(p.block_pages, 1 + 2);  // host bound: sum of ceil(K_i / N), not the deduplicated count
+  EXPECT_EQ(p.ranks[0].send_local_pages, (V{5, 0, 0}));
+  EXPECT_EQ(p.ranks[2].send_local_pages, (V{5, 6, 0}));
+  EXPECT_EQ(p.mapped_pages, (V{20, 21, 22, 23, 26, 27, 40, 41}));
+  EXPECT_EQ(p.mapped_scratch_pages, (V{0, 3, 6, 9, 7, 10, 256, 257}));
+}
+
+TEST(GatherPlanTest, EmptyPrefixBatchHasNoSendBlock) {
+  GatherPlan p = BuildGatherPlan({2, 1, 8, 0, 4, {{0, 3, {2, 3, 4}}}}).value();
+  EXPECT_EQ(p.block_pages, 0);
+  EXPECT_TRUE(p.ranks[0].send_local_pages.empty());
+  EXPECT_EQ(p.mapped_scratch_pages, (V{0, 1, 2}));
+  EXPECT_EQ(p.trash_page, 4);
+}
+
+TEST(GatherPlanTest, FailFastErrors) {
+  ExtendBatch b = SpecBatch();
+  b.requests[0].prefix_len = 100;
+  EXPECT_EQ(BuildGatherPlan(b).status().message(),
+            "requests[0].prefix_len: sharded prefill requires physical-page-aligned prefixes (the radix-tree "
+            "match quantum), got prefix_len=100, page_size=16");
+  b = SpecBatch();
+  std::swap(b.requests[0].pages[2], b.requests[0].pages[3]);
+  EXPECT_EQ(BuildGatherPlan(b).status().message(),
+            "requests[0].pages: sharded prefix owners of request 0 are not cyclic — rotation base out of sync "
+            "(owners[:16]=[2, 3, 1, 0, 2, 3, 0])");
+  b = SpecBatch();
+  b.max_prefix_tokens = 64;
+  EXPECT_EQ(BuildGatherPlan(b).status().message(),
+            "max_prefix_tokens: prefix (7 pages, padded gather span 128 tokens) exceeds the scratch prefix "
+            "capacity (64) — the PrefillAdder scratch reservation should have deferred this batch");
+  b = SpecBatch();
+  b.chunk_tokens = 128;
+  EXPECT_EQ(BuildGatherPlan(b).status().message(),
+            "chunk_tokens: chunk (144 tokens) exceeds the scratch chunk capacity (128)");
+  b = SpecBatch();
+  b.requests[0].pages[8] = 22;
+  EXPECT_EQ(BuildGatherPlan(b).status().message(),
+            "requests[0].pages[8]: chunk page 22 is already in the plan (a prefix page or an earlier chunk page); "
+            "chunk pages must be fresh allocations");
+  b = SpecBatch();
+  b.requests[0].seq_len = 260;
+  EXPECT_EQ(BuildGatherPlan(b).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(GatherPlanTest, PlannerIsReusableAfterErrors) {
+  GatherPlanner planner;
+  GatherPlan p;
+  ExtendBatch bad = SpecBatch();
+  bad.chunk_tokens = 16;
+  EXPECT_FALSE(planner.Build(bad, &p).ok());
+  ASSERT_TRUE(planner.Build(SpecBatch(), &p, /*with_send_rows=*/false).ok());
+  EXPECT_EQ(p, [] {
+    GatherPlan q = BuildGatherPlan(SpecBatch()).value();
+    for (RankSend& r : q.ranks) r.send_rows.clear();
+    return q;
+  }());
+}
+
+}  // namespace
+}  // namespace kvshard::ref

@@ -1,0 +1,99 @@
+// Sharded pool examples: the spec §3 batch read through the scratch slots equals what was written,
+// owner-filtered persistence, write-plan caching, the layer-ahead order and residency-miss errors.
+#include "cpu_ref/sharded_pool.h"
+
+#include <gtest/gtest.h>
+
+namespace kvshard::ref {
+namespace {
+
+using V = std::vector<int64_t>;
+
+const V kChain = {22, 23, 20, 21, 26, 27, 24, 25, 30, 31, 28, 29, 34, 35, 32, 33};
+constexpr ShardedPoolConfig kConfig{4, 16, 33, 4096, 512, 3, 2};
+
+V Slots(const V& pages, int64_t first_pos, int64_t last_pos, int64_t ps) {  // positions [first, last)
+  V out;
+  for (int64_t pos = first_pos; pos < last_pos; ++pos) out.push_back(pages[pos / ps] * ps + pos % ps);
+  return out;
+}
+
+TEST(ShardedPoolTest, SpecBatchReadsEqualWrittenRowsOnEveryRank) {
+  ShardedPool pool = ShardedPool::Create(kConfig).value();
+  UnshardedPool base = UnshardedPool::Create(kConfig).value();
+  const V prefix = Slots(kChain, 0, 112, 16), chunk = Slots(kChain, 112, 251, 16);
+  for (int64_t l = 0; l < 3; ++l) {  // an earlier batch persisted the prefix
+    ASSERT_TRUE(pool.Write(l, prefix, RowValues(l, prefix, 7, 2)).ok());
+    ASSERT_TRUE(base.Write(l, prefix, RowValues(l, prefix, 7, 2)).ok());
+  }
+  ASSERT_TRUE(pool.BeginShardExtend({{112, 251, kChain}}).ok());
+  EXPECT_EQ(pool.plan().block_pages, 2);
+  EXPECT_EQ(pool.gathers(), 1);  // layer 0 kicked by begin
+  V all = prefix;
+  all.insert(all.end(), chunk.begin(), chunk.end());
+  for (int64_t l = 0; l < 3; ++l) {
+    ASSERT_TRUE(pool.Write(l, chunk, RowValues(l, chunk, 8, 2)).ok());
+    ASSERT_TRUE(base.Write(l, chunk, RowValues(l, chunk, 8, 2)).ok());
+    auto got = pool.Read(l, all).value();
+    const auto want = base.Read(l, all).value();
+    for (int64_t r = 0; r < 4; ++r) EXPECT_EQ(got[r], want) << "layer " << l << " rank " << r;
+  }
+  EXPECT_EQ(pool.gathers(), 3);
+  EXPECT_EQ(pool.write_plan_builds(), 2);  // prefix locs (epoch 0) and chunk locs (epoch 1), each once
+}
+
+TEST(ShardedPoolTest, WritesPersistOnlyOwnedRows) {
+  ShardedPool pool = ShardedPool::Create(kConfig).value();
+  const V locs = {22 * 16 + 5};  // owner 2, local row 5*16+5
+  ASSERT_TRUE(pool.Write(1, locs, RowValues(1, locs, 0, 2)).ok());
+  EXPECT_EQ(pool.LocalRow(2, 1, 85), (std::vector<uint32_t>{RowValue(1, locs[0], 0, 0), RowValue(1, locs[0], 0, 1)}));
+  for (int64_t r : {0, 1, 3}) EXPECT_EQ(pool.LocalRow(r, 1, 85), (std::vector<uint32_t>{0, 0}));
+}
+
+TEST(ShardedPoolTest, LayerAheadOrderAndResidencyMisses) {
+  ShardedPool pool = ShardedPool::Create(kConfig).value();
+  EXPECT_EQ(pool.Read(0, {1}).status().message(),
+            "sharded pool read outside an active sharded extend batch (begin_shard_extend not called?)");
+  ASSERT_TRUE(pool.BeginShardExtend({{112, 251, kChain}}).ok());
+  EXPECT_EQ(pool.resident_key(3, 0), (std::pair<int64_t, int64_t>{0, 1}));
+  EXPECT_EQ(pool.Read(1, {1}).status().message(), "prefix scratch miss for layer 1 (resident=None, epoch=1)");
+  ASSERT_TRUE(pool.Read(0, {1}).ok());
+  ASSERT_TRUE(pool.Read(0, {1}).ok());  // re-reading a resident layer does not re-gather
+  EXPECT_EQ(pool.gathers(), 2);
+  EXPECT_EQ(pool.resident_key(0, 1), (std::pair<int64_t, int64_t>{1, 1}));
+  EXPECT_EQ(pool.Read(2, {1}).status().message(), "prefix scratch miss for layer 2 (resident=(0, 1), epoch=1)");
+  // A new batch retires residency by the epoch bump alone.
+  ASSERT_TRUE(pool.BeginShardExtend({{112, 251, kChain}}).ok());
+  EXPECT_EQ(pool.Read(1, {1}).status().message(), "prefix scratch miss for layer 1 (resident=(1, 1), epoch=2)");
+  pool.EndShardExtend();
+  EXPECT_FALSE(pool.Read(0, {1}).ok());
+}
+
+TEST(ShardedPoolTest, PlanErrorsLeaveStateUnchanged) {
+  ShardedPool pool = ShardedPool::Create(kConfig).value();
+  ASSERT_TRUE(pool.BeginShardExtend({{112, 251, kChain}}).ok());
+  V bad = kChain;
+  std::swap(bad[0], bad[1]);
+  auto s = pool.BeginShardExtend({{112, 251, bad}});
+  EXPECT_NE(s.message().find("cyclic"), std::string::npos);
+  EXPECT_EQ(pool.epoch(), 1);
+  EXPECT_EQ(pool.plan().block_pages, 2);
+  EXPECT_FALSE(ShardedPool::Create({4, 16, 33, 100, 512, 3, 2}).ok());
+  EXPECT_FALSE(pool.Write(0, {4 * 33 * 16}, {0, 0}).ok());
+  EXPECT_FALSE(pool.Write(3, {0}, {0, 0}).ok());
+  EXPECT_FALSE(pool.Write(0, {0}, {0}).ok());
+}
+
+TEST(ShardedPoolTest, NoPrefixBatchNeedsNoGather) {
+  ShardedPool pool = ShardedPool::Create(kConfig).value();
+  ASSERT_TRUE(pool.BeginShardExtend({{0, 20, {40, 41}}}).ok());
+  EXPECT_EQ(pool.gathers(), 0);
+  const V chunk = Slots({40, 41}, 0, 20, 16);
+  for (int64_t l = 0; l < 3; ++l) {
+    ASSERT_TRUE(pool.Write(l, chunk, RowValues(l, chunk, 1, 2)).ok());
+    EXPECT_EQ(pool.Read(l, chunk).value()[1], RowValues(l, chunk, 1, 2));
+  }
+}
+
+}  // namespace
+}  // namespace kvshard::ref

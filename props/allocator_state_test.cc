@@ -1,0 +1,321 @@
+// Stateful property of the rotated owner-classed allocator (spec §2, §6) against a naive model: random
+// alloc / extend / free / free-group / defer command sequences. After every command the allocator's
+// lists equal the model's, no page is duplicated within or across classes, the page count is conserved,
+// every live chain's owners are cyclic (per-rank counts differ by <= 1), a deferred batch changes
+// nothing, available_size is the min-class floor <= aggregate, and an admitted batch never defers.
+#include <algorithm>
+#include <deque>
+#include <numeric>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+#include <rapidcheck/state.h>
+
+#include "cpu_ref/allocator.h"
+
+namespace kvshard::props {
+namespace {
+
+using ref::ExtendPages;
+using ref::PageInterleaveAllocator;
+using V = std::vector<int64_t>;
+
+// A live chain (one request's KV): pages in position order, tokens, rotation base.
+struct Chain {
+  V pages;
+  int64_t len = 0;
+  int64_t base = 0;
+};
+
+// The naive model: deques per class, written straight from the spec's prose.
+struct Model {
+  int64_t n = 1, ps = 1, ppr = 0;
+  bool need_sort = false;
+  std::vector<std::deque<int64_t>> free, release;
+  std::vector<Chain> chains;
+
+  int64_t Count(int64_t c) const { return static_cast<int64_t>(free[c].size() + release[c].size()); }
+  V Counts() const {
+    V v;
+    for (int64_t c = 0; c < n; ++c) v.push_back(Count(c));
+    return v;
+  }
+  // Naive alloc_extend: returns false on defer; fills pages per request and resolved bases.
+  bool Alloc(const AllocBatch& b, std::vector<V>* pages, V* bases) {
+    V sim = Counts();
+    *bases = b.rotation_bases;
+    V starts, news;
+    for (size_t i = 0; i < b.seq_lens.size(); ++i) {
+      const int64_t new_pages = (b.seq_lens[i] + ps - 1) / ps - b.prefix_lens[i] / ps;
+      if ((*bases)[i] == kNewChain) {
+        int64_t best = 0;
+        for (int64_t c = 1; c < n; ++c) best = sim[c] > sim[best] ? c : best;
+        (*bases)[i] = best;
+      }
+      const int64_t start = ((*bases)[i] + b.prefix_lens[i] / ps) % n;
+      for (int64_t c = 0; c < n; ++c) sim[c] -= new_pages / n + (((c - start) % n + n) % n < new_pages % n);
+      starts.push_back(start);
+      news.push_back(new_pages);
+    }
+    for (int64_t c = 0; c < n; ++c) {
+      if (sim[c] < 0) return false;
+    }
+    for (int64_t c = 0; c < n; ++c) {
+      if (need_sort && static_cast<int64_t>(free[c].size()) < Count(c) - sim[c]) {
+        free[c].insert(free[c].end(), release[c].begin(), release[c].end());
+        std::sort(free[c].begin(), free[c].end());
+        release[c].clear();
+      }
+    }
+    pages->clear();
+    for (size_t i = 0; i < news.size(); ++i) {
+      V p(news[i]);
+      for (int64_t j = 0; j < news[i]; ++j) {
+        std::deque<int64_t>& list = free[(starts[i] + j) % n];
+        p[j] = list.front();
+        list.pop_front();
+      }
+      pages->push_back(p);
+    }
+    return true;
+  }
+  void Free(const V& locs) {
+    std::set<int64_t> pages;
+    for (int64_t loc : locs) pages.insert(loc / ps);
+    for (auto it = pages.rbegin(); it != pages.rend(); ++it) (need_sort ? release : free)[*it % n].push_front(*it);
+  }
+};
+
+V ChainSlots(const Chain& c, int64_t from, int64_t to, int64_t ps) {
+  V s;
+  for (int64_t pos = from; pos < to; ++pos) s.push_back(c.pages[pos / ps] * ps + pos % ps);
+  return s;
+}
+
+// Full comparison of allocator and model, plus the invariants that do not need the model.
+void CheckState(const Model& m, const PageInterleaveAllocator& a) {
+  std::vector<int> seen(m.n * (m.ppr + 1), 0);
+  for (int64_t c = 0; c < m.n; ++c) {
+    const V f = a.free_list(c), r = a.release_list(c);
+    RC_ASSERT(f == V(m.free[c].begin(), m.free[c].end()));
+    RC_ASSERT(r == V(m.release[c].begin(), m.release[c].end()));
+    for (const V* list : {&f, &r}) {
+      for (int64_t p : *list) {
+        RC_ASSERT(p % m.n == c);  // a class holds only its rank's pages
+        RC_ASSERT(p >= m.n && p < m.n * (m.ppr + 1));
+        RC_ASSERT(seen[p]++ == 0);  // no page twice within or across classes
+        RC_ASSERT(!a.is_allocated(p));
+      }
+    }
+  }
+  for (const Chain& ch : m.chains) {
+    V per_rank(m.n, 0);
+    for (size_t k = 0; k < ch.pages.size(); ++k) {
+      RC_ASSERT(ch.pages[k] % m.n == (ch.base + static_cast<int64_t>(k)) % m.n);  // cyclic owners
+      RC_ASSERT(seen[ch.pages[k]]++ == 0);
+      RC_ASSERT(a.is_allocated(ch.pages[k]));
+      ++per_rank[ch.pages[k] % m.n];
+    }
+    RC_ASSERT(*std::max_element(per_rank.begin(), per_rank.end()) -
+                  *std::min_element(per_rank.begin(), per_rank.end()) <= 1);
+  }
+  for (int64_t p = m.n; p < m.n * (m.ppr + 1); ++p) RC_ASSERT(seen[p] == 1);  // page count conserved
+  const V counts = m.Counts();
+  RC_ASSERT(a.class_free_page_counts() == counts);
+  RC_ASSERT(a.available_size() == m.n * m.ps * *std::min_element(counts.begin(), counts.end()));
+  RC_ASSERT(a.available_size() <= a.aggregate_free_size());
+  RC_ASSERT(a.aggregate_free_size() == m.ps * std::accumulate(counts.begin(), counts.end(), int64_t{0}));
+}
+
+using Command = rc::state::Command<Model, PageInterleaveAllocator>;
+
+// A batch of new chains and extensions of distinct live page-aligned chains.
+struct Alloc : Command {
+  AllocBatch batch;
+  std::vector<int64_t> chain_of;  // -1 = new chain
+  explicit Alloc(const Model& m) {
+    const int64_t reqs = *rc::gen::inRange<int64_t>(1, 5);
+    std::vector<int64_t> aligned;
+    for (size_t i = 0; i < m.chains.size(); ++i) {
+      if (m.chains[i].len % m.ps == 0) aligned.push_back(i);
+    }
+    for (int64_t i = 0; i < reqs; ++i) {
+      const bool extend = !aligned.empty() && *rc::gen::inRange(0, 3) == 0;
+      const int64_t seq_extra = *rc::gen::inRange<int64_t>(1, 3 * m.ps * m.n + 2);
+      if (extend) {
+        const size_t pick = *rc::gen::inRange<size_t>(0, aligned.size());
+        const Chain& c = m.chains[aligned[pick]];
+        chain_of.push_back(aligned[pick]);
+        aligned.erase(aligned.begin() + pick);
+        batch.prefix_lens.push_back(c.len);
+        batch.seq_lens.push_back(c.len + seq_extra);
+        batch.rotation_bases.push_back(c.base);
+        batch.last_locs.push_back(c.len ? c.pages.back() * m.ps + m.ps - 1 : 0);
+      } else {
+        chain_of.push_back(-1);
+        batch.prefix_lens.push_back(0);
+        batch.seq_lens.push_back(seq_extra);
+        batch.rotation_bases.push_back(*rc::gen::weightedOneOf<int64_t>(
+            {{3, rc::gen::just(kNewChain)}, {1, rc::gen::inRange<int64_t>(0, m.n)}}));
+        batch.last_locs.push_back(0);
+      }
+    }
+  }
+  void apply(Model& m) const override {
+    std::vector<V> pages;
+    V bases;
+    if (!m.Alloc(batch, &pages, &bases)) return;
+    for (size_t i = 0; i < pages.size(); ++i) {
+      if (chain_of[i] < 0) {
+        m.chains.push_back({pages[i], batch.seq_lens[i], bases[i]});
+      } else {
+        Chain& c = m.chains[chain_of[i]];
+        c.pages.insert(c.pages.end(), pages[i].begin(), pages[i].end());
+        c.len = batch.seq_lens[i];
+      }
+    }
+  }
+  void run(const Model& m, PageInterleaveAllocator& a) const override {
+    Model next = m;
+    std::vector<V> want;
+    V want_bases;
+    const bool want_ok = next.Alloc(batch, &want, &want_bases);
+    // Admission on the min-class floor: a batch needing <= N*ps*ceil(new/N) tokens per request in total
+    // within available_size can never be deferred.
+    int64_t floor_tokens = 0;
+    for (size_t i = 0; i < batch.seq_lens.size(); ++i) {
+      const int64_t new_pages = (batch.seq_lens[i] + m.ps - 1) / m.ps - batch.prefix_lens[i] / m.ps;
+      floor_tokens += m.n * m.ps * ((new_pages + m.n - 1) / m.n);
+    }
+    const bool admitted = floor_tokens <= a.available_size();
+    ExtendPages out;
+    auto ok = a.AllocExtend(batch, &out);
+    RC_ASSERT(ok.ok());
+    RC_ASSERT(*ok == want_ok);
+    if (admitted) RC_ASSERT(*ok);
+    if (*ok) {
+      RC_ASSERT(out.rotation_bases == want_bases);
+      for (size_t i = 0; i < want.size(); ++i) {
+        RC_ASSERT(V(out.pages.begin() + out.offsets[i], out.pages.begin() + out.offsets[i + 1]) == want[i]);
+      }
+    }
+    CheckState(nextState(m), a);
+  }
+  void show(std::ostream& os) const override {
+    os << "Alloc(prefix_lens=" << rc::toString(batch.prefix_lens) << ", seq_lens=" << rc::toString(batch.seq_lens)
+       << ", rotation_bases=" << rc::toString(batch.rotation_bases) << ")";
+  }
+};
+
+// Frees a whole live chain (slots shuffled, some twice) or just its last page.
+struct Free : Command {
+  size_t chain = 0;
+  bool tail = false;
+  V locs;
+  explicit Free(const Model& m) {
+    RC_PRE(!m.chains.empty());
+    chain = *rc::gen::inRange<size_t>(0, m.chains.size());
+    tail = *rc::gen::arbitrary<bool>();
+    const Chain& c = m.chains[chain];
+    const int64_t from = tail ? ((c.len - 1) / m.ps) * m.ps : 0;
+    locs = ChainSlots(c, from, c.len, m.ps);
+    if (!locs.empty()) locs.push_back(locs[*rc::gen::inRange<size_t>(0, locs.size())]);
+    std::reverse(locs.begin(), locs.end());
+  }
+  void apply(Model& m) const override {
+    m.Free(locs);
+    Chain& c = m.chains[chain];
+    if (tail) {
+      c.pages.pop_back();
+      c.len = static_cast<int64_t>(c.pages.size()) * m.ps;
+    }
+    if (!tail || c.pages.empty()) m.chains.erase(m.chains.begin() + chain);
+  }
+  void run(const Model& m, PageInterleaveAllocator& a) const override {
+    RC_ASSERT(a.Free(locs).ok());
+    CheckState(nextState(m), a);
+  }
+  void show(std::ostream& os) const override {
+    os << "Free(chain=" << chain << (tail ? ", tail" : "") << ", locs=" << rc::toString(locs) << ")";
+  }
+};
+
+// Frees up to three chains inside one free group (queued, applied at the end).
+struct FreeGroup : Command {
+  std::vector<size_t> chains;
+  std::vector<V> frees;
+  explicit FreeGroup(const Model& m) {
+    RC_PRE(!m.chains.empty());
+    const size_t k = *rc::gen::inRange<size_t>(1, std::min<size_t>(3, m.chains.size()) + 1);
+    for (size_t i = 0; i < k; ++i) chains.push_back(m.chains.size() - 1 - i);
+    for (size_t c : chains) frees.push_back(ChainSlots(m.chains[c], 0, m.chains[c].len, m.ps));
+  }
+  void apply(Model& m) const override {
+    V all;
+    for (const V& f : frees) all.insert(all.end(), f.begin(), f.end());
+    m.Free(all);
+    for (size_t c : chains) m.chains.erase(m.chains.begin() + c);  // descending indices
+  }
+  void run(const Model& m, PageInterleaveAllocator& a) const override {
+    const V before = a.class_free_page_counts();
+    RC_ASSERT(a.FreeGroupBegin().ok());
+    for (const V& f : frees) RC_ASSERT(a.Free(f).ok());
+    RC_ASSERT(a.class_free_page_counts() == before);  // nothing applied before the group ends
+    RC_ASSERT(a.FreeGroupEnd().ok());
+    CheckState(nextState(m), a);
+  }
+  void show(std::ostream& os) const override { os << "FreeGroup(chains=" << rc::toString(chains) << ")"; }
+};
+
+// A batch whose last request cannot fit: the whole batch defers and nothing changes.
+struct Defer : Command {
+  AllocBatch batch;
+  explicit Defer(const Model& m) {
+    const V counts = m.Counts();
+    const int64_t most = *std::max_element(counts.begin(), counts.end());
+    const int64_t small = *rc::gen::inRange<int64_t>(0, 3);
+    for (int64_t i = 0; i < small; ++i) {
+      batch.prefix_lens.push_back(0);
+      batch.seq_lens.push_back(*rc::gen::inRange<int64_t>(1, m.ps + 1));
+      batch.rotation_bases.push_back(kNewChain);
+      batch.last_locs.push_back(0);
+    }
+    batch.prefix_lens.push_back(0);
+    batch.seq_lens.push_back(m.n * m.ps * (most + 1) - *rc::gen::inRange<int64_t>(0, m.ps));
+    batch.rotation_bases.push_back(*rc::gen::inRange<int64_t>(0, m.n));
+    batch.last_locs.push_back(0);
+  }
+  void run(const Model& m, PageInterleaveAllocator& a) const override {
+    ExtendPages out;
+    auto ok = a.AllocExtend(batch, &out);
+    RC_ASSERT(ok.ok());
+    RC_ASSERT(!*ok);
+    CheckState(m, a);  // state unchanged
+  }
+  void show(std::ostream& os) const override { os << "Defer(seq_lens=" << rc::toString(batch.seq_lens) << ")"; }
+};
+
+void CheckAllocatorAgainstModel() {
+  Model m;
+  m.n = *rc::gen::weightedOneOf<int64_t>({{2, rc::gen::element<int64_t>(1, 2, 8)}, {3, rc::gen::inRange<int64_t>(1, 9)}});
+  m.ps = *rc::gen::element<int64_t>(1, 1, 2, 3, 16);
+  m.ppr = *rc::gen::inRange<int64_t>(0, 17);
+  m.need_sort = *rc::gen::arbitrary<bool>();
+  m.free.resize(m.n);
+  m.release.resize(m.n);
+  for (int64_t c = 0; c < m.n; ++c) {
+    for (int64_t i = 1; i <= m.ppr; ++i) m.free[c].push_back(i * m.n + c);
+  }
+  PageInterleaveAllocator a = PageInterleaveAllocator::Create({m.n, m.ps, m.ppr, m.need_sort, true}).value();
+  rc::state::check(m, a, rc::state::gen::execOneOfWithArgs<Alloc, Alloc, Free, FreeGroup, Defer>());
+}
+
+RC_GTEST_PROP(AllocatorStateProps, MatchesNaiveModelAndKeepsInvariants, ()) { CheckAllocatorAgainstModel(); }
+
+// The same stateful property with a second independent batch of cases (RC_PARAMS sets cases per check).
+RC_GTEST_PROP(AllocatorStateProps, MatchesNaiveModelAndKeepsInvariantsAgain, ()) { CheckAllocatorAgainstModel(); }
+
+}  // namespace
+}  // namespace kvshard::props
