@@ -14,7 +14,7 @@ Status Run(const std::vector<std::string>& args, bool* help) {
   po::options_description desc("bench flags");
   desc.add_options()
       ("op", po::value<std::string>()->default_value("all"),
-       "comma list of: all, gather_rows, owner_write, stage_chunk, allgather, prefix_gather (copy always runs)")
+       "comma list of: all, plan, gather_rows, owner_write, stage_chunk, allgather, prefix_gather (copy always runs)")
       ("min-bytes", po::value<std::string>()->default_value("1048576"), "smallest payload in bytes")
       ("max-bytes", po::value<std::string>()->default_value("268435456"), "largest payload in bytes")
       ("factor", po::value<std::string>()->default_value("4"), "payload growth factor between rows")
@@ -24,6 +24,7 @@ Status Run(const std::vector<std::string>& args, bool* help) {
       ("compute-us", po::value<std::string>()->default_value("0"), "per-layer compute stand-in (0 = 1.25x gather)")
       ("warmup", po::value<std::string>()->default_value("5"), "untimed iterations")
       ("iters", po::value<std::string>()->default_value("20"), "timed iterations")
+      ("batch", po::value<std::string>()->default_value("256"), "requests in the plan benchmark")
       ("json", po::bool_switch(), "print JSON instead of the table");
   KVSHARD_ASSIGN_OR_RETURN(po::variables_map vm, ParseFlags("bench", "[--op all] [--min-bytes B] [--max-bytes B] [--json]", desc, args, help));
   if (*help) return Status::Ok();
@@ -40,7 +41,7 @@ Status Run(const std::vector<std::string>& args, bool* help) {
   }
   for (const std::string& op : opt.ops) {
     if (op != "all" && op != "gather_rows" && op != "owner_write" && op != "stage_chunk" && op != "allgather" &&
-        op != "prefix_gather") {
+        op != "prefix_gather" && op != "plan") {
       return InvalidArgument("--op: unknown benchmark '", op, "'");
     }
   }
@@ -53,6 +54,8 @@ Status Run(const std::vector<std::string>& args, bool* help) {
   KVSHARD_ASSIGN_OR_RETURN(opt.compute_us, IntFlag(vm, "compute-us"));
   KVSHARD_ASSIGN_OR_RETURN(int64_t warmup, IntFlag(vm, "warmup"));
   KVSHARD_ASSIGN_OR_RETURN(int64_t iters, IntFlag(vm, "iters"));
+  KVSHARD_ASSIGN_OR_RETURN(opt.batch, IntFlag(vm, "batch"));
+  if (opt.batch < 1 || opt.batch > 512) return InvalidArgument("--batch: must be in [1, 512], got ", opt.batch);
   if (opt.min_bytes < 1 || opt.min_bytes > (int64_t{1} << 34)) return InvalidArgument("--min-bytes: must be in [1, 2^34]");
   if (opt.max_bytes < opt.min_bytes || opt.max_bytes > (int64_t{1} << 34)) return InvalidArgument("--max-bytes: must be in [min-bytes, 2^34]");
   if (opt.factor < 2) return InvalidArgument("--factor: must be >= 2, got ", opt.factor);

@@ -1,0 +1,193 @@
+// End to end on N ranks (emulated on one GPU for N = 1..8, NCCL across 2 GPUs): the reference allocator drives
+// a stream of extend batches; the device gather plan must equal the reference plan; every layer's KV rows
+// (values encode layer, slot and the round that wrote them) are written through the owner filter and chunk
+// staging, the layer-ahead gather assembles the prefix, and every prefix and chunk row read through translate
+// must equal what an unsharded pool holds. Skips without a GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+
+#include <map>
+#include <random>
+#include <set>
+
+#include "cpu_ref/allocator.h"
+#include "cpu_ref/gather_plan.h"
+#include "gpu/collective.h"
+#include "gpu/device.h"
+#include "gpu/gather_plan.h"
+#include "gpu/kv_ops.h"
+#include "gpu/prefix_gather.h"
+#include "props/gpu_test_data.h"
+#include "props/gpu_test_env.h"
+
+namespace kvshard::props {
+namespace {
+
+constexpr int64_t kLayers = 3;
+
+struct Req {
+  int64_t base = kNewChain;
+  int64_t seq_len = 0;
+  std::vector<int64_t> pages;  // position-pages
+};
+
+std::vector<uint8_t> RowsFor(const std::vector<int64_t>& locs, int64_t layer, int64_t round, int64_t row_bytes) {
+  std::vector<uint8_t> out(locs.size() * row_bytes);
+  for (size_t i = 0; i < locs.size(); ++i) FillRow(out.data() + i * row_bytes, row_bytes, layer, locs[i] * 16 + round);
+  return out;
+}
+
+// Runs `rounds` extend batches of `reqs` requests on group `comm`; returns the first mismatch as a status.
+Status RunStream(gpu::RankGroup& comm, int64_t ps, int64_t pages_per_rank, int64_t reqs, int64_t rounds,
+                 int64_t row_bytes, uint64_t seed) {
+  const int64_t n = comm.size();
+  std::mt19937_64 rng(seed);
+  ref::AllocatorConfig ac;
+  ac.shard_size = n;
+  ac.page_size = ps;
+  ac.pages_per_rank = pages_per_rank;
+  KVSHARD_ASSIGN_OR_RETURN(ref::PageInterleaveAllocator alloc, ref::PageInterleaveAllocator::Create(ac));
+  ExtendBatch geometry;
+  geometry.shard_size = n;
+  geometry.page_size = ps;
+  geometry.pool_pages_per_rank = pages_per_rank + 1;
+  geometry.max_prefix_tokens = n * ps * (pages_per_rank + reqs);
+  geometry.chunk_tokens = ps * n * pages_per_rank;
+  gpu::PrefixGatherShape shape;
+  shape.layers = kLayers;
+  shape.page_size = ps;
+  shape.pool_rows = (pages_per_rank + 1) * ps;
+  shape.max_prefix_tokens = geometry.max_prefix_tokens;
+  shape.chunk_tokens = geometry.chunk_tokens;
+  shape.row_bytes = row_bytes;
+  shape.n_page_pos = n * (pages_per_rank + 2);
+  KVSHARD_ASSIGN_OR_RETURN(auto gather, gpu::LayerAheadGather::Create(&comm, shape));
+  KVSHARD_CUDA_CHECK(cudaSetDevice(comm.device(0)));
+  KVSHARD_ASSIGN_OR_RETURN(auto planner, gpu::DeviceGatherPlanner::Create(geometry));
+  std::map<int64_t, int64_t> written_round;  // loc -> round whose chunk wrote it
+  std::vector<Req> live(reqs);
+  for (int64_t round = 0; round < rounds; ++round) {
+    // Next extend of every request: from its page-aligned prefix (the partial tail page is freed first).
+    AllocBatch ab;
+    std::vector<int64_t> prefix(reqs);
+    for (int64_t i = 0; i < reqs; ++i) {
+      Req& r = live[i];
+      prefix[i] = (r.seq_len / ps) * ps;
+      if (r.seq_len % ps) {
+        KVSHARD_RETURN_IF_ERROR(alloc.Free({r.pages.back() * ps}));
+        r.pages.pop_back();
+      }
+      const int64_t seq = prefix[i] + 1 + static_cast<int64_t>(rng() % (2 * n * ps));
+      ab.prefix_lens.push_back(prefix[i]);
+      ab.seq_lens.push_back(seq);
+      ab.rotation_bases.push_back(r.base);
+      ab.last_locs.push_back(0);
+    }
+    ref::ExtendPages got;
+    KVSHARD_ASSIGN_OR_RETURN(bool ok, alloc.AllocExtend(ab, &got));
+    if (!ok) break;  // deferred: the pool is full
+    ExtendBatch batch = geometry;
+    std::vector<int64_t> chunk_locs;
+    for (int64_t i = 0; i < reqs; ++i) {
+      Req& r = live[i];
+      r.base = got.rotation_bases[i];
+      r.seq_len = ab.seq_lens[i];
+      r.pages.insert(r.pages.end(), got.pages.begin() + got.offsets[i], got.pages.begin() + got.offsets[i + 1]);
+      batch.requests.push_back({prefix[i], r.seq_len, r.pages});
+      for (int64_t pos = prefix[i]; pos < r.seq_len; ++pos) chunk_locs.push_back(r.pages[pos / ps] * ps + pos % ps);
+    }
+    const std::set<int64_t> chunk_set(chunk_locs.begin(), chunk_locs.end());
+    KVSHARD_ASSIGN_OR_RETURN(GatherPlan want_plan, ref::BuildGatherPlan(batch));
+    KVSHARD_CUDA_CHECK(cudaSetDevice(comm.device(0)));
+    KVSHARD_RETURN_IF_ERROR(planner->Upload(batch, nullptr));
+    KVSHARD_RETURN_IF_ERROR(planner->Launch(0, nullptr));
+    KVSHARD_ASSIGN_OR_RETURN(GatherPlan got_plan, planner->Download(nullptr));
+    if (!(got_plan == want_plan)) return Mismatch("round ", round, ": device gather plan differs from the reference");
+    // Install the plan on every rank.
+    std::vector<int32_t> page_pos;
+    for (int64_t p : ref::DensePagePos(want_plan)) page_pos.push_back(static_cast<int32_t>(p));
+    std::vector<std::vector<int64_t>> send;
+    for (int rank : comm.local_ranks()) send.push_back(want_plan.ranks[rank].send_rows);
+    KVSHARD_RETURN_IF_ERROR(gather->BeginExtend(want_plan.block_pages, page_pos, send, chunk_locs));
+    // Reads: every prefix slot and every chunk slot of the batch.
+    std::vector<int64_t> read_locs;
+    for (const ExtendRequest& r : batch.requests) {
+      for (int64_t pos = 0; pos < r.seq_len; ++pos) read_locs.push_back(r.pages[pos / ps] * ps + pos % ps);
+    }
+    KVSHARD_ASSIGN_OR_RETURN(std::vector<int64_t> rows_idx, ref::Translate(want_plan, read_locs));
+    for (int64_t l = 0; l < kLayers; ++l) {
+      std::vector<gpu::DeviceBuffer> chunk_rows;
+      std::vector<const void*> ptrs;
+      for (int i = 0; i < comm.local_ranks().size(); ++i) {
+        KVSHARD_CUDA_CHECK(cudaSetDevice(comm.device(i)));
+        KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer b, gpu::Upload(RowsFor(chunk_locs, l, round, row_bytes)));
+        ptrs.push_back(b.data());
+        chunk_rows.push_back(std::move(b));
+      }
+      KVSHARD_RETURN_IF_ERROR(gather->WriteLayer(l, ptrs));
+      KVSHARD_ASSIGN_OR_RETURN(std::vector<void*> slots, gather->AcquireForRead(l));
+      std::vector<uint8_t> want(read_locs.size() * row_bytes);
+      for (size_t k = 0; k < read_locs.size(); ++k) {
+        const int64_t loc = read_locs[k];
+        const int64_t wr = chunk_set.count(loc) ? round : written_round.at(loc);
+        FillRow(want.data() + k * row_bytes, row_bytes, l, loc * 16 + wr);
+      }
+      for (int i = 0; i < comm.local_ranks().size(); ++i) {
+        KVSHARD_CUDA_CHECK(cudaSetDevice(comm.device(i)));
+        KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_locs, gpu::Upload(read_locs));
+        KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_rows, gpu::DeviceBuffer::Allocate(read_locs.size() * 8));
+        KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_out, gpu::DeviceBuffer::Allocate(want.size()));
+        const int64_t m = static_cast<int64_t>(read_locs.size());
+        cudaStream_t s = gather->compute_stream(i);
+        KVSHARD_RETURN_IF_ERROR(gpu::LaunchTranslate(d_rows.as<int64_t>(), d_locs.as<int64_t>(), m,
+                                                     gather->page_pos(i), shape.n_page_pos, ps, s));
+        KVSHARD_RETURN_IF_ERROR(gpu::LaunchGatherRows(d_out.data(), slots[i], shape.scratch_rows(),
+                                                      d_rows.as<int64_t>(), m, row_bytes, nullptr, s));
+        KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(s));
+        KVSHARD_ASSIGN_OR_RETURN(auto got_rows, gpu::Download<int64_t>(d_rows.data(), m));
+        if (got_rows != rows_idx) return Mismatch("round ", round, " rank ", comm.local_ranks()[i], ": GPU translate differs");
+        KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_out.data(), want.size()));
+        const Status cmp = CompareRows(got, want, row_bytes,
+                                       StrCat("round ", round, " layer ", l, " rank ", comm.local_ranks()[i],
+                                              " sharded read vs unsharded (", comm.Kind(), " N=", n, " ps=", ps, ")"));
+        KVSHARD_RETURN_IF_ERROR(cmp);
+      }
+    }
+    gather->EndExtend();
+    for (int64_t loc : chunk_locs) written_round[loc] = round;
+    KVSHARD_ASSIGN_OR_RETURN(int64_t bad, gather->BadRows());
+    if (bad) return Mismatch("round ", round, ": ", bad, " rows skipped for out-of-range indices");
+  }
+  return Status::Ok();
+}
+
+TEST(GpuPoolE2E, EmulatedRanksMatchUnshardedReads) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const bool ok = rc::check("sharded == unsharded reads (emulated ranks)", [] {
+    const int n = *rc::gen::element(1, 2, 3, 4, 8);
+    const int64_t ps = *rc::gen::element<int64_t>(1, 2, 16, 64);
+    const int64_t reqs = *rc::gen::inRange<int64_t>(1, 5);
+    const int64_t row_bytes = *rc::gen::element<int64_t>(4, 64, 1152);
+    const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+    auto comm = gpu::CreateEmulatedGroup(n, 0);
+    RC_ASSERT(comm.ok());
+    const Status s = RunStream(**comm, ps, /*pages_per_rank=*/6 * reqs + 4, reqs, /*rounds=*/4, row_bytes, seed);
+    if (!s.ok()) RC_FAIL(s.ToString());
+  });
+  EXPECT_TRUE(ok);
+}
+
+TEST(GpuPoolE2E, NcclTwoGpusMatchUnshardedReads) {
+  KVSHARD_REQUIRE_GPUS(2);
+  auto comm = gpu::CreateNcclGroup(2);
+  ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    const int64_t ps = seed % 2 ? 16 : 64;
+    const Status s = RunStream(**comm, ps, 40, 1 + seed % 4, 4, 1152, seed);
+    ASSERT_TRUE(s.ok()) << "seed " << seed << ": " << s.ToString();
+  }
+}
+
+}  // namespace
+}  // namespace kvshard::props
