@@ -268,7 +268,7 @@ Status DeviceGatherPlanner::Launch(int64_t send_rank, cudaStream_t stream) {
   a.send_rank = send_rank;
   const uint64_t max_key = static_cast<uint64_t>(g.shard_size) * a.stride;
   a.key_bits = 1;
-  while ((uint64_t{1} << a.key_bits) < max_key) ++a.key_bits;
+  while ((uint64_t{1} << a.key_bits) <= max_key) ++a.key_bits;  // the sentinel sorts after every real key
   a.page_pos = page_pos_.as<int32_t>();
   a.send_pages = send_pages_.as<int64_t>();
   a.send_rows = send_rows_.as<int64_t>();

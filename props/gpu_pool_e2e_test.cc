@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include <iostream>
 #include <map>
 #include <random>
 #include <set>
@@ -173,9 +174,22 @@ TEST(GpuPoolE2E, EmulatedRanksMatchUnshardedReads) {
     auto comm = gpu::CreateEmulatedGroup(n, 0);
     RC_ASSERT(comm.ok());
     const Status s = RunStream(**comm, ps, /*pages_per_rank=*/6 * reqs + 4, reqs, /*rounds=*/4, row_bytes, seed);
-    if (!s.ok()) RC_FAIL(s.ToString());
+    if (!s.ok()) {
+      std::cerr << "N=" << n << " ps=" << ps << " reqs=" << reqs << " row_bytes=" << row_bytes << " seed=" << seed
+                << ": " << s.ToString() << "\n";
+      RC_FAIL(s.ToString());
+    }
   });
   EXPECT_TRUE(ok);
+}
+
+// A case RapidCheck once shrank to (kept as a regression test).
+TEST(GpuPoolE2E, RegressionSingleRankThreeRequests) {
+  KVSHARD_REQUIRE_GPUS(1);
+  auto comm = gpu::CreateEmulatedGroup(1, 0);
+  ASSERT_TRUE(comm.ok());
+  const Status s = RunStream(**comm, 64, 6 * 3 + 4, 3, 4, 1152, 174416332352403395ull);
+  EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
 TEST(GpuPoolE2E, NcclTwoGpusMatchUnshardedReads) {

@@ -41,15 +41,17 @@ for t in "$here"/bin/*_test; do
   name=$(basename "$t")
   [[ $name == nccl_mpi_test ]] && continue
   echo "== $name"
-  "${wrap[@]}" "$t" --gtest_output="xml:$logs/$name.xml" "$@" 2>&1 | tail -n 40
-  [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+  "${wrap[@]}" "$t" --gtest_output="xml:$logs/$name.xml" "$@" >"$logs/$name.log" 2>&1
+  [[ $? -eq 0 ]] || rc=1
+  grep -E '^\[ *(OK|FAILED|SKIPPED) *\]|Falsifiable|RC_PARAMS|reproduce|Failure|mismatch|SKIPPED:' "$logs/$name.log" | head -n 60
 done
 if [[ -x "$here/bin/nccl_mpi_test" ]]; then
   if [[ $ngpu -ge 2 ]] && command -v mpirun >/dev/null; then
     echo "== nccl_mpi_test (mpirun -np $ngpu)"
     mpirun --allow-run-as-root --oversubscribe -np "$ngpu" -x NCCL_NVLS_ENABLE -x RC_PARAMS \
-      "${wrap[@]}" "$here/bin/nccl_mpi_test" --gtest_output="xml:$logs/nccl_mpi_test.xml" 2>&1 | tail -n 40
-    [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+      "${wrap[@]}" "$here/bin/nccl_mpi_test" --gtest_output="xml:$logs/nccl_mpi_test.xml" >"$logs/nccl_mpi_test.log" 2>&1
+    [[ $? -eq 0 ]] || rc=1
+    grep -E '\[ *(OK|FAILED|SKIPPED) *\]|Failure|mismatch' "$logs/nccl_mpi_test.log" | head -n 40
   else
     echo "== nccl_mpi_test"
     "$here/bin/nccl_mpi_test" --gtest_output="xml:$logs/nccl_mpi_test.xml" 2>&1 | tail -n 5
