@@ -289,7 +289,10 @@ StatusOr<CPSharedKVBatchPlan> BuildBatchPageAlignedInSeqSplitPlan(const Int64Lis
   return p;
 }
 
-NSAContextParallelMetadata BuildBatchMetadataFromPlan(const CPSharedKVBatchPlan& plan) {
+StatusOr<NSAContextParallelMetadata> BuildBatchMetadataFromPlan(const CPSharedKVBatchPlan& plan) {
+  if (plan.batch_size <= 0 || plan.request_split_lists.empty()) {
+    return InvalidArgument("extend_lens: the batch needs at least one request (SGLang's metadata indexes request 0)");
+  }
   const Int64Table& comm = plan.compute_padding_enabled ? plan.request_compute_split_lists : plan.request_split_lists;
   const int64_t n = plan.cp_size;
   NSAContextParallelMetadata m;
@@ -411,8 +414,9 @@ StatusOr<RoundRobinQSeqs> RoundRobinSplitQSeqs(const Int64List& extend_lens, int
     if (extend_lens[q] < 0 || extend_lens[q] > kMaxCpTokens) {
       return InvalidArgument("extend_lens[", q, "]: must be in [0, 2^48], got ", extend_lens[q]);
     }
-    const int64_t len = extend_lens[q] + extra;  // extra < cp_size: no overflow
-    const int64_t q_len = len / cp_size + (len % cp_size > cp_rank ? 1 : 0);
+    // |extra| < cp_size, and len may be negative after a zero-length request: Python floor semantics.
+    const int64_t len = extend_lens[q] + extra;
+    const int64_t q_len = FloorDiv(len, cp_size) + (len - FloorDiv(len, cp_size) * cp_size > cp_rank ? 1 : 0);
     if (q_len > 0) {
       out.q_lens.push_back(q_len);
       out.bs_idx.push_back(static_cast<int64_t>(q));
