@@ -5,6 +5,9 @@
 #define KVSHARD_CORE_CP_PLAN_H_
 
 #include <cstdint>
+#include <array>
+#include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,7 +15,23 @@
 namespace kvshard {
 
 using Int64List = std::vector<int64_t>;
-using Int64Table = std::vector<std::vector<int64_t>>;  // one list per request
+
+// A fixed-width row-major table (one row per request): row q is values[q*width, (q+1)*width). Flat by
+// construction so kernels can take `values` as is; SGLang's List[List[int]] of equal-length rows.
+struct Int64Table {
+  int64_t width = 0;
+  Int64List values;
+
+  // Builds a table from rows of equal length (for tests and small literals).
+  static Int64Table FromRows(const std::vector<Int64List>& rows);
+  int64_t rows() const { return width == 0 ? 0 : static_cast<int64_t>(values.size()) / width; }
+  bool empty() const { return values.empty(); }
+  std::span<const int64_t> operator[](int64_t q) const { return {values.data() + q * width, static_cast<size_t>(width)}; }
+  std::span<int64_t> operator[](int64_t q) { return {values.data() + q * width, static_cast<size_t>(width)}; }
+  // The rows as nested lists (SGLang's shape).
+  std::vector<Int64List> ToRows() const;
+  bool operator==(const Int64Table&) const = default;
+};
 
 // Page metadata of one request's in-seq split (valid tokens; page units cover the physical pages).
 struct PageAlignedInSeqSplitInfo {
@@ -50,7 +69,7 @@ struct CPSharedKVBatchPlan {
   Int64List request_padded_pages;           // ceil(extend / ps)
   Int64List request_padded_tokens;          // padded_pages * ps
   Int64List request_padding_tokens;         // padded_tokens - extend
-  std::vector<PageAlignedInSeqSplitInfo> request_split_infos;  // per-request page metadata
+  // request_split_infos: derived, see RequestSplitInfo() (every field of it is stored below).
   Int64Table request_split_lists;           // valid split: S token counts per request
   Int64Table request_zigzag_indices;        // [r, 2N-1-r] per request (rank-specific)
   Int64Table request_segment_page_starts;   // valid segment first pages (absolute)
@@ -81,7 +100,7 @@ struct CPSharedKVBatchPlan {
   Int64List request_valid_actual_seq_q_next;  // valid split[2N-1-r] (rank-specific)
   Int64List request_valid_seq_q_prev;         // valid split[r] (rank-specific)
   Int64List request_valid_seq_q_next;         // valid split[2N-1-r] (rank-specific)
-  std::vector<std::vector<RowSpan>> request_valid_query_row_spans;  // [(0, v[r]), (c[r], v[2N-1-r])] (rank-specific)
+  std::vector<std::array<RowSpan, 2>> request_valid_query_row_spans;  // [(0, v[r]), (c[r], v[2N-1-r])] (rank-specific)
   Int64Table request_compute_split_lists;   // compute split: full page units, max(pages, N) units
   Int64Table request_compute_segment_page_starts;  // compute segment first pages (absolute)
   Int64Table request_compute_segment_page_ends;    // compute segment end pages (absolute, exclusive)
@@ -96,6 +115,10 @@ struct CPSharedKVBatchPlan {
   Int64List request_compute_seq_q_prev;            // compute split[r] (rank-specific)
   Int64List request_compute_seq_q_next;            // compute split[2N-1-r] (rank-specific)
 };
+
+// SGLang's request_split_infos[q]: the PageAlignedInSeqSplitInfo of request q (page_aligned is true in
+// every plan the builder returns; the fallback is an error there).
+PageAlignedInSeqSplitInfo RequestSplitInfo(const CPSharedKVBatchPlan& plan, int64_t q);
 
 // NSAContextParallelMetadata without device tensors: the scalar (bs=1) fields and the communication
 // sizes; a *_tensor field holds the values SGLang copies to the device.
@@ -117,8 +140,7 @@ struct NSAContextParallelMetadata {
   int64_t total_seq_lens = 0;        // max_rank_token * N (the padded all-gather rows)
   PageAlignedInSeqSplitInfo info;    // page_aligned .. extend_padding_tokens of request 0
   int64_t batch_size = 1;            // B
-  bool has_batch_plan = false;       // built from a CPSharedKVBatchPlan (then batch_plan is set)
-  CPSharedKVBatchPlan batch_plan;    // the plan (request_* fields of the metadata are its fields)
+  std::shared_ptr<const CPSharedKVBatchPlan> batch_plan;  // set when built from a plan (request_* fields are its fields)
   Int64List request_actual_seq_q_prev_cu_tensor;  // [0] + inclusive prefix sums of request_actual_seq_q_prev
   Int64List request_actual_seq_q_next_cu_tensor;  // [0] + inclusive prefix sums of request_actual_seq_q_next
   // max_rank_len[0], or 0 when empty.

@@ -32,12 +32,12 @@ Json ToJson(const CPSharedKVBatchPlan& p) {
   j["request_padded_tokens"] = p.request_padded_tokens;
   j["request_padding_tokens"] = p.request_padding_tokens;
   Json infos = Json::array();
-  for (const PageAlignedInSeqSplitInfo& info : p.request_split_infos) infos.push_back(ToJson(info));
+  for (int64_t q = 0; q < p.batch_size; ++q) infos.push_back(ToJson(RequestSplitInfo(p, q)));
   j["request_split_infos"] = infos;
-  j["request_split_lists"] = p.request_split_lists;
-  j["request_zigzag_indices"] = p.request_zigzag_indices;
-  j["request_segment_page_starts"] = p.request_segment_page_starts;
-  j["request_segment_page_ends"] = p.request_segment_page_ends;
+  j["request_split_lists"] = p.request_split_lists.ToRows();
+  j["request_zigzag_indices"] = p.request_zigzag_indices.ToRows();
+  j["request_segment_page_starts"] = p.request_segment_page_starts.ToRows();
+  j["request_segment_page_ends"] = p.request_segment_page_ends.ToRows();
   j["request_rank_local_tokens"] = p.request_rank_local_tokens;
   j["request_rank_local_offsets"] = p.request_rank_local_offsets;
   j["request_kv_len_prev"] = p.request_kv_len_prev;
@@ -52,9 +52,9 @@ Json ToJson(const CPSharedKVBatchPlan& p) {
   j["flat_segment_request_ids"] = p.flat_segment_request_ids;
   j["flat_segment_offsets"] = p.flat_segment_offsets;
   j["compute_padding_enabled"] = p.compute_padding_enabled;
-  j["request_valid_split_lists"] = p.request_valid_split_lists;
-  j["request_valid_segment_page_starts"] = p.request_valid_segment_page_starts;
-  j["request_valid_segment_page_ends"] = p.request_valid_segment_page_ends;
+  j["request_valid_split_lists"] = p.request_valid_split_lists.ToRows();
+  j["request_valid_segment_page_starts"] = p.request_valid_segment_page_starts.ToRows();
+  j["request_valid_segment_page_ends"] = p.request_valid_segment_page_ends.ToRows();
   j["request_valid_padded_pages"] = p.request_valid_padded_pages;
   j["request_valid_padded_tokens"] = p.request_valid_padded_tokens;
   j["request_valid_padding_tokens"] = p.request_valid_padding_tokens;
@@ -65,15 +65,15 @@ Json ToJson(const CPSharedKVBatchPlan& p) {
   j["request_valid_seq_q_prev"] = p.request_valid_seq_q_prev;
   j["request_valid_seq_q_next"] = p.request_valid_seq_q_next;
   Json spans = Json::array();
-  for (const std::vector<RowSpan>& req : p.request_valid_query_row_spans) {
+  for (const std::array<RowSpan, 2>& req : p.request_valid_query_row_spans) {
     Json r = Json::array();
     for (const RowSpan& s : req) r.push_back(Json::array({s.start, s.length}));
     spans.push_back(r);
   }
   j["request_valid_query_row_spans"] = spans;
-  j["request_compute_split_lists"] = p.request_compute_split_lists;
-  j["request_compute_segment_page_starts"] = p.request_compute_segment_page_starts;
-  j["request_compute_segment_page_ends"] = p.request_compute_segment_page_ends;
+  j["request_compute_split_lists"] = p.request_compute_split_lists.ToRows();
+  j["request_compute_segment_page_starts"] = p.request_compute_segment_page_starts.ToRows();
+  j["request_compute_segment_page_ends"] = p.request_compute_segment_page_ends.ToRows();
   j["request_compute_padded_pages"] = p.request_compute_padded_pages;
   j["request_compute_padded_tokens"] = p.request_compute_padded_tokens;
   j["request_compute_padding_tokens"] = p.request_compute_padding_tokens;
@@ -114,7 +114,7 @@ Json ToJson(const NSAContextParallelMetadata& m) {
   j["extend_padded_tokens"] = m.info.extend_padded_tokens;
   j["extend_padding_tokens"] = m.info.extend_padding_tokens;
   j["batch_size"] = m.batch_size;
-  if (m.has_batch_plan) {
+  if (m.batch_plan != nullptr) {
     j["request_actual_seq_q_prev_cu_tensor"] = m.request_actual_seq_q_prev_cu_tensor;
     j["request_actual_seq_q_next_cu_tensor"] = m.request_actual_seq_q_next_cu_tensor;
   }

@@ -18,7 +18,7 @@ Status RerangeError(const char* reason, const Args&... args) {
   return FailFast("batch_gt1_full_rerange_unsupported", "reason=", reason, " ", args...);
 }
 
-int64_t Sum(const Int64List& v) {
+int64_t Sum(std::span<const int64_t> v) {
   int64_t s = 0;
   for (int64_t x : v) s += x;
   return s;
@@ -33,16 +33,14 @@ void AppendRows(const HostTensor& src, int64_t begin, int64_t count, HostTensor*
 
 // Checks that the split metadata rows are shaped like a plan: 2N non-negative entries, zigzag in range.
 Status ValidateSplitTables(const Int64Table& lists, const Int64Table& zigzag, int64_t cp_size) {
-  for (const Int64List& l : lists) {
-    if (static_cast<int64_t>(l.size()) != 2 * cp_size) return MissingSplitMetadata();
-    for (int64_t x : l) {
-      if (x < 0 || x > kMaxCpTokens) return MissingSplitMetadata();
-    }
+  if (cp_size <= 0 || cp_size > kMaxCpSize || lists.width != 2 * cp_size || zigzag.width != 2) {
+    return MissingSplitMetadata();
   }
-  for (const Int64List& z : zigzag) {
-    for (int64_t s : z) {
-      if (s < 0 || s >= 2 * cp_size) return MissingSplitMetadata();
-    }
+  for (int64_t x : lists.values) {
+    if (x < 0 || x > kMaxCpTokens) return MissingSplitMetadata();
+  }
+  for (int64_t s : zigzag.values) {
+    if (s < 0 || s >= 2 * cp_size) return MissingSplitMetadata();
   }
   return Status::Ok();
 }
@@ -102,8 +100,8 @@ StatusOr<HostTensor> SplitTensorByCPBatchPlan(const HostTensor& input, const CPS
   }
   const int64_t batch = plan.batch_size != 0 ? plan.batch_size : 1;  // SGLang: int(batch_size or 1)
   const auto n = [](const auto& v) { return static_cast<int64_t>(v.size()); };
-  if (n(extend_lens) != batch || n(*targets) != batch || n(*lists) != batch ||
-      n(plan.request_zigzag_indices) != batch) {
+  if (n(extend_lens) != batch || n(*targets) != batch || lists->rows() != batch ||
+      plan.request_zigzag_indices.rows() != batch) {
     return MissingSplitMetadata();
   }
   KVSHARD_RETURN_IF_ERROR(ValidateSplitTables(*lists, plan.request_zigzag_indices, plan.cp_size));
@@ -149,7 +147,7 @@ StatusOr<HostTensor> SplitTensorByCPBatchPlan(const HostTensor& input, const CPS
                       "position compute padding expects a 1D position tensor. req_id=", q, " shape=(", current, ", ",
                       input.row_bytes, " bytes)");
     }
-    const Int64List& split = (*lists)[q];
+    const std::span<const int64_t> split = (*lists)[q];
     const int64_t split_total = Sum(split);
     if (split_total != target) {
       const char* mode_name = mode == SplitMode::kData ? "data" : mode == SplitMode::k1d ? "1d" : "position";
@@ -173,13 +171,9 @@ StatusOr<HostTensor> SplitTensorByCPBatchPlan(const HostTensor& input, const CPS
         }
       }
     }
-    int64_t segment_start = 0;
-    Int64List starts;
-    for (int64_t len : split) {
-      starts.push_back(segment_start);
-      segment_start += len;
+    for (int64_t segment : plan.request_zigzag_indices[q]) {
+      AppendRows(req, Sum(split.first(static_cast<size_t>(segment))), split[segment], &out);
     }
-    for (int64_t segment : plan.request_zigzag_indices[q]) AppendRows(req, starts[segment], split[segment], &out);
     request_begin += current;
   }
   return out;
@@ -190,21 +184,20 @@ StatusOr<ValidRowSelector> BuildCPLocalValidRowSelector(const CPSharedKVBatchPla
   const Int64Table& compute = plan.request_compute_split_lists;
   const Int64Table& valid =
       !plan.request_valid_split_lists.empty() ? plan.request_valid_split_lists : plan.request_split_lists;
-  const auto n = [](const auto& v) { return static_cast<int64_t>(v.size()); };
-  if (n(compute) != batch || n(valid) != batch || n(plan.request_zigzag_indices) != batch) {
+  if (compute.rows() != batch || valid.rows() != batch || plan.request_zigzag_indices.rows() != batch) {
     return FailFast("cache_write_valid_selector_metadata",
                     "CP shared-KV cache writes require valid and compute split metadata when compute padding is "
                     "enabled.");
   }
   ValidRowSelector sel;
   for (int64_t q = 0; q < batch; ++q) {
-    if (compute[q].size() != valid[q].size()) {
+    if (compute.width != valid.width) {
       return FailFast("cache_write_valid_selector_metadata",
-                      "valid and compute split metadata disagree. req_id=", q, " compute_segments=", compute[q].size(),
-                      " valid_segments=", valid[q].size());
+                      "valid and compute split metadata disagree. req_id=", q, " compute_segments=", compute.width,
+                      " valid_segments=", valid.width);
     }
     for (int64_t segment : plan.request_zigzag_indices[q]) {
-      if (segment < 0 || segment >= n(compute[q])) {
+      if (segment < 0 || segment >= compute.width) {
         return FailFast("cache_write_valid_selector_metadata", "zigzag segment out of range. req_id=", q,
                         " segment_id=", segment);
       }
@@ -304,18 +297,14 @@ StatusOr<HostTensor> InSeqAllGatherRerange(const HostTensor& gathered, const NSA
   return out;
 }
 
-StatusOr<Int64List> BatchRerangeSourceRows(const Int64Table& split_lists, int64_t cp_size, int64_t max_rank_token) {
-  if (cp_size <= 0) return RerangeError("bad_cp_size", "cp_size must be positive: ", cp_size);
-  for (size_t q = 0; q < split_lists.size(); ++q) {
-    if (static_cast<int64_t>(split_lists[q].size()) != 2 * cp_size) {
-      return RerangeError("bad_request_split", "request split must have 2 * cp_size entries. req_id=", q,
-                          " cp_size=", cp_size);
-    }
-    for (int64_t x : split_lists[q]) {
-      if (x < 0 || x > kMaxCpTokens) {
-        return RerangeError("bad_request_split", "request split entries must be in [0, 2^48]. req_id=", q);
-      }
-    }
+StatusOr<std::vector<RowCopy>> BatchRerangeCopies(const Int64Table& split_lists, int64_t cp_size,
+                                                  int64_t max_rank_token) {
+  if (cp_size <= 0 || cp_size > kMaxCpSize) return RerangeError("bad_cp_size", "cp_size must be positive: ", cp_size);
+  if (split_lists.rows() > 0 && split_lists.width != 2 * cp_size) {
+    return RerangeError("bad_request_split", "request split must have 2 * cp_size entries. req_id=0 cp_size=", cp_size);
+  }
+  for (int64_t x : split_lists.values) {
+    if (x < 0 || x > kMaxCpTokens) return RerangeError("bad_request_split", "request split entries must be in [0, 2^48]");
   }
   if (max_rank_token < 0) {
     return RerangeError("bad_max_rank_token", "max_rank_len[0] must be non-negative, got ", max_rank_token);
@@ -327,38 +316,45 @@ StatusOr<Int64List> BatchRerangeSourceRows(const Int64Table& split_lists, int64_
                           " rows=", t.per_rank_tokens[rank], " max_rank_token=", max_rank_token);
     }
   }
-  Int64List rows;
+  std::vector<RowCopy> copies;
   const int64_t batch = t.batch_size;
+  int64_t dst = 0;
   for (int64_t q = 0; q < batch; ++q) {
-    const Int64List& split = split_lists[q];
+    const std::span<const int64_t> split = split_lists[q];
     for (int64_t s = 0; s < 2 * cp_size; ++s) {
       const bool first_half = s < cp_size;
       const int64_t rank = first_half ? s : 2 * cp_size - s - 1;
-      const int64_t start = rank * max_rank_token + t.rank_request_offsets[rank * batch + q] +
-                            (first_half ? 0 : split[rank]);
-      for (int64_t o = 0; o < split[s]; ++o) rows.push_back(start + o);
+      const int64_t src = rank * max_rank_token + t.rank_request_offsets[rank * batch + q] + (first_half ? 0 : split[rank]);
+      if (split[s] > 0) copies.push_back({src, dst, split[s]});
+      dst += split[s];
     }
+  }
+  return copies;
+}
+
+StatusOr<Int64List> BatchRerangeSourceRows(const Int64Table& split_lists, int64_t cp_size, int64_t max_rank_token) {
+  KVSHARD_ASSIGN_OR_RETURN(std::vector<RowCopy> copies, BatchRerangeCopies(split_lists, cp_size, max_rank_token));
+  Int64List rows;
+  for (const RowCopy& c : copies) {
+    for (int64_t o = 0; o < c.rows; ++o) rows.push_back(c.src_row + o);
   }
   return rows;
 }
 
-StatusOr<HostTensor> BatchInSeqAllGatherRerange(const HostTensor& gathered, const NSAContextParallelMetadata& m,
-                                                int64_t cp_size) {
+Status BatchInSeqAllGatherRerangeInto(const HostTensor& gathered, const NSAContextParallelMetadata& m, int64_t cp_size,
+                                      HostTensor* out) {
   KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(gathered, "gathered"));
   const int64_t batch = m.batch_size != 0 ? m.batch_size : 1;
   if (batch <= 1) return RerangeError("not_batch", "batch-aware rerange requires batch_size > 1, got ", batch);
-  if (!m.has_batch_plan || static_cast<int64_t>(m.batch_plan.request_split_lists.size()) != batch) {
+  if (m.batch_plan == nullptr || m.batch_plan->request_split_lists.rows() != batch) {
     return RerangeError("missing_request_split_lists", "request_split_lists is missing or incomplete. batch_size=", batch);
   }
   if (static_cast<int64_t>(m.max_rank_len.size()) < cp_size) {
     return RerangeError("missing_max_rank_len", "max_rank_len is missing or shorter than cp_size. cp_size=", cp_size);
   }
   if (cp_size <= 0) return RerangeError("bad_cp_size", "cp_size must be positive: ", cp_size);
-  for (size_t q = 0; q < m.batch_plan.request_split_lists.size(); ++q) {
-    if (static_cast<int64_t>(m.batch_plan.request_split_lists[q].size()) != 2 * cp_size) {
-      return RerangeError("bad_request_split", "request split must have 2 * cp_size entries. req_id=", q,
-                          " cp_size=", cp_size);
-    }
+  if (m.batch_plan->request_split_lists.width != 2 * cp_size) {
+    return RerangeError("bad_request_split", "request split must have 2 * cp_size entries. req_id=0 cp_size=", cp_size);
   }
   const int64_t max_rank_token = m.max_rank_len[0];
   if (max_rank_token < 0) {
@@ -368,9 +364,22 @@ StatusOr<HostTensor> BatchInSeqAllGatherRerange(const HostTensor& gathered, cons
     return RerangeError("input_rows_short", "input rows=", gathered.rows, " required=", max_rank_token * cp_size,
                         " max_rank_token=", max_rank_token, " cp_size=", cp_size);
   }
-  KVSHARD_ASSIGN_OR_RETURN(Int64List rows,
-                           BatchRerangeSourceRows(m.batch_plan.request_split_lists, cp_size, max_rank_token));
-  return IndexRows(gathered, rows);
+  KVSHARD_ASSIGN_OR_RETURN(std::vector<RowCopy> copies,
+                           BatchRerangeCopies(m.batch_plan->request_split_lists, cp_size, max_rank_token));
+  int64_t total = 0;
+  for (const RowCopy& c : copies) total = c.dst_row + c.rows;
+  if (out->row_bytes != gathered.row_bytes || out->rows != total) *out = HostTensor::Zeros(total, gathered.row_bytes);
+  for (const RowCopy& c : copies) {
+    std::memcpy(out->row(c.dst_row), gathered.row(c.src_row), static_cast<size_t>(c.rows * gathered.row_bytes));
+  }
+  return Status::Ok();
+}
+
+StatusOr<HostTensor> BatchInSeqAllGatherRerange(const HostTensor& gathered, const NSAContextParallelMetadata& m,
+                                                int64_t cp_size) {
+  HostTensor out;
+  KVSHARD_RETURN_IF_ERROR(BatchInSeqAllGatherRerangeInto(gathered, m, cp_size, &out));
+  return out;
 }
 
 StatusOr<HostTensor> RoundRobinSplitData(const HostTensor& input, int64_t cp_size, int64_t cp_rank) {

@@ -72,6 +72,18 @@ StatusOr<HostTensor> TrimCPRankPaddingAfterAllGather(const HostTensor& gathered,
 // SGLang _torch_in_seq_all_gather_rerange (bs=1): trim, split by reverse_split_len, reorder by cp_reverse_index.
 StatusOr<HostTensor> InSeqAllGatherRerange(const HostTensor& gathered, const NSAContextParallelMetadata& metadata);
 
+// One contiguous copy of the batch rerange: `rows` rows from gathered row src_row to output row dst_row.
+struct RowCopy {
+  int64_t src_row = 0;
+  int64_t dst_row = 0;
+  int64_t rows = 0;
+};
+
+// The batch rerange as contiguous segment copies, in output order (empty segments omitted); same layout and
+// errors as BatchRerangeSourceRows.
+StatusOr<std::vector<RowCopy>> BatchRerangeCopies(const Int64Table& split_lists, int64_t cp_size,
+                                                  int64_t max_rank_token);
+
 // Gathered row of every output row for the batch rerange: rank-major blocks of max_rank_token rows, rank r
 // holding per request its rows of segment r then 2N-1-r (`split_lists`). Tag
 // batch_gt1_full_rerange_unsupported reason=bad_request_split / rank_payload_exceeds_max.
@@ -80,6 +92,9 @@ StatusOr<Int64List> BatchRerangeSourceRows(const Int64Table& split_lists, int64_
 // SGLang _torch_batch_in_seq_all_gather_rerange (batch_size > 1; layout by metadata's request_split_lists).
 StatusOr<HostTensor> BatchInSeqAllGatherRerange(const HostTensor& gathered, const NSAContextParallelMetadata& metadata,
                                                 int64_t cp_size);
+// The same into `out` (reallocated only when its shape differs), for callers that reuse the buffer.
+Status BatchInSeqAllGatherRerangeInto(const HostTensor& gathered, const NSAContextParallelMetadata& metadata,
+                                      int64_t cp_size, HostTensor* out);
 
 // nsa_cp_round_robin_split_data: rows t with t % N == cp_rank.
 StatusOr<HostTensor> RoundRobinSplitData(const HostTensor& input, int64_t cp_size, int64_t cp_rank);

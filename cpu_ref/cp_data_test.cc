@@ -133,7 +133,7 @@ TEST_F(BatchPlanTest, InputLengthRules) {
   s = SplitTensorByCPBatchPlan(Rows(Range(1, 40)), plans[0], SplitMode::kData, SplitKind::kCompute).status();
   EXPECT_EQ(s.message(), "[CP_SHARED_KV_FAIL_FAST][batch_gt1_split_input_len_mismatch] input tokens=39 expected=45 max_compute=56");
   CPSharedKVBatchPlan broken = plans[0];
-  broken.request_zigzag_indices.pop_back();
+  broken.request_zigzag_indices.values.resize(broken.request_zigzag_indices.values.size() - 2);
   EXPECT_TRUE(HasTag(SplitTensorByCPBatchPlan(x, broken, SplitMode::kData, SplitKind::kValid).status(),
                      "batch_gt1_missing_split_metadata"));
   broken = plans[0];

@@ -73,8 +73,9 @@ StatusOr<CPSharedKVBatchPlan> BuildBatchPageAlignedInSeqSplitPlan(const Int64Lis
 
 // SGLang _build_batch_metadata_from_plan: communication sizes (per_rank_actual_token, max_rank_len from the
 // compute splits when compute padding is enabled, else the valid splits) and request 0's scalar fields.
-// An empty batch is an error (SGLang indexes request 0's split and raises IndexError).
-StatusOr<NSAContextParallelMetadata> BuildBatchMetadataFromPlan(const CPSharedKVBatchPlan& plan);
+// The metadata keeps the plan (batch_plan). An empty batch is an error (SGLang indexes request 0 and
+// raises IndexError).
+StatusOr<NSAContextParallelMetadata> BuildBatchMetadataFromPlan(CPSharedKVBatchPlan plan);
 
 // The scalar (bs=1) metadata of prepare_input_dp_with_cp_dsa for one split list of 2N segments
 // (zigzag_index, per_rank_actual_token, reverse_split_len, cp_reverse_index, kv_len_prev/next, ...).

@@ -81,10 +81,10 @@ TEST(CpSplitTest, BatchPlanMatchesSGLangLiteral) {
   EXPECT_EQ(p.request_page_offsets, (L{0, 2, 12}));
   EXPECT_EQ(p.request_padded_pages, (L{2, 10, 1}));
   EXPECT_EQ(p.request_padding_tokens, (L{3, 3, 1}));
-  EXPECT_EQ(p.request_split_lists, (Int64Table{{4, 1, 0, 0}, {12, 12, 8, 5}, {3, 0, 0, 0}}));
-  EXPECT_EQ(p.request_zigzag_indices, (Int64Table{{1, 2}, {1, 2}, {1, 2}}));
-  EXPECT_EQ(p.request_segment_page_starts, (Int64Table{{0, 1, 2, 2}, {4, 7, 10, 12}, {2, 3, 3, 3}}));
-  EXPECT_EQ(p.request_segment_page_ends, (Int64Table{{1, 2, 2, 2}, {7, 10, 12, 14}, {3, 3, 3, 3}}));
+  EXPECT_EQ(p.request_split_lists, (Int64Table::FromRows({{4, 1, 0, 0}, {12, 12, 8, 5}, {3, 0, 0, 0}})));
+  EXPECT_EQ(p.request_zigzag_indices, (Int64Table::FromRows({{1, 2}, {1, 2}, {1, 2}})));
+  EXPECT_EQ(p.request_segment_page_starts, (Int64Table::FromRows({{0, 1, 2, 2}, {4, 7, 10, 12}, {2, 3, 3, 3}})));
+  EXPECT_EQ(p.request_segment_page_ends, (Int64Table::FromRows({{1, 2, 2, 2}, {7, 10, 12, 14}, {3, 3, 3, 3}})));
   EXPECT_EQ(p.request_rank_local_tokens, (L{1, 20, 0}));
   EXPECT_EQ(p.request_rank_local_offsets, (L{0, 1, 21}));
   EXPECT_EQ(p.request_kv_len_prev, (L{5, 24, 3}));  // inclusive prefix sums at segment r
@@ -100,9 +100,9 @@ TEST(CpSplitTest, BatchPlanMatchesSGLangLiteral) {
   EXPECT_TRUE(p.compute_padding_enabled);
   EXPECT_EQ(p.request_valid_actual_seq_q_prev, (L{1, 12, 0}));
   EXPECT_EQ(p.request_valid_query_row_spans,
-            (std::vector<std::vector<RowSpan>>{{{0, 1}, {4, 0}}, {{0, 12}, {12, 8}}, {{0, 0}, {4, 0}}}));
-  EXPECT_EQ(p.request_compute_split_lists, (Int64Table{{4, 4, 0, 0}, {12, 12, 8, 8}, {4, 4, 0, 0}}));
-  EXPECT_EQ(p.request_compute_segment_page_starts, (Int64Table{{0, 1, 2, 2}, {4, 7, 10, 12}, {2, 3, 4, 4}}));
+            (std::vector<std::array<RowSpan, 2>>{{{{0, 1}, {4, 0}}}, {{{0, 12}, {12, 8}}}, {{{0, 0}, {4, 0}}}}));
+  EXPECT_EQ(p.request_compute_split_lists, (Int64Table::FromRows({{4, 4, 0, 0}, {12, 12, 8, 8}, {4, 4, 0, 0}})));
+  EXPECT_EQ(p.request_compute_segment_page_starts, (Int64Table::FromRows({{0, 1, 2, 2}, {4, 7, 10, 12}, {2, 3, 4, 4}})));
   EXPECT_EQ(p.request_compute_padded_pages, (L{2, 10, 2}));
   EXPECT_EQ(p.request_compute_padding_tokens, (L{3, 3, 5}));
   EXPECT_EQ(p.request_compute_padded_token_offsets, (L{0, 8, 48}));
