@@ -83,23 +83,12 @@ struct CPSharedKVBatchPlan {
   Int64List request_last_token_owner;       // rank holding the last valid token (from the compute split)
   Int64List request_last_token_local_offset;// its row within the owner's request-local compute rows
   std::string output_collect_mode = "narrow_last_token";  // always "narrow_last_token"
-  Int64List flat_split_list;                // valid splits of all requests, B*S entries
   Int64List flat_zigzag_index;              // req*S + [r, 2N-1-r] per request (rank-specific)
   Int64List flat_segment_request_ids;       // request id of each flat segment
   Int64List flat_segment_offsets;           // request-local exclusive prefix sums of the valid split
   bool compute_padding_enabled = false;     // any request with compute padded tokens != valid padded tokens
-  Int64Table request_valid_split_lists;     // = request_split_lists
-  Int64Table request_valid_segment_page_starts;  // = request_segment_page_starts
-  Int64Table request_valid_segment_page_ends;    // = request_segment_page_ends
-  Int64List request_valid_padded_pages;     // = request_padded_pages
-  Int64List request_valid_padded_tokens;    // = request_padded_tokens
-  Int64List request_valid_padding_tokens;   // = request_padding_tokens
-  Int64List request_valid_rank_local_tokens;  // = request_rank_local_tokens (rank-specific)
-  Int64List request_valid_rank_local_offsets; // exclusive prefix sums of the above (rank-specific)
   Int64List request_valid_actual_seq_q_prev;  // valid split[r] (rank-specific)
   Int64List request_valid_actual_seq_q_next;  // valid split[2N-1-r] (rank-specific)
-  Int64List request_valid_seq_q_prev;         // valid split[r] (rank-specific)
-  Int64List request_valid_seq_q_next;         // valid split[2N-1-r] (rank-specific)
   std::vector<std::array<RowSpan, 2>> request_valid_query_row_spans;  // [(0, v[r]), (c[r], v[2N-1-r])] (rank-specific)
   Int64Table request_compute_split_lists;   // compute split: full page units, max(pages, N) units
   Int64Table request_compute_segment_page_starts;  // compute segment first pages (absolute)
@@ -110,10 +99,23 @@ struct CPSharedKVBatchPlan {
   Int64List request_compute_padded_token_offsets;  // exclusive prefix sums of compute padded tokens
   Int64List request_compute_rank_local_tokens;     // compute rows of this rank per request (rank-specific)
   Int64List request_compute_rank_local_offsets;    // exclusive prefix sums of the above (rank-specific)
-  Int64List request_compute_actual_seq_q_prev;     // compute split[r] (rank-specific)
-  Int64List request_compute_actual_seq_q_next;     // compute split[2N-1-r] (rank-specific)
-  Int64List request_compute_seq_q_prev;            // compute split[r] (rank-specific)
-  Int64List request_compute_seq_q_next;            // compute split[2N-1-r] (rank-specific)
+
+  // Fields SGLang stores as copies of the fields above; here they share storage (same values, no copy).
+  const Int64List& flat_split_list() const { return request_split_lists.values; }
+  const Int64Table& request_valid_split_lists() const { return request_split_lists; }
+  const Int64Table& request_valid_segment_page_starts() const { return request_segment_page_starts; }
+  const Int64Table& request_valid_segment_page_ends() const { return request_segment_page_ends; }
+  const Int64List& request_valid_padded_pages() const { return request_padded_pages; }
+  const Int64List& request_valid_padded_tokens() const { return request_padded_tokens; }
+  const Int64List& request_valid_padding_tokens() const { return request_padding_tokens; }
+  const Int64List& request_valid_rank_local_tokens() const { return request_rank_local_tokens; }
+  const Int64List& request_valid_rank_local_offsets() const { return request_rank_local_offsets; }
+  const Int64List& request_valid_seq_q_prev() const { return request_valid_actual_seq_q_prev; }
+  const Int64List& request_valid_seq_q_next() const { return request_valid_actual_seq_q_next; }
+  const Int64List& request_compute_actual_seq_q_prev() const { return request_actual_seq_q_prev; }
+  const Int64List& request_compute_actual_seq_q_next() const { return request_actual_seq_q_next; }
+  const Int64List& request_compute_seq_q_prev() const { return request_actual_seq_q_prev; }
+  const Int64List& request_compute_seq_q_next() const { return request_actual_seq_q_next; }
 };
 
 // SGLang's request_split_infos[q]: the PageAlignedInSeqSplitInfo of request q (page_aligned is true in

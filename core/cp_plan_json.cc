@@ -47,23 +47,23 @@ Json ToJson(const CPSharedKVBatchPlan& p) {
   j["request_last_token_owner"] = p.request_last_token_owner;
   j["request_last_token_local_offset"] = p.request_last_token_local_offset;
   j["output_collect_mode"] = p.output_collect_mode;
-  j["flat_split_list"] = p.flat_split_list;
+  j["flat_split_list"] = p.flat_split_list();
   j["flat_zigzag_index"] = p.flat_zigzag_index;
   j["flat_segment_request_ids"] = p.flat_segment_request_ids;
   j["flat_segment_offsets"] = p.flat_segment_offsets;
   j["compute_padding_enabled"] = p.compute_padding_enabled;
-  j["request_valid_split_lists"] = p.request_valid_split_lists.ToRows();
-  j["request_valid_segment_page_starts"] = p.request_valid_segment_page_starts.ToRows();
-  j["request_valid_segment_page_ends"] = p.request_valid_segment_page_ends.ToRows();
-  j["request_valid_padded_pages"] = p.request_valid_padded_pages;
-  j["request_valid_padded_tokens"] = p.request_valid_padded_tokens;
-  j["request_valid_padding_tokens"] = p.request_valid_padding_tokens;
-  j["request_valid_rank_local_tokens"] = p.request_valid_rank_local_tokens;
-  j["request_valid_rank_local_offsets"] = p.request_valid_rank_local_offsets;
+  j["request_valid_split_lists"] = p.request_valid_split_lists().ToRows();
+  j["request_valid_segment_page_starts"] = p.request_valid_segment_page_starts().ToRows();
+  j["request_valid_segment_page_ends"] = p.request_valid_segment_page_ends().ToRows();
+  j["request_valid_padded_pages"] = p.request_valid_padded_pages();
+  j["request_valid_padded_tokens"] = p.request_valid_padded_tokens();
+  j["request_valid_padding_tokens"] = p.request_valid_padding_tokens();
+  j["request_valid_rank_local_tokens"] = p.request_valid_rank_local_tokens();
+  j["request_valid_rank_local_offsets"] = p.request_valid_rank_local_offsets();
   j["request_valid_actual_seq_q_prev"] = p.request_valid_actual_seq_q_prev;
   j["request_valid_actual_seq_q_next"] = p.request_valid_actual_seq_q_next;
-  j["request_valid_seq_q_prev"] = p.request_valid_seq_q_prev;
-  j["request_valid_seq_q_next"] = p.request_valid_seq_q_next;
+  j["request_valid_seq_q_prev"] = p.request_valid_seq_q_prev();
+  j["request_valid_seq_q_next"] = p.request_valid_seq_q_next();
   Json spans = Json::array();
   for (const std::array<RowSpan, 2>& req : p.request_valid_query_row_spans) {
     Json r = Json::array();
@@ -80,10 +80,10 @@ Json ToJson(const CPSharedKVBatchPlan& p) {
   j["request_compute_padded_token_offsets"] = p.request_compute_padded_token_offsets;
   j["request_compute_rank_local_tokens"] = p.request_compute_rank_local_tokens;
   j["request_compute_rank_local_offsets"] = p.request_compute_rank_local_offsets;
-  j["request_compute_actual_seq_q_prev"] = p.request_compute_actual_seq_q_prev;
-  j["request_compute_actual_seq_q_next"] = p.request_compute_actual_seq_q_next;
-  j["request_compute_seq_q_prev"] = p.request_compute_seq_q_prev;
-  j["request_compute_seq_q_next"] = p.request_compute_seq_q_next;
+  j["request_compute_actual_seq_q_prev"] = p.request_compute_actual_seq_q_prev();
+  j["request_compute_actual_seq_q_next"] = p.request_compute_actual_seq_q_next();
+  j["request_compute_seq_q_prev"] = p.request_compute_seq_q_prev();
+  j["request_compute_seq_q_next"] = p.request_compute_seq_q_next();
   return j;
 }
 

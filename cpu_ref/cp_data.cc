@@ -89,7 +89,7 @@ StatusOr<HostTensor> SplitTensorByCPBatchPlan(const HostTensor& input, const CPS
   const Int64Table* lists;
   const Int64List* targets;
   if (kind == SplitKind::kValid) {
-    lists = !plan.request_valid_split_lists.empty() ? &plan.request_valid_split_lists : &plan.request_split_lists;
+    lists = &plan.request_valid_split_lists();
     targets = &extend_lens;
   } else if (compute_padding) {
     lists = &plan.request_compute_split_lists;
@@ -183,7 +183,7 @@ StatusOr<ValidRowSelector> BuildCPLocalValidRowSelector(const CPSharedKVBatchPla
   const int64_t batch = plan.batch_size != 0 ? plan.batch_size : 1;
   const Int64Table& compute = plan.request_compute_split_lists;
   const Int64Table& valid =
-      !plan.request_valid_split_lists.empty() ? plan.request_valid_split_lists : plan.request_split_lists;
+      plan.request_valid_split_lists();
   if (compute.rows() != batch || valid.rows() != batch || plan.request_zigzag_indices.rows() != batch) {
     return FailFast("cache_write_valid_selector_metadata",
                     "CP shared-KV cache writes require valid and compute split metadata when compute padding is "

@@ -24,7 +24,7 @@ StatusOr<NSAContextParallelMetadata> BuildBatchMetadataFromPlan(CPSharedKVBatchP
   m.max_rank_len.assign(n, max_rank_token);
   const std::span<const int64_t> first_split = comm[0];
   const Int64List first_valid_prefix =
-      Accumulate(!plan.request_valid_split_lists.empty() ? plan.request_valid_split_lists[0] : plan.request_split_lists[0]);
+      Accumulate(plan.request_valid_split_lists()[0]);
   const int64_t first_mirror = 2 * n - plan.cp_rank - 1;
   m.split_list.assign(first_split.begin(), first_split.end());
   m.split_list_tensor = comm.values;

@@ -9,13 +9,18 @@
 namespace kvshard::ref {
 namespace internal {
 
-Int64List PrefixOffsets(std::span<const int64_t> lengths) {
-  Int64List out(lengths.size());
+void PrefixOffsetsInto(std::span<const int64_t> lengths, Int64List* out) {
+  out->resize(lengths.size());
   int64_t cursor = 0;
   for (size_t i = 0; i < lengths.size(); ++i) {
-    out[i] = cursor;
+    (*out)[i] = cursor;
     cursor += lengths[i];
   }
+}
+
+Int64List PrefixOffsets(std::span<const int64_t> lengths) {
+  Int64List out;
+  PrefixOffsetsInto(lengths, &out);
   return out;
 }
 
@@ -26,38 +31,33 @@ Int64List Accumulate(std::span<const int64_t> lengths) {
   return out;
 }
 
+void DealPageUnits(int64_t base, int64_t remainder, int64_t base_page, int64_t segments, int64_t page_size,
+                   int64_t* split, int64_t* starts, int64_t* ends) {
+  // Closed form per segment (no loop-carried state), so the loop vectorizes.
+  for (int64_t s = 0; s < segments; ++s) {
+    const int64_t count = base + (s < remainder ? 1 : 0);
+    const int64_t start = base_page + s * base + std::min(s, remainder);
+    starts[s] = start;
+    ends[s] = start + count;
+    split[s] = count * page_size;
+  }
+}
+
 int64_t FillPageAlignedSplit(int64_t extend_len, int64_t extend_prefix_len, int64_t page_size, int64_t segments,
                              int64_t* split, int64_t* starts, int64_t* ends) {
   const int64_t padded_pages = (extend_len + page_size - 1) / page_size;
-  const int64_t full_pages = extend_len / page_size;
   const int64_t tail_tokens = extend_len % page_size;
-  const int64_t base_units = padded_pages / segments, remainder = padded_pages % segments;
-  const int64_t base_page = FloorDiv(extend_prefix_len, page_size);
-  int64_t cursor = 0;
-  for (int64_t s = 0; s < segments; ++s) {
-    const int64_t count = base_units + (s < remainder ? 1 : 0);
-    starts[s] = base_page + cursor;
-    // Units before full_pages are whole pages; the (single) unit at full_pages is the partial tail.
-    const int64_t whole = std::max<int64_t>(0, std::min(cursor + count, full_pages) - cursor);
-    split[s] = whole * page_size + (count - whole) * tail_tokens;
-    cursor += count;
-    ends[s] = base_page + cursor;
-  }
+  const int64_t base = padded_pages / segments, remainder = padded_pages % segments;
+  DealPageUnits(base, remainder, FloorDiv(extend_prefix_len, page_size), segments, page_size, split, starts, ends);
+  // Only the last page unit can be partial; it ends the last segment that received units.
+  if (tail_tokens != 0) split[base > 0 ? segments - 1 : remainder - 1] -= page_size - tail_tokens;
   return padded_pages;
 }
 
 void FillFullPageUnitSplit(int64_t page_units, int64_t extend_prefix_len, int64_t page_size, int64_t segments,
                            int64_t* split, int64_t* starts, int64_t* ends) {
-  const int64_t base_units = page_units / segments, remainder = page_units % segments;
-  const int64_t base_page = extend_prefix_len / page_size;
-  int64_t cursor = 0;
-  for (int64_t s = 0; s < segments; ++s) {
-    const int64_t count = base_units + (s < remainder ? 1 : 0);
-    starts[s] = base_page + cursor;
-    cursor += count;
-    ends[s] = base_page + cursor;
-    split[s] = count * page_size;
-  }
+  DealPageUnits(page_units / segments, page_units % segments, extend_prefix_len / page_size, segments, page_size,
+                split, starts, ends);
 }
 
 LastTokenLocation LocateLastToken(std::span<const int64_t> split, int64_t cp_size, int64_t actual) {
@@ -191,6 +191,15 @@ StatusOr<LastTokenLocation> GetInSeqLastTokenOwnerAndOffset(const Int64List& spl
 StatusOr<CPSharedKVBatchPlan> BuildBatchPageAlignedInSeqSplitPlan(const Int64List& extend_lens,
                                                                    const Int64List& prefix_lens, int64_t page_size,
                                                                    int64_t cp_size, int64_t cp_rank) {
+  CPSharedKVBatchPlan plan;
+  KVSHARD_RETURN_IF_ERROR(
+      BuildBatchPageAlignedInSeqSplitPlanInto(extend_lens, prefix_lens, page_size, cp_size, cp_rank, &plan));
+  return plan;
+}
+
+Status BuildBatchPageAlignedInSeqSplitPlanInto(const Int64List& extend_lens, const Int64List& prefix_lens,
+                                               int64_t page_size, int64_t cp_size, int64_t cp_rank,
+                                               CPSharedKVBatchPlan* out) {
   if (extend_lens.size() != prefix_lens.size()) {
     return InvalidArgument("prefix_lens: extend_lens and prefix_lens must have the same length, got ",
                            extend_lens.size(), " and ", prefix_lens.size());
@@ -228,7 +237,8 @@ StatusOr<CPSharedKVBatchPlan> BuildBatchPageAlignedInSeqSplitPlan(const Int64Lis
                     "CP shared-KV batch planning must not use token-balanced fallback. req_id=0 prefix_len=",
                     prefix_lens[0], " extend_len=", extend_lens[0], " page_size=", page_size);
   }
-  CPSharedKVBatchPlan p;
+  CPSharedKVBatchPlan& p = *out;
+  p.compute_padding_enabled = false;
   p.batch_size = batch;
   p.page_size = page_size;
   p.cp_size = cp_size;
@@ -258,17 +268,26 @@ StatusOr<CPSharedKVBatchPlan> BuildBatchPageAlignedInSeqSplitPlan(const Int64Lis
   p.flat_zigzag_index.resize(2 * b);
   p.flat_segment_request_ids.resize(bs);
   p.flat_segment_offsets.resize(bs);
+  const internal::Divider by_page(page_size), by_segments(segments);
   for (int64_t q = 0; q < batch; ++q) {
     const int64_t extend_len = extend_lens[q], prefix_len = prefix_lens[q];
     const std::span<int64_t> valid = p.request_split_lists[q];
     const std::span<int64_t> compute = p.request_compute_split_lists[q];
-    const int64_t padded_pages =
-        internal::FillPageAlignedSplit(extend_len, prefix_len, page_size, segments, valid.data(),
-                                       p.request_segment_page_starts[q].data(), p.request_segment_page_ends[q].data());
+    // FillPageAlignedSplit / FillFullPageUnitSplit with the batch's divisors hoisted (same arithmetic).
+    const int64_t full_pages = by_page.Div(extend_len);
+    const int64_t tail_tokens = extend_len - full_pages * page_size;
+    const int64_t padded_pages = full_pages + (tail_tokens > 0 ? 1 : 0);
+    const int64_t base_page = by_page.Div(prefix_len);
+    const int64_t base = by_segments.Div(padded_pages), remainder = padded_pages - base * segments;
+    internal::DealPageUnits(base, remainder, base_page, segments, page_size, valid.data(),
+                            p.request_segment_page_starts[q].data(), p.request_segment_page_ends[q].data());
+    if (tail_tokens != 0) valid[base > 0 ? segments - 1 : remainder - 1] -= page_size - tail_tokens;
+    // Compute split: max(pages, N) full page units; fewer pages than N deal one unit to each of N segments.
     const int64_t compute_pages = std::max(padded_pages, cp_size);
-    internal::FillFullPageUnitSplit(compute_pages, prefix_len, page_size, segments, compute.data(),
-                                    p.request_compute_segment_page_starts[q].data(),
-                                    p.request_compute_segment_page_ends[q].data());
+    const bool padded = compute_pages != padded_pages;
+    internal::DealPageUnits(padded ? 0 : base, padded ? cp_size : remainder, base_page, segments, page_size,
+                            compute.data(), p.request_compute_segment_page_starts[q].data(),
+                            p.request_compute_segment_page_ends[q].data());
     const LastTokenLocation last = internal::LocateLastToken(compute, cp_size, extend_len);
     int64_t cursor = 0, kv_prev = 0, kv_next = 0;
     for (int64_t s = 0; s < segments; ++s) {
@@ -299,32 +318,16 @@ StatusOr<CPSharedKVBatchPlan> BuildBatchPageAlignedInSeqSplitPlan(const Int64Lis
     p.request_compute_rank_local_tokens[q] = compute[cp_rank] + compute[mirror];
     p.flat_zigzag_index[2 * q] = q * segments + cp_rank;
     p.flat_zigzag_index[2 * q + 1] = q * segments + mirror;
-    if (compute_pages != padded_pages) p.compute_padding_enabled = true;
+    if (padded) p.compute_padding_enabled = true;
   }
-  p.request_token_offsets = internal::PrefixOffsets(p.request_extend_lens);
-  p.request_padded_token_offsets = internal::PrefixOffsets(p.request_padded_tokens);
-  p.request_page_offsets = internal::PrefixOffsets(p.request_padded_pages);
-  p.request_rank_local_offsets = internal::PrefixOffsets(p.request_rank_local_tokens);
+  internal::PrefixOffsetsInto(p.request_extend_lens, &p.request_token_offsets);
+  internal::PrefixOffsetsInto(p.request_padded_tokens, &p.request_padded_token_offsets);
+  internal::PrefixOffsetsInto(p.request_padded_pages, &p.request_page_offsets);
+  internal::PrefixOffsetsInto(p.request_rank_local_tokens, &p.request_rank_local_offsets);
   p.output_collect_mode = "narrow_last_token";
-  p.flat_split_list = p.request_split_lists.values;
-  // The valid_* fields are SGLang's copies of the plain fields; the compute seq_q fields of actual_seq_q.
-  p.request_valid_split_lists = p.request_split_lists;
-  p.request_valid_segment_page_starts = p.request_segment_page_starts;
-  p.request_valid_segment_page_ends = p.request_segment_page_ends;
-  p.request_valid_padded_pages = p.request_padded_pages;
-  p.request_valid_padded_tokens = p.request_padded_tokens;
-  p.request_valid_padding_tokens = p.request_padding_tokens;
-  p.request_valid_rank_local_tokens = p.request_rank_local_tokens;
-  p.request_valid_rank_local_offsets = p.request_rank_local_offsets;
-  p.request_valid_seq_q_prev = p.request_valid_actual_seq_q_prev;
-  p.request_valid_seq_q_next = p.request_valid_actual_seq_q_next;
-  p.request_compute_padded_token_offsets = internal::PrefixOffsets(p.request_compute_padded_tokens);
-  p.request_compute_rank_local_offsets = internal::PrefixOffsets(p.request_compute_rank_local_tokens);
-  p.request_compute_actual_seq_q_prev = p.request_actual_seq_q_prev;
-  p.request_compute_actual_seq_q_next = p.request_actual_seq_q_next;
-  p.request_compute_seq_q_prev = p.request_actual_seq_q_prev;
-  p.request_compute_seq_q_next = p.request_actual_seq_q_next;
-  return p;
+  internal::PrefixOffsetsInto(p.request_compute_padded_tokens, &p.request_compute_padded_token_offsets);
+  internal::PrefixOffsetsInto(p.request_compute_rank_local_tokens, &p.request_compute_rank_local_offsets);
+  return Status::Ok();
 }
 
 }  // namespace kvshard::ref

@@ -71,6 +71,12 @@ StatusOr<CPSharedKVBatchPlan> BuildBatchPageAlignedInSeqSplitPlan(const Int64Lis
                                                                    const Int64List& prefix_lens, int64_t page_size,
                                                                    int64_t cp_size, int64_t cp_rank);
 
+// The same into *plan, reusing its storage (a scheduler rebuilding the plan every step allocates nothing
+// once the batch stops growing). On error *plan is unspecified.
+Status BuildBatchPageAlignedInSeqSplitPlanInto(const Int64List& extend_lens, const Int64List& prefix_lens,
+                                               int64_t page_size, int64_t cp_size, int64_t cp_rank,
+                                               CPSharedKVBatchPlan* plan);
+
 // SGLang _build_batch_metadata_from_plan: communication sizes (per_rank_actual_token, max_rank_len from the
 // compute splits when compute padding is enabled, else the valid splits) and request 0's scalar fields.
 // The metadata keeps the plan (batch_plan). An empty batch is an error (SGLang indexes request 0 and

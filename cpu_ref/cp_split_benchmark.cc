@@ -31,6 +31,20 @@ void BM_BatchPlan(benchmark::State& state) {
 }
 BENCHMARK(BM_BatchPlan)->Args({256, 8, 64})->Unit(benchmark::kMicrosecond);
 
+// The planner into a reused plan (a scheduler rebuilding its plan every forward step).
+void BM_BatchPlanInto(benchmark::State& state) {
+  const int64_t batch = state.range(0), cp = state.range(1), ps = state.range(2);
+  Int64List extend, prefix;
+  RaggedBatch(batch, ps, &extend, &prefix);
+  CPSharedKVBatchPlan plan;
+  for (auto _ : state) {
+    Status s = BuildBatchPageAlignedInSeqSplitPlanInto(extend, prefix, ps, cp, 3, &plan);
+    benchmark::DoNotOptimize(s);
+    benchmark::DoNotOptimize(plan.request_split_lists.values.data());
+  }
+}
+BENCHMARK(BM_BatchPlanInto)->Args({256, 8, 64})->Unit(benchmark::kMicrosecond);
+
 void BM_BatchPlanAndMetadata(benchmark::State& state) {
   const int64_t batch = state.range(0), cp = state.range(1), ps = state.range(2);
   Int64List extend, prefix;

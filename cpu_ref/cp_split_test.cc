@@ -93,7 +93,7 @@ TEST(CpSplitTest, BatchPlanMatchesSGLangLiteral) {
   EXPECT_EQ(p.request_actual_seq_q_next, (L{0, 8, 0}));
   EXPECT_EQ(p.request_last_token_owner, (L{1, 0, 0}));
   EXPECT_EQ(p.request_last_token_local_offset, (L{0, 16, 2}));
-  EXPECT_EQ(p.flat_split_list, (L{4, 1, 0, 0, 12, 12, 8, 5, 3, 0, 0, 0}));
+  EXPECT_EQ(p.flat_split_list(), (L{4, 1, 0, 0, 12, 12, 8, 5, 3, 0, 0, 0}));
   EXPECT_EQ(p.flat_zigzag_index, (L{1, 2, 5, 6, 9, 10}));
   EXPECT_EQ(p.flat_segment_request_ids, (L{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2}));
   EXPECT_EQ(p.flat_segment_offsets, (L{0, 4, 5, 5, 0, 12, 24, 32, 0, 3, 3, 3}));
@@ -204,7 +204,7 @@ TEST(CpSplitTest, FlatTablesFollowTheSplitKind) {
   EXPECT_EQ(c.target_lens, (L{8, 40, 8}));
   EXPECT_EQ(c.local_row_offsets, (L{0, 4, 24, 28}));
   FlatSplitTables v = FlattenSplitTables(p, SplitKind::kValid);
-  EXPECT_EQ(v.split_lens, p.flat_split_list);
+  EXPECT_EQ(v.split_lens, p.flat_split_list());
   EXPECT_EQ(v.segment_offsets, p.flat_segment_offsets);
   EXPECT_EQ(v.input_row_offsets, (L{0, 5, 42, 45}));
   EXPECT_EQ(v.local_row_offsets, (L{0, 1, 21, 21}));
