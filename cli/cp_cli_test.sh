@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CLI contracts of `kvshard split` and `kvshard rerange`: goldens made by SGLang's seed-003 functions
 # (cli/testdata/cp_goldens.txt), required JSON keys, tables, exit codes and one-line errors with SGLang's tags.
+# JSON is inspected with python3 (a listed build dependency, see tools/install_deps.sh).
 set -u
 KV="${TEST_SRCDIR}/kvshard/cli/kvshard"
 TD="${TEST_SRCDIR}/kvshard/cli/testdata"
@@ -30,8 +31,7 @@ while IFS='|' read -r golden args; do
   [[ -z "$golden" || "$golden" == \#* ]] && continue
   # shellcheck disable=SC2086
   got=$("$KV" $args) || { bad "golden $golden: exit $?"; continue; }
-  diff_out=$(jq -n -S --argjson want "$(cat "$TD/$golden")" --argjson got "$got" \
-      '$want | to_entries | map(select(.value != $got[.key])) | map(.key)')
+  diff_out=$(python3 -c 'import json,sys; w=json.load(open(sys.argv[1])); g=json.loads(sys.stdin.read()); print([k for k in w if w[k] != g.get(k)])' "$TD/$golden" <<< "$got")
   if [[ "$diff_out" != "[]" ]]; then bad "golden $golden: keys differ: $diff_out"; else ok; fi
 done < "$TD/cp_goldens.txt"
 
@@ -52,13 +52,20 @@ for key in batch_size page_size cp_size cp_rank request_token_offsets request_pa
     request_compute_padding_tokens request_compute_padded_token_offsets request_compute_rank_local_tokens \
     request_compute_rank_local_offsets request_compute_actual_seq_q_prev request_compute_actual_seq_q_next \
     request_compute_seq_q_prev request_compute_seq_q_next; do
-  if [[ $(jq "has(\"$key\")" <<< "$plan") != true ]]; then bad "split json: missing $key"; else ok; fi
+  if [[ $(python3 -c 'import json,sys; print(sys.argv[1] in json.loads(sys.stdin.read()))' "$key" <<< "$plan") != True ]]; then
+    bad "split json: missing $key"
+  else
+    ok
+  fi
 done
-check split_infos_objects 0 '"extend_padding_tokens": 3' jq '.request_split_infos[1]' <<< "$plan"
-check row_spans_arrays 0 '[[0,12],[12,8]]' jq -c '.request_valid_query_row_spans[1]' <<< "$plan"
-check collect_mode 0 '"narrow_last_token"' jq '.output_collect_mode' <<< "$plan"
-check rerange_keys 0 '["max_rank_token","per_rank_tokens","source_rows"]' \
-  sh -c "\"$KV\" rerange --cp-size 2 --page-size 4 --extend-lens 5,37,3 --prefix-lens 0,16,8 --json | jq -c '[keys[] | select(. == \"max_rank_token\" or . == \"per_rank_tokens\" or . == \"source_rows\")]'"
+field() { python3 -c 'import json,sys; print(json.dumps(eval("j" + sys.argv[1], {"j": json.loads(sys.stdin.read())}), separators=(",", ":"), sort_keys=True))' "$1"; }
+check split_infos_objects 0 '"extend_padding_tokens":3' field '["request_split_infos"][1]' <<< "$plan"
+check row_spans_arrays 0 '[[0,12],[12,8]]' field '["request_valid_query_row_spans"][1]' <<< "$plan"
+check collect_mode 0 '"narrow_last_token"' field '["output_collect_mode"]' <<< "$plan"
+rr=$("$KV" rerange --cp-size 2 --page-size 4 --extend-lens 5,37,3 --prefix-lens 0,16,8 --json)
+check rerange_max 0 '28' field '["max_rank_token"]' <<< "$rr"
+check rerange_per_rank 0 '[24,21]' field '["per_rank_tokens"]' <<< "$rr"
+check rerange_source_rows 0 '[0,1,2,3,28,4,5,' field '["source_rows"]' <<< "$rr"
 check rerange_one_request 0 '"source_rows": [' "$KV" rerange --cp-size 4 --page-size 16 --extend-lens 100 --json
 check rr_json 0 '"bs_idx": [' "$KV" split --mode round-robin --cp-size 2 --cp-rank 1 --extend-lens 5,3,1 --json
 check tb_json 0 '"split_list": [' "$KV" split --mode token-balanced --cp-size 2 --total-len 10 --json
