@@ -10,6 +10,10 @@ namespace kvshard::cli {
 // Each returns the process exit status (0 ok, 1 mismatch, 2 bad input, 3 GPU/environment failure).
 int RunPlace(const std::vector<std::string>& args);
 int RunBench(const std::vector<std::string>& args);
+// kvshard split: CP split plans (in-seq batch plan, round-robin q lengths, token-balanced split).
+int RunSplit(const std::vector<std::string>& args);
+// kvshard rerange: source rows of the CP batch rerange after the padded all-gather.
+int RunRerange(const std::vector<std::string>& args);
 
 }  // namespace kvshard::cli
 

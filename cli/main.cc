@@ -19,6 +19,8 @@ struct Command {
 const Command kCommands[] = {
     {"place", "map token slots to (owner rank, local row) under page-interleaved sharding", RunPlace},
     {"bench", "GPU benchmarks with correctness checks, against limits measured in the same run", RunBench},
+    {"split", "CP split plans: in-seq zigzag batch plan, round-robin q lengths, token-balanced split", RunSplit},
+    {"rerange", "where each row of the CP batch rerange comes from in the padded all-gather", RunRerange},
 };
 
 void PrintUsage(std::ostream& os) {

@@ -1,0 +1,19 @@
+// JSON writers for the CP plan types under SGLang's field names (tuples as arrays, dataclass field order).
+#ifndef KVSHARD_CORE_CP_PLAN_JSON_H_
+#define KVSHARD_CORE_CP_PLAN_JSON_H_
+
+#include "core/cp_plan.h"
+#include "core/json.h"
+
+namespace kvshard {
+
+// PageAlignedInSeqSplitInfo as an object with its dataclass field names.
+Json ToJson(const PageAlignedInSeqSplitInfo& info);
+// Every CPSharedKVBatchPlan field; request_split_infos as objects, row spans as [start, length].
+Json ToJson(const CPSharedKVBatchPlan& plan);
+// The list/scalar NSAContextParallelMetadata fields (device tensors as lists; no batch_plan copy).
+Json ToJson(const NSAContextParallelMetadata& metadata);
+
+}  // namespace kvshard
+
+#endif  // KVSHARD_CORE_CP_PLAN_JSON_H_

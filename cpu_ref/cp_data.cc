@@ -1,0 +1,435 @@
+// Reference CP data movement: row copies only, never interpreting payload bytes (positions excepted).
+#include "cpu_ref/cp_data.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "cpu_ref/cp_split.h"
+
+namespace kvshard::ref {
+namespace {
+
+Status MissingSplitMetadata() {
+  return FailFast("batch_gt1_missing_split_metadata", "CP shared-KV batch split requires per-request split metadata.");
+}
+
+template <typename... Args>
+Status RerangeError(const char* reason, const Args&... args) {
+  return FailFast("batch_gt1_full_rerange_unsupported", "reason=", reason, " ", args...);
+}
+
+int64_t Sum(std::span<const int64_t> v) {
+  int64_t s = 0;
+  for (int64_t x : v) s += x;
+  return s;
+}
+
+// Appends rows [begin, begin+count) of `src` to `dst`.
+void AppendRows(const HostTensor& src, int64_t begin, int64_t count, HostTensor* dst) {
+  if (count <= 0) return;
+  dst->data.insert(dst->data.end(), src.row(begin), src.row(begin) + count * src.row_bytes);
+  dst->rows += count;
+}
+
+// Checks that the split metadata rows are shaped like a plan: 2N non-negative entries, zigzag in range.
+Status ValidateSplitTables(const Int64Table& lists, const Int64Table& zigzag, int64_t cp_size) {
+  if (cp_size <= 0 || cp_size > kMaxCpSize || lists.width != 2 * cp_size || zigzag.width != 2) {
+    return MissingSplitMetadata();
+  }
+  for (int64_t x : lists.values) {
+    if (x < 0 || x > kMaxCpTokens) return MissingSplitMetadata();
+  }
+  for (int64_t s : zigzag.values) {
+    if (s < 0 || s >= 2 * cp_size) return MissingSplitMetadata();
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+HostTensor HostTensor::Zeros(int64_t rows, int64_t row_bytes) {
+  HostTensor t;
+  t.rows = rows;
+  t.row_bytes = row_bytes;
+  t.data.assign(static_cast<size_t>(rows * row_bytes), 0);
+  return t;
+}
+
+Status ValidateHostTensor(const HostTensor& t, const char* field) {
+  if (t.row_bytes < 1 || t.row_bytes > (int64_t{1} << 30)) {
+    return InvalidArgument(field, ": row_bytes must be in [1, 2^30], got ", t.row_bytes);
+  }
+  if (t.rows < 0 || t.rows > (int64_t{1} << 40) / t.row_bytes ||
+      static_cast<int64_t>(t.data.size()) != t.rows * t.row_bytes) {
+    return InvalidArgument(field, ": data must hold rows * row_bytes bytes (rows=", t.rows, ", row_bytes=", t.row_bytes,
+                           ", bytes=", t.data.size(), ")");
+  }
+  return Status::Ok();
+}
+
+StatusOr<SplitMode> ParseSplitMode(const std::string& mode) {
+  if (mode == "data") return SplitMode::kData;
+  if (mode == "1d") return SplitMode::k1d;
+  if (mode == "position") return SplitMode::kPosition;
+  return InvalidArgument("mode: unsupported CP batch split mode='", mode, "'");
+}
+
+StatusOr<SplitKind> ParseSplitKind(const std::string& kind) {
+  if (kind == "compute") return SplitKind::kCompute;
+  if (kind == "valid") return SplitKind::kValid;
+  return InvalidArgument("split_kind: unsupported CP batch split_kind='", kind, "'");
+}
+
+StatusOr<HostTensor> SplitTensorByCPBatchPlan(const HostTensor& input, const CPSharedKVBatchPlan& plan,
+                                              SplitMode mode, SplitKind kind,
+                                              std::optional<int64_t> static_padded_tokens) {
+  KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(input, "input"));
+  const Int64List& extend_lens = plan.request_extend_lens;
+  const bool compute_padding = plan.compute_padding_enabled;
+  const Int64Table* lists;
+  const Int64List* targets;
+  if (kind == SplitKind::kValid) {
+    lists = &plan.request_valid_split_lists();
+    targets = &extend_lens;
+  } else if (compute_padding) {
+    lists = &plan.request_compute_split_lists;
+    targets = &plan.request_compute_padded_tokens;
+  } else {
+    lists = &plan.request_split_lists;
+    targets = &extend_lens;
+  }
+  const int64_t batch = plan.batch_size != 0 ? plan.batch_size : 1;  // SGLang: int(batch_size or 1)
+  const auto n = [](const auto& v) { return static_cast<int64_t>(v.size()); };
+  if (n(extend_lens) != batch || n(*targets) != batch || lists->rows() != batch ||
+      plan.request_zigzag_indices.rows() != batch) {
+    return MissingSplitMetadata();
+  }
+  KVSHARD_RETURN_IF_ERROR(ValidateSplitTables(*lists, plan.request_zigzag_indices, plan.cp_size));
+  for (int64_t q = 0; q < batch; ++q) {
+    if (extend_lens[q] < 0 || (*targets)[q] < 0 || extend_lens[q] > kMaxCpTokens || (*targets)[q] > kMaxCpTokens) {
+      return MissingSplitMetadata();
+    }
+  }
+  const int64_t expected = Sum(extend_lens);
+  int64_t input_rows = input.rows;
+  if (input_rows != expected) {
+    const bool compute_kind = kind == SplitKind::kCompute;
+    const int64_t max_compute = compute_kind && compute_padding ? Sum(*targets) : expected;
+    const int64_t max_static = static_padded_tokens.has_value() ? *static_padded_tokens : expected;
+    const int64_t max_allowed = std::max(max_compute, max_static);
+    if (compute_kind && input_rows > expected && input_rows <= max_allowed &&
+        (compute_padding || (static_padded_tokens.has_value() && *static_padded_tokens > expected))) {
+      input_rows = expected;  // trailing static / compute padding rows are dropped before splitting
+    } else {
+      std::string detail = StrCat("expected=", expected);
+      if (compute_kind && compute_padding) detail += StrCat(" max_compute=", max_compute);
+      if (compute_kind && static_padded_tokens.has_value()) detail += StrCat(" static_padded=", *static_padded_tokens);
+      return FailFast("batch_gt1_split_input_len_mismatch", "input tokens=", input.rows, " ", detail);
+    }
+  }
+  HostTensor out;
+  out.row_bytes = input.row_bytes;
+  int64_t request_begin = 0;
+  for (int64_t q = 0; q < batch; ++q) {
+    const int64_t current = extend_lens[q];
+    const int64_t target = (*targets)[q];
+    if (target < current) {
+      return FailFast("batch_gt1_compute_padding_len_mismatch",
+                      "target split length is shorter than request valid rows. req_id=", q, " target_len=", target,
+                      " current_len=", current);
+    }
+    const int64_t pad = target - current;
+    if (pad > 0 && current <= 0) {
+      return FailFast("batch_gt1_compute_padding_empty_request", "cannot compute-pad an empty request. req_id=", q);
+    }
+    if (pad > 0 && mode == SplitMode::kPosition && input.row_bytes != 8) {
+      return FailFast("batch_gt1_position_padding_rank",
+                      "position compute padding expects a 1D position tensor. req_id=", q, " shape=(", current, ", ",
+                      input.row_bytes, " bytes)");
+    }
+    const std::span<const int64_t> split = (*lists)[q];
+    const int64_t split_total = Sum(split);
+    if (split_total != target) {
+      const char* mode_name = mode == SplitMode::kData ? "data" : mode == SplitMode::k1d ? "1d" : "position";
+      return FailFast("batch_gt1_split_target_len_mismatch",
+                      "request split rows must equal padded request rows. req_id=", q, " split_total=", split_total,
+                      " request_rows=", target, " mode=", mode_name);
+    }
+    // Padded request rows: the valid rows, then zero rows or continued positions.
+    HostTensor req;
+    req.row_bytes = input.row_bytes;
+    AppendRows(input, request_begin, current, &req);
+    if (pad > 0) {
+      req.data.resize(static_cast<size_t>(target * req.row_bytes), 0);
+      req.rows = target;
+      if (mode == SplitMode::kPosition) {
+        uint64_t last;
+        std::memcpy(&last, req.row(current - 1), 8);
+        for (int64_t i = 0; i < pad; ++i) {
+          const uint64_t pos = last + 1 + static_cast<uint64_t>(i);  // wraps like a torch int64 add
+          std::memcpy(req.row(current + i), &pos, 8);
+        }
+      }
+    }
+    for (int64_t segment : plan.request_zigzag_indices[q]) {
+      AppendRows(req, Sum(split.first(static_cast<size_t>(segment))), split[segment], &out);
+    }
+    request_begin += current;
+  }
+  return out;
+}
+
+StatusOr<ValidRowSelector> BuildCPLocalValidRowSelector(const CPSharedKVBatchPlan& plan) {
+  const int64_t batch = plan.batch_size != 0 ? plan.batch_size : 1;
+  const Int64Table& compute = plan.request_compute_split_lists;
+  const Int64Table& valid =
+      plan.request_valid_split_lists();
+  if (compute.rows() != batch || valid.rows() != batch || plan.request_zigzag_indices.rows() != batch) {
+    return FailFast("cache_write_valid_selector_metadata",
+                    "CP shared-KV cache writes require valid and compute split metadata when compute padding is "
+                    "enabled.");
+  }
+  ValidRowSelector sel;
+  for (int64_t q = 0; q < batch; ++q) {
+    if (compute.width != valid.width) {
+      return FailFast("cache_write_valid_selector_metadata",
+                      "valid and compute split metadata disagree. req_id=", q, " compute_segments=", compute.width,
+                      " valid_segments=", valid.width);
+    }
+    for (int64_t segment : plan.request_zigzag_indices[q]) {
+      if (segment < 0 || segment >= compute.width) {
+        return FailFast("cache_write_valid_selector_metadata", "zigzag segment out of range. req_id=", q,
+                        " segment_id=", segment);
+      }
+      const int64_t compute_len = compute[q][segment], valid_len = valid[q][segment];
+      if (valid_len > compute_len) {
+        return FailFast("cache_write_valid_selector_metadata",
+                        "valid segment is longer than compute segment. req_id=", q, " segment_id=", segment,
+                        " valid_len=", valid_len, " compute_len=", compute_len);
+      }
+      if (valid_len < 0 || compute_len > kMaxCpTokens) {
+        return FailFast("cache_write_valid_selector_metadata", "segment lengths out of range. req_id=", q);
+      }
+      for (int64_t i = 0; i < valid_len; ++i) sel.indices.push_back(sel.compute_rows + i);
+      sel.compute_rows += compute_len;
+    }
+  }
+  return sel;
+}
+
+StatusOr<HostTensor> SelectCPLocalValidRowsForCacheWrite(const HostTensor& local, const CPSharedKVBatchPlan& plan) {
+  KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(local, "local"));
+  if (!plan.compute_padding_enabled) return local;
+  KVSHARD_ASSIGN_OR_RETURN(ValidRowSelector sel, BuildCPLocalValidRowSelector(plan));
+  if (local.rows != sel.compute_rows) {
+    return FailFast("cache_write_valid_selector_shape",
+                    "CP shared-KV cache write tensor must contain local compute rows before valid-row selection. "
+                    "local_rows=", local.rows, " expected_compute_rows=", sel.compute_rows,
+                    " valid_rows=", sel.indices.size());
+  }
+  return IndexRows(local, sel.indices);
+}
+
+StatusOr<HostTensor> AllGatherPadded(const std::vector<HostTensor>& rank_inputs, int64_t total_len) {
+  if (rank_inputs.empty()) return InvalidArgument("rank_inputs: need one tensor per rank, got none");
+  const int64_t n = static_cast<int64_t>(rank_inputs.size());
+  if (total_len < 0 || total_len > kMaxCpTokens) return InvalidArgument("total_len: must be in [0, 2^48], got ", total_len);
+  const int64_t max_len = (total_len + n - 1) / n;
+  HostTensor out;
+  out.row_bytes = rank_inputs[0].row_bytes;
+  for (int64_t r = 0; r < n; ++r) {
+    const HostTensor& in = rank_inputs[r];
+    KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(in, "rank_inputs"));
+    if (in.row_bytes != out.row_bytes) return InvalidArgument("rank_inputs[", r, "]: row width differs from rank 0");
+    if (in.rows > max_len) {
+      return InvalidArgument("rank_inputs[", r, "]: ", in.rows, " rows exceed the all-gather block of ", max_len, " rows");
+    }
+    AppendRows(in, 0, in.rows, &out);
+    out.data.resize(static_cast<size_t>((out.rows + max_len - in.rows) * out.row_bytes), 0);
+    out.rows += max_len - in.rows;
+  }
+  return out;
+}
+
+StatusOr<HostTensor> TrimCPRankPaddingAfterAllGather(const HostTensor& gathered, const Int64List& max_rank_len,
+                                                     const Int64List& per_rank_actual_token) {
+  KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(gathered, "gathered"));
+  int64_t total = 0;
+  for (int64_t len : max_rank_len) {
+    if (len < 0 || len > kMaxCpTokens) return InvalidArgument("max_rank_len: entries must be in [0, 2^48], got ", len);
+    total += len;
+  }
+  if (total != gathered.rows) {
+    return InvalidArgument("max_rank_len: blocks sum to ", total, " rows but the gathered buffer has ", gathered.rows);
+  }
+  HostTensor out;
+  out.row_bytes = gathered.row_bytes;
+  int64_t block = 0;
+  const size_t ranks = std::min(max_rank_len.size(), per_rank_actual_token.size());
+  for (size_t r = 0; r < ranks; ++r) {
+    // Python slicing [:per_rank_len] clamps to the block.
+    const int64_t keep = std::clamp<int64_t>(per_rank_actual_token[r], 0, max_rank_len[r]);
+    AppendRows(gathered, block, keep, &out);
+    block += max_rank_len[r];
+  }
+  return out;
+}
+
+StatusOr<HostTensor> InSeqAllGatherRerange(const HostTensor& gathered, const NSAContextParallelMetadata& m) {
+  KVSHARD_ASSIGN_OR_RETURN(HostTensor trimmed,
+                           TrimCPRankPaddingAfterAllGather(gathered, m.max_rank_len, m.per_rank_actual_token));
+  Int64List starts;
+  int64_t cursor = 0;
+  for (int64_t len : m.reverse_split_len) {
+    if (len < 0) return InvalidArgument("reverse_split_len: negative length ", len);
+    starts.push_back(cursor);
+    cursor += len;
+  }
+  if (cursor != trimmed.rows) {
+    return InvalidArgument("reverse_split_len: sums to ", cursor, " rows but the trimmed buffer has ", trimmed.rows);
+  }
+  HostTensor out;
+  out.row_bytes = gathered.row_bytes;
+  for (int64_t i : m.cp_reverse_index) {
+    if (i < 0 || i >= static_cast<int64_t>(starts.size())) return InvalidArgument("cp_reverse_index: out of range: ", i);
+    AppendRows(trimmed, starts[i], m.reverse_split_len[i], &out);
+  }
+  return out;
+}
+
+StatusOr<std::vector<RowCopy>> BatchRerangeCopies(const Int64Table& split_lists, int64_t cp_size,
+                                                  int64_t max_rank_token) {
+  if (cp_size <= 0 || cp_size > kMaxCpSize) return RerangeError("bad_cp_size", "cp_size must be positive: ", cp_size);
+  if (split_lists.rows() > 0 && split_lists.width != 2 * cp_size) {
+    return RerangeError("bad_request_split", "request split must have 2 * cp_size entries. req_id=0 cp_size=", cp_size);
+  }
+  for (int64_t x : split_lists.values) {
+    if (x < 0 || x > kMaxCpTokens) return RerangeError("bad_request_split", "request split entries must be in [0, 2^48]");
+  }
+  if (max_rank_token < 0) {
+    return RerangeError("bad_max_rank_token", "max_rank_len[0] must be non-negative, got ", max_rank_token);
+  }
+  const RerangeTables t = BuildRerangeTables(split_lists, cp_size);
+  for (int64_t rank = 0; rank < cp_size; ++rank) {
+    if (t.per_rank_tokens[rank] > max_rank_token) {
+      return RerangeError("rank_payload_exceeds_max", "rank local rows exceed max_rank_token. rank=", rank,
+                          " rows=", t.per_rank_tokens[rank], " max_rank_token=", max_rank_token);
+    }
+  }
+  std::vector<RowCopy> copies;
+  const int64_t batch = t.batch_size;
+  int64_t dst = 0;
+  for (int64_t q = 0; q < batch; ++q) {
+    const std::span<const int64_t> split = split_lists[q];
+    for (int64_t s = 0; s < 2 * cp_size; ++s) {
+      const bool first_half = s < cp_size;
+      const int64_t rank = first_half ? s : 2 * cp_size - s - 1;
+      const int64_t src = rank * max_rank_token + t.rank_request_offsets[rank * batch + q] + (first_half ? 0 : split[rank]);
+      if (split[s] > 0) copies.push_back({src, dst, split[s]});
+      dst += split[s];
+    }
+  }
+  return copies;
+}
+
+StatusOr<Int64List> BatchRerangeSourceRows(const Int64Table& split_lists, int64_t cp_size, int64_t max_rank_token) {
+  KVSHARD_ASSIGN_OR_RETURN(std::vector<RowCopy> copies, BatchRerangeCopies(split_lists, cp_size, max_rank_token));
+  Int64List rows;
+  for (const RowCopy& c : copies) {
+    for (int64_t o = 0; o < c.rows; ++o) rows.push_back(c.src_row + o);
+  }
+  return rows;
+}
+
+Status BatchInSeqAllGatherRerangeInto(const HostTensor& gathered, const NSAContextParallelMetadata& m, int64_t cp_size,
+                                      HostTensor* out) {
+  KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(gathered, "gathered"));
+  const int64_t batch = m.batch_size != 0 ? m.batch_size : 1;
+  if (batch <= 1) return RerangeError("not_batch", "batch-aware rerange requires batch_size > 1, got ", batch);
+  if (m.batch_plan == nullptr || m.batch_plan->request_split_lists.rows() != batch) {
+    return RerangeError("missing_request_split_lists", "request_split_lists is missing or incomplete. batch_size=", batch);
+  }
+  if (static_cast<int64_t>(m.max_rank_len.size()) < cp_size) {
+    return RerangeError("missing_max_rank_len", "max_rank_len is missing or shorter than cp_size. cp_size=", cp_size);
+  }
+  if (cp_size <= 0) return RerangeError("bad_cp_size", "cp_size must be positive: ", cp_size);
+  if (m.batch_plan->request_split_lists.width != 2 * cp_size) {
+    return RerangeError("bad_request_split", "request split must have 2 * cp_size entries. req_id=0 cp_size=", cp_size);
+  }
+  const int64_t max_rank_token = m.max_rank_len[0];
+  if (max_rank_token < 0) {
+    return RerangeError("bad_max_rank_token", "max_rank_len[0] must be non-negative, got ", max_rank_token);
+  }
+  if (max_rank_token > kMaxCpTokens || gathered.rows < max_rank_token * cp_size) {
+    return RerangeError("input_rows_short", "input rows=", gathered.rows, " required=", max_rank_token * cp_size,
+                        " max_rank_token=", max_rank_token, " cp_size=", cp_size);
+  }
+  KVSHARD_ASSIGN_OR_RETURN(std::vector<RowCopy> copies,
+                           BatchRerangeCopies(m.batch_plan->request_split_lists, cp_size, max_rank_token));
+  int64_t total = 0;
+  for (const RowCopy& c : copies) total = c.dst_row + c.rows;
+  if (out->row_bytes != gathered.row_bytes || out->rows != total) *out = HostTensor::Zeros(total, gathered.row_bytes);
+  for (const RowCopy& c : copies) {
+    std::memcpy(out->row(c.dst_row), gathered.row(c.src_row), static_cast<size_t>(c.rows * gathered.row_bytes));
+  }
+  return Status::Ok();
+}
+
+StatusOr<HostTensor> BatchInSeqAllGatherRerange(const HostTensor& gathered, const NSAContextParallelMetadata& m,
+                                                int64_t cp_size) {
+  HostTensor out;
+  KVSHARD_RETURN_IF_ERROR(BatchInSeqAllGatherRerangeInto(gathered, m, cp_size, &out));
+  return out;
+}
+
+StatusOr<HostTensor> RoundRobinSplitData(const HostTensor& input, int64_t cp_size, int64_t cp_rank) {
+  KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(input, "input"));
+  KVSHARD_RETURN_IF_ERROR(ValidateCpSize(cp_size));
+  KVSHARD_RETURN_IF_ERROR(ValidateCpRank(cp_rank, cp_size));
+  HostTensor out;
+  out.row_bytes = input.row_bytes;
+  for (int64_t t = cp_rank; t < input.rows; t += cp_size) AppendRows(input, t, 1, &out);
+  return out;
+}
+
+StatusOr<HostTensor> RoundRobinRestore(const HostTensor& gathered, int64_t cp_size) {
+  KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(gathered, "gathered"));
+  KVSHARD_RETURN_IF_ERROR(ValidateCpSize(cp_size));
+  if (gathered.rows % cp_size != 0) {
+    return InvalidArgument("gathered: ", gathered.rows, " rows are not a multiple of cp_size ", cp_size);
+  }
+  const int64_t per_rank = gathered.rows / cp_size;
+  Int64List rows;
+  rows.reserve(gathered.rows);
+  for (int64_t i = 0; i < per_rank; ++i) {
+    for (int64_t r = 0; r < cp_size; ++r) rows.push_back(r * per_rank + i);
+  }
+  return IndexRows(gathered, rows);
+}
+
+StatusOr<HostTensor> IndexRows(const HostTensor& t, const Int64List& indices) {
+  HostTensor out;
+  out.row_bytes = t.row_bytes;
+  out.rows = static_cast<int64_t>(indices.size());
+  out.data.resize(static_cast<size_t>(out.rows * t.row_bytes));
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (indices[i] < 0 || indices[i] >= t.rows) {
+      return InvalidArgument("indices[", i, "]: row ", indices[i], " out of range [0, ", t.rows, ")");
+    }
+    std::memcpy(out.row(static_cast<int64_t>(i)), t.row(indices[i]), static_cast<size_t>(t.row_bytes));
+  }
+  return out;
+}
+
+StatusOr<HostTensor> ConcatRows(const std::vector<HostTensor>& parts) {
+  HostTensor out;
+  if (!parts.empty()) out.row_bytes = parts[0].row_bytes;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(parts[i], "parts"));
+    if (parts[i].row_bytes != out.row_bytes) return InvalidArgument("parts[", i, "]: row width differs");
+    AppendRows(parts[i], 0, parts[i].rows, &out);
+  }
+  return out;
+}
+
+}  // namespace kvshard::ref

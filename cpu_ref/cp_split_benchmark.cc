@@ -1,0 +1,127 @@
+// Benchmarks of the reference CP planners and host rerange: the batch plan for 256 requests at cp=8, ps=64
+// (target <= 30 us) and the batch rerange of 64 requests against a plain memcpy of the same bytes.
+#include <cstring>
+#include <random>
+
+#include <benchmark/benchmark.h>
+
+#include "cpu_ref/cp_data.h"
+#include "cpu_ref/cp_split.h"
+
+namespace kvshard::ref {
+namespace {
+
+// Ragged batch: extend lens 1..4096 (some below 2N pages, partial last pages), page-aligned prefixes.
+void RaggedBatch(int64_t batch, int64_t page_size, Int64List* extend, Int64List* prefix) {
+  std::mt19937_64 rng(42);
+  for (int64_t i = 0; i < batch; ++i) {
+    extend->push_back(1 + static_cast<int64_t>(rng() % 4096));
+    prefix->push_back(page_size * static_cast<int64_t>(rng() % 64));
+  }
+}
+
+void BM_BatchPlan(benchmark::State& state) {
+  const int64_t batch = state.range(0), cp = state.range(1), ps = state.range(2);
+  Int64List extend, prefix;
+  RaggedBatch(batch, ps, &extend, &prefix);
+  for (auto _ : state) {
+    StatusOr<CPSharedKVBatchPlan> plan = BuildBatchPageAlignedInSeqSplitPlan(extend, prefix, ps, cp, 3);
+    benchmark::DoNotOptimize(plan);
+  }
+}
+BENCHMARK(BM_BatchPlan)->Args({256, 8, 64})->Unit(benchmark::kMicrosecond);
+
+// The planner into a reused plan (a scheduler rebuilding its plan every forward step).
+void BM_BatchPlanInto(benchmark::State& state) {
+  const int64_t batch = state.range(0), cp = state.range(1), ps = state.range(2);
+  Int64List extend, prefix;
+  RaggedBatch(batch, ps, &extend, &prefix);
+  CPSharedKVBatchPlan plan;
+  for (auto _ : state) {
+    Status s = BuildBatchPageAlignedInSeqSplitPlanInto(extend, prefix, ps, cp, 3, &plan);
+    benchmark::DoNotOptimize(s);
+    benchmark::DoNotOptimize(plan.request_split_lists.values.data());
+  }
+}
+BENCHMARK(BM_BatchPlanInto)->Args({256, 8, 64})->Unit(benchmark::kMicrosecond);
+
+void BM_BatchPlanAndMetadata(benchmark::State& state) {
+  const int64_t batch = state.range(0), cp = state.range(1), ps = state.range(2);
+  Int64List extend, prefix;
+  RaggedBatch(batch, ps, &extend, &prefix);
+  for (auto _ : state) {
+    CPSharedKVBatchPlan plan = BuildBatchPageAlignedInSeqSplitPlan(extend, prefix, ps, cp, 3).value();
+    StatusOr<NSAContextParallelMetadata> m = BuildBatchMetadataFromPlan(plan);
+    benchmark::DoNotOptimize(m);
+  }
+}
+BENCHMARK(BM_BatchPlanAndMetadata)->Args({256, 8, 64})->Unit(benchmark::kMicrosecond);
+
+// Rerange setup: 64 requests, cp=8, ps=64, rows of `row_bytes` (1152 = a bf16 576-wide MLA latent row).
+struct RerangeCase {
+  NSAContextParallelMetadata metadata;
+  HostTensor gathered;
+  int64_t out_bytes = 0;
+};
+
+RerangeCase MakeRerangeCase(int64_t row_bytes) {
+  Int64List extend, prefix;
+  RaggedBatch(64, 64, &extend, &prefix);
+  CPSharedKVBatchPlan plan = BuildBatchPageAlignedInSeqSplitPlan(extend, prefix, 64, 8, 0).value();
+  RerangeCase c;
+  c.metadata = BuildBatchMetadataFromPlan(plan).value();
+  c.gathered = HostTensor::Zeros(c.metadata.total_seq_lens, row_bytes);
+  for (size_t i = 0; i < c.gathered.data.size(); ++i) c.gathered.data[i] = static_cast<uint8_t>(i * 31);
+  for (int64_t e : extend) c.out_bytes += e * row_bytes;
+  return c;
+}
+
+void BM_HostBatchRerange(benchmark::State& state) {
+  RerangeCase c = MakeRerangeCase(state.range(0));
+  for (auto _ : state) {
+    StatusOr<HostTensor> out = BatchInSeqAllGatherRerange(c.gathered, c.metadata, 8);
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetBytesProcessed(state.iterations() * c.out_bytes);
+}
+BENCHMARK(BM_HostBatchRerange)->Arg(1152)->Arg(128)->Unit(benchmark::kMicrosecond);
+
+// The rerange into a reused output buffer (no page faults on fresh memory).
+void BM_HostBatchRerangeInto(benchmark::State& state) {
+  RerangeCase c = MakeRerangeCase(state.range(0));
+  HostTensor out;
+  for (auto _ : state) {
+    Status s = BatchInSeqAllGatherRerangeInto(c.gathered, c.metadata, 8, &out);
+    benchmark::DoNotOptimize(s);
+    benchmark::DoNotOptimize(out.data.data());
+  }
+  state.SetBytesProcessed(state.iterations() * c.out_bytes);
+}
+BENCHMARK(BM_HostBatchRerangeInto)->Arg(1152)->Arg(128)->Unit(benchmark::kMicrosecond);
+
+// Baseline: one memcpy of the same output bytes (into a fresh buffer, as the rerange allocates its output).
+void BM_MemcpySameBytes(benchmark::State& state) {
+  RerangeCase c = MakeRerangeCase(state.range(0));
+  for (auto _ : state) {
+    std::vector<uint8_t> out(static_cast<size_t>(c.out_bytes));
+    std::memcpy(out.data(), c.gathered.data.data(), static_cast<size_t>(c.out_bytes));
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * c.out_bytes);
+}
+BENCHMARK(BM_MemcpySameBytes)->Arg(1152)->Arg(128)->Unit(benchmark::kMicrosecond);
+
+// Baseline: one memcpy of the same bytes into a reused buffer.
+void BM_MemcpySameBytesInto(benchmark::State& state) {
+  RerangeCase c = MakeRerangeCase(state.range(0));
+  std::vector<uint8_t> out(static_cast<size_t>(c.out_bytes));
+  for (auto _ : state) {
+    std::memcpy(out.data(), c.gathered.data.data(), static_cast<size_t>(c.out_bytes));
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * c.out_bytes);
+}
+BENCHMARK(BM_MemcpySameBytesInto)->Arg(1152)->Arg(128)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace kvshard::ref
