@@ -14,7 +14,7 @@ Status Run(const std::vector<std::string>& args, bool* help) {
   po::options_description desc("bench flags");
   desc.add_options()
       ("op", po::value<std::string>()->default_value("all"),
-       "comma list of: all, plan, gather_rows, owner_write, stage_chunk, allgather, prefix_gather (copy always runs)")
+       "comma list of: all, plan, rerange, gather_rows, owner_write, stage_chunk, allgather, prefix_gather (copy always runs)")
       ("min-bytes", po::value<std::string>()->default_value("1048576"), "smallest payload in bytes")
       ("max-bytes", po::value<std::string>()->default_value("268435456"), "largest payload in bytes")
       ("factor", po::value<std::string>()->default_value("4"), "payload growth factor between rows")
@@ -41,7 +41,7 @@ Status Run(const std::vector<std::string>& args, bool* help) {
   }
   for (const std::string& op : opt.ops) {
     if (op != "all" && op != "gather_rows" && op != "owner_write" && op != "stage_chunk" && op != "allgather" &&
-        op != "prefix_gather" && op != "plan") {
+        op != "prefix_gather" && op != "plan" && op != "rerange") {
       return InvalidArgument("--op: unknown benchmark '", op, "'");
     }
   }

@@ -11,7 +11,10 @@
 #include <numeric>
 #include <random>
 
+#include "cpu_ref/cp_data.h"
+#include "cpu_ref/cp_split.h"
 #include "cpu_ref/gather_plan.h"
+#include "gpu/cp_ops.h"
 #include "gpu/collective.h"
 #include "gpu/gather_plan.h"
 #include "gpu/device.h"
@@ -396,6 +399,61 @@ Status BenchPlan(Ctx& c) {
   return Status::Ok();
 }
 
+// Fused batch rerange of opt.batch ragged requests (cp = 8, ps = 64) whose gathered rows total `bytes`: one
+// launch, vs the device copy of the same bytes; also the per-segment-copy rerange (SGLang's torch path, one
+// cudaMemcpyAsync per non-empty segment) for comparison. Checked against the original request-order rows.
+Status BenchRerange(Ctx& c, int64_t bytes) {
+  const int64_t rb = c.opt.row_bytes, cp = 8, ps = 64, reqs = c.opt.batch;
+  const int64_t rows = bytes / rb;
+  std::mt19937_64 rng(3);
+  Int64List extend(reqs), prefix(reqs, 0);
+  std::vector<double> w(reqs);
+  double wsum = 0;
+  for (auto& v : w) wsum += (v = 0.25 + (rng() % 1000) / 1000.0);
+  int64_t assigned = 0;
+  for (int64_t q = 0; q < reqs; ++q) {
+    extend[q] = std::max<int64_t>(1, static_cast<int64_t>(rows * w[q] / wsum));
+    assigned += extend[q];
+  }
+  extend[reqs - 1] += std::max<int64_t>(0, rows - assigned);
+  KVSHARD_ASSIGN_OR_RETURN(CPSharedKVBatchPlan plan0, ref::BuildBatchPageAlignedInSeqSplitPlan(extend, prefix, ps, cp, 0));
+  KVSHARD_ASSIGN_OR_RETURN(NSAContextParallelMetadata meta, ref::BuildBatchMetadataFromPlan(plan0));
+  const int64_t m = meta.max_rank_token();
+  int64_t total = 0;
+  for (int64_t e : extend) total += e;
+  // The gathered buffer, built from the rerange's own source-row map of the reference (row i -> src[i]).
+  KVSHARD_ASSIGN_OR_RETURN(Int64List src, ref::BatchRerangeSourceRows(plan0.request_split_lists, cp, m));
+  const auto x = Rows(total, rb, 9);
+  std::vector<uint8_t> gathered(cp * m * rb, 0);
+  for (int64_t i = 0; i < total; ++i) std::memcpy(gathered.data() + src[i] * rb, x.data() + i * rb, rb);
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_in, gpu::Upload(gathered));
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_out, gpu::DeviceBuffer::Allocate(total * rb));
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_split, gpu::Upload(plan0.request_split_lists.values));
+  KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs([&] {
+    return gpu::LaunchBatchRerange(d_out.data(), d_in.data(), d_split.as<int64_t>(), reqs, cp, m, total, rb, nullptr, nullptr);
+  }, {0}, c.opt.warmup, c.opt.iters));
+  KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_out.data(), total * rb));
+  BenchRow r = MakeRow("rerange_fused", total * rb, us, 2.0 * total * rb, "copy", c.copy_busbw[bytes], CountWrongRows(got, x, rb));
+  r.note = std::to_string(reqs) + " requests, cp=8, ps=64, one launch";
+  c.rows->push_back(r);
+  KVSHARD_ASSIGN_OR_RETURN(std::vector<ref::RowCopy> copies, ref::BatchRerangeCopies(plan0.request_split_lists, cp, m));
+  KVSHARD_CUDA_CHECK(cudaMemset(d_out.data(), 0, total * rb));
+  KVSHARD_ASSIGN_OR_RETURN(double us_seg, gpu::TimeMeanUs([&]() -> Status {
+    for (const ref::RowCopy& rc : copies) {
+      KVSHARD_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(d_out.data()) + rc.dst_row * rb,
+                                         static_cast<const char*>(d_in.data()) + rc.src_row * rb, rc.rows * rb,
+                                         cudaMemcpyDeviceToDevice, nullptr));
+    }
+    return Status::Ok();
+  }, {0}, 2, std::max(2, c.opt.iters / 4)));
+  KVSHARD_ASSIGN_OR_RETURN(got, gpu::Download<uint8_t>(d_out.data(), total * rb));
+  BenchRow s2 = MakeRow("rerange_per_segment", total * rb, us_seg, 2.0 * total * rb, "copy", c.copy_busbw[bytes],
+                        CountWrongRows(got, x, rb));
+  s2.note = std::to_string(copies.size()) + " cudaMemcpyAsync (SGLang torch path shape)";
+  c.rows->push_back(s2);
+  return Status::Ok();
+}
+
 bool Wants(const BenchOptions& opt, const std::string& op) {
   return std::find(opt.ops.begin(), opt.ops.end(), "all") != opt.ops.end() ||
          std::find(opt.ops.begin(), opt.ops.end(), op) != opt.ops.end();
@@ -419,6 +477,7 @@ Status RunGpuBench(const BenchOptions& opt, std::vector<BenchRow>* rows, std::st
     if (Wants(opt, "gather_rows")) KVSHARD_RETURN_IF_ERROR(BenchGatherRows(c, b));
     if (Wants(opt, "owner_write")) KVSHARD_RETURN_IF_ERROR(BenchOwnerWrite(c, b));
     if (Wants(opt, "stage_chunk")) KVSHARD_RETURN_IF_ERROR(BenchStage(c, b));
+    if (Wants(opt, "rerange")) KVSHARD_RETURN_IF_ERROR(BenchRerange(c, b));
     if (Wants(opt, "allgather") && c.gpus > 1) KVSHARD_RETURN_IF_ERROR(BenchAllGather(c, b));
     if (Wants(opt, "prefix_gather") && c.gpus > 1) KVSHARD_RETURN_IF_ERROR(BenchPrefixGather(c, b));
   }

@@ -1,0 +1,168 @@
+// GPU CP data movement vs the reference, bit-exact, on RapidCheck batches (N in 1..8, ps 2..128, ragged,
+// with and without compute padding): fused batch rerange (and rerange(all_gather(split(x))) == x), split by
+// plan (data and position modes, compute and valid kinds), valid-row selection, last-token collection, and
+// round-robin split/restore. Skips without a GPU.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+
+#include "cpu_ref/cp_collect.h"
+#include "cpu_ref/cp_data.h"
+#include "cpu_ref/cp_split.h"
+#include "gpu/cp_plan_ops.h"
+#include "props/cp_generators.h"
+#include "props/gpu_test_env.h"
+
+namespace kvshard::props {
+namespace {
+
+using ref::HostTensor;
+
+// Reports the first differing row (count, index, got vs expected ids) as a RapidCheck failure.
+void AssertRowsEqual(const std::vector<uint8_t>& got, const HostTensor& want, const char* what) {
+  if (got == want.data) return;
+  const int64_t rows = want.rows;
+  int64_t wrong = 0, first = -1;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (static_cast<int64_t>(got.size()) < (r + 1) * want.row_bytes ||
+        std::memcmp(got.data() + r * want.row_bytes, want.row(r), want.row_bytes) != 0) {
+      if (wrong++ == 0) first = r;
+    }
+  }
+  int64_t g = 0, e = 0;
+  if (first >= 0 && static_cast<int64_t>(got.size()) >= first * want.row_bytes + 8) std::memcpy(&g, got.data() + first * want.row_bytes, 8);
+  if (first >= 0) std::memcpy(&e, want.row(first), 8);
+  RC_FAIL(StrCat(what, ": ", wrong, " of ", rows, " rows differ (sizes ", got.size(), " vs ", want.data.size(),
+                 "); first row ", first, ": got id 0x", std::hex, g, " expected 0x", e));
+}
+
+CPSharedKVBatchPlan PlanFor(const CPBatchCase& c, int64_t rank) {
+  auto plan = ref::BuildBatchPageAlignedInSeqSplitPlan(c.extend_lens, c.prefix_lens, c.page_size, c.cp_size, rank);
+  RC_ASSERT(plan.ok());
+  return *plan;
+}
+
+TEST(GpuCpOps, FusedRerangeMatchesReferenceAndRestoresOrder) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const bool ok = rc::check("fused rerange == reference; rerange(all_gather(split(x))) == x", [] {
+    const CPBatchCase c = *GenCPBatchCase();
+    const HostTensor x = Payload(c.extend_lens, c.row_bytes);
+    std::vector<HostTensor> locals;
+    CPSharedKVBatchPlan plan0;
+    for (int64_t r = 0; r < c.cp_size; ++r) {
+      const CPSharedKVBatchPlan plan = PlanFor(c, r);
+      if (r == 0) plan0 = plan;
+      auto local = ref::SplitTensorByCPBatchPlan(x, plan, ref::SplitMode::kData, SplitKind::kValid);
+      RC_ASSERT(local.ok());
+      locals.push_back(*local);
+    }
+    auto meta = ref::BuildBatchMetadataFromPlan(plan0);
+    RC_ASSERT(meta.ok());
+    const int64_t m = meta->max_rank_token();
+    auto gathered = ref::AllGatherPadded(locals, m * c.cp_size);
+    RC_ASSERT(gathered.ok());
+    auto want = c.extend_lens.size() > 1 ? ref::BatchInSeqAllGatherRerange(*gathered, *meta, c.cp_size)
+                                         : ref::InSeqAllGatherRerange(*gathered, *meta);
+    RC_ASSERT(want.ok());
+    RC_ASSERT(*want == x);
+    auto got = gpu::RunBatchRerange(gathered->data, c.row_bytes, plan0.request_split_lists, c.cp_size, m);
+    if (!got.ok()) RC_FAIL(got.status().ToString());
+    AssertRowsEqual(*got, *want, "rerange");
+  });
+  EXPECT_TRUE(ok);
+}
+
+TEST(GpuCpOps, SplitByPlanMatchesReference) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const bool ok = rc::check("split by plan == reference (data/position, compute/valid)", [] {
+    CPBatchCase c = *GenCPBatchCase();
+    const bool position = *rc::gen::arbitrary<bool>();
+    if (position) c.row_bytes = 8;
+    const SplitKind kind = *rc::gen::element(SplitKind::kCompute, SplitKind::kValid);
+    const int64_t rank = *rc::gen::inRange<int64_t>(0, c.cp_size);
+    const CPSharedKVBatchPlan plan = PlanFor(c, rank);
+    HostTensor x = Payload(c.extend_lens, c.row_bytes);
+    if (position) {  // positions: request-local token index + a request offset (prefix)
+      int64_t row = 0;
+      for (size_t q = 0; q < c.extend_lens.size(); ++q) {
+        for (int64_t t = 0; t < c.extend_lens[q]; ++t, ++row) {
+          const int64_t pos = c.prefix_lens[q] + t;
+          std::memcpy(x.row(row), &pos, 8);
+        }
+      }
+    }
+    const auto mode = position ? ref::SplitMode::kPosition : ref::SplitMode::kData;
+    auto want = ref::SplitTensorByCPBatchPlan(x, plan, mode, kind);
+    auto table = gpu::SplitSegments(plan, kind, x.rows);
+    RC_ASSERT(want.ok() == table.ok());
+    if (!want.ok()) return;
+    auto got = gpu::RunSegmentGather(x.data, c.row_bytes, *table, position ? gpu::PadMode::kPosition : gpu::PadMode::kZero);
+    if (!got.ok()) RC_FAIL(got.status().ToString());
+    AssertRowsEqual(*got, *want, "split");
+  });
+  EXPECT_TRUE(ok);
+}
+
+TEST(GpuCpOps, ValidRowSelectionAndLastTokenMatchReference) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const bool ok = rc::check("valid-row selection and last-token collection == reference", [] {
+    const CPBatchCase c = *GenCPBatchCase();
+    const int64_t rank = *rc::gen::inRange<int64_t>(0, c.cp_size);
+    const CPSharedKVBatchPlan plan = PlanFor(c, rank);
+    const HostTensor x = Payload(c.extend_lens, c.row_bytes);
+    auto local = ref::SplitTensorByCPBatchPlan(x, plan, ref::SplitMode::kData, SplitKind::kCompute);
+    RC_ASSERT(local.ok());
+    auto want = ref::SelectCPLocalValidRowsForCacheWrite(*local, plan);
+    RC_ASSERT(want.ok());
+    int64_t compute_rows = 0;
+    auto table = gpu::ValidRowSegments(plan, &compute_rows);
+    RC_ASSERT(table.ok());
+    RC_ASSERT(compute_rows == local->rows);
+    auto got = gpu::RunSegmentGather(local->data, c.row_bytes, *table, gpu::PadMode::kZero);
+    if (!got.ok()) RC_FAIL(got.status().ToString());
+    AssertRowsEqual(*got, *want, "valid rows");
+    auto want_last = ref::InSeqLastTokenLocalRows(*local, plan);
+    RC_ASSERT(want_last.ok());
+    auto got_last = gpu::RunCollectLastToken(local->data, c.row_bytes, plan);
+    if (!got_last.ok()) RC_FAIL(got_last.status().ToString());
+    AssertRowsEqual(*got_last, *want_last, "last token rows");
+  });
+  EXPECT_TRUE(ok);
+}
+
+TEST(GpuCpOps, RoundRobinSplitAndRestoreMatchReference) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const bool ok = rc::check("round-robin split/restore == reference", [] {
+    const int64_t cp = *GenCpSize();
+    const int64_t rows_per_rank = *rc::gen::inRange<int64_t>(0, 300);
+    const int64_t row_bytes = *rc::gen::element<int64_t>(8, 12, 16, 1152);
+    const HostTensor x = Payload({cp * rows_per_rank}, row_bytes);
+    std::vector<HostTensor> parts;
+    for (int64_t r = 0; r < cp; ++r) {
+      auto want = ref::RoundRobinSplitData(x, cp, r);
+      RC_ASSERT(want.ok());
+      auto got = gpu::RunRoundRobinSplit(x.data, row_bytes, cp, r);
+      RC_ASSERT(got.ok());
+      AssertRowsEqual(*got, *want, "round-robin split");
+      parts.push_back(*want);
+    }
+    auto gathered = ref::ConcatRows(parts);
+    RC_ASSERT(gathered.ok());
+    auto want = ref::RoundRobinRestore(*gathered, cp);
+    RC_ASSERT(want.ok());
+    RC_ASSERT(*want == x);
+    auto got = gpu::RunRoundRobinRestore(gathered->data, row_bytes, cp);
+    RC_ASSERT(got.ok());
+    AssertRowsEqual(*got, *want, "round-robin restore");
+  });
+  EXPECT_TRUE(ok);
+}
+
+TEST(GpuCpOps, RerangeCanImplementBoundsTheSplitTable) {
+  EXPECT_TRUE(gpu::BatchRerangeCanImplement(256, 8, 1 << 20, 1152).ok());
+  EXPECT_EQ(gpu::BatchRerangeCanImplement(4096, 8, 1 << 20, 1152).code(), StatusCode::kOutOfRange);
+  EXPECT_FALSE(gpu::BatchRerangeCanImplement(0, 8, 1, 8).ok());
+  EXPECT_FALSE(gpu::BatchRerangeCanImplement(1, 0, 1, 8).ok());
+}
+
+}  // namespace
+}  // namespace kvshard::props
