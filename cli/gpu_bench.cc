@@ -5,7 +5,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
+#include <functional>
+#include <thread>
 #include <cstring>
 #include <map>
 #include <numeric>
@@ -238,16 +241,50 @@ Status BenchAllGather(Ctx& c, int64_t bytes) {
   return Status::Ok();
 }
 
-// Layer-ahead prefix gather over c.gpus GPUs: per layer, pack block_pages of local pages into the slot and
-// all-gather in place. Row 1: back-to-back layers (no compute) vs the raw all-gather of the same block bytes.
-// Row 2: each layer's read followed by a compute stand-in; reports the fraction of gather time hidden.
+// Runs fn(i) for i < n on n host threads started together (a barrier before and after) and returns the mean
+// wall microseconds of one of `iters` iterations (each thread synchronizes its device before the end barrier).
+StatusOr<double> ParallelTimeUs(int n, int warmup, int iters, const std::function<Status(int)>& fn,
+                                const std::vector<int>& devices) {
+  std::vector<Status> status(n);
+  std::barrier sync(n);
+  std::chrono::steady_clock::time_point t0, t1;
+  auto body = [&](int i) {
+    Status s;
+    if (cudaSetDevice(devices[i]) != cudaSuccess) s = Internal("cudaSetDevice failed");
+    for (int k = 0; k < warmup && s.ok(); ++k) s = fn(i);
+    if (s.ok() && cudaDeviceSynchronize() != cudaSuccess) s = Internal("warmup sync failed");
+    sync.arrive_and_wait();
+    if (i == 0) t0 = std::chrono::steady_clock::now();
+    sync.arrive_and_wait();
+    for (int k = 0; k < iters && s.ok(); ++k) s = fn(i);
+    if (s.ok() && cudaDeviceSynchronize() != cudaSuccess) s = Internal("sync failed");
+    sync.arrive_and_wait();
+    if (i == 0) t1 = std::chrono::steady_clock::now();
+    status[i] = s;
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) threads.emplace_back(body, i);
+  for (auto& t : threads) t.join();
+  for (const Status& s : status) KVSHARD_RETURN_IF_ERROR(s);
+  return std::chrono::duration<double, std::micro>(t1 - t0).count() / iters;
+}
+
+// Layer-ahead prefix gather over c.gpus GPUs, one host thread per rank (as one process per GPU drives it):
+// per layer, pack block_pages of local pages into the slot and all-gather in place. Row 1: back-to-back layers
+// (no compute) vs the raw all-gather of the same block bytes. Rows 2-3: each layer's read followed by a
+// compute stand-in; reports the fraction of the gather time hidden.
 Status BenchPrefixGather(Ctx& c, int64_t bytes) {
   const int n = c.gpus;
   const int64_t rb = c.opt.row_bytes, ps = 64;
   const int64_t block_pages = std::max<int64_t>(1, bytes / (rb * ps));
   const int64_t block_rows = block_pages * ps;
   const int64_t block_bytes = block_rows * rb;
-  KVSHARD_ASSIGN_OR_RETURN(auto comm, gpu::CreateNcclGroup(n));
+  double limit = c.allgather_busbw.count(block_bytes) ? c.allgather_busbw[block_bytes] : 0;
+  if (limit == 0) {
+    KVSHARD_RETURN_IF_ERROR(BenchAllGather(c, block_bytes));
+    limit = c.allgather_busbw[block_bytes];
+  }
+  KVSHARD_ASSIGN_OR_RETURN(auto comms, gpu::CreateNcclPerRankGroups(n));
   gpu::PrefixGatherShape shape;
   shape.layers = c.opt.layers;
   shape.page_size = ps;
@@ -256,36 +293,34 @@ Status BenchPrefixGather(Ctx& c, int64_t bytes) {
   shape.chunk_tokens = 0;
   shape.row_bytes = rb;
   shape.n_page_pos = 1;
-  KVSHARD_ASSIGN_OR_RETURN(auto g, gpu::LayerAheadGather::Create(comm.get(), shape));
+  std::vector<std::unique_ptr<gpu::LayerAheadGather>> gathers;
   std::vector<std::vector<int64_t>> send(n);
   std::vector<int> devices;
   for (int i = 0; i < n; ++i) {
-    devices.push_back(comm->device(i));
+    devices.push_back(comms[i]->device(0));
+    KVSHARD_CUDA_CHECK(cudaSetDevice(devices[i]));
+    KVSHARD_ASSIGN_OR_RETURN(auto g, gpu::LayerAheadGather::Create(comms[i].get(), shape));
     // Local pages 1..block_pages in reverse order (a real plan's order is arbitrary), rows expanded.
     for (int64_t p = block_pages; p >= 1; --p) {
       for (int64_t o = 0; o < ps; ++o) send[i].push_back(p * ps + o);
     }
-    KVSHARD_CUDA_CHECK(cudaSetDevice(comm->device(i)));
     for (int64_t l = 0; l < shape.layers; ++l) {
       auto pool = Rows(shape.pool_rows, rb, 1000 * (l + 1) + i);
-      KVSHARD_RETURN_IF_ERROR(gpu::CopyToDevice(g->pool(i, l), pool.data(), pool.size()));
+      KVSHARD_RETURN_IF_ERROR(gpu::CopyToDevice(g->pool(0, l), pool.data(), pool.size()));
     }
+    gathers.push_back(std::move(g));
   }
   const std::vector<int32_t> page_pos(1, 0);
-  auto run_layers = [&](int64_t compute_ns, bool busy) -> Status {
-    KVSHARD_RETURN_IF_ERROR(g->BeginExtend(block_pages, page_pos, send, {}));
+  auto run_layers = [&](int i, int64_t compute_ns, bool busy) -> Status {
+    gpu::LayerAheadGather& g = *gathers[i];
+    KVSHARD_RETURN_IF_ERROR(g.BeginExtend(block_pages, page_pos, {send[i]}, {}));
     for (int64_t l = 0; l < shape.layers; ++l) {
-      KVSHARD_ASSIGN_OR_RETURN(auto slots, g->AcquireForRead(l));
-      if (compute_ns > 0) {
-        for (int i = 0; i < n; ++i) {
-          KVSHARD_CUDA_CHECK(cudaSetDevice(comm->device(i)));
-          KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns, busy, g->compute_stream(i)));
-        }
-      }
+      KVSHARD_ASSIGN_OR_RETURN(auto slots, g.AcquireForRead(l));
+      if (compute_ns > 0) KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns, busy, g.compute_stream(0)));
     }
     return Status::Ok();
   };
-  KVSHARD_ASSIGN_OR_RETURN(double us_gather, gpu::TimeMeanUs([&] { return run_layers(0, false); }, devices, 2, c.opt.iters));
+  KVSHARD_ASSIGN_OR_RETURN(double us_gather, ParallelTimeUs(n, 2, c.opt.iters, [&](int i) { return run_layers(i, 0, false); }, devices));
   // Verify the last layer's slot on every rank: block r = rank r's pool rows of its send list.
   int64_t wrong = 0;
   {
@@ -295,45 +330,31 @@ Status BenchPrefixGather(Ctx& c, int64_t bytes) {
       auto pool = Rows(shape.pool_rows, rb, 1000 * (last + 1) + r);
       for (int64_t j = 0; j < block_rows; ++j) std::memcpy(want.data() + (r * block_rows + j) * rb, pool.data() + send[r][j] * rb, rb);
     }
-    KVSHARD_ASSIGN_OR_RETURN(auto slots, g->AcquireForRead(last));
     for (int i = 0; i < n; ++i) {
-      KVSHARD_CUDA_CHECK(cudaSetDevice(comm->device(i)));
+      KVSHARD_CUDA_CHECK(cudaSetDevice(devices[i]));
+      KVSHARD_ASSIGN_OR_RETURN(auto slots, gathers[i]->AcquireForRead(last));
       KVSHARD_CUDA_CHECK(cudaDeviceSynchronize());
-      KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(slots[i], want.size()));
+      KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(slots[0], want.size()));
       wrong += CountWrongRows(got, want, rb);
     }
   }
   const double per_layer = us_gather / shape.layers;
   const double total = static_cast<double>(n) * block_bytes;
-  double limit = c.allgather_busbw.count(block_bytes) ? c.allgather_busbw[block_bytes] : 0;
-  if (limit == 0) {
-    KVSHARD_RETURN_IF_ERROR(BenchAllGather(c, block_bytes));
-    limit = c.allgather_busbw[block_bytes];
-  }
   BenchRow r = MakeRow("prefix_gather", block_bytes, per_layer, total * (n - 1) / n, "allgather", limit, wrong);
   r.algbw_gbs = total / per_layer / 1e3;
-  r.note = std::to_string(n) + " GPUs, " + std::to_string(shape.layers) + " layers back to back (pack + in-place all-gather)";
+  r.note = std::to_string(n) + " GPUs (a host thread each), " + std::to_string(shape.layers) +
+           " layers back to back (pack + in-place all-gather)";
   c.rows->push_back(r);
-  // Overlap: compute stand-in per layer equal to 1.25x the measured per-layer gather time (or --compute-us).
+  // Overlap: compute stand-in per layer of 1.25x the measured per-layer gather time (or --compute-us).
   const int64_t compute_ns = c.opt.compute_us > 0 ? c.opt.compute_us * 1000 : static_cast<int64_t>(per_layer * 1000 * 1.25);
   for (bool busy : {false, true}) {
-    auto compute_only = [&]() -> Status {
+    KVSHARD_ASSIGN_OR_RETURN(double us_compute_only, ParallelTimeUs(n, 1, c.opt.iters, [&](int i) -> Status {
       for (int64_t l = 0; l < shape.layers; ++l) {
-        for (int i = 0; i < n; ++i) {
-          KVSHARD_CUDA_CHECK(cudaSetDevice(comm->device(i)));
-          KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns, busy, g->compute_stream(i)));
-        }
+        KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns, busy, gathers[i]->compute_stream(0)));
       }
       return Status::Ok();
-    };
-    KVSHARD_ASSIGN_OR_RETURN(double us_compute_only, gpu::TimeMeanUs(compute_only, devices, 1, c.opt.iters));
-    double enqueue_us = 0;
-    KVSHARD_ASSIGN_OR_RETURN(double us_both, gpu::TimeMeanUs([&]() -> Status {
-      const auto t0 = std::chrono::steady_clock::now();
-      const Status s = run_layers(compute_ns, busy);
-      enqueue_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      return s;
-    }, devices, 2, c.opt.iters));
+    }, devices));
+    KVSHARD_ASSIGN_OR_RETURN(double us_both, ParallelTimeUs(n, 2, c.opt.iters, [&](int i) { return run_layers(i, compute_ns, busy); }, devices));
     const double exposed = std::max(0.0, us_both - us_compute_only);
     BenchRow o;
     o.op = busy ? "prefix_overlap_busy" : "prefix_overlap_sleep";
@@ -346,12 +367,13 @@ Status BenchPrefixGather(Ctx& c, int64_t bytes) {
              std::to_string(compute_ns / 1000) + " us/layer; per batch: compute-only " +
              std::to_string(static_cast<int64_t>(us_compute_only)) + " us, with gather " +
              std::to_string(static_cast<int64_t>(us_both)) + " us, gather-only " +
-             std::to_string(static_cast<int64_t>(us_gather)) + " us; host enqueue of the last batch " +
-             std::to_string(static_cast<int64_t>(enqueue_us)) + " us";
+             std::to_string(static_cast<int64_t>(us_gather)) + " us";
     c.rows->push_back(o);
   }
-  KVSHARD_ASSIGN_OR_RETURN(int64_t bad, g->BadRows());
-  if (bad != 0) return Internal("prefix gather skipped ", bad, " out-of-range rows");
+  for (auto& g : gathers) {
+    KVSHARD_ASSIGN_OR_RETURN(int64_t bad, g->BadRows());
+    if (bad != 0) return Internal("prefix gather skipped ", bad, " out-of-range rows");
+  }
   return Status::Ok();
 }
 

@@ -142,6 +142,19 @@ StatusOr<std::unique_ptr<RankGroup>> CreateNcclGroup(int n) {
   return std::unique_ptr<RankGroup>(new NcclGroup("nccl", n, ranks, devices, comms));
 }
 
+StatusOr<std::vector<std::unique_ptr<RankGroup>>> CreateNcclPerRankGroups(int n) {
+  int visible = 0;
+  KVSHARD_CUDA_CHECK(cudaGetDeviceCount(&visible));
+  if (n < 1 || n > visible) return Unavailable("nccl group of ", n, " ranks needs ", n, " GPUs, ", visible, " visible");
+  std::vector<ncclComm_t> comms(n);
+  std::vector<int> devices(n);
+  for (int i = 0; i < n; ++i) devices[i] = i;
+  KVSHARD_NCCL_CHECK(ncclCommInitAll(comms.data(), n, devices.data()));
+  std::vector<std::unique_ptr<RankGroup>> out;
+  for (int i = 0; i < n; ++i) out.emplace_back(new NcclGroup("nccl-thread", n, {i}, {i}, {comms[i]}));
+  return out;
+}
+
 StatusOr<NcclId> NewNcclId() {
   ncclUniqueId id;
   KVSHARD_NCCL_CHECK(ncclGetUniqueId(&id));

@@ -39,6 +39,10 @@ class RankGroup {
 // One process, devices 0..n-1 (ncclCommInitAll; collectives issued inside ncclGroupStart/End).
 StatusOr<std::unique_ptr<RankGroup>> CreateNcclGroup(int n);
 
+// n single-rank groups over devices 0..n-1 (comms of one ncclCommInitAll), one per host thread: each thread
+// drives its own GPU as one process per GPU would, with no cross-device group calls.
+StatusOr<std::vector<std::unique_ptr<RankGroup>>> CreateNcclPerRankGroups(int n);
+
 // NCCL's 128-byte unique id, made by rank 0 and shared (e.g. MPI_Bcast) before CreateNcclRankGroup.
 using NcclId = std::array<char, 128>;
 // A fresh unique id (rank 0 calls this).

@@ -11,18 +11,20 @@ namespace kvshard::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxRerangeSharedBytes = 200 * 1024;
+constexpr int kRerangeThreads = 1024;
+constexpr int64_t kRerangeTileRows = 8;  // consecutive output rows per group visit: one binary search, then a walk
+constexpr int64_t kMaxRerangeSharedBytes = 110 * 1024;  // two blocks per SM
 
 int64_t RerangeSharedBytes(int64_t batch, int64_t cp) {
   const int64_t k = batch * 2 * cp;
   return (2 * k + 1 + cp * batch) * static_cast<int64_t>(sizeof(int64_t));
 }
 
-using BlockScan = cub::BlockScan<int64_t, kThreads>;
+using BlockScan = cub::BlockScan<int64_t, kRerangeThreads>;
 
 // In-place exclusive scan of data[0..n) in shared memory by the whole block; returns the total to all threads.
 __device__ int64_t BlockExclusiveScan(int64_t* data, int64_t n, BlockScan::TempStorage& temp) {
-  const int64_t per = (n + kThreads - 1) / kThreads;
+  const int64_t per = (n + kRerangeThreads - 1) / kRerangeThreads;
   const int64_t begin = threadIdx.x * per;
   const int64_t end = begin + per < n ? begin + per : n;
   int64_t sum = 0;
@@ -49,7 +51,7 @@ __device__ __forceinline__ int64_t FindSegment(const int64_t* starts, int64_t n,
 }
 
 template <typename V>
-__global__ void BatchRerangeKernel(V* __restrict__ out, const V* __restrict__ gathered,
+__global__ void __launch_bounds__(kRerangeThreads, 2) BatchRerangeKernel(V* __restrict__ out, const V* __restrict__ gathered,
                                    const int64_t* __restrict__ splits, int64_t batch, int64_t cp, int64_t m,
                                    int64_t total_rows, int64_t vecs, int group, int64_t* bad) {
   extern __shared__ int64_t smem[];
@@ -91,14 +93,28 @@ __global__ void BatchRerangeKernel(V* __restrict__ out, const V* __restrict__ ga
   const int64_t gcount = gridDim.x * per_block;
   const int lane = threadIdx.x % group;
   const int64_t limit = cp * m;
-  for (int64_t i = gid; i < total_rows; i += gcount) {
-    const int64_t k = FindSegment(out_start, k_total, i);
-    const int64_t src = src_start[k] + (i - out_start[k]);
-    if (src >= limit) {
-      if (bad && lane == 0) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
-      continue;
+  const int64_t tiles = (total_rows + kRerangeTileRows - 1) / kRerangeTileRows;
+  for (int64_t tile = gid; tile < tiles; tile += gcount) {
+    const int64_t i0 = tile * kRerangeTileRows;
+    const int64_t i1 = i0 + kRerangeTileRows < total_rows ? i0 + kRerangeTileRows : total_rows;
+    int64_t k = FindSegment(out_start, k_total, i0);
+    for (int64_t i = i0; i < i1; i += 2) {
+      while (out_start[k + 1] <= i) ++k;  // out_start[k_total] == total_rows bounds the walk
+      const int64_t src_a = src_start[k] + (i - out_start[k]);
+      const bool has_b = i + 1 < i1;
+      int64_t kb = k;
+      if (has_b) {
+        while (out_start[kb + 1] <= i + 1) ++kb;
+      }
+      const int64_t src_b = has_b ? src_start[kb] + (i + 1 - out_start[kb]) : src_a;
+      if (src_a >= limit || src_b >= limit) {
+        if (bad && lane == 0) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
+        continue;
+      }
+      CopyTwoRows(out + i * vecs, gathered + src_a * vecs, out + (i + 1) * vecs, gathered + src_b * vecs, has_b, vecs,
+                  lane, group);
+      k = kb;
     }
-    CopyRow(out + i * vecs, gathered + src * vecs, vecs, lane, group);
   }
 }
 
@@ -222,9 +238,15 @@ Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits
       status = Internal("cudaFuncSetAttribute(rerange smem=", smem, "): ", cudaGetErrorString(err));
       return;
     }
-    // Fewer, fuller blocks: each block pays the table prologue once.
-    const int blocks = PersistentBlocks(total_rows, group, kThreads);
-    kernel<<<blocks < 264 ? blocks : 264, kThreads, smem, stream>>>(
+    // A persistent grid of two 1024-thread blocks per SM: each block pays the table prologue once.
+    int dev = 0, sms = 1;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    const int64_t tiles = (total_rows + kRerangeTileRows - 1) / kRerangeTileRows;
+    const int64_t groups_per_block = kRerangeThreads / group;
+    int64_t blocks = (tiles + groups_per_block - 1) / groups_per_block;
+    if (blocks > 2 * sms) blocks = 2 * sms;
+    kernel<<<static_cast<int>(blocks), kRerangeThreads, smem, stream>>>(
         static_cast<V*>(out), static_cast<const V*>(gathered), splits, batch, cp, max_rank_token, total_rows, vecs,
         group, bad);
   });

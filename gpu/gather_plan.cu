@@ -40,6 +40,9 @@ struct PlanArgs {
   int64_t* state;
 };
 
+// Bytes of the four request tables in shared memory, rounded up to 16 (the sort storage follows).
+__host__ __device__ constexpr int64_t TablesBytes(int64_t batch) { return (4 * (batch + 1) * 8 + 15) / 16 * 16; }
+
 __device__ int64_t UpperBoundMinus1(const int64_t* off, int64_t count, int64_t t) {
   int64_t lo = 0, hi = count;  // off[lo] <= t
   while (hi - lo > 1) {
@@ -50,13 +53,25 @@ __device__ int64_t UpperBoundMinus1(const int64_t* off, int64_t count, int64_t t
 }
 
 __global__ void __launch_bounds__(kThreads) GatherPlanKernel(PlanArgs a) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_base[];
+  // Dynamic shared memory: the request tables (binary searches stay on chip), then the sort storage.
+  int64_t* s_page_off = reinterpret_cast<int64_t*>(smem_base);
+  int64_t* s_k_pages = s_page_off + (a.batch + 1);
+  int64_t* s_ref_off = s_k_pages + (a.batch + 1);
+  int64_t* s_chunk_off = s_ref_off + (a.batch + 1);
+  unsigned char* smem_raw = smem_base + TablesBytes(a.batch);
   auto& sort_temp = *reinterpret_cast<typename Sort::TempStorage*>(smem_raw);
   __shared__ typename Scan::TempStorage scan_temp;
   __shared__ int owner_start[1024];
   __shared__ int block_total;
   const int tid = threadIdx.x;
 
+  for (int64_t t = tid; t <= a.batch; t += kThreads) {
+    s_page_off[t] = a.page_off[t];
+    s_k_pages[t] = t < a.batch ? a.k_pages[t] : 0;
+    s_ref_off[t] = a.ref_off[t];
+    s_chunk_off[t] = a.chunk_off[t];
+  }
   // Phase 0: reset what the previous build mapped; pad every send block with the trash page (local page 0).
   const int64_t prev = a.state[kMappedCount];
   for (int64_t t = tid; t < prev; t += kThreads) a.page_pos[a.mapped[t]] = static_cast<int32_t>(a.trash);
@@ -75,11 +90,11 @@ __global__ void __launch_bounds__(kThreads) GatherPlanKernel(PlanArgs a) {
     const int64_t t = int64_t{tid} * kItems + k;
     keys[k] = kNoKey;
     if (t < a.n_refs) {
-      const int64_t i = UpperBoundMinus1(a.ref_off, a.batch, t);
-      const int64_t kk = t - a.ref_off[i];
-      const int64_t page = a.pages[a.page_off[i] + kk];
+      const int64_t i = UpperBoundMinus1(s_ref_off, a.batch, t);
+      const int64_t kk = t - s_ref_off[i];
+      const int64_t page = a.pages[s_page_off[i] + kk];
       const int64_t owner = page % a.n;
-      const int64_t first_owner = a.pages[a.page_off[i]] % a.n;
+      const int64_t first_owner = a.pages[s_page_off[i]] % a.n;
       if (owner != (first_owner + kk) % a.n) atomicMin(reinterpret_cast<long long*>(&a.state[kFirstCyclic]), i);
       keys[k] = static_cast<uint32_t>(owner * a.stride + page / a.n);
     }
@@ -137,8 +152,8 @@ __global__ void __launch_bounds__(kThreads) GatherPlanKernel(PlanArgs a) {
 
   // Phase 4: chunk pages at chunk_base + t in batch order; the earliest reference of a page wins.
   for (int64_t t = tid; t < a.n_chunk; t += kThreads) {
-    const int64_t i = UpperBoundMinus1(a.chunk_off, a.batch, t);
-    const int64_t page = a.pages[a.page_off[i] + a.k_pages[i] + (t - a.chunk_off[i])];
+    const int64_t i = UpperBoundMinus1(s_chunk_off, a.batch, t);
+    const int64_t page = a.pages[s_page_off[i] + s_k_pages[i] + (t - s_chunk_off[i])];
     atomicMin(&a.page_pos[page], static_cast<int32_t>(a.chunk_base + t));
     a.mapped[n_unique + t] = page;
   }
@@ -160,9 +175,13 @@ __global__ void __launch_bounds__(kThreads) GatherPlanKernel(PlanArgs a) {
   }
 }
 
+constexpr int64_t kMaxPlanBatch = 4096;
+
 int64_t SortTempBytes() {
   return std::max<int64_t>(sizeof(typename Sort::TempStorage), kMaxDevicePlanPrefixPages * sizeof(uint32_t));
 }
+
+int64_t SharedBytes(int64_t batch) { return TablesBytes(batch) + SortTempBytes(); }
 
 }  // namespace
 
@@ -175,6 +194,9 @@ Status GatherPlanCanImplement(const ExtendBatch& batch) {
                       kMaxDevicePlanPrefixPages, ")");
   }
   if (batch.shard_size > 1024) return OutOfRange("shard_size: device plan supports at most 1024 ranks");
+  if (static_cast<int64_t>(batch.requests.size()) > kMaxPlanBatch) {
+    return OutOfRange("requests: device plan supports at most ", kMaxPlanBatch, " requests per batch");
+  }
   if (batch.max_prefix_tokens / batch.page_size + batch.chunk_tokens / batch.page_size + 1 > INT32_MAX) {
     return OutOfRange("max_prefix_tokens: scratch pages exceed int32 page_pos");
   }
@@ -193,7 +215,7 @@ StatusOr<std::unique_ptr<DeviceGatherPlanner>> DeviceGatherPlanner::Create(const
   KVSHARD_ASSIGN_OR_RETURN(p->page_pos_, gpu::Upload(fill));
   KVSHARD_ASSIGN_OR_RETURN(p->state_, gpu::Upload(std::vector<int64_t>(kStateWords, 0)));
   KVSHARD_CUDA_CHECK(cudaFuncSetAttribute(GatherPlanKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(SortTempBytes())));
+                                          static_cast<int>(SharedBytes(kMaxPlanBatch))));
   return p;
 }
 
@@ -274,7 +296,7 @@ Status DeviceGatherPlanner::Launch(int64_t send_rank, cudaStream_t stream) {
   a.send_rows = send_rows_.as<int64_t>();
   a.mapped = mapped_.as<int64_t>();
   a.state = state_.as<int64_t>();
-  GatherPlanKernel<<<1, kThreads, SortTempBytes(), stream>>>(a);
+  GatherPlanKernel<<<1, kThreads, SharedBytes(b), stream>>>(a);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }
