@@ -370,6 +370,29 @@ Status BenchPrefixGather(Ctx& c, int64_t bytes) {
              std::to_string(static_cast<int64_t>(us_gather)) + " us";
     c.rows->push_back(o);
   }
+  {
+    // Diagnostic: the same compute stand-in on an extra stream with no dependency on the gather at all, launched
+    // just before a gather-only batch. Shows how much the GPU overlaps the two when nothing orders them.
+    std::vector<cudaStream_t> side(n);
+    for (int i = 0; i < n; ++i) {
+      KVSHARD_CUDA_CHECK(cudaSetDevice(devices[i]));
+      KVSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&side[i], cudaStreamNonBlocking));
+    }
+    KVSHARD_ASSIGN_OR_RETURN(double us_indep, ParallelTimeUs(n, 2, c.opt.iters, [&](int i) -> Status {
+      for (int64_t l = 0; l < shape.layers; ++l) KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns, false, side[i]));
+      return run_layers(i, 0, false);
+    }, devices));
+    BenchRow d;
+    d.op = "prefix_overlap_indep";
+    d.bytes = block_bytes;
+    d.time_us = us_indep / shape.layers;
+    d.limit = "diag";
+    d.wrong = wrong;
+    d.note = "stand-in on an unrelated stream + gather-only batch: " + std::to_string(static_cast<int64_t>(us_indep)) +
+             " us per batch (perfect overlap = max of the two)";
+    c.rows->push_back(d);
+    for (int i = 0; i < n; ++i) cudaStreamDestroy(side[i]);
+  }
   for (auto& g : gathers) {
     KVSHARD_ASSIGN_OR_RETURN(int64_t bad, g->BadRows());
     if (bad != 0) return Internal("prefix gather skipped ", bad, " out-of-range rows");

@@ -2,7 +2,7 @@
 // (block-wide scans over the split table), then each row group locates its segment by binary search.
 #include <cuda_runtime.h>
 
-#include <cub/block/block_scan.cuh>
+#include <algorithm>
 
 #include "gpu/cp_ops.h"
 #include "gpu/row_copy.cuh"
@@ -11,33 +11,11 @@ namespace kvshard::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kRerangeThreads = 1024;
-constexpr int64_t kRerangeTileRows = 8;  // consecutive output rows per group visit: one binary search, then a walk
-constexpr int64_t kMaxRerangeSharedBytes = 110 * 1024;  // two blocks per SM
+constexpr int kRerangeThreads = 256;
+constexpr int64_t kMaxRerangeBatch = 1024;  // each block sums the split rows of the requests before it
 
-int64_t RerangeSharedBytes(int64_t batch, int64_t cp) {
-  const int64_t k = batch * 2 * cp;
-  return (2 * k + 1 + cp * batch) * static_cast<int64_t>(sizeof(int64_t));
-}
-
-using BlockScan = cub::BlockScan<int64_t, kRerangeThreads>;
-
-// In-place exclusive scan of data[0..n) in shared memory by the whole block; returns the total to all threads.
-__device__ int64_t BlockExclusiveScan(int64_t* data, int64_t n, BlockScan::TempStorage& temp) {
-  const int64_t per = (n + kRerangeThreads - 1) / kRerangeThreads;
-  const int64_t begin = threadIdx.x * per;
-  const int64_t end = begin + per < n ? begin + per : n;
-  int64_t sum = 0;
-  for (int64_t i = begin; i < end; ++i) sum += data[i];
-  int64_t prefix, total;
-  BlockScan(temp).ExclusiveSum(sum, prefix, total);
-  for (int64_t i = begin; i < end; ++i) {
-    const int64_t v = data[i];
-    data[i] = prefix;
-    prefix += v;
-  }
-  __syncthreads();
-  return total;
+int64_t RerangeSharedBytes(int64_t /*batch*/, int64_t cp) {
+  return (cp + 1 + 2 * cp + 1 + 2 * cp) * static_cast<int64_t>(sizeof(int64_t));
 }
 
 // Index of the last k in [0, n) with starts[k] <= i (starts ascending, starts[0] = 0 <= i).
@@ -50,71 +28,86 @@ __device__ __forceinline__ int64_t FindSegment(const int64_t* starts, int64_t n,
   return lo;
 }
 
+// Copies `n` contiguous vectors with the whole block, four loads in flight per thread before the stores.
 template <typename V>
-__global__ void __launch_bounds__(kRerangeThreads, 2) BatchRerangeKernel(V* __restrict__ out, const V* __restrict__ gathered,
-                                   const int64_t* __restrict__ splits, int64_t batch, int64_t cp, int64_t m,
-                                   int64_t total_rows, int64_t vecs, int group, int64_t* bad) {
-  extern __shared__ int64_t smem[];
-  __shared__ BlockScan::TempStorage scan_temp;
-  const int64_t segs = 2 * cp;
-  const int64_t k_total = batch * segs;
-  int64_t* out_start = smem;                 // k_total + 1
-  int64_t* src_start = smem + k_total + 1;   // k_total
-  int64_t* rank_req = src_start + k_total;   // cp * batch: per (rank, request) rows, then exclusive prefix
-  for (int64_t t = threadIdx.x; t < k_total; t += blockDim.x) out_start[t] = splits[t];
-  for (int64_t t = threadIdx.x; t < cp * batch; t += blockDim.x) {
-    const int64_t r = t / batch, q = t % batch;
-    rank_req[t] = splits[q * segs + r] + splits[q * segs + segs - 1 - r];
-  }
-  __syncthreads();
-  const int64_t total = BlockExclusiveScan(out_start, k_total, scan_temp);
-  if (threadIdx.x == 0) out_start[k_total] = total;
-  BlockExclusiveScan(rank_req, cp * batch, scan_temp);
-  for (int64_t t = threadIdx.x; t < k_total; t += blockDim.x) {
-    const int64_t q = t / segs, s = t % segs;
-    const int64_t r = s < cp ? s : segs - 1 - s;
-    src_start[t] = r * m + (rank_req[r * batch + q] - rank_req[r * batch]) + (s < cp ? 0 : splits[q * segs + r]);
-  }
-  __syncthreads();
-  if (blockIdx.x == 0 && threadIdx.x < cp) {
-    // SGLang's rank_payload_exceeds_max: a rank's valid rows must fit its max_rank_token block.
-    const int64_t r = threadIdx.x;
-    const int64_t last = batch - 1;
-    const int64_t rows = rank_req[r * batch + last] - rank_req[r * batch] + splits[last * segs + r] +
-                         splits[last * segs + segs - 1 - r];
-    if (rows > m && bad) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
-  }
-  if (total != total_rows) {
-    if (blockIdx.x == 0 && threadIdx.x == 0 && bad) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
-    return;
-  }
-  const int64_t per_block = blockDim.x / group;
-  const int64_t gid = blockIdx.x * per_block + threadIdx.x / group;
-  const int64_t gcount = gridDim.x * per_block;
-  const int lane = threadIdx.x % group;
-  const int64_t limit = cp * m;
-  const int64_t tiles = (total_rows + kRerangeTileRows - 1) / kRerangeTileRows;
-  for (int64_t tile = gid; tile < tiles; tile += gcount) {
-    const int64_t i0 = tile * kRerangeTileRows;
-    const int64_t i1 = i0 + kRerangeTileRows < total_rows ? i0 + kRerangeTileRows : total_rows;
-    int64_t k = FindSegment(out_start, k_total, i0);
-    for (int64_t i = i0; i < i1; i += 2) {
-      while (out_start[k + 1] <= i) ++k;  // out_start[k_total] == total_rows bounds the walk
-      const int64_t src_a = src_start[k] + (i - out_start[k]);
-      const bool has_b = i + 1 < i1;
-      int64_t kb = k;
-      if (has_b) {
-        while (out_start[kb + 1] <= i + 1) ++kb;
-      }
-      const int64_t src_b = has_b ? src_start[kb] + (i + 1 - out_start[kb]) : src_a;
-      if (src_a >= limit || src_b >= limit) {
-        if (bad && lane == 0) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
-        continue;
-      }
-      CopyTwoRows(out + i * vecs, gathered + src_a * vecs, out + (i + 1) * vecs, gathered + src_b * vecs, has_b, vecs,
-                  lane, group);
-      k = kb;
+__device__ __forceinline__ void BlockCopySpan(V* __restrict__ dst, const V* __restrict__ src, int64_t n) {
+  const int64_t bd = blockDim.x;
+  for (int64_t base = threadIdx.x; base < n; base += 4 * bd) {
+    V r[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if (base + k * bd < n) r[k] = src[base + k * bd];
     }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if (base + k * bd < n) dst[base + k * bd] = r[k];
+    }
+  }
+}
+
+// One block per (request q, chunk c of `chunks`). The block first sums the split table over requests q' < q
+// (warp shuffles, then shared-memory atomics) to get q's output offset and, for every rank r, where q's rows
+// start inside rank r's block; then every segment of q is a contiguous run in both buffers, so the block
+// copies its chunk's part of each segment as flat spans (no per-row lookup).
+template <typename V>
+__global__ void __launch_bounds__(kRerangeThreads) BatchRerangeKernel(V* __restrict__ out,
+                                                                     const V* __restrict__ gathered,
+                                                                     const int64_t* __restrict__ splits,
+                                                                     int64_t batch, int64_t cp, int64_t m,
+                                                                     int64_t total_rows, int64_t vecs, int chunks,
+                                                                     int64_t* bad) {
+  extern __shared__ int64_t sm[];
+  const int64_t segs = 2 * cp;
+  int64_t* acc = sm;                  // [cp]: rows of ranks r before request q; [cp]: output rows before q
+  int64_t* seg_rel = sm + cp + 1;     // [segs + 1]: request-local segment starts
+  int64_t* seg_src = seg_rel + segs + 1;  // [segs]: gathered row of each segment's first row
+  const int64_t q = blockIdx.x / chunks;
+  const int64_t c = blockIdx.x % chunks;
+  const int lane = threadIdx.x % 32;
+  for (int64_t t = threadIdx.x; t <= cp; t += blockDim.x) acc[t] = 0;
+  __syncthreads();
+  for (int64_t r = 0; r <= cp; ++r) {
+    int64_t v = 0;
+    for (int64_t qq = threadIdx.x; qq < q; qq += blockDim.x) {
+      const int64_t* row = splits + qq * segs;
+      if (r < cp) {
+        v += row[r] + row[segs - 1 - r];
+      } else {
+        for (int64_t k = 0; k < segs; ++k) v += row[k];
+      }
+    }
+    for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
+    if (lane == 0 && v != 0) atomicAdd(reinterpret_cast<unsigned long long*>(&acc[r]), static_cast<unsigned long long>(v));
+  }
+  __syncthreads();
+  const int64_t* mine = splits + q * segs;
+  if (threadIdx.x == 0) {
+    seg_rel[0] = 0;
+    for (int64_t k = 0; k < segs; ++k) {
+      seg_rel[k + 1] = seg_rel[k] + mine[k];
+      const int64_t r = k < cp ? k : segs - 1 - k;
+      seg_src[k] = r * m + acc[r] + (k < cp ? 0 : mine[r]);
+    }
+    if (c == 0 && q == batch - 1) {
+      // SGLang's rank_payload_exceeds_max and the output size: checked once, by the last request's block.
+      for (int64_t r = 0; r < cp; ++r) {
+        if (acc[r] + mine[r] + mine[segs - 1 - r] > m && bad) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
+      }
+      if (acc[cp] + seg_rel[segs] != total_rows && bad) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
+    }
+  }
+  __syncthreads();
+  const int64_t rows = seg_rel[segs];
+  const int64_t lo = rows * c / chunks, hi = rows * (c + 1) / chunks;
+  const int64_t out_base = acc[cp];
+  if (out_base + rows > total_rows) return;  // inconsistent table (counted above); never write out of bounds
+  for (int64_t k = 0; k < segs; ++k) {
+    const int64_t a = seg_rel[k] > lo ? seg_rel[k] : lo;
+    const int64_t b = seg_rel[k + 1] < hi ? seg_rel[k + 1] : hi;
+    if (a >= b) continue;
+    const int64_t src = seg_src[k] + (a - seg_rel[k]);
+    if (src + (b - a) > cp * m) continue;  // rank payload past its block (counted above)
+    BlockCopySpan(out + (out_base + a) * vecs, gathered + src * vecs, (b - a) * vecs);
   }
 }
 
@@ -213,9 +206,8 @@ Status BatchRerangeCanImplement(int64_t batch, int64_t cp, int64_t max_rank_toke
   if (cp < 1 || cp > 1024) return InvalidArgument("cp_size: must be in [1, 1024], got ", cp);
   if (max_rank_token < 0) return InvalidArgument("max_rank_token: must be >= 0, got ", max_rank_token);
   KVSHARD_RETURN_IF_ERROR(SizeCheck(0, row_bytes));
-  if (RerangeSharedBytes(batch, cp) > kMaxRerangeSharedBytes) {
-    return OutOfRange("batch: ", batch, " requests x ", 2 * cp, " segments exceed the single-launch rerange's ",
-                      kMaxRerangeSharedBytes, "-byte shared-memory split table");
+  if (batch > kMaxRerangeBatch) {
+    return OutOfRange("batch: ", batch, " requests exceed the single-launch rerange's limit of ", kMaxRerangeBatch);
   }
   return Status::Ok();
 }
@@ -227,30 +219,18 @@ Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits
   KVSHARD_RETURN_IF_ERROR(SizeCheck(total_rows, row_bytes));
   if (total_rows == 0) return Status::Ok();
   const int64_t smem = RerangeSharedBytes(batch, cp);
-  Status status;
+  int dev = 0, sms = 1;
+  KVSHARD_CUDA_CHECK(cudaGetDevice(&dev));
+  KVSHARD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  // Enough blocks for several waves: each request is cut into `chunks` pieces of its rows.
+  int64_t chunks = (8 * int64_t{sms} + batch - 1) / batch;
+  chunks = std::max<int64_t>(1, std::min<int64_t>(chunks, std::max<int64_t>(1, total_rows / (batch * 16))));
   DispatchVector(RowVectorBytes(row_bytes, out, gathered), [&]<int kB>() {
     using V = typename VecOf<kB>::T;
-    const int64_t vecs = row_bytes / kB;
-    const int group = GroupSizeFor(vecs);
-    auto kernel = BatchRerangeKernel<V>;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (err != cudaSuccess) {
-      status = Internal("cudaFuncSetAttribute(rerange smem=", smem, "): ", cudaGetErrorString(err));
-      return;
-    }
-    // A persistent grid of two 1024-thread blocks per SM: each block pays the table prologue once.
-    int dev = 0, sms = 1;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    const int64_t tiles = (total_rows + kRerangeTileRows - 1) / kRerangeTileRows;
-    const int64_t groups_per_block = kRerangeThreads / group;
-    int64_t blocks = (tiles + groups_per_block - 1) / groups_per_block;
-    if (blocks > 2 * sms) blocks = 2 * sms;
-    kernel<<<static_cast<int>(blocks), kRerangeThreads, smem, stream>>>(
-        static_cast<V*>(out), static_cast<const V*>(gathered), splits, batch, cp, max_rank_token, total_rows, vecs,
-        group, bad);
+    BatchRerangeKernel<V><<<static_cast<int>(batch * chunks), kRerangeThreads, smem, stream>>>(
+        static_cast<V*>(out), static_cast<const V*>(gathered), splits, batch, cp, max_rank_token, total_rows,
+        row_bytes / kB, static_cast<int>(chunks), bad);
   });
-  KVSHARD_RETURN_IF_ERROR(status);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }

@@ -11,14 +11,15 @@
 
 namespace kvshard::gpu {
 
-// Checks that a batch of `batch` requests at cp size `cp` fits the single-launch rerange (tables in shared
-// memory) and that sizes are sane.
+// Checks that a batch of `batch` requests (at most 1024) at cp size `cp` fits the single-launch rerange and that
+// sizes are sane.
 Status BatchRerangeCanImplement(int64_t batch, int64_t cp, int64_t max_rank_token, int64_t row_bytes);
 
 // BatchRerangeKernel, one launch: `gathered` is the rank-major all-gather buffer (cp blocks of max_rank_token
 // rows; rank r's block holds, per request, its valid segment r then 2cp-1-r); `splits` is the device array of
 // the requests' valid split lists (batch x 2cp, request-major). out[i] = gathered[src(i)] in request order,
-// total_rows = sum(splits). Source offsets are derived in-kernel from the split table (no host-built index).
+// total_rows = sum(splits). Offsets are derived in-kernel from the split table (no host-built index): one block
+// per (request, chunk) sums the rows of the requests before it, then copies each segment as contiguous spans.
 Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits, int64_t batch, int64_t cp,
                           int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, int64_t* bad,
                           cudaStream_t stream);

@@ -170,6 +170,7 @@ TEST(GpuCpOps, RoundRobinSplitAndRestoreMatchReference) {
 TEST(GpuCpOps, RerangeCanImplementBoundsTheSplitTable) {
   EXPECT_TRUE(gpu::BatchRerangeCanImplement(256, 8, 1 << 20, 1152).ok());
   EXPECT_EQ(gpu::BatchRerangeCanImplement(4096, 8, 1 << 20, 1152).code(), StatusCode::kOutOfRange);
+  EXPECT_TRUE(gpu::BatchRerangeCanImplement(1024, 8, 1 << 20, 1152).ok());
   EXPECT_FALSE(gpu::BatchRerangeCanImplement(0, 8, 1, 8).ok());
   EXPECT_FALSE(gpu::BatchRerangeCanImplement(1, 0, 1, 8).ok());
 }
