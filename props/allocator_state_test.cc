@@ -13,7 +13,9 @@
 #include <rapidcheck/gtest.h>
 #include <rapidcheck/state.h>
 
+#include "core/trace_json.h"
 #include "cpu_ref/allocator.h"
+#include "props/rounds.h"
 
 namespace kvshard::props {
 namespace {
@@ -312,10 +314,70 @@ void CheckAllocatorAgainstModel() {
   rc::state::check(m, a, rc::state::gen::execOneOfWithArgs<Alloc, Alloc, Free, FreeGroup, Defer>());
 }
 
-RC_GTEST_PROP(AllocatorStateProps, MatchesNaiveModelAndKeepsInvariants, ()) { CheckAllocatorAgainstModel(); }
+// 4 rounds x RC_PARAMS max_success command sequences.
+TEST(AllocatorStateProps, MatchesNaiveModelAndKeepsInvariants) {
+  CheckRounds("AllocatorStateProps.MatchesNaiveModelAndKeepsInvariants", 4, CheckAllocatorAgainstModel);
+}
 
-// The same stateful property with a second independent batch of cases (RC_PARAMS sets cases per check).
-RC_GTEST_PROP(AllocatorStateProps, MatchesNaiveModelAndKeepsInvariantsAgain, ()) { CheckAllocatorAgainstModel(); }
+// Scripts survive the JSON round trip, and RunAllocScript's per-op results equal the naive model's.
+RC_GTEST_PROP(AllocatorProps, ScriptJsonRoundTripAndResultsMatchModel, ()) {
+  AllocScript s;
+  s.shard_size = *rc::gen::inRange<int64_t>(1, 9);
+  s.page_size = *rc::gen::element<int64_t>(1, 2, 16);
+  s.pages_per_rank = *rc::gen::inRange<int64_t>(0, 9);
+  s.need_sort = *rc::gen::arbitrary<bool>();
+  Model m;
+  m.n = s.shard_size;
+  m.ps = s.page_size;
+  m.ppr = s.pages_per_rank;
+  m.need_sort = s.need_sort;
+  m.free.resize(m.n);
+  m.release.resize(m.n);
+  for (int64_t c = 0; c < m.n; ++c) {
+    for (int64_t i = 1; i <= m.ppr; ++i) m.free[c].push_back(i * m.n + c);
+  }
+  std::vector<AllocOpResult> want;
+  const int64_t ops = *rc::gen::inRange<int64_t>(0, 8);
+  for (int64_t k = 0; k < ops; ++k) {
+    AllocOp op;
+    if (m.chains.empty() || *rc::gen::arbitrary<bool>()) {
+      const Alloc cmd(m);
+      op.alloc = cmd.batch;
+      Model probe = m;
+      AllocOpResult r;
+      r.ok = probe.Alloc(op.alloc, &r.pages, &r.rotation_bases);
+      if (!r.ok) r.pages.clear(), r.rotation_bases.clear();
+      cmd.apply(m);
+      want.push_back(r);
+    } else {
+      op.kind = *rc::gen::arbitrary<bool>() ? AllocOpKind::kFree : AllocOpKind::kFreeGroup;
+      const Chain c = m.chains.back();
+      m.chains.pop_back();
+      const V locs = ChainSlots(c, 0, c.len, m.ps);
+      if (op.kind == AllocOpKind::kFree) {
+        op.locs = locs;
+      } else {
+        op.frees = {V(locs.begin(), locs.begin() + locs.size() / 2), V(locs.begin() + locs.size() / 2, locs.end())};
+      }
+      m.Free(locs);
+      AllocOpResult r;
+      r.kind = op.kind;
+      want.push_back(r);
+    }
+    AllocOpResult& r = want.back();
+    r.class_free_page_counts = m.Counts();
+    r.available_size = m.n * m.ps * *std::min_element(r.class_free_page_counts.begin(), r.class_free_page_counts.end());
+    r.aggregate_free_size = m.ps * std::accumulate(r.class_free_page_counts.begin(), r.class_free_page_counts.end(),
+                                                   int64_t{0});
+    s.ops.push_back(op);
+  }
+  RC_LOG() << "script: " << AllocScriptToJson(s).dump() << "\n";
+  const AllocScript back = AllocScriptFromJson(AllocScriptToJson(s)).value();
+  RC_ASSERT(back == s);
+  auto got = ref::RunAllocScript(back);
+  RC_ASSERT(got.ok());
+  RC_ASSERT(*got == want);
+}
 
 }  // namespace
 }  // namespace kvshard::props
