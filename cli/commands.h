@@ -9,6 +9,10 @@ namespace kvshard::cli {
 
 // Each returns the process exit status (0 ok, 1 mismatch, 2 bad input, 3 GPU/environment failure).
 int RunPlace(const std::vector<std::string>& args);
+// kvshard alloc --script FILE [--json]: replays an allocator script (spec §2).
+int RunAlloc(const std::vector<std::string>& args);
+// kvshard gather-plan --batch FILE [--translate ...] [--json]: the batch's gather plan (spec §3).
+int RunGatherPlan(const std::vector<std::string>& args);
 
 }  // namespace kvshard::cli
 

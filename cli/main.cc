@@ -18,6 +18,8 @@ struct Command {
 
 const Command kCommands[] = {
     {"place", "map token slots to (owner rank, local row) under page-interleaved sharding", RunPlace},
+    {"alloc", "replay an allocator script through the rotated owner-classed allocator", RunAlloc},
+    {"gather-plan", "build a batch's owner-major gather plan and translate slots to scratch rows", RunGatherPlan},
 };
 
 void PrintUsage(std::ostream& os) {
