@@ -5,6 +5,7 @@
 #define KVSHARD_PROPS_STREAM_DRIVER_H_
 
 #include <cstdint>
+#include <ostream>
 #include <vector>
 
 #include "core/status.h"
@@ -32,6 +33,14 @@ struct StreamRequest {
   int64_t doc = 0;
   int64_t len = 1;
 };
+
+// RapidCheck printers (found by ADL) for readable counterexamples.
+inline void showValue(const StreamRequest& r, std::ostream& os) { os << "(doc " << r.doc << ", len " << r.len << ")"; }
+inline void showValue(const StreamConfig& c, std::ostream& os) {
+  os << "N=" << c.shard_size << " ps=" << c.page_size << " pages_per_rank=" << c.pages_per_rank
+     << " layers=" << c.num_layers << " row_words=" << c.row_words << " max_batch=" << c.max_batch
+     << " max_len=" << c.max_len << " need_sort=" << c.need_sort << " docs=" << c.shared.size();
+}
 
 // Counters of what a stream exercised.
 struct StreamStats {

@@ -41,7 +41,7 @@ std::vector<StreamRequest> DrawStep(const StreamConfig& c) {
   return step;
 }
 
-// Draws at full size: RapidCheck scales ranges with a size that starts at 0, which would make most streams
+// Draws at full size (f is re-run while shrinking, so it must capture by value): RapidCheck scales ranges with a size that starts at 0, which would make most streams
 // trivial; the edges (N = 1, ps = 1, one request, one step) are still drawn by the full-range choices.
 template <typename F>
 auto Full(F f) {
@@ -49,14 +49,14 @@ auto Full(F f) {
 }
 
 void RunStream(int64_t max_docs, int64_t max_steps) {
-  const StreamConfig c = Full([&] { return DrawStreamConfig(max_docs); });
+  const StreamConfig c = Full([max_docs] { return DrawStreamConfig(max_docs); });
   RC_LOG() << "stream: N=" << c.shard_size << " ps=" << c.page_size << " pages_per_rank=" << c.pages_per_rank
            << " layers=" << c.num_layers << " need_sort=" << c.need_sort << " shared=" << rc::toString(c.shared)
            << "\n";
   StreamDriver driver(c);
-  const int64_t steps = Full([&] { return *rc::gen::inRange<int64_t>(1, max_steps + 1); });
+  const int64_t steps = Full([max_steps] { return *rc::gen::inRange<int64_t>(1, max_steps + 1); });
   for (int64_t s = 0; s < steps; ++s) {
-    const std::vector<StreamRequest> step = Full([&] { return DrawStep(c); });
+    const std::vector<StreamRequest> step = Full([c] { return DrawStep(c); });
     RC_LOG() << "step " << s << ":";
     for (const StreamRequest& r : step) RC_LOG() << " (doc " << r.doc << ", len " << r.len << ")";
     RC_LOG() << "\n";
