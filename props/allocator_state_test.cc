@@ -137,6 +137,16 @@ using Command = rc::state::Command<Model, PageInterleaveAllocator>;
 struct Alloc : Command {
   AllocBatch batch;
   std::vector<int64_t> chain_of;  // -1 = new chain
+  // Shrinking replays commands on other states: an extension needs its chain unchanged.
+  void checkPreconditions(const Model& m) const override {
+    for (size_t i = 0; i < chain_of.size(); ++i) {
+      if (chain_of[i] < 0) continue;
+      RC_PRE(chain_of[i] < static_cast<int64_t>(m.chains.size()));
+      const Chain& c = m.chains[chain_of[i]];
+      RC_PRE(c.len == batch.prefix_lens[i] && c.base == batch.rotation_bases[i]);
+      RC_PRE(batch.last_locs[i] == (c.len ? c.pages.back() * m.ps + m.ps - 1 : 0));
+    }
+  }
   explicit Alloc(const Model& m) {
     const int64_t reqs = *rc::gen::inRange<int64_t>(1, 5);
     std::vector<int64_t> aligned;
@@ -216,11 +226,16 @@ struct Free : Command {
   size_t chain = 0;
   bool tail = false;
   V locs;
+  V pages;  // the chain's pages when generated
+  void checkPreconditions(const Model& m) const override {
+    RC_PRE(chain < m.chains.size() && m.chains[chain].pages == pages);
+  }
   explicit Free(const Model& m) {
     RC_PRE(!m.chains.empty());
     chain = *rc::gen::inRange<size_t>(0, m.chains.size());
     tail = *rc::gen::arbitrary<bool>();
     const Chain& c = m.chains[chain];
+    pages = c.pages;
     const int64_t from = tail ? ((c.len - 1) / m.ps) * m.ps : 0;
     locs = ChainSlots(c, from, c.len, m.ps);
     if (!locs.empty()) locs.push_back(locs[*rc::gen::inRange<size_t>(0, locs.size())]);
@@ -248,11 +263,18 @@ struct Free : Command {
 struct FreeGroup : Command {
   std::vector<size_t> chains;
   std::vector<V> frees;
+  std::vector<V> pages;  // the chains' pages when generated
+  void checkPreconditions(const Model& m) const override {
+    for (size_t i = 0; i < chains.size(); ++i) RC_PRE(chains[i] < m.chains.size() && m.chains[chains[i]].pages == pages[i]);
+  }
   explicit FreeGroup(const Model& m) {
     RC_PRE(!m.chains.empty());
     const size_t k = *rc::gen::inRange<size_t>(1, std::min<size_t>(3, m.chains.size()) + 1);
     for (size_t i = 0; i < k; ++i) chains.push_back(m.chains.size() - 1 - i);
-    for (size_t c : chains) frees.push_back(ChainSlots(m.chains[c], 0, m.chains[c].len, m.ps));
+    for (size_t c : chains) {
+      frees.push_back(ChainSlots(m.chains[c], 0, m.chains[c].len, m.ps));
+      pages.push_back(m.chains[c].pages);
+    }
   }
   void apply(Model& m) const override {
     V all;
@@ -274,6 +296,12 @@ struct FreeGroup : Command {
 // A batch whose last request cannot fit: the whole batch defers and nothing changes.
 struct Defer : Command {
   AllocBatch batch;
+  // The last request must still exceed the fullest class (every class needs most + 1 pages).
+  void checkPreconditions(const Model& m) const override {
+    const V counts = m.Counts();
+    const int64_t most = *std::max_element(counts.begin(), counts.end());
+    RC_PRE((batch.seq_lens.back() + m.ps - 1) / m.ps >= m.n * (most + 1));
+  }
   explicit Defer(const Model& m) {
     const V counts = m.Counts();
     const int64_t most = *std::max_element(counts.begin(), counts.end());
