@@ -228,7 +228,8 @@ struct Free : Command {
   V locs;
   V pages;  // the chain's pages when generated
   void checkPreconditions(const Model& m) const override {
-    RC_PRE(chain < m.chains.size() && m.chains[chain].pages == pages);
+    RC_PRE(chain < m.chains.size());  // separate: RC_PRE's expression capture does not short-circuit &&
+    RC_PRE(m.chains[chain].pages == pages);
   }
   explicit Free(const Model& m) {
     RC_PRE(!m.chains.empty());
@@ -265,7 +266,10 @@ struct FreeGroup : Command {
   std::vector<V> frees;
   std::vector<V> pages;  // the chains' pages when generated
   void checkPreconditions(const Model& m) const override {
-    for (size_t i = 0; i < chains.size(); ++i) RC_PRE(chains[i] < m.chains.size() && m.chains[chains[i]].pages == pages[i]);
+    for (size_t i = 0; i < chains.size(); ++i) {
+      RC_PRE(chains[i] < m.chains.size());
+      RC_PRE(m.chains[chains[i]].pages == pages[i]);
+    }
   }
   explicit FreeGroup(const Model& m) {
     RC_PRE(!m.chains.empty());
