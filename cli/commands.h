@@ -14,6 +14,10 @@ int RunBench(const std::vector<std::string>& args);
 int RunSplit(const std::vector<std::string>& args);
 // kvshard rerange: source rows of the CP batch rerange after the padded all-gather.
 int RunRerange(const std::vector<std::string>& args);
+// kvshard alloc --script FILE [--json]: replays an allocator script (spec §2).
+int RunAlloc(const std::vector<std::string>& args);
+// kvshard gather-plan --batch FILE [--translate ...] [--json]: the batch's gather plan (spec §3).
+int RunGatherPlan(const std::vector<std::string>& args);
 
 }  // namespace kvshard::cli
 

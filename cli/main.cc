@@ -21,6 +21,8 @@ const Command kCommands[] = {
     {"bench", "GPU benchmarks with correctness checks, against limits measured in the same run", RunBench},
     {"split", "CP split plans: in-seq zigzag batch plan, round-robin q lengths, token-balanced split", RunSplit},
     {"rerange", "where each row of the CP batch rerange comes from in the padded all-gather", RunRerange},
+    {"alloc", "replay an allocator script through the rotated owner-classed allocator", RunAlloc},
+    {"gather-plan", "build a batch's owner-major gather plan and translate slots to scratch rows", RunGatherPlan},
 };
 
 void PrintUsage(std::ostream& os) {

@@ -36,10 +36,18 @@ Status ValidateExtendBatch(const ExtendBatch& b) {
       return InvalidArgument("requests[", i, "].pages: must list ceil(seq_len/page_size) = ", want,
                              " pages, got ", r.pages.size());
     }
-    for (size_t j = 0; j < r.pages.size(); ++j) {
-      if (r.pages[j] < lo || r.pages[j] >= hi) {
-        return InvalidArgument("requests[", i, "].pages[", j, "]: page ", r.pages[j],
-                               " out of pool range [", lo, ", ", hi, ") (pages < shard_size are reserved)");
+    // Branch-free min/max first (vectorizes); locate the offending page only on failure.
+    int64_t min_page = hi, max_page = lo;
+    for (int64_t p : r.pages) {
+      min_page = p < min_page ? p : min_page;
+      max_page = p > max_page ? p : max_page;
+    }
+    if (min_page < lo || max_page >= hi) {
+      for (size_t j = 0; j < r.pages.size(); ++j) {
+        if (r.pages[j] < lo || r.pages[j] >= hi) {
+          return InvalidArgument("requests[", i, "].pages[", j, "]: page ", r.pages[j], " out of pool range [", lo,
+                                 ", ", hi, ") (pages < shard_size are reserved)");
+        }
       }
     }
   }

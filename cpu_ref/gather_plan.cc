@@ -3,6 +3,7 @@
 // so the owner-major slot of a page is owner * block_pages + (pages of that owner seen so far): no sort.
 #include "cpu_ref/gather_plan.h"
 
+#include <cstring>
 #include <string>
 
 #include "core/spec.h"
@@ -13,16 +14,20 @@ namespace {
 // Division and remainder by a runtime divisor via multiplication (Lemire), for numerators < 2^32.
 class FastDivMod {
  public:
-  explicit FastDivMod(uint64_t d) : d_(d), m_(d == 1 ? 0 : UINT64_MAX / d + 1) {}
+  explicit FastDivMod(uint64_t d)
+      : d_(d), m_(d == 1 ? 0 : UINT64_MAX / d + 1), shift_((d & (d - 1)) == 0 ? __builtin_ctzll(d) : -1) {}
   uint64_t Div(uint64_t n) const {
-    return d_ == 1 ? n : static_cast<uint64_t>((static_cast<unsigned __int128>(m_) * n) >> 64);
+    if (shift_ >= 0) return n >> shift_;
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(m_) * n) >> 64);
   }
   uint64_t Mod(uint64_t n) const {
+    if (shift_ >= 0) return n & (d_ - 1);
     return static_cast<uint64_t>((static_cast<unsigned __int128>(m_ * n) * d_) >> 64);
   }
 
  private:
   uint64_t d_, m_;
+  int shift_;  // log2(d) when d is a power of two, else -1
 };
 
 std::string PyList(const std::vector<int64_t>& pages, int64_t count, const FastDivMod& n) {
@@ -52,8 +57,12 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
   uint64_t* pbits = prefix_bits_.data();
   uint64_t* cbits = chunk_bits_.data();
 
-  // Pass 1, per request: alignment, cyclic prefix owners, dedup of prefix pages, block bound.
-  int64_t block_pages = 0, n_prefix = 0, n_chunk = 0;
+  // Pass 1, per request: alignment, cyclic prefix owners, dedup of prefix pages, block bound. A prefix that
+  // is the head of the previous request's (shared cached prompt) is already checked and marked.
+  const bool pow2 = (n & (n - 1)) == 0;
+  int64_t block_pages = 0, n_chunk = 0;
+  const int64_t* prev = nullptr;
+  int64_t prev_k = 0;
   for (size_t i = 0; i < batch.requests.size(); ++i) {
     const ExtendRequest& r = batch.requests[i];
     if (r.prefix_len % ps != 0) {
@@ -64,27 +73,48 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
     }
     const int64_t k_pages = r.prefix_len / ps;
     const int64_t* pages = r.pages.data();
-    if (k_pages > 0) {
+    n_chunk += static_cast<int64_t>(r.pages.size()) - k_pages;
+    if (k_pages == 0) continue;
+    block_pages += (k_pages + n - 1) / n;
+    if (k_pages <= prev_k && std::memcmp(pages, prev, k_pages * sizeof(int64_t)) == 0) continue;
+    // Cyclic: page[k] - k is congruent to page[0] modulo N for every k.
+    bool cyclic = true;
+    if (pow2) {
+      const uint64_t mask = n - 1, want = pages[0] & mask;
+      for (int64_t k = 0; k < k_pages; ++k) cyclic &= ((pages[k] - k) & mask) == want;
+    } else {
       uint64_t want = by_n.Mod(pages[0]);
       for (int64_t k = 0; k < k_pages; ++k) {
-        if (by_n.Mod(pages[k]) != want) {
-          ClearBits();
-          return InvalidArgument("requests[", i, "].pages: sharded prefix owners of request ", i,
-                                 " are not cyclic — rotation base out of sync (owners[:16]=",
-                                 PyList(r.pages, k_pages, by_n), ")");
-        }
+        cyclic &= by_n.Mod(pages[k]) == want;
         want = (want + 1 == static_cast<uint64_t>(n)) ? 0 : want + 1;
-        const uint64_t bit = uint64_t{1} << (pages[k] & 63);
-        uint64_t& word = pbits[pages[k] >> 6];
-        n_prefix += (word & bit) == 0;
-        word |= bit;
       }
-      block_pages += (k_pages + n - 1) / n;
     }
-    n_chunk += static_cast<int64_t>(r.pages.size()) - k_pages;
+    if (!cyclic) {
+      ClearBits();
+      return InvalidArgument("requests[", i, "].pages: sharded prefix owners of request ", i,
+                             " are not cyclic — rotation base out of sync (owners[:16]=",
+                             PyList(r.pages, k_pages, by_n), ")");
+    }
+    // Mark the pages, accumulating bits of the same word in a register (runs are mostly ascending).
+    int64_t word_index = pages[0] >> 6;
+    uint64_t acc = 0;
+    for (int64_t k = 0; k < k_pages; ++k) {
+      const int64_t w = pages[k] >> 6;
+      if (w != word_index) {
+        pbits[word_index] |= acc;
+        word_index = w;
+        acc = 0;
+      }
+      acc |= uint64_t{1} << (pages[k] & 63);
+    }
+    pbits[word_index] |= acc;
+    prev = pages;
+    prev_k = k_pages;
   }
   const int64_t n_prefix_slots = n * block_pages;
   if (n_prefix_slots * ps > batch.max_prefix_tokens) {
+    int64_t n_prefix = 0;
+    for (size_t w = 0; w < words; ++w) n_prefix += __builtin_popcountll(pbits[w]);
     ClearBits();
     return OutOfRange("max_prefix_tokens: prefix (", n_prefix, " pages, padded gather span ", n_prefix_slots * ps,
                       " tokens) exceeds the scratch prefix capacity (", batch.max_prefix_tokens,
@@ -114,6 +144,9 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
       chunk_pos_[page] = next_chunk++;
     }
   }
+
+  int64_t n_prefix = 0;
+  for (size_t w = 0; w < words; ++w) n_prefix += __builtin_popcountll(pbits[w]);
 
   // Pass 3: one ascending scan emits page_pos and fills each owner's send block in local-page order.
   plan->shard_size = n;

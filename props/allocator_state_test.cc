@@ -13,7 +13,9 @@
 #include <rapidcheck/gtest.h>
 #include <rapidcheck/state.h>
 
+#include "core/trace_json.h"
 #include "cpu_ref/allocator.h"
+#include "props/rounds.h"
 
 namespace kvshard::props {
 namespace {
@@ -135,6 +137,16 @@ using Command = rc::state::Command<Model, PageInterleaveAllocator>;
 struct Alloc : Command {
   AllocBatch batch;
   std::vector<int64_t> chain_of;  // -1 = new chain
+  // Shrinking replays commands on other states: an extension needs its chain unchanged.
+  void checkPreconditions(const Model& m) const override {
+    for (size_t i = 0; i < chain_of.size(); ++i) {
+      if (chain_of[i] < 0) continue;
+      RC_PRE(chain_of[i] < static_cast<int64_t>(m.chains.size()));
+      const Chain& c = m.chains[chain_of[i]];
+      RC_PRE(c.len == batch.prefix_lens[i] && c.base == batch.rotation_bases[i]);
+      RC_PRE(batch.last_locs[i] == (c.len ? c.pages.back() * m.ps + m.ps - 1 : 0));
+    }
+  }
   explicit Alloc(const Model& m) {
     const int64_t reqs = *rc::gen::inRange<int64_t>(1, 5);
     std::vector<int64_t> aligned;
@@ -214,11 +226,17 @@ struct Free : Command {
   size_t chain = 0;
   bool tail = false;
   V locs;
+  V pages;  // the chain's pages when generated
+  void checkPreconditions(const Model& m) const override {
+    RC_PRE(chain < m.chains.size());  // separate: RC_PRE's expression capture does not short-circuit &&
+    RC_PRE(m.chains[chain].pages == pages);
+  }
   explicit Free(const Model& m) {
     RC_PRE(!m.chains.empty());
     chain = *rc::gen::inRange<size_t>(0, m.chains.size());
     tail = *rc::gen::arbitrary<bool>();
     const Chain& c = m.chains[chain];
+    pages = c.pages;
     const int64_t from = tail ? ((c.len - 1) / m.ps) * m.ps : 0;
     locs = ChainSlots(c, from, c.len, m.ps);
     if (!locs.empty()) locs.push_back(locs[*rc::gen::inRange<size_t>(0, locs.size())]);
@@ -246,11 +264,21 @@ struct Free : Command {
 struct FreeGroup : Command {
   std::vector<size_t> chains;
   std::vector<V> frees;
+  std::vector<V> pages;  // the chains' pages when generated
+  void checkPreconditions(const Model& m) const override {
+    for (size_t i = 0; i < chains.size(); ++i) {
+      RC_PRE(chains[i] < m.chains.size());
+      RC_PRE(m.chains[chains[i]].pages == pages[i]);
+    }
+  }
   explicit FreeGroup(const Model& m) {
     RC_PRE(!m.chains.empty());
     const size_t k = *rc::gen::inRange<size_t>(1, std::min<size_t>(3, m.chains.size()) + 1);
     for (size_t i = 0; i < k; ++i) chains.push_back(m.chains.size() - 1 - i);
-    for (size_t c : chains) frees.push_back(ChainSlots(m.chains[c], 0, m.chains[c].len, m.ps));
+    for (size_t c : chains) {
+      frees.push_back(ChainSlots(m.chains[c], 0, m.chains[c].len, m.ps));
+      pages.push_back(m.chains[c].pages);
+    }
   }
   void apply(Model& m) const override {
     V all;
@@ -272,6 +300,12 @@ struct FreeGroup : Command {
 // A batch whose last request cannot fit: the whole batch defers and nothing changes.
 struct Defer : Command {
   AllocBatch batch;
+  // The last request must still exceed the fullest class (every class needs most + 1 pages).
+  void checkPreconditions(const Model& m) const override {
+    const V counts = m.Counts();
+    const int64_t most = *std::max_element(counts.begin(), counts.end());
+    RC_PRE((batch.seq_lens.back() + m.ps - 1) / m.ps >= m.n * (most + 1));
+  }
   explicit Defer(const Model& m) {
     const V counts = m.Counts();
     const int64_t most = *std::max_element(counts.begin(), counts.end());
@@ -312,10 +346,70 @@ void CheckAllocatorAgainstModel() {
   rc::state::check(m, a, rc::state::gen::execOneOfWithArgs<Alloc, Alloc, Free, FreeGroup, Defer>());
 }
 
-RC_GTEST_PROP(AllocatorStateProps, MatchesNaiveModelAndKeepsInvariants, ()) { CheckAllocatorAgainstModel(); }
+// 4 rounds x RC_PARAMS max_success command sequences.
+TEST(AllocatorStateProps, MatchesNaiveModelAndKeepsInvariants) {
+  CheckRounds("AllocatorStateProps.MatchesNaiveModelAndKeepsInvariants", 4, CheckAllocatorAgainstModel);
+}
 
-// The same stateful property with a second independent batch of cases (RC_PARAMS sets cases per check).
-RC_GTEST_PROP(AllocatorStateProps, MatchesNaiveModelAndKeepsInvariantsAgain, ()) { CheckAllocatorAgainstModel(); }
+// Scripts survive the JSON round trip, and RunAllocScript's per-op results equal the naive model's.
+RC_GTEST_PROP(AllocatorProps, ScriptJsonRoundTripAndResultsMatchModel, ()) {
+  AllocScript s;
+  s.shard_size = *rc::gen::inRange<int64_t>(1, 9);
+  s.page_size = *rc::gen::element<int64_t>(1, 2, 16);
+  s.pages_per_rank = *rc::gen::inRange<int64_t>(0, 9);
+  s.need_sort = *rc::gen::arbitrary<bool>();
+  Model m;
+  m.n = s.shard_size;
+  m.ps = s.page_size;
+  m.ppr = s.pages_per_rank;
+  m.need_sort = s.need_sort;
+  m.free.resize(m.n);
+  m.release.resize(m.n);
+  for (int64_t c = 0; c < m.n; ++c) {
+    for (int64_t i = 1; i <= m.ppr; ++i) m.free[c].push_back(i * m.n + c);
+  }
+  std::vector<AllocOpResult> want;
+  const int64_t ops = *rc::gen::inRange<int64_t>(0, 8);
+  for (int64_t k = 0; k < ops; ++k) {
+    AllocOp op;
+    if (m.chains.empty() || *rc::gen::arbitrary<bool>()) {
+      const Alloc cmd(m);
+      op.alloc = cmd.batch;
+      Model probe = m;
+      AllocOpResult r;
+      r.ok = probe.Alloc(op.alloc, &r.pages, &r.rotation_bases);
+      if (!r.ok) r.pages.clear(), r.rotation_bases.clear();
+      cmd.apply(m);
+      want.push_back(r);
+    } else {
+      op.kind = *rc::gen::arbitrary<bool>() ? AllocOpKind::kFree : AllocOpKind::kFreeGroup;
+      const Chain c = m.chains.back();
+      m.chains.pop_back();
+      const V locs = ChainSlots(c, 0, c.len, m.ps);
+      if (op.kind == AllocOpKind::kFree) {
+        op.locs = locs;
+      } else {
+        op.frees = {V(locs.begin(), locs.begin() + locs.size() / 2), V(locs.begin() + locs.size() / 2, locs.end())};
+      }
+      m.Free(locs);
+      AllocOpResult r;
+      r.kind = op.kind;
+      want.push_back(r);
+    }
+    AllocOpResult& r = want.back();
+    r.class_free_page_counts = m.Counts();
+    r.available_size = m.n * m.ps * *std::min_element(r.class_free_page_counts.begin(), r.class_free_page_counts.end());
+    r.aggregate_free_size = m.ps * std::accumulate(r.class_free_page_counts.begin(), r.class_free_page_counts.end(),
+                                                   int64_t{0});
+    s.ops.push_back(op);
+  }
+  RC_LOG() << "script: " << AllocScriptToJson(s).dump() << "\n";
+  const AllocScript back = AllocScriptFromJson(AllocScriptToJson(s)).value();
+  RC_ASSERT(back == s);
+  auto got = ref::RunAllocScript(back);
+  RC_ASSERT(got.ok());
+  RC_ASSERT(*got == want);
+}
 
 }  // namespace
 }  // namespace kvshard::props

@@ -1,0 +1,81 @@
+// kvshard gather-plan: the reference begin_shard_extend plan of an extend batch, and translate().
+#include <iomanip>
+
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "core/trace_json.h"
+#include "cpu_ref/gather_plan.h"
+
+namespace kvshard::cli {
+namespace {
+
+void PrintTable(const ExtendBatch& b, const GatherPlan& p, const std::vector<int64_t>& locs,
+                const std::vector<int64_t>& rows) {
+  std::cout << "shard_size=" << b.shard_size << " page_size=" << b.page_size << " requests=" << b.requests.size()
+            << "\nblock_pages=" << p.block_pages << " n_prefix_slots=" << p.n_prefix_slots
+            << " chunk_base_page=" << p.chunk_base_page << " trash_page=" << p.trash_page << "\n\n";
+  std::cout << "prefix region (owner-major all-gather blocks; scratch page <- logical page / local page):\n";
+  for (const RankSend& r : p.ranks) {
+    std::cout << "  rank " << r.rank << ":";
+    for (size_t w = 0; w < r.send_local_pages.size(); ++w) {
+      const int64_t lp = r.send_local_pages[w];
+      std::cout << "  " << r.rank * p.block_pages + static_cast<int64_t>(w) << "<-";
+      if (lp == 0) {
+        std::cout << "pad";
+      } else {
+        std::cout << lp * b.shard_size + r.rank << "/" << lp;
+      }
+    }
+    std::cout << "\n";
+  }
+  std::cout << "\npage_pos (logical page -> absolute scratch page; all others -> trash page " << p.trash_page << "):\n";
+  std::cout << std::setw(14) << "page" << std::setw(14) << "scratch_page" << std::setw(10) << "region" << "\n";
+  for (size_t i = 0; i < p.mapped_pages.size(); ++i) {
+    std::cout << std::setw(14) << p.mapped_pages[i] << std::setw(14) << p.mapped_scratch_pages[i] << std::setw(10)
+              << (p.mapped_scratch_pages[i] < p.chunk_base_page ? "prefix" : "chunk") << "\n";
+  }
+  if (!locs.empty()) {
+    std::cout << "\ntranslate:\n" << std::setw(14) << "loc" << std::setw(14) << "scratch_row" << "\n";
+    for (size_t i = 0; i < locs.size(); ++i) std::cout << std::setw(14) << locs[i] << std::setw(14) << rows[i] << "\n";
+  }
+}
+
+Status Run(const std::vector<std::string>& args, bool* help) {
+  po::options_description desc("gather-plan flags");
+  desc.add_options()
+      ("batch", po::value<std::string>(), "extend batch (JSON: shard_size, page_size, pool_pages_per_rank, "
+                                          "max_prefix_tokens, chunk_tokens, requests)")
+      ("translate", po::value<std::string>(), "comma-separated logical slots to translate to scratch rows")
+      ("json", po::bool_switch(), "print JSON instead of tables");
+  KVSHARD_ASSIGN_OR_RETURN(po::variables_map vm, ParseFlags("gather-plan", "--batch FILE [--translate l1,l2,...] "
+                                                            "[--json]", desc, args, help));
+  if (*help) return Status::Ok();
+  KVSHARD_ASSIGN_OR_RETURN(std::string path, RequiredString(vm, "batch"));
+  std::vector<int64_t> locs;
+  if (vm.count("translate")) {
+    KVSHARD_ASSIGN_OR_RETURN(locs, IntListFlag(vm, "translate"));
+  }
+  auto json = ReadJsonFile(path);
+  if (!json.ok()) return InvalidArgument("--batch: ", json.status().message());
+  KVSHARD_ASSIGN_OR_RETURN(ExtendBatch batch, ExtendBatchFromJson(*json));
+  KVSHARD_ASSIGN_OR_RETURN(GatherPlan plan, ref::BuildGatherPlan(batch));
+  KVSHARD_ASSIGN_OR_RETURN(std::vector<int64_t> rows, ref::Translate(plan, locs, "--translate"));
+  if (vm["json"].as<bool>()) {
+    Json out = GatherPlanToJson(plan);
+    if (vm.count("translate")) out["scratch_rows"] = rows;
+    PrintJson(out);
+  } else {
+    PrintTable(batch, plan, locs, rows);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunGatherPlan(const std::vector<std::string>& args) {
+  bool help = false;
+  Status s = Run(args, &help);
+  return s.ok() ? 0 : Fail(s);
+}
+
+}  // namespace kvshard::cli
