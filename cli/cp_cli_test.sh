@@ -37,27 +37,9 @@ done < "$TD/cp_goldens.txt"
 
 # Required JSON contracts.
 plan=$("$KV" split --cp-size 2 --cp-rank 1 --page-size 4 --extend-lens 5,37,3 --prefix-lens 0,16,8 --json)
-for key in batch_size page_size cp_size cp_rank request_token_offsets request_padded_token_offsets request_page_offsets \
-    request_extend_lens request_prefix_lens request_padded_pages request_padded_tokens request_padding_tokens \
-    request_split_infos request_split_lists request_zigzag_indices request_segment_page_starts \
-    request_segment_page_ends request_rank_local_tokens request_rank_local_offsets request_kv_len_prev \
-    request_kv_len_next request_actual_seq_q_prev request_actual_seq_q_next request_last_token_owner \
-    request_last_token_local_offset output_collect_mode flat_split_list flat_zigzag_index flat_segment_request_ids \
-    flat_segment_offsets compute_padding_enabled request_valid_split_lists request_valid_segment_page_starts \
-    request_valid_segment_page_ends request_valid_padded_pages request_valid_padded_tokens \
-    request_valid_padding_tokens request_valid_rank_local_tokens request_valid_rank_local_offsets \
-    request_valid_actual_seq_q_prev request_valid_actual_seq_q_next request_valid_seq_q_prev request_valid_seq_q_next \
-    request_valid_query_row_spans request_compute_split_lists request_compute_segment_page_starts \
-    request_compute_segment_page_ends request_compute_padded_pages request_compute_padded_tokens \
-    request_compute_padding_tokens request_compute_padded_token_offsets request_compute_rank_local_tokens \
-    request_compute_rank_local_offsets request_compute_actual_seq_q_prev request_compute_actual_seq_q_next \
-    request_compute_seq_q_prev request_compute_seq_q_next; do
-  if [[ $(python3 -c 'import json,sys; print(sys.argv[1] in json.loads(sys.stdin.read()))' "$key" <<< "$plan") != True ]]; then
-    bad "split json: missing $key"
-  else
-    ok
-  fi
-done
+keys="batch_size page_size cp_size cp_rank request_token_offsets request_padded_token_offsets request_page_offsets request_extend_lens request_prefix_lens request_padded_pages request_padded_tokens request_padding_tokens request_split_infos request_split_lists request_zigzag_indices request_segment_page_starts request_segment_page_ends request_rank_local_tokens request_rank_local_offsets request_kv_len_prev request_kv_len_next request_actual_seq_q_prev request_actual_seq_q_next request_last_token_owner request_last_token_local_offset output_collect_mode flat_split_list flat_zigzag_index flat_segment_request_ids flat_segment_offsets compute_padding_enabled request_valid_split_lists request_valid_segment_page_starts request_valid_segment_page_ends request_valid_padded_pages request_valid_padded_tokens request_valid_padding_tokens request_valid_rank_local_tokens request_valid_rank_local_offsets request_valid_actual_seq_q_prev request_valid_actual_seq_q_next request_valid_seq_q_prev request_valid_seq_q_next request_valid_query_row_spans request_compute_split_lists request_compute_segment_page_starts request_compute_segment_page_ends request_compute_padded_pages request_compute_padded_tokens request_compute_padding_tokens request_compute_padded_token_offsets request_compute_rank_local_tokens request_compute_rank_local_offsets request_compute_actual_seq_q_prev request_compute_actual_seq_q_next request_compute_seq_q_prev request_compute_seq_q_next"
+missing=$(python3 -c 'import json,sys; j=json.loads(sys.stdin.read()); print([k for k in sys.argv[1].split() if k not in j])' "$keys" <<< "$plan")
+if [[ "$missing" != "[]" ]]; then bad "split json: missing $missing"; else ok; fi
 field() { python3 -c 'import json,sys; print(json.dumps(eval("j" + sys.argv[1], {"j": json.loads(sys.stdin.read())}), separators=(",", ":"), sort_keys=True))' "$1"; }
 check split_infos_objects 0 '"extend_padding_tokens":3' field '["request_split_infos"][1]' <<< "$plan"
 check row_spans_arrays 0 '[[0,12],[12,8]]' field '["request_valid_query_row_spans"][1]' <<< "$plan"

@@ -289,14 +289,15 @@ Status BuildBatchPageAlignedInSeqSplitPlanInto(const Int64List& extend_lens, con
                             compute.data(), p.request_compute_segment_page_starts[q].data(),
                             p.request_compute_segment_page_ends[q].data());
     const LastTokenLocation last = internal::LocateLastToken(compute, cp_size, extend_len);
-    int64_t cursor = 0, kv_prev = 0, kv_next = 0;
+    // Request-local prefix sums of the valid split in closed form: the tokens before segment s are the pages
+    // dealt before it, capped at the extend (only the last page is partial).
+    int64_t* offsets = p.flat_segment_offsets.data() + q * segments;
     for (int64_t s = 0; s < segments; ++s) {
-      p.flat_segment_request_ids[q * segments + s] = q;
-      p.flat_segment_offsets[q * segments + s] = cursor;
-      cursor += valid[s];
-      if (s == cp_rank) kv_prev = cursor;  // inclusive prefix sums
-      if (s == mirror) kv_next = cursor;
+      offsets[s] = std::min((s * base + std::min(s, remainder)) * page_size, extend_len);
     }
+    std::fill_n(p.flat_segment_request_ids.data() + q * segments, segments, q);
+    const int64_t kv_prev = offsets[cp_rank] + valid[cp_rank];  // inclusive prefix sums
+    const int64_t kv_next = offsets[mirror] + valid[mirror];
     p.request_zigzag_indices[q][0] = cp_rank;
     p.request_zigzag_indices[q][1] = mirror;
     p.request_padded_pages[q] = padded_pages;
