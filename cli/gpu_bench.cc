@@ -318,7 +318,7 @@ Status BenchPrefixGather(Ctx& c, int64_t bytes) {
       KVSHARD_ASSIGN_OR_RETURN(auto slots, g.AcquireForRead(l));
       if (compute_ns > 0) KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns, busy, g.compute_stream(0)));
     }
-    return Status::Ok();
+    return g.EndExtend();
   };
   KVSHARD_ASSIGN_OR_RETURN(double us_gather, ParallelTimeUs(n, 2, c.opt.iters, [&](int i) { return run_layers(i, 0, false); }, devices));
   // Verify the last layer's slot on every rank: block r = rank r's pool rows of its send list.
@@ -330,11 +330,21 @@ Status BenchPrefixGather(Ctx& c, int64_t bytes) {
       auto pool = Rows(shape.pool_rows, rb, 1000 * (last + 1) + r);
       for (int64_t j = 0; j < block_rows; ++j) std::memcpy(want.data() + (r * block_rows + j) * rb, pool.data() + send[r][j] * rb, rb);
     }
+    // One more batch, every rank on its own thread (the collectives need all ranks), stopping at the last read.
+    std::vector<void*> last_slot(n);
+    KVSHARD_RETURN_IF_ERROR(ParallelTimeUs(n, 0, 1, [&](int i) -> Status {
+      gpu::LayerAheadGather& g = *gathers[i];
+      KVSHARD_RETURN_IF_ERROR(g.BeginExtend(block_pages, page_pos, {send[i]}, {}));
+      for (int64_t l = 0; l < shape.layers; ++l) {
+        KVSHARD_ASSIGN_OR_RETURN(auto slots, g.AcquireForRead(l));
+        last_slot[i] = slots[0];
+      }
+      KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(g.compute_stream(0)));
+      return g.EndExtend();
+    }, devices).status());
     for (int i = 0; i < n; ++i) {
       KVSHARD_CUDA_CHECK(cudaSetDevice(devices[i]));
-      KVSHARD_ASSIGN_OR_RETURN(auto slots, gathers[i]->AcquireForRead(last));
-      KVSHARD_CUDA_CHECK(cudaDeviceSynchronize());
-      KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(slots[0], want.size()));
+      KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(last_slot[i], want.size()));
       wrong += CountWrongRows(got, want, rb);
     }
   }

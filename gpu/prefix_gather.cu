@@ -13,7 +13,7 @@ struct LayerAheadGather::Rank {
   cudaStream_t compute = nullptr;
   cudaStream_t gather = nullptr;
   cudaStream_t pack = nullptr;  // send-row packing, so packing layer l+1 overlaps the all-gather of layer l
-  cudaEvent_t packed = nullptr;
+  cudaEvent_t packed[2] = {nullptr, nullptr};  // per slot: its send block is packed
   cudaEvent_t ready[2] = {nullptr, nullptr};
   cudaEvent_t compute_done = nullptr;
   DeviceBuffer pools;  // layers x pool_rows x row_bytes
@@ -30,7 +30,9 @@ struct LayerAheadGather::Rank {
       if (e) cudaEventDestroy(e);
     }
     if (compute_done) cudaEventDestroy(compute_done);
-    if (packed) cudaEventDestroy(packed);
+    for (cudaEvent_t e : packed) {
+      if (e) cudaEventDestroy(e);
+    }
     if (pack) cudaStreamDestroy(pack);
     if (compute) cudaStreamDestroy(compute);
     if (gather) cudaStreamDestroy(gather);
@@ -75,7 +77,7 @@ StatusOr<std::unique_ptr<LayerAheadGather>> LayerAheadGather::Create(RankGroup* 
     for (auto& e : r->ready) KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&r->compute_done, cudaEventDisableTiming));
     KVSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&r->pack, cudaStreamNonBlocking));
-    KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&r->packed, cudaEventDisableTiming));
+    for (auto& e : r->packed) KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     KVSHARD_ASSIGN_OR_RETURN(r->owned_count, DeviceBuffer::Allocate(sizeof(int64_t)));
     KVSHARD_ASSIGN_OR_RETURN(r->pools, DeviceBuffer::Allocate(shape.layers * shape.pool_rows * shape.row_bytes));
     KVSHARD_CUDA_CHECK(cudaMemset(r->pools.data(), 0, r->pools.bytes()));
@@ -120,12 +122,13 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
       return InvalidArgument("send_rows[", i, "]: expected ", block_pages * ps, " rows, got ", send_rows[i].size());
     }
   }
+  KVSHARD_RETURN_IF_ERROR(IssueGathers(INT64_MAX));  // a previous batch that was not ended
   for (size_t i = 0; i < state_.size(); ++i) {
     Rank& r = *state_[i];
     KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
     // Plan uploads are ordered after all earlier work on this rank (the previous batch's reads/gathers).
-    KVSHARD_CUDA_CHECK(cudaStreamSynchronize(r.gather));
     KVSHARD_CUDA_CHECK(cudaStreamSynchronize(r.pack));
+    KVSHARD_CUDA_CHECK(cudaStreamSynchronize(r.gather));
     KVSHARD_CUDA_CHECK(cudaStreamSynchronize(r.compute));
     KVSHARD_RETURN_IF_ERROR(CopyToDevice(r.page_pos.data(), page_pos.data(), page_pos.size() * sizeof(int32_t)));
     KVSHARD_ASSIGN_OR_RETURN(r.send_rows, Upload(send_rows[i]));
@@ -144,40 +147,62 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
   ++epoch_;
   block_pages_ = block_pages;
   active_ = true;
-  if (block_pages_ > 0) return Prefetch(0);
+  if (block_pages_ > 0) {
+    KVSHARD_RETURN_IF_ERROR(Pack(0));
+    return IssueGathers(0);
+  }
   return Status::Ok();
 }
 
-Status LayerAheadGather::Prefetch(int64_t layer) {
+Status LayerAheadGather::Pack(int64_t layer) {
   if (layer >= shape_.layers) return Status::Ok();
   const int which = static_cast<int>(layer % 2);
   if (resident_[which] == std::make_pair(layer, epoch_)) return Status::Ok();
   const int64_t block_rows = block_pages_ * shape_.page_size;
-  std::vector<void*> bufs;
-  std::vector<cudaStream_t> streams;
-  for (auto& rp : state_) {
-    Rank& r = *rp;
+  for (size_t i = 0; i < state_.size(); ++i) {
+    Rank& r = *state_[i];
     KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
-    // Order after prior compute work: the slot's previous reader (layer - 2) and the pool writes. Packing runs
-    // on its own stream (it may overlap the previous layer's all-gather); the all-gather waits for it.
+    // Order after all compute work enqueued so far: the slot's previous readers (layer - 2, which waited for
+    // that layer's all-gather) and the pool writes.
     KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, r.compute));
     KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.pack, r.compute_done, 0));
     char* slot = static_cast<char*>(r.slots[which].data());
-    KVSHARD_RETURN_IF_ERROR(LaunchGatherRows(slot + r.rank * block_rows * shape_.row_bytes, pool(&rp - &state_[0], layer),
+    KVSHARD_RETURN_IF_ERROR(LaunchGatherRows(slot + r.rank * block_rows * shape_.row_bytes, pool(static_cast<int>(i), layer),
                                              shape_.pool_rows, r.send_rows.as<int64_t>(), block_rows, shape_.row_bytes,
                                              r.bad.as<int64_t>(), r.pack));
-    KVSHARD_CUDA_CHECK(cudaEventRecord(r.packed, r.pack));
-    KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.gather, r.packed, 0));
-    bufs.push_back(slot);
-    streams.push_back(r.gather);
-  }
-  KVSHARD_RETURN_IF_ERROR(comm_->AllGatherInPlace(bufs, block_rows * shape_.row_bytes, streams));
-  for (auto& rp : state_) {
-    KVSHARD_CUDA_CHECK(cudaSetDevice(rp->device));
-    KVSHARD_CUDA_CHECK(cudaEventRecord(rp->ready[which], rp->gather));
+    KVSHARD_CUDA_CHECK(cudaEventRecord(r.packed[which], r.pack));
   }
   resident_[which] = {layer, epoch_};
+  pending_.push_back(layer);
   return Status::Ok();
+}
+
+Status LayerAheadGather::IssueGathers(int64_t upto) {
+  const int64_t block_bytes = block_pages_ * shape_.page_size * shape_.row_bytes;
+  while (!pending_.empty() && pending_.front() <= upto) {
+    const int which = static_cast<int>(pending_.front() % 2);
+    std::vector<void*> bufs;
+    std::vector<cudaStream_t> streams;
+    for (auto& rp : state_) {
+      KVSHARD_CUDA_CHECK(cudaSetDevice(rp->device));
+      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(rp->gather, rp->packed[which], 0));
+      bufs.push_back(rp->slots[which].data());
+      streams.push_back(rp->gather);
+    }
+    // In place: each rank's send block already sits at its rank's offset of the slot.
+    KVSHARD_RETURN_IF_ERROR(comm_->AllGatherInPlace(bufs, block_bytes, streams));
+    for (auto& rp : state_) {
+      KVSHARD_CUDA_CHECK(cudaSetDevice(rp->device));
+      KVSHARD_CUDA_CHECK(cudaEventRecord(rp->ready[which], rp->gather));
+    }
+    pending_.erase(pending_.begin());
+  }
+  return Status::Ok();
+}
+
+Status LayerAheadGather::EndExtend() {
+  active_ = false;
+  return IssueGathers(INT64_MAX);
 }
 
 Status LayerAheadGather::WriteLayer(int64_t layer, const std::vector<const void*>& rows) {
@@ -207,13 +232,20 @@ StatusOr<std::vector<void*>> LayerAheadGather::AcquireForRead(int64_t layer) {
     return FailedPrecondition("prefix scratch miss for layer ", layer, " (resident=(", resident_[which].first, ", ",
                               resident_[which].second, "), epoch=", epoch_, ")");
   }
+  if (block_pages_ > 0) {
+    // Layer-ahead: pack layer + 1's send block first (it overlaps this layer's all-gather), then make sure this
+    // layer's all-gather is issued. The host issues layer + 1's collective at the next read, right after this
+    // layer's compute is enqueued, so on the device it runs alongside that compute; a collective call that
+    // blocks the host therefore never delays the compute launch.
+    KVSHARD_RETURN_IF_ERROR(Pack(layer + 1));
+    KVSHARD_RETURN_IF_ERROR(IssueGathers(layer));
+  }
   std::vector<void*> slots;
   for (auto& rp : state_) {
     KVSHARD_CUDA_CHECK(cudaSetDevice(rp->device));
     if (block_pages_ > 0) KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(rp->compute, rp->ready[which], 0));
     slots.push_back(rp->slots[which].data());
   }
-  if (block_pages_ > 0) KVSHARD_RETURN_IF_ERROR(Prefetch(layer + 1));
   return slots;
 }
 

@@ -55,10 +55,12 @@ class LayerAheadGather {
   // in full into the layer's slot at translate(loc) and its owned rows are written to the pool.
   Status WriteLayer(int64_t layer, const std::vector<const void*>& rows);
   // Each compute stream waits for `layer`'s slot (residency must be (layer, epoch)) and the gather of
-  // layer + 1 is kicked. Returns each local rank's slot (scratch_rows x row_bytes).
+  // layer + 1 is kicked (its send block packed now, its collective issued by the next read or EndExtend).
+  // Returns each local rank's slot (scratch_rows x row_bytes).
   StatusOr<std::vector<void*>> AcquireForRead(int64_t layer);
-  // Marks no sharded extend in flight; later reads are errors.
-  void EndExtend() { active_ = false; }
+  // Marks no sharded extend in flight (later reads are errors) and issues any kicked collective, so every
+  // rank issues the same collectives.
+  Status EndExtend();
   int64_t epoch() const { return epoch_; }
   // Device page_pos of local rank i (for translating reads).
   const int32_t* page_pos(int i) const;
@@ -70,7 +72,10 @@ class LayerAheadGather {
  private:
   struct Rank;
   LayerAheadGather(RankGroup* comm, const PrefixGatherShape& shape);
-  Status Prefetch(int64_t layer);
+  // Packs `layer`'s send block into its slot (pack stream, after all compute work so far); marks it resident.
+  Status Pack(int64_t layer);
+  // Issues the in-place all-gathers of packed layers <= upto, in layer order, and records their ready events.
+  Status IssueGathers(int64_t upto);
 
   RankGroup* comm_;
   PrefixGatherShape shape_;
@@ -81,6 +86,7 @@ class LayerAheadGather {
   int64_t n_chunk_locs_ = 0;
   bool active_ = false;
   std::pair<int64_t, int64_t> resident_[2] = {{-1, -1}, {-1, -1}};
+  std::vector<int64_t> pending_;  // layers packed whose all-gather is not issued yet (at most two)
 };
 
 // A per-layer compute stand-in for benchmarks: one block per SM for about `ns` nanoseconds, either busy

@@ -155,7 +155,7 @@ Status RunStream(gpu::RankGroup& comm, int64_t ps, int64_t pages_per_rank, int64
         KVSHARD_RETURN_IF_ERROR(cmp);
       }
     }
-    gather->EndExtend();
+    KVSHARD_RETURN_IF_ERROR(gather->EndExtend());
     for (int64_t loc : chunk_locs) written_round[loc] = round;
     KVSHARD_ASSIGN_OR_RETURN(int64_t bad, gather->BadRows());
     if (bad) return Mismatch("round ", round, ": ", bad, " rows skipped for out-of-range indices");
