@@ -25,6 +25,7 @@ Status Run(const std::vector<std::string>& args, bool* help) {
       ("warmup", po::value<std::string>()->default_value("5"), "untimed iterations")
       ("iters", po::value<std::string>()->default_value("20"), "timed iterations")
       ("batch", po::value<std::string>()->default_value("256"), "requests in the plan benchmark")
+      ("trace", po::bool_switch(), "also print rank 0's device timeline of one prefix-gather batch")
       ("json", po::bool_switch(), "print JSON instead of the table");
   KVSHARD_ASSIGN_OR_RETURN(po::variables_map vm, ParseFlags("bench", "[--op all] [--min-bytes B] [--max-bytes B] [--json]", desc, args, help));
   if (*help) return Status::Ok();
@@ -66,6 +67,7 @@ Status Run(const std::vector<std::string>& args, bool* help) {
   if (warmup < 0 || warmup > 1000) return InvalidArgument("--warmup: must be in [0, 1000]");
   if (iters < 1 || iters > 100000) return InvalidArgument("--iters: must be in [1, 100000]");
   opt.gpus = static_cast<int>(gpus);
+  opt.trace = vm["trace"].as<bool>();
   opt.warmup = static_cast<int>(warmup);
   opt.iters = static_cast<int>(iters);
   std::vector<BenchRow> rows;

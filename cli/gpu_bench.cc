@@ -316,7 +316,11 @@ Status BenchPrefixGather(Ctx& c, int64_t bytes) {
     KVSHARD_RETURN_IF_ERROR(g.BeginExtend(block_pages, page_pos, {send[i]}, {}));
     for (int64_t l = 0; l < shape.layers; ++l) {
       KVSHARD_ASSIGN_OR_RETURN(auto slots, g.AcquireForRead(l));
-      if (compute_ns > 0) KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns, busy, g.compute_stream(0)));
+      if (compute_ns > 0) {
+        g.TraceBegin(StrCat("compute L", l), g.compute_stream(0));
+        KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns, busy, g.compute_stream(0)));
+        g.TraceEnd(g.compute_stream(0));
+      }
     }
     return g.EndExtend();
   };
@@ -379,6 +383,25 @@ Status BenchPrefixGather(Ctx& c, int64_t bytes) {
              std::to_string(static_cast<int64_t>(us_both)) + " us, gather-only " +
              std::to_string(static_cast<int64_t>(us_gather)) + " us";
     c.rows->push_back(o);
+  }
+  if (c.opt.trace) {
+    // One traced batch with the sleeping stand-in: rank 0's device timeline.
+    gathers[0]->set_trace(true);
+    KVSHARD_RETURN_IF_ERROR(ParallelTimeUs(n, 0, 1, [&](int i) { return run_layers(i, compute_ns, false); }, devices).status());
+    gathers[0]->set_trace(false);
+    KVSHARD_ASSIGN_OR_RETURN(auto spans, gathers[0]->TakeTrace());
+    std::string text = "trace (rank 0, us):";
+    for (const auto& sp : spans) {
+      text += " [" + sp.label + " " + std::to_string(static_cast<int64_t>(sp.start_us)) + "-" +
+              std::to_string(static_cast<int64_t>(sp.end_us)) + "]";
+    }
+    BenchRow t;
+    t.op = "prefix_trace";
+    t.bytes = block_bytes;
+    t.limit = "diag";
+    t.wrong = 0;
+    t.note = text;
+    c.rows->push_back(t);
   }
   {
     // Diagnostic: the same compute stand-in on an extra stream with no dependency on the gather at all, launched

@@ -37,6 +37,7 @@ struct BenchOptions {
   int64_t layers = 8;
   int64_t compute_us = 0;  // 0 = derived from the measured gather time
   int64_t batch = 256;
+  bool trace = false;  // print rank 0's device timeline of one prefix-gather batch
 };
 
 // Runs the selected GPU benchmarks and appends rows.

@@ -62,7 +62,49 @@ Status PrefixGatherCanImplement(const PrefixGatherShape& s, int n) {
 LayerAheadGather::LayerAheadGather(RankGroup* comm, const PrefixGatherShape& shape)
     : comm_(comm), shape_(shape), ranks_(comm->local_ranks()) {}
 
+struct LayerAheadGather::TraceEvents {
+  std::string label;
+  cudaEvent_t start = nullptr, end = nullptr;
+  ~TraceEvents() {
+    if (start) cudaEventDestroy(start);
+    if (end) cudaEventDestroy(end);
+  }
+};
+
 LayerAheadGather::~LayerAheadGather() = default;
+
+void LayerAheadGather::TraceBegin(const std::string& label, cudaStream_t stream) {
+  if (!trace_) return;
+  auto t = std::make_unique<TraceEvents>();
+  t->label = label;
+  cudaSetDevice(state_[0]->device);
+  cudaEventCreate(&t->start);
+  cudaEventCreate(&t->end);
+  cudaEventRecord(t->start, stream);
+  trace_events_.push_back(std::move(t));
+}
+
+void LayerAheadGather::TraceEnd(cudaStream_t stream) {
+  if (!trace_ || trace_events_.empty()) return;
+  cudaSetDevice(state_[0]->device);
+  cudaEventRecord(trace_events_.back()->end, stream);
+}
+
+StatusOr<std::vector<LayerAheadGather::TraceSpan>> LayerAheadGather::TakeTrace() {
+  std::vector<TraceSpan> out;
+  if (trace_events_.empty()) return out;
+  KVSHARD_CUDA_CHECK(cudaSetDevice(state_[0]->device));
+  KVSHARD_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaEvent_t origin = trace_events_.front()->start;
+  for (const auto& t : trace_events_) {
+    float a = 0, b = 0;
+    KVSHARD_CUDA_CHECK(cudaEventElapsedTime(&a, origin, t->start));
+    KVSHARD_CUDA_CHECK(cudaEventElapsedTime(&b, origin, t->end));
+    out.push_back({t->label, a * 1e3, b * 1e3});
+  }
+  trace_events_.clear();
+  return out;
+}
 
 StatusOr<std::unique_ptr<LayerAheadGather>> LayerAheadGather::Create(RankGroup* comm, const PrefixGatherShape& shape) {
   KVSHARD_RETURN_IF_ERROR(PrefixGatherCanImplement(shape, comm->size()));
@@ -167,9 +209,11 @@ Status LayerAheadGather::Pack(int64_t layer) {
     KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, r.compute));
     KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.pack, r.compute_done, 0));
     char* slot = static_cast<char*>(r.slots[which].data());
+    if (i == 0) TraceBegin(StrCat("pack L", layer), r.pack);
     KVSHARD_RETURN_IF_ERROR(LaunchGatherRows(slot + r.rank * block_rows * shape_.row_bytes, pool(static_cast<int>(i), layer),
                                              shape_.pool_rows, r.send_rows.as<int64_t>(), block_rows, shape_.row_bytes,
                                              r.bad.as<int64_t>(), r.pack));
+    if (i == 0) TraceEnd(r.pack);
     KVSHARD_CUDA_CHECK(cudaEventRecord(r.packed[which], r.pack));
   }
   resident_[which] = {layer, epoch_};
@@ -190,7 +234,9 @@ Status LayerAheadGather::IssueGathers(int64_t upto) {
       streams.push_back(rp->gather);
     }
     // In place: each rank's send block already sits at its rank's offset of the slot.
+    TraceBegin(StrCat("all-gather L", pending_.front()), state_[0]->gather);
     KVSHARD_RETURN_IF_ERROR(comm_->AllGatherInPlace(bufs, block_bytes, streams));
+    TraceEnd(state_[0]->gather);
     for (auto& rp : state_) {
       KVSHARD_CUDA_CHECK(cudaSetDevice(rp->device));
       KVSHARD_CUDA_CHECK(cudaEventRecord(rp->ready[which], rp->gather));

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -69,6 +70,18 @@ class LayerAheadGather {
   // Rows skipped for out-of-range indices since creation (must stay 0); synchronizes.
   StatusOr<int64_t> BadRows();
 
+  // Device timeline of local rank 0 for diagnostics: when on, every pack and all-gather (and any span the
+  // caller brackets with TraceBegin/TraceEnd) records timing events.
+  struct TraceSpan {
+    std::string label;
+    double start_us = 0, end_us = 0;  // relative to the first traced event
+  };
+  void set_trace(bool on) { trace_ = on; }
+  void TraceBegin(const std::string& label, cudaStream_t stream);
+  void TraceEnd(cudaStream_t stream);
+  // Synchronizes and returns the spans recorded since the last call, in recording order.
+  StatusOr<std::vector<TraceSpan>> TakeTrace();
+
  private:
   struct Rank;
   LayerAheadGather(RankGroup* comm, const PrefixGatherShape& shape);
@@ -86,7 +99,10 @@ class LayerAheadGather {
   int64_t n_chunk_locs_ = 0;
   bool active_ = false;
   std::pair<int64_t, int64_t> resident_[2] = {{-1, -1}, {-1, -1}};
-  std::vector<int64_t> pending_;  // layers packed whose all-gather is not issued yet (at most two)
+  std::vector<int64_t> pending_;
+  bool trace_ = false;
+  struct TraceEvents;
+  std::vector<std::unique_ptr<TraceEvents>> trace_events_;  // layers packed whose all-gather is not issued yet (at most two)
 };
 
 // A per-layer compute stand-in for benchmarks: one block per SM for about `ns` nanoseconds, either busy
