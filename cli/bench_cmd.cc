@@ -25,6 +25,7 @@ Status Run(const std::vector<std::string>& args, bool* help) {
       ("warmup", po::value<std::string>()->default_value("5"), "untimed iterations")
       ("iters", po::value<std::string>()->default_value("20"), "timed iterations")
       ("batch", po::value<std::string>()->default_value("256"), "requests in the plan benchmark")
+      ("compute-blocks", po::value<std::string>()->default_value("0"), "blocks of the compute stand-in (0 = one per SM)")
       ("trace", po::bool_switch(), "also print rank 0's device timeline of one prefix-gather batch")
       ("json", po::bool_switch(), "print JSON instead of the table");
   KVSHARD_ASSIGN_OR_RETURN(po::variables_map vm, ParseFlags("bench", "[--op all] [--min-bytes B] [--max-bytes B] [--json]", desc, args, help));
@@ -68,6 +69,9 @@ Status Run(const std::vector<std::string>& args, bool* help) {
   if (iters < 1 || iters > 100000) return InvalidArgument("--iters: must be in [1, 100000]");
   opt.gpus = static_cast<int>(gpus);
   opt.trace = vm["trace"].as<bool>();
+  KVSHARD_ASSIGN_OR_RETURN(int64_t compute_blocks, IntFlag(vm, "compute-blocks"));
+  if (compute_blocks < 0 || compute_blocks > 65535) return InvalidArgument("--compute-blocks: must be in [0, 65535]");
+  opt.compute_blocks = static_cast<int>(compute_blocks);
   opt.warmup = static_cast<int>(warmup);
   opt.iters = static_cast<int>(iters);
   std::vector<BenchRow> rows;

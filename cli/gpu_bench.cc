@@ -318,7 +318,7 @@ Status BenchPrefixGather(Ctx& c, int64_t bytes) {
       KVSHARD_ASSIGN_OR_RETURN(auto slots, g.AcquireForRead(l));
       if (compute_ns > 0) {
         g.TraceBegin(StrCat("compute L", l), g.compute_stream(0));
-        KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns, busy, g.compute_stream(0)));
+        KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns, busy, g.compute_stream(0), c.opt.compute_blocks));
         g.TraceEnd(g.compute_stream(0));
       }
     }
@@ -364,7 +364,7 @@ Status BenchPrefixGather(Ctx& c, int64_t bytes) {
   for (bool busy : {false, true}) {
     KVSHARD_ASSIGN_OR_RETURN(double us_compute_only, ParallelTimeUs(n, 1, c.opt.iters, [&](int i) -> Status {
       for (int64_t l = 0; l < shape.layers; ++l) {
-        KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns, busy, gathers[i]->compute_stream(0)));
+        KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns, busy, gathers[i]->compute_stream(0), c.opt.compute_blocks));
       }
       return Status::Ok();
     }, devices));
@@ -412,7 +412,7 @@ Status BenchPrefixGather(Ctx& c, int64_t bytes) {
       KVSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&side[i], cudaStreamNonBlocking));
     }
     KVSHARD_ASSIGN_OR_RETURN(double us_indep, ParallelTimeUs(n, 2, c.opt.iters, [&](int i) -> Status {
-      for (int64_t l = 0; l < shape.layers; ++l) KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns, false, side[i]));
+      for (int64_t l = 0; l < shape.layers; ++l) KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns, false, side[i], c.opt.compute_blocks));
       return run_layers(i, 0, false);
     }, devices));
     BenchRow d;

@@ -37,7 +37,8 @@ struct BenchOptions {
   int64_t layers = 8;
   int64_t compute_us = 0;  // 0 = derived from the measured gather time
   int64_t batch = 256;
-  bool trace = false;  // print rank 0's device timeline of one prefix-gather batch
+  bool trace = false;
+  int compute_blocks = 0;  // blocks of the compute stand-in (0 = one per SM)  // print rank 0's device timeline of one prefix-gather batch
 };
 
 // Runs the selected GPU benchmarks and appends rows.

@@ -318,14 +318,14 @@ __global__ void SpinKernel(int64_t ns, bool sleep) {
 }
 }  // namespace
 
-Status LaunchComputeStandIn(int64_t ns, bool busy, cudaStream_t stream) {
+Status LaunchComputeStandIn(int64_t ns, bool busy, cudaStream_t stream, int blocks) {
   if (ns < 0) return InvalidArgument("ns: must be >= 0, got ", ns);
   int dev = 0, sms = 1;
   KVSHARD_CUDA_CHECK(cudaGetDevice(&dev));
   KVSHARD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   // One block per SM, like a layer's attention/MLP kernels: busy = 4 warps issuing timer reads nonstop,
   // otherwise 1 warp that sleeps between reads (holds the SMs without competing for issue slots).
-  SpinKernel<<<sms, busy ? 128 : 32, 0, stream>>>(ns, !busy);
+  SpinKernel<<<blocks > 0 ? blocks : sms, busy ? 128 : 32, 0, stream>>>(ns, !busy);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }

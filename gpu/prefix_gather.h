@@ -105,9 +105,9 @@ class LayerAheadGather {
   std::vector<std::unique_ptr<TraceEvents>> trace_events_;  // layers packed whose all-gather is not issued yet (at most two)
 };
 
-// A per-layer compute stand-in for benchmarks: one block per SM for about `ns` nanoseconds, either busy
-// (4 warps issuing nonstop) or sleeping (1 warp, __nanosleep between timer reads).
-Status LaunchComputeStandIn(int64_t ns, bool busy, cudaStream_t stream);
+// A per-layer compute stand-in for benchmarks: `blocks` blocks (0 = one per SM) for about `ns` nanoseconds,
+// either busy (4 warps issuing nonstop) or sleeping (1 warp, __nanosleep between timer reads).
+Status LaunchComputeStandIn(int64_t ns, bool busy, cudaStream_t stream, int blocks = 0);
 
 }  // namespace kvshard::gpu
 
