@@ -20,7 +20,7 @@ Status Run(const std::vector<std::string>& args, bool* help) {
       ("factor", po::value<std::string>()->default_value("4"), "payload growth factor between rows")
       ("row-bytes", po::value<std::string>()->default_value("1152"), "bytes per KV row (1152 = MLA latent 576 x bf16)")
       ("gpus", po::value<std::string>()->default_value("0"), "GPUs for collectives (0 = all visible)")
-      ("layers", po::value<std::string>()->default_value("8"), "layers in the prefix-gather pipeline")
+      ("layers", po::value<std::string>()->default_value("32"), "layers in the prefix-gather pipeline")
       ("compute-us", po::value<std::string>()->default_value("0"), "per-layer compute stand-in (0 = 1.25x gather)")
       ("warmup", po::value<std::string>()->default_value("5"), "untimed iterations")
       ("iters", po::value<std::string>()->default_value("20"), "timed iterations")

@@ -34,7 +34,7 @@ struct BenchOptions {
   int gpus = 0;  // 0 = all visible
   int warmup = 5;
   int iters = 20;
-  int64_t layers = 8;
+  int64_t layers = 32;
   int64_t compute_us = 0;  // 0 = derived from the measured gather time
   int64_t batch = 256;
   bool trace = false;

@@ -324,7 +324,12 @@ Status LaunchComputeStandIn(int64_t ns, bool busy, cudaStream_t stream, int bloc
   KVSHARD_CUDA_CHECK(cudaGetDevice(&dev));
   KVSHARD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   // One block per SM, like a layer's attention/MLP kernels: busy = 4 warps issuing timer reads nonstop,
-  // otherwise 1 warp that sleeps between reads (holds the SMs without competing for issue slots).
+  // otherwise 1 warp that sleeps between reads (holds the SMs without competing for issue slots). The SMs are
+  // configured for maximum shared memory, as attention kernels configure them: an SM holding a block with a
+  // small carveout cannot take the collective's blocks (they need a large one) until it drains.
+  static const cudaError_t carveout = cudaFuncSetAttribute(
+      SpinKernel, cudaFuncAttributePreferredSharedMemoryCarveout, static_cast<int>(cudaSharedmemCarveoutMaxShared));
+  KVSHARD_CUDA_CHECK(carveout);
   SpinKernel<<<blocks > 0 ? blocks : sms, busy ? 128 : 32, 0, stream>>>(ns, !busy);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
