@@ -366,9 +366,17 @@ Status BenchPrefixGather(Ctx& c, int64_t bytes) {
   r.note = std::to_string(n) + " GPUs (a host thread each), " + std::to_string(shape.layers) +
            " layers back to back (pack + in-place all-gather)";
   c.rows->push_back(r);
-  // Overlap: compute stand-in per layer of 1.25x the measured per-layer gather time (or --compute-us).
-  const int64_t compute_ns = c.opt.compute_us > 0 ? c.opt.compute_us * 1000 : static_cast<int64_t>(per_layer * 1000 * 1.25);
+  // Overlap: a compute stand-in per layer of 1.25x and 2x the measured per-layer gather time (or --compute-us).
+  std::vector<int64_t> compute_lengths;
+  if (c.opt.compute_us > 0) {
+    compute_lengths.push_back(c.opt.compute_us * 1000);
+  } else {
+    for (double ratio : {1.25, 2.0}) compute_lengths.push_back(static_cast<int64_t>(per_layer * 1000 * ratio));
+  }
+  int64_t compute_ns = compute_lengths.front();
+  for (int64_t len : compute_lengths)
   for (bool busy : {false, true}) {
+    compute_ns = len;
     KVSHARD_ASSIGN_OR_RETURN(double us_compute_only, ParallelTimeUs(n, 1, c.opt.iters, [&](int i) -> Status {
       for (int64_t l = 0; l < shape.layers; ++l) {
         KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns / 2, busy, gathers[i]->compute_stream(0), c.opt.compute_blocks));
@@ -386,7 +394,8 @@ Status BenchPrefixGather(Ctx& c, int64_t bytes) {
     o.pct_limit = 100.0 * std::max(0.0, 1.0 - exposed / us_gather);
     o.wrong = wrong;
     o.note = std::string("stand-in ") + (busy ? "busy (4 warps/SM spinning)" : "sleeping (1 warp/SM)") + ", max smem carveout, " +
-             std::to_string(compute_ns / 1000) + " us/layer (half before the read, half after); per batch: compute-only " +
+             std::to_string(compute_ns / 1000) + " us/layer = " + std::to_string(compute_ns / 10 / per_layer / 100.0).substr(0, 4) +
+             "x gather (half before the read, half after); per batch: compute-only " +
              std::to_string(static_cast<int64_t>(us_compute_only)) + " us, with gather " +
              std::to_string(static_cast<int64_t>(us_both)) + " us, gather-only " +
              std::to_string(static_cast<int64_t>(us_gather)) + " us";

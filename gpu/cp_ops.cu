@@ -63,21 +63,26 @@ __global__ void __launch_bounds__(kRerangeThreads) BatchRerangeKernel(V* __restr
   int64_t* seg_src = seg_rel + segs + 1;  // [segs]: gathered row of each segment's first row
   const int64_t q = blockIdx.x / chunks;
   const int64_t c = blockIdx.x % chunks;
-  const int lane = threadIdx.x % 32;
   for (int64_t t = threadIdx.x; t <= cp; t += blockDim.x) acc[t] = 0;
   __syncthreads();
-  for (int64_t r = 0; r <= cp; ++r) {
-    int64_t v = 0;
-    for (int64_t qq = threadIdx.x; qq < q; qq += blockDim.x) {
-      const int64_t* row = splits + qq * segs;
-      if (r < cp) {
-        v += row[r] + row[segs - 1 - r];
-      } else {
-        for (int64_t k = 0; k < segs; ++k) v += row[k];
+  // One pass: work item t sums quantity r = t % (cp + 1) over requests t / (cp + 1), + groups, ... (quantity
+  // r < cp: rows of rank r; r == cp: all rows).
+  {
+    const int64_t nr = cp + 1;
+    const int64_t groups = blockDim.x / nr > 0 ? blockDim.x / nr : 1;
+    for (int64_t t = threadIdx.x; t < groups * nr; t += blockDim.x) {
+      const int64_t r = t % nr;
+      int64_t v = 0;
+      for (int64_t qq = t / nr; qq < q; qq += groups) {
+        const int64_t* row = splits + qq * segs;
+        if (r < cp) {
+          v += row[r] + row[segs - 1 - r];
+        } else {
+          for (int64_t k = 0; k < segs; ++k) v += row[k];
+        }
       }
+      if (v != 0) atomicAdd(reinterpret_cast<unsigned long long*>(&acc[r]), static_cast<unsigned long long>(v));
     }
-    for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
-    if (lane == 0 && v != 0) atomicAdd(reinterpret_cast<unsigned long long*>(&acc[r]), static_cast<unsigned long long>(v));
   }
   __syncthreads();
   const int64_t* mine = splits + q * segs;

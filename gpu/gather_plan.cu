@@ -90,13 +90,15 @@ __global__ void __launch_bounds__(kThreads) GatherPlanKernel(PlanArgs a) {
     const int64_t t = int64_t{tid} * kItems + k;
     keys[k] = kNoKey;
     if (t < a.n_refs) {
+      // Logical pages are < 2^24 (ValidateExtendBatch), so 32-bit division is exact and much cheaper.
       const int64_t i = UpperBoundMinus1(s_ref_off, a.batch, t);
-      const int64_t kk = t - s_ref_off[i];
-      const int64_t page = a.pages[s_page_off[i] + kk];
-      const int64_t owner = page % a.n;
-      const int64_t first_owner = a.pages[s_page_off[i]] % a.n;
-      if (owner != (first_owner + kk) % a.n) atomicMin(reinterpret_cast<long long*>(&a.state[kFirstCyclic]), i);
-      keys[k] = static_cast<uint32_t>(owner * a.stride + page / a.n);
+      const uint32_t kk = static_cast<uint32_t>(t - s_ref_off[i]);
+      const uint32_t n32 = static_cast<uint32_t>(a.n);
+      const uint32_t page = static_cast<uint32_t>(a.pages[s_page_off[i] + kk]);
+      const uint32_t owner = page % n32;
+      const uint32_t first_owner = static_cast<uint32_t>(a.pages[s_page_off[i]]) % n32;
+      if (owner != (first_owner + kk % n32) % n32) atomicMin(reinterpret_cast<long long*>(&a.state[kFirstCyclic]), i);
+      keys[k] = owner * static_cast<uint32_t>(a.stride) + page / n32;
     }
   }
   Sort(sort_temp).Sort(keys, 0, a.key_bits);  // blocked: thread tid holds sorted ranks tid*kItems + k
@@ -125,8 +127,9 @@ __global__ void __launch_bounds__(kThreads) GatherPlanKernel(PlanArgs a) {
   for (int k = 0; k < kItems; ++k) {
     if (!((first_mask >> k) & 1)) continue;
     const int j = tid * kItems + k;
-    const int64_t owner = keys[k] / a.stride;
-    const bool owner_first = j == 0 || sorted[j - 1] / a.stride != owner;
+    const uint32_t stride32 = static_cast<uint32_t>(a.stride);
+    const uint32_t owner = keys[k] / stride32;
+    const bool owner_first = j == 0 || sorted[j - 1] / stride32 != owner;
     if (owner_first) owner_start[owner] = u + __popc(first_mask & ((1 << k) - 1));
   }
   __syncthreads();
@@ -135,8 +138,9 @@ __global__ void __launch_bounds__(kThreads) GatherPlanKernel(PlanArgs a) {
 #pragma unroll
   for (int k = 0; k < kItems; ++k) {
     if (!((first_mask >> k) & 1)) continue;
-    const int64_t owner = keys[k] / a.stride;
-    const int64_t local = keys[k] % a.stride;
+    const uint32_t stride32 = static_cast<uint32_t>(a.stride);
+    const int64_t owner = keys[k] / stride32;
+    const int64_t local = keys[k] % stride32;
     const int64_t within = uu - owner_start[owner];
     const int64_t page = local * a.n + owner;
     a.mapped[uu] = page;
@@ -166,8 +170,12 @@ __global__ void __launch_bounds__(kThreads) GatherPlanKernel(PlanArgs a) {
   }
   // Phase 5: this rank's send rows (block_pages pages expanded to rows).
   __syncthreads();
-  for (int64_t t = tid; t < a.block_pages * a.ps; t += kThreads) {
-    a.send_rows[t] = a.send_pages[a.send_rank * a.block_pages + t / a.ps] * a.ps + t % a.ps;
+  // A warp per page: lanes write its ps consecutive rows (no division).
+  const int warp = tid / 32, lane = tid % 32;
+  for (int64_t p = warp; p < a.block_pages; p += kThreads / 32) {
+    const int64_t base = a.send_pages[a.send_rank * a.block_pages + p] * a.ps;
+    int64_t* row = a.send_rows + p * a.ps;
+    for (int64_t k = lane; k < a.ps; k += 32) row[k] = base + k;
   }
   if (tid == 0) {
     a.state[kMappedCount] = n_unique + a.n_chunk;
