@@ -35,6 +35,7 @@ check huge_loc 2 'kvshard: error: --locs[0]: must be in [0, 2^48)' "$KV" place -
 check unknown_flag 2 'kvshard: error:' "$KV" place --locs 1 --bogus
 check unknown_cmd 2 "kvshard: error: unknown command 'nope'" "$KV" nope
 check missing_locs 2 'kvshard: error: --locs: required' "$KV" place
+check place_backend_nogpu 3 'kvshard: error: --backend diff:' "$KV" place --locs 1 --backend diff
 check bad_backend 2 'kvshard: error: --backend: must be ref, gpu or diff' "$KV" place --locs 1 --backend x
 # Every error is exactly one line.
 lines=$("$KV" place --rank 9 --locs 1 2>&1 >/dev/null | wc -l)

@@ -5,6 +5,9 @@
 #include "cli/commands.h"
 #include "core/trace_json.h"
 #include "cpu_ref/gather_plan.h"
+#ifdef KVSHARD_HAVE_CUDA
+#include "gpu/gather_plan.h"
+#endif
 
 namespace kvshard::cli {
 namespace {
@@ -40,12 +43,54 @@ void PrintTable(const ExtendBatch& b, const GatherPlan& p, const std::vector<int
   }
 }
 
+#ifdef KVSHARD_HAVE_CUDA
+// The batch's plan built on the current GPU (reference-identical errors come back as the same Status).
+StatusOr<GatherPlan> DevicePlan(const ExtendBatch& batch) {
+  KVSHARD_RETURN_IF_ERROR(gpu::GatherPlanCanImplement(batch));
+  ExtendBatch geometry = batch;
+  geometry.requests.clear();
+  KVSHARD_ASSIGN_OR_RETURN(auto planner, gpu::DeviceGatherPlanner::Create(geometry));
+  KVSHARD_RETURN_IF_ERROR(planner->Upload(batch, nullptr));
+  KVSHARD_RETURN_IF_ERROR(planner->Launch(0, nullptr));
+  return planner->Download(nullptr);
+}
+
+// First differing field of two plans as a Mismatch (count, first index, got vs expected).
+Status DiffLists(const char* field, const std::vector<int64_t>& got, const std::vector<int64_t>& want) {
+  const size_t n = std::max(got.size(), want.size());
+  size_t wrong = 0, first = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if ((i >= got.size() || i >= want.size() || got[i] != want[i]) && wrong++ == 0) first = i;
+  }
+  if (wrong == 0) return Status::Ok();
+  return Mismatch(field, ": ", wrong, " of ", n, " entries differ; first at index ", first, ": gpu ",
+                  first < got.size() ? std::to_string(got[first]) : "<missing>", " vs reference ",
+                  first < want.size() ? std::to_string(want[first]) : "<missing>");
+}
+
+Status DiffPlans(const GatherPlan& got, const GatherPlan& want) {
+  KVSHARD_RETURN_IF_ERROR(DiffLists("block_pages", {got.block_pages}, {want.block_pages}));
+  KVSHARD_RETURN_IF_ERROR(DiffLists("mapped_pages", got.mapped_pages, want.mapped_pages));
+  KVSHARD_RETURN_IF_ERROR(DiffLists("page_pos", got.mapped_scratch_pages, want.mapped_scratch_pages));
+  for (size_t r = 0; r < want.ranks.size() && r < got.ranks.size(); ++r) {
+    KVSHARD_RETURN_IF_ERROR(DiffLists(("ranks[" + std::to_string(r) + "].send_local_pages").c_str(),
+                                      got.ranks[r].send_local_pages, want.ranks[r].send_local_pages));
+    KVSHARD_RETURN_IF_ERROR(DiffLists(("ranks[" + std::to_string(r) + "].send_rows").c_str(), got.ranks[r].send_rows,
+                                      want.ranks[r].send_rows));
+  }
+  if (!(got == want)) return Mismatch("gather plan: scalar fields differ from the reference");
+  return Status::Ok();
+}
+#endif
+
 Status Run(const std::vector<std::string>& args, bool* help) {
   po::options_description desc("gather-plan flags");
   desc.add_options()
       ("batch", po::value<std::string>(), "extend batch (JSON: shard_size, page_size, pool_pages_per_rank, "
                                           "max_prefix_tokens, chunk_tokens, requests)")
       ("translate", po::value<std::string>(), "comma-separated logical slots to translate to scratch rows")
+      ("backend", po::value<std::string>()->default_value("ref"),
+       "ref | gpu (device plan build) | diff (both; exit 1 and the first differing field on a mismatch)")
       ("json", po::bool_switch(), "print JSON instead of tables");
   KVSHARD_ASSIGN_OR_RETURN(po::variables_map vm, ParseFlags("gather-plan", "--batch FILE [--translate l1,l2,...] "
                                                             "[--json]", desc, args, help));
@@ -58,7 +103,17 @@ Status Run(const std::vector<std::string>& args, bool* help) {
   auto json = ReadJsonFile(path);
   if (!json.ok()) return InvalidArgument("--batch: ", json.status().message());
   KVSHARD_ASSIGN_OR_RETURN(ExtendBatch batch, ExtendBatchFromJson(*json));
+  KVSHARD_ASSIGN_OR_RETURN(Backend backend, BackendFlag(vm));
   KVSHARD_ASSIGN_OR_RETURN(GatherPlan plan, ref::BuildGatherPlan(batch));
+#ifdef KVSHARD_HAVE_CUDA
+  if (backend != Backend::kRef) {
+    KVSHARD_ASSIGN_OR_RETURN(GatherPlan device_plan, DevicePlan(batch));
+    if (backend == Backend::kDiff) KVSHARD_RETURN_IF_ERROR(DiffPlans(device_plan, plan));
+    plan = std::move(device_plan);
+  }
+#else
+  (void)backend;
+#endif
   KVSHARD_ASSIGN_OR_RETURN(std::vector<int64_t> rows, ref::Translate(plan, locs, "--translate"));
   if (vm["json"].as<bool>()) {
     Json out = GatherPlanToJson(plan);

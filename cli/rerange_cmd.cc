@@ -8,6 +8,11 @@
 #include "cli/cp_cli_util.h"
 #include "cpu_ref/cp_data.h"
 #include "cpu_ref/cp_split.h"
+#ifdef KVSHARD_HAVE_CUDA
+#include <cstring>
+
+#include "gpu/cp_plan_ops.h"
+#endif
 
 namespace kvshard::cli {
 namespace {
@@ -19,6 +24,8 @@ Status Run(const std::vector<std::string>& args, bool* help) {
       ("page-size", po::value<std::string>(), "ps, tokens per physical page")
       ("extend-lens", po::value<std::string>(), "comma-separated extend (new) tokens per request")
       ("prefix-lens", po::value<std::string>(), "comma-separated cached prefix tokens per request (default 0s)")
+      ("backend", po::value<std::string>()->default_value("ref"),
+       "ref | gpu (fused rerange kernel on a buffer whose rows carry their index) | diff (both; exit 1 on a mismatch)")
       ("json", po::bool_switch(), "print JSON instead of a table");
   KVSHARD_ASSIGN_OR_RETURN(
       po::variables_map vm,
@@ -40,6 +47,35 @@ Status Run(const std::vector<std::string>& args, bool* help) {
   if (!copies.ok()) return CpModelError(copies.status());
   StatusOr<Int64List> rows = ref::BatchRerangeSourceRows(plan->request_split_lists, cp_size, max_rank_token);
   if (!rows.ok()) return CpModelError(rows.status());
+  KVSHARD_ASSIGN_OR_RETURN(Backend backend, BackendFlag(vm));
+#ifdef KVSHARD_HAVE_CUDA
+  if (backend != Backend::kRef) {
+    // Row i of the gathered buffer holds the int64 i; the kernel's output row j then names its source row.
+    Int64List gathered(cp_size * max_rank_token);
+    for (size_t i = 0; i < gathered.size(); ++i) gathered[i] = static_cast<int64_t>(i);
+    std::vector<uint8_t> bytes(gathered.size() * 8);
+    std::memcpy(bytes.data(), gathered.data(), bytes.size());
+    KVSHARD_ASSIGN_OR_RETURN(std::vector<uint8_t> out,
+                             gpu::RunBatchRerange(bytes, 8, plan->request_split_lists, cp_size, max_rank_token));
+    Int64List got(out.size() / 8);
+    std::memcpy(got.data(), out.data(), out.size());
+    if (backend == Backend::kDiff) {
+      const size_t n = std::max(got.size(), rows->size());
+      size_t wrong = 0, first = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if ((i >= got.size() || i >= rows->size() || got[i] != (*rows)[i]) && wrong++ == 0) first = i;
+      }
+      if (wrong) {
+        return Mismatch("source_rows: ", wrong, " of ", n, " rows differ; first output row ", first, ": gpu ",
+                        first < got.size() ? std::to_string(got[first]) : "<missing>", " vs reference ",
+                        first < rows->size() ? std::to_string((*rows)[first]) : "<missing>");
+      }
+    }
+    *rows = std::move(got);
+  }
+#else
+  (void)backend;
+#endif
   if (vm["json"].as<bool>()) {
     Json j;
     j["max_rank_token"] = max_rank_token;

@@ -57,6 +57,31 @@ if [[ -x "$here/bin/nccl_mpi_test" ]]; then
     "$here/bin/nccl_mpi_test" --gtest_output="xml:$logs/nccl_mpi_test.xml" 2>&1 | tail -n 5
   fi
 fi
+# The CLI's GPU-vs-reference diffs on the bundled examples (exit 1 and the first mismatch on a difference).
+cli_cases=(
+  "place --shard-size 4 --page-size 16 --rank 1 --locs-file $here/testdata/place_locs.txt"
+  "gather-plan --batch $here/testdata/gather_plan_example.json"
+  "rerange --cp-size 8 --page-size 64 --extend-lens 1000,64,65,3000,1 --prefix-lens 0,64,128,0,640"
+  "rerange --cp-size 2 --page-size 2 --extend-lens 1"
+)
+{
+  echo '<testsuites><testsuite name="CliDiff">'
+  i=0
+  for c in "${cli_cases[@]}"; do
+    i=$((i+1)); name="case${i}_${c%% *}"
+    out=$("$here/bin/kvshard" $c --backend diff 2>&1 >/dev/null); crc=$?
+    if [[ $crc -eq 0 ]]; then
+      echo "<testcase classname=\"CliDiff\" name=\"$name\"/>"
+    elif [[ $crc -eq 3 ]]; then
+      echo "<testcase classname=\"CliDiff\" name=\"$name\"><skipped/></testcase>"
+    else
+      echo "<testcase classname=\"CliDiff\" name=\"$name\"><failure message=\"diff failed\"/></testcase>"
+      echo "CLI diff failed: kvshard $c --backend diff: $out" >&2
+      rc=1
+    fi
+  done
+  echo '</testsuite></testsuites>'
+} > "$logs/cli_diff.xml"
 python3 "$here/test_summary.py" "$logs" || rc=1
 exit $rc
 RUN
