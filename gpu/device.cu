@@ -54,6 +54,9 @@ StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
 Status CopyToDevice(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return Status::Ok();
   KVSHARD_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  // From pageable memory cudaMemcpy may return before the DMA lands; kernels on non-blocking streams do not
+  // wait for the legacy stream, so finish the copy here.
+  KVSHARD_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   return Status::Ok();
 }
 

@@ -39,7 +39,7 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// Host -> device copy of `bytes` (synchronous).
+// Host -> device copy of `bytes`, complete on return (safe for kernels on any stream).
 Status CopyToDevice(void* dst, const void* src, size_t bytes);
 // Device -> host copy of `bytes` (synchronous).
 Status CopyToHost(void* dst, const void* src, size_t bytes);
