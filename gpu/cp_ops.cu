@@ -50,7 +50,7 @@ __device__ __forceinline__ void BlockCopySpan(V* __restrict__ dst, const V* __re
 // start inside rank r's block; then every segment of q is a contiguous run in both buffers, so the block
 // copies its chunk's part of each segment as flat spans (no per-row lookup).
 template <typename V>
-__global__ void __launch_bounds__(kRerangeThreads) BatchRerangeKernel(V* __restrict__ out,
+__global__ void __launch_bounds__(kRerangeThreads, 5) BatchRerangeKernel(V* __restrict__ out,
                                                                      const V* __restrict__ gathered,
                                                                      const int64_t* __restrict__ splits,
                                                                      int64_t batch, int64_t cp, int64_t m,
