@@ -1,6 +1,8 @@
 // CLI plumbing implementation.
 #include "cli/cli_util.h"
 
+#include <algorithm>
+
 #include "core/parse.h"
 #ifdef KVSHARD_HAVE_CUDA
 #include "gpu/device.h"
@@ -64,6 +66,18 @@ Status FlagError(const Status& status) {
     if (c == '_') c = '-';
   }
   return Status(status.code(), "--" + name + m.substr(bracket == std::string::npos ? colon : bracket));
+}
+
+Status DiffLists(const std::string& field, const std::vector<int64_t>& got, const std::vector<int64_t>& want) {
+  const size_t n = std::max(got.size(), want.size());
+  size_t wrong = 0, first = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if ((i >= got.size() || i >= want.size() || got[i] != want[i]) && wrong++ == 0) first = i;
+  }
+  if (wrong == 0) return Status::Ok();
+  return Mismatch(field, ": ", wrong, " of ", n, " entries differ; first at index ", first, ": gpu ",
+                  first < got.size() ? std::to_string(got[first]) : "<missing>", " vs reference ",
+                  first < want.size() ? std::to_string(want[first]) : "<missing>");
 }
 
 void PrintJson(const Json& j) { std::cout << j.dump(2) << "\n"; }

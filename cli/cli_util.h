@@ -36,6 +36,10 @@ StatusOr<std::vector<int64_t>> IntListFlag(const po::variables_map& vm, const st
 // Rewrites a model-level error "shard_size: ..." into flag spelling "--shard-size: ...".
 Status FlagError(const Status& status);
 
+// GPU-vs-reference comparison of one integer field: Mismatch "field: N of M entries differ; first at index i:
+// gpu X vs reference Y" (or OK when equal).
+Status DiffLists(const std::string& field, const std::vector<int64_t>& got, const std::vector<int64_t>& want);
+
 // Writes JSON (2-space indented) to stdout.
 void PrintJson(const Json& j);
 

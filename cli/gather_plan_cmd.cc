@@ -55,28 +55,16 @@ StatusOr<GatherPlan> DevicePlan(const ExtendBatch& batch) {
   return planner->Download(nullptr);
 }
 
-// First differing field of two plans as a Mismatch (count, first index, got vs expected).
-Status DiffLists(const char* field, const std::vector<int64_t>& got, const std::vector<int64_t>& want) {
-  const size_t n = std::max(got.size(), want.size());
-  size_t wrong = 0, first = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if ((i >= got.size() || i >= want.size() || got[i] != want[i]) && wrong++ == 0) first = i;
-  }
-  if (wrong == 0) return Status::Ok();
-  return Mismatch(field, ": ", wrong, " of ", n, " entries differ; first at index ", first, ": gpu ",
-                  first < got.size() ? std::to_string(got[first]) : "<missing>", " vs reference ",
-                  first < want.size() ? std::to_string(want[first]) : "<missing>");
-}
-
+// First differing field of two plans as a Mismatch.
 Status DiffPlans(const GatherPlan& got, const GatherPlan& want) {
   KVSHARD_RETURN_IF_ERROR(DiffLists("block_pages", {got.block_pages}, {want.block_pages}));
   KVSHARD_RETURN_IF_ERROR(DiffLists("mapped_pages", got.mapped_pages, want.mapped_pages));
   KVSHARD_RETURN_IF_ERROR(DiffLists("page_pos", got.mapped_scratch_pages, want.mapped_scratch_pages));
   for (size_t r = 0; r < want.ranks.size() && r < got.ranks.size(); ++r) {
-    KVSHARD_RETURN_IF_ERROR(DiffLists(("ranks[" + std::to_string(r) + "].send_local_pages").c_str(),
-                                      got.ranks[r].send_local_pages, want.ranks[r].send_local_pages));
-    KVSHARD_RETURN_IF_ERROR(DiffLists(("ranks[" + std::to_string(r) + "].send_rows").c_str(), got.ranks[r].send_rows,
-                                      want.ranks[r].send_rows));
+    const std::string rank = "ranks[" + std::to_string(r) + "]";
+    KVSHARD_RETURN_IF_ERROR(DiffLists(rank + ".send_local_pages", got.ranks[r].send_local_pages,
+                                      want.ranks[r].send_local_pages));
+    KVSHARD_RETURN_IF_ERROR(DiffLists(rank + ".send_rows", got.ranks[r].send_rows, want.ranks[r].send_rows));
   }
   if (!(got == want)) return Mismatch("gather plan: scalar fields differ from the reference");
   return Status::Ok();

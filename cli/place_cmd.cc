@@ -55,19 +55,6 @@ void PrintTable(const std::vector<int64_t>& locs, const ref::PlacementResult& r,
   std::cout << "]\n";
 }
 
-#ifdef KVSHARD_HAVE_CUDA
-Status Diff(const char* field, const std::vector<int64_t>& got, const std::vector<int64_t>& want) {
-  size_t n = std::max(got.size(), want.size()), wrong = 0, first = 0;
-  for (size_t i = 0; i < n; ++i) {
-    bool bad = i >= got.size() || i >= want.size() || got[i] != want[i];
-    if (bad && wrong++ == 0) first = i;
-  }
-  if (wrong == 0) return Status::Ok();
-  return Mismatch(field, ": ", wrong, " of ", n, " differ; first at index ", first, ": gpu ",
-                  first < got.size() ? std::to_string(got[first]) : "<missing>", " vs reference ",
-                  first < want.size() ? std::to_string(want[first]) : "<missing>");
-}
-#endif
 
 Status Run(const std::vector<std::string>& args, bool* help) {
   po::options_description desc("place flags");
@@ -103,11 +90,11 @@ Status Run(const std::vector<std::string>& args, bool* help) {
   if (backend != Backend::kRef) {
     KVSHARD_ASSIGN_OR_RETURN(gpu::GpuPlacementResult g, gpu::RunPlacement(spec, rank, locs));
     if (backend == Backend::kDiff) {
-      KVSHARD_RETURN_IF_ERROR(Diff("owner", g.owner, result.owner));
-      KVSHARD_RETURN_IF_ERROR(Diff("local_index", g.local_index, result.local_index));
-      KVSHARD_RETURN_IF_ERROR(Diff("local_mask", std::vector<int64_t>(g.local_mask.begin(), g.local_mask.end()),
+      KVSHARD_RETURN_IF_ERROR(DiffLists("owner", g.owner, result.owner));
+      KVSHARD_RETURN_IF_ERROR(DiffLists("local_index", g.local_index, result.local_index));
+      KVSHARD_RETURN_IF_ERROR(DiffLists("local_mask", std::vector<int64_t>(g.local_mask.begin(), g.local_mask.end()),
                                    std::vector<int64_t>(result.local_mask.begin(), result.local_mask.end())));
-      KVSHARD_RETURN_IF_ERROR(Diff("filter_local", g.filter_local, result.filter_local));
+      KVSHARD_RETURN_IF_ERROR(DiffLists("filter_local", g.filter_local, result.filter_local));
     } else {
       result = {g.owner, g.local_index, g.local_mask, g.filter_local};
     }

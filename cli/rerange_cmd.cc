@@ -59,18 +59,7 @@ Status Run(const std::vector<std::string>& args, bool* help) {
                              gpu::RunBatchRerange(bytes, 8, plan->request_split_lists, cp_size, max_rank_token));
     Int64List got(out.size() / 8);
     std::memcpy(got.data(), out.data(), out.size());
-    if (backend == Backend::kDiff) {
-      const size_t n = std::max(got.size(), rows->size());
-      size_t wrong = 0, first = 0;
-      for (size_t i = 0; i < n; ++i) {
-        if ((i >= got.size() || i >= rows->size() || got[i] != (*rows)[i]) && wrong++ == 0) first = i;
-      }
-      if (wrong) {
-        return Mismatch("source_rows: ", wrong, " of ", n, " rows differ; first output row ", first, ": gpu ",
-                        first < got.size() ? std::to_string(got[first]) : "<missing>", " vs reference ",
-                        first < rows->size() ? std::to_string((*rows)[first]) : "<missing>");
-      }
-    }
+    if (backend == Backend::kDiff) KVSHARD_RETURN_IF_ERROR(DiffLists("source_rows", got, *rows));
     *rows = std::move(got);
   }
 #else
