@@ -3,6 +3,7 @@
 // so the owner-major slot of a page is owner * block_pages + (pages of that owner seen so far): no sort.
 #include "cpu_ref/gather_plan.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -53,7 +54,7 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
     prefix_bits_.assign(words, 0);
     chunk_bits_.assign(words, 0);
   }
-  if (static_cast<int64_t>(chunk_pos_.size()) < page_pos_size) chunk_pos_.resize(page_pos_size);
+  if (static_cast<int64_t>(slot_.size()) < page_pos_size) slot_.resize(page_pos_size);
   uint64_t* pbits = prefix_bits_.data();
   uint64_t* cbits = chunk_bits_.data();
 
@@ -61,6 +62,7 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
   // is the head of the previous request's (shared cached prompt) is already checked and marked.
   const bool pow2 = (n & (n - 1)) == 0;
   int64_t block_pages = 0, n_chunk = 0;
+  int64_t lo_word = static_cast<int64_t>(words), hi_word = -1;  // bitmap words holding a set bit
   const int64_t* prev = nullptr;
   int64_t prev_k = 0;
   for (size_t i = 0; i < batch.requests.size(); ++i) {
@@ -102,12 +104,16 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
       const int64_t w = pages[k] >> 6;
       if (w != word_index) {
         pbits[word_index] |= acc;
+        lo_word = std::min(lo_word, word_index);
+        hi_word = std::max(hi_word, word_index);
         word_index = w;
         acc = 0;
       }
       acc |= uint64_t{1} << (pages[k] & 63);
     }
     pbits[word_index] |= acc;
+    lo_word = std::min(lo_word, word_index);
+    hi_word = std::max(hi_word, word_index);
     prev = pages;
     prev_k = k_pages;
   }
@@ -141,14 +147,18 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
                                "must be fresh allocations");
       }
       cbits[page >> 6] |= bit;
-      chunk_pos_[page] = next_chunk++;
+      slot_[page] = next_chunk++;
+      lo_word = std::min(lo_word, page >> 6);
+      hi_word = std::max(hi_word, page >> 6);
     }
   }
 
   int64_t n_prefix = 0;
-  for (size_t w = 0; w < words; ++w) n_prefix += __builtin_popcountll(pbits[w]);
+  for (int64_t w = lo_word; w <= hi_word; ++w) n_prefix += __builtin_popcountll(pbits[w]);
 
-  // Pass 3: one ascending scan emits page_pos and fills each owner's send block in local-page order.
+  // Pass 3, per bitmap word in [lo_word, hi_word] (the span pass 1 and 2 touched): first give the word's prefix
+  // pages their owner-major slots (ascending, so each owner's pages arrive in local-page order) and their send
+  // entries, then emit page_pos pairs for the word's prefix and chunk pages from the dense slot table.
   plan->shard_size = n;
   plan->page_size = ps;
   plan->block_pages = block_pages;
@@ -160,37 +170,39 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
   plan->mapped_scratch_pages.resize(n_prefix + n_chunk);
   plan->ranks.resize(n);
   within_.assign(n, 0);
+  send_.resize(n);
   for (int64_t r = 0; r < n; ++r) {
     plan->ranks[r].rank = r;
     plan->ranks[r].send_local_pages.assign(block_pages, 0);  // trash-page pad where not overwritten
+    send_[r] = plan->ranks[r].send_local_pages.data();
   }
+  // Locals of distinct types than the int64 outputs, so the stores below cannot alias them.
+  uint32_t* within = within_.data();
+  int64_t* const* send = send_.data();
+  int64_t* slot = slot_.data();
   int64_t* out_page = plan->mapped_pages.data();
   int64_t* out_pos = plan->mapped_scratch_pages.data();
-  for (size_t w = 0; w < words; ++w) {
-    const uint64_t cword = cbits[w];
-    uint64_t bits = pbits[w] | cword;
-    if (!bits) continue;
+  for (int64_t w = lo_word; w <= hi_word; ++w) {
+    uint64_t prefix = pbits[w];
+    const uint64_t all = prefix | cbits[w];
+    if (!all) continue;
     pbits[w] = cbits[w] = 0;
-    while (bits) {
-      const int b = __builtin_ctzll(bits);
-      bits &= bits - 1;
-      const int64_t page = static_cast<int64_t>(w) * 64 + b;
-      int64_t pos;
-      if ((cword >> b) & 1) {
-        pos = chunk_pos_[page];
-      } else {
-        const int64_t owner = by_n.Mod(page);
-        const int64_t within = within_[owner]++;
-        if (within >= block_pages) {
-          ClearBits();
-          return Internal("negative all-gather pad: rank ", owner, " owns more than block_pages=", block_pages,
-                          " prefix pages");
-        }
-        pos = owner * block_pages + within;
-        plan->ranks[owner].send_local_pages[within] = by_n.Div(page);
+    for (; prefix; prefix &= prefix - 1) {
+      const int64_t page = w * 64 + __builtin_ctzll(prefix);
+      const int64_t owner = by_n.Mod(page);
+      const int64_t k = within[owner]++;
+      if (k >= block_pages) {
+        ClearBits();
+        return Internal("negative all-gather pad: rank ", owner, " owns more than block_pages=", block_pages,
+                        " prefix pages");
       }
+      slot[page] = owner * block_pages + k;
+      send[owner][k] = by_n.Div(page);
+    }
+    for (uint64_t bits = all; bits; bits &= bits - 1) {
+      const int64_t page = w * 64 + __builtin_ctzll(bits);
       *out_page++ = page;
-      *out_pos++ = pos;
+      *out_pos++ = slot[page];
     }
   }
   for (RankSend& r : plan->ranks) {
