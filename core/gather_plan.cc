@@ -36,11 +36,13 @@ Status ValidateExtendBatch(const ExtendBatch& b) {
       return InvalidArgument("requests[", i, "].pages: must list ceil(seq_len/page_size) = ", want,
                              " pages, got ", r.pages.size());
     }
-    // Branch-free range test first (one unsigned compare per page); locate the offending page only on failure.
-    const uint64_t span = static_cast<uint64_t>(hi - lo);
-    bool outside = false;
-    for (int64_t p : r.pages) outside |= static_cast<uint64_t>(p - lo) >= span;
-    if (outside) {
+    // Branch-free min/max first (vectorizes); locate the offending page only on failure.
+    int64_t min_page = hi, max_page = lo;
+    for (int64_t p : r.pages) {
+      min_page = p < min_page ? p : min_page;
+      max_page = p > max_page ? p : max_page;
+    }
+    if (min_page < lo || max_page >= hi) {
       for (size_t j = 0; j < r.pages.size(); ++j) {
         if (r.pages[j] < lo || r.pages[j] >= hi) {
           return InvalidArgument("requests[", i, "].pages[", j, "]: page ", r.pages[j], " out of pool range [", lo,
