@@ -265,7 +265,9 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
       *out_pos++ = slot[page];
     }
   }
-  for (int64_t r = 0; r < n; ++r) std::fill(send[r] + within[r], send[r] + block_pages, 0);
+  for (int64_t r = 0; r < n; ++r) {  // trash-page pad
+    std::memset(send[r] + within[r], 0, (block_pages - within[r]) * sizeof(int64_t));
+  }
   for (RankSend& r : plan->ranks) {
     if (!with_send_rows) {
       r.send_rows.clear();
