@@ -3,6 +3,10 @@
 
 #include <algorithm>
 #include <cstring>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define KVSHARD_STREAMING_STORES 1
+#endif
 
 #include "cpu_ref/cp_split.h"
 
@@ -29,6 +33,48 @@ void AppendRows(const HostTensor& src, int64_t begin, int64_t count, HostTensor*
   if (count <= 0) return;
   dst->data.insert(dst->data.end(), src.row(begin), src.row(begin) + count * src.row_bytes);
   dst->rows += count;
+}
+
+// Outputs at least this large are written with streaming stores (beyond a core's share of the last-level cache).
+constexpr size_t kStreamingCopyBytes = size_t{32} << 20;
+
+#ifdef KVSHARD_STREAMING_STORES
+// memcpy through 64-byte non-temporal stores. A large rerange is ~1,000 copies, each below glibc memcpy's own
+// streaming threshold, so plain memcpy would pull every destination line into the cache before overwriting it
+// (the single large memcpy it is compared with streams). Only full-line (64-byte) streaming stores reach the
+// single memcpy's bandwidth, hence AVX-512, chosen at run time.
+__attribute__((target("avx512f"))) void StreamCopy64(uint8_t* dst, const uint8_t* src, size_t bytes) {
+  const size_t head = std::min(bytes, (64 - (reinterpret_cast<uintptr_t>(dst) & 63)) & 63);
+  std::memcpy(dst, src, head);
+  size_t i = head;
+  for (; i + 256 <= bytes; i += 256) {
+    _mm_prefetch(reinterpret_cast<const char*>(src + i + 1024), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(src + i + 1024 + 64), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(src + i + 1024 + 128), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(src + i + 1024 + 192), _MM_HINT_T0);
+    const __m512i a = _mm512_loadu_si512(src + i), b = _mm512_loadu_si512(src + i + 64);
+    const __m512i c = _mm512_loadu_si512(src + i + 128), d = _mm512_loadu_si512(src + i + 192);
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), a);
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i + 64), b);
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i + 128), c);
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i + 192), d);
+  }
+  std::memcpy(dst + i, src + i, bytes - i);
+}
+#endif
+
+// Copies `copies` from `src` rows to `dst` rows (row_bytes each), streaming when the output is large.
+void CopyRowRuns(const std::vector<RowCopy>& copies, const HostTensor& src, HostTensor* dst) {
+  const size_t row_bytes = static_cast<size_t>(src.row_bytes);
+#ifdef KVSHARD_STREAMING_STORES
+  static const bool kAvx512 = __builtin_cpu_supports("avx512f");
+  if (kAvx512 && dst->data.size() >= kStreamingCopyBytes) {
+    for (const RowCopy& c : copies) StreamCopy64(dst->row(c.dst_row), src.row(c.src_row), c.rows * row_bytes);
+    _mm_sfence();
+    return;
+  }
+#endif
+  for (const RowCopy& c : copies) std::memcpy(dst->row(c.dst_row), src.row(c.src_row), c.rows * row_bytes);
 }
 
 // Checks that the split metadata rows are shaped like a plan: 2N non-negative entries, zigzag in range.
@@ -369,9 +415,7 @@ Status BatchInSeqAllGatherRerangeInto(const HostTensor& gathered, const NSAConte
   int64_t total = 0;
   for (const RowCopy& c : copies) total = c.dst_row + c.rows;
   if (out->row_bytes != gathered.row_bytes || out->rows != total) *out = HostTensor::Zeros(total, gathered.row_bytes);
-  for (const RowCopy& c : copies) {
-    std::memcpy(out->row(c.dst_row), gathered.row(c.src_row), static_cast<size_t>(c.rows * gathered.row_bytes));
-  }
+  CopyRowRuns(copies, gathered, out);
   return Status::Ok();
 }
 

@@ -171,6 +171,23 @@ TEST_F(BatchPlanTest, BatchRerangeRestoresRequestOrder) {
   EXPECT_NE(BatchInSeqAllGatherRerange(gathered, one, 2).status().message().find("reason=not_batch"), std::string::npos);
 }
 
+// An output over 32 MiB takes the streaming-store copy path; odd row widths exercise its unaligned head and tail.
+TEST(CpDataTest, LargeBatchRerangeMatchesSourceRows) {
+  const CPSharedKVBatchPlan plan = BuildBatchPageAlignedInSeqSplitPlan({5000, 3001, 1003}, {64, 0, 128}, 64, 4, 0).value();
+  const NSAContextParallelMetadata m = BuildBatchMetadataFromPlan(plan).value();
+  for (int64_t width : {int64_t{4096}, int64_t{4101}}) {
+    HostTensor gathered = HostTensor::Zeros(m.total_seq_lens, width);
+    for (size_t i = 0; i < gathered.data.size(); ++i) gathered.data[i] = static_cast<uint8_t>(i * 131 + i / 4099);
+    const HostTensor out = BatchInSeqAllGatherRerange(gathered, m, 4).value();
+    ASSERT_GE(out.data.size(), size_t{32} << 20);
+    const L rows = BatchRerangeSourceRows(plan.request_split_lists, 4, m.max_rank_token()).value();
+    ASSERT_EQ(out.rows, static_cast<int64_t>(rows.size()));
+    for (int64_t i = 0; i < out.rows; ++i) {
+      ASSERT_EQ(std::memcmp(out.row(i), gathered.row(rows[i]), width), 0) << "row " << i << " width " << width;
+    }
+  }
+}
+
 TEST_F(BatchPlanTest, LastTokensComeFromTheComputeRows) {
   std::vector<HostTensor> hidden;
   for (int64_t r = 0; r < 2; ++r) {

@@ -3,6 +3,8 @@
 // so the owner-major slot of a page is owner * block_pages + (pages of that owner seen so far): no sort.
 #include "cpu_ref/gather_plan.h"
 
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 
@@ -10,6 +12,9 @@
 
 namespace kvshard::ref {
 namespace {
+
+// Numerators FastDivMod divides exactly (any numerator when the divisor is a power of two).
+constexpr int64_t kFastDivLimit = int64_t{1} << 32;
 
 // Division and remainder by a runtime divisor via multiplication (Lemire), for numerators < 2^32.
 class FastDivMod {
@@ -36,6 +41,42 @@ std::string PyList(const std::vector<int64_t>& pages, int64_t count, const FastD
   return s + "]";
 }
 
+// A word whose 64 pages are all prefix pages, when N divides 64 (page w*64 + j*N + o is owner o's
+// (within[o] + j)-th page): its slots, send entries and page_pos pairs in closed form. Returns false, doing
+// nothing, if an owner would exceed block_pages (the per-page loop then reports it).
+bool DenseWord(int64_t w, int64_t n, int64_t block_pages, uint32_t* within, int64_t* const* send, int64_t* out_page,
+               int64_t* out_pos) {
+  const int64_t per_owner = 64 / n;
+  std::array<int64_t, 64> first_slot;
+  for (int64_t o = 0; o < n; ++o) {
+    if (within[o] + per_owner > block_pages) return false;
+  }
+  for (int64_t o = 0; o < n; ++o) {
+    const int64_t k = within[o];
+    first_slot[o] = o * block_pages + k;
+    for (int64_t j = 0; j < per_owner; ++j) send[o][k + j] = w * per_owner + j;
+    within[o] = static_cast<uint32_t>(k + per_owner);
+  }
+  for (int64_t b = 0; b < 64; ++b) out_page[b] = w * 64 + b;
+  for (int64_t j = 0; j < per_owner; ++j) {
+    for (int64_t o = 0; o < n; ++o) out_pos[j * n + o] = first_slot[o] + j;
+  }
+  return true;
+}
+
+// Sets bits [begin, end) of `bits`.
+void SetBitRange(uint64_t* bits, int64_t begin, int64_t end) {
+  const int64_t first_word = begin >> 6, last_word = (end - 1) >> 6;
+  const uint64_t head = ~uint64_t{0} << (begin & 63), tail = ~uint64_t{0} >> (63 - ((end - 1) & 63));
+  if (first_word == last_word) {
+    bits[first_word] |= head & tail;
+    return;
+  }
+  bits[first_word] |= head;
+  for (int64_t w = first_word + 1; w < last_word; ++w) bits[w] = ~uint64_t{0};
+  bits[last_word] |= tail;
+}
+
 }  // namespace
 
 void GatherPlanner::ClearBits() {
@@ -53,30 +94,45 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
     prefix_bits_.assign(words, 0);
     chunk_bits_.assign(words, 0);
   }
-  if (static_cast<int64_t>(chunk_pos_.size()) < page_pos_size) chunk_pos_.resize(page_pos_size);
+  if (static_cast<int64_t>(slot_.size()) < page_pos_size) slot_.resize(page_pos_size);
   uint64_t* pbits = prefix_bits_.data();
   uint64_t* cbits = chunk_bits_.data();
 
   // Pass 1, per request: alignment, cyclic prefix owners, dedup of prefix pages, block bound. A prefix that
   // is the head of the previous request's (shared cached prompt) is already checked and marked.
   const bool pow2 = (n & (n - 1)) == 0;
+  const int ps_shift = (ps & (ps - 1)) == 0 ? __builtin_ctzll(ps) : -1;  // pages are usually a power of two
   int64_t block_pages = 0, n_chunk = 0;
+  int64_t lo_word = static_cast<int64_t>(words), hi_word = -1;  // bitmap words holding a set bit
   const int64_t* prev = nullptr;
   int64_t prev_k = 0;
   for (size_t i = 0; i < batch.requests.size(); ++i) {
     const ExtendRequest& r = batch.requests[i];
-    if (r.prefix_len % ps != 0) {
+    const int64_t k_pages = ps_shift >= 0 ? r.prefix_len >> ps_shift : r.prefix_len / ps;
+    if (k_pages * ps != r.prefix_len) {
       ClearBits();
       return InvalidArgument("requests[", i, "].prefix_len: sharded prefill requires physical-page-aligned "
                              "prefixes (the radix-tree match quantum), got prefix_len=", r.prefix_len,
                              ", page_size=", ps);
     }
-    const int64_t k_pages = r.prefix_len / ps;
     const int64_t* pages = r.pages.data();
     n_chunk += static_cast<int64_t>(r.pages.size()) - k_pages;
     if (k_pages == 0) continue;
-    block_pages += (k_pages + n - 1) / n;
+    block_pages += k_pages < kFastDivLimit - n ? by_n.Div(k_pages + n - 1) : (k_pages + n - 1) / n;
     if (k_pages <= prev_k && std::memcmp(pages, prev, k_pages * sizeof(int64_t)) == 0) continue;
+    // A run of consecutive logical pages (a fresh pool hands chains out this way) is cyclic by construction and
+    // is marked a word at a time.
+    const int64_t first = pages[0];
+    bool consecutive = true;
+    for (int64_t k = 0; k < k_pages; ++k) consecutive &= pages[k] - k == first;
+    if (consecutive) {
+      SetBitRange(pbits, first, first + k_pages);
+      lo_word = std::min(lo_word, first >> 6);
+      hi_word = std::max(hi_word, (first + k_pages - 1) >> 6);
+      prev = pages;
+      prev_k = k_pages;
+      continue;
+    }
     // Cyclic: page[k] - k is congruent to page[0] modulo N for every k.
     bool cyclic = true;
     if (pow2) {
@@ -102,12 +158,16 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
       const int64_t w = pages[k] >> 6;
       if (w != word_index) {
         pbits[word_index] |= acc;
+        lo_word = std::min(lo_word, word_index);
+        hi_word = std::max(hi_word, word_index);
         word_index = w;
         acc = 0;
       }
       acc |= uint64_t{1} << (pages[k] & 63);
     }
     pbits[word_index] |= acc;
+    lo_word = std::min(lo_word, word_index);
+    hi_word = std::max(hi_word, word_index);
     prev = pages;
     prev_k = k_pages;
   }
@@ -141,14 +201,18 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
                                "must be fresh allocations");
       }
       cbits[page >> 6] |= bit;
-      chunk_pos_[page] = next_chunk++;
+      slot_[page] = next_chunk++;
+      lo_word = std::min(lo_word, page >> 6);
+      hi_word = std::max(hi_word, page >> 6);
     }
   }
 
   int64_t n_prefix = 0;
-  for (size_t w = 0; w < words; ++w) n_prefix += __builtin_popcountll(pbits[w]);
+  for (int64_t w = lo_word; w <= hi_word; ++w) n_prefix += __builtin_popcountll(pbits[w]);
 
-  // Pass 3: one ascending scan emits page_pos and fills each owner's send block in local-page order.
+  // Pass 3, per bitmap word in [lo_word, hi_word] (the span pass 1 and 2 touched): first give the word's prefix
+  // pages their owner-major slots (ascending, so each owner's pages arrive in local-page order) and their send
+  // entries, then emit page_pos pairs for the word's prefix and chunk pages from the dense slot table.
   plan->shard_size = n;
   plan->page_size = ps;
   plan->block_pages = block_pages;
@@ -160,38 +224,49 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
   plan->mapped_scratch_pages.resize(n_prefix + n_chunk);
   plan->ranks.resize(n);
   within_.assign(n, 0);
+  send_.resize(n);
   for (int64_t r = 0; r < n; ++r) {
     plan->ranks[r].rank = r;
-    plan->ranks[r].send_local_pages.assign(block_pages, 0);  // trash-page pad where not overwritten
+    plan->ranks[r].send_local_pages.resize(block_pages);  // filled below, then trash-page padded
+    send_[r] = plan->ranks[r].send_local_pages.data();
   }
+  // Locals of distinct types than the int64 outputs, so the stores below cannot alias them.
+  uint32_t* within = within_.data();
+  int64_t* const* send = send_.data();
+  int64_t* slot = slot_.data();
   int64_t* out_page = plan->mapped_pages.data();
   int64_t* out_pos = plan->mapped_scratch_pages.data();
-  for (size_t w = 0; w < words; ++w) {
-    const uint64_t cword = cbits[w];
-    uint64_t bits = pbits[w] | cword;
-    if (!bits) continue;
+  const bool owners_tile_words = pow2 && n <= 64;  // owner of bit b of any word = b % N
+  for (int64_t w = lo_word; w <= hi_word; ++w) {
+    uint64_t prefix = pbits[w];
+    const uint64_t all = prefix | cbits[w];
+    if (!all) continue;
     pbits[w] = cbits[w] = 0;
-    while (bits) {
-      const int b = __builtin_ctzll(bits);
-      bits &= bits - 1;
-      const int64_t page = static_cast<int64_t>(w) * 64 + b;
-      int64_t pos;
-      if ((cword >> b) & 1) {
-        pos = chunk_pos_[page];
-      } else {
-        const int64_t owner = by_n.Mod(page);
-        const int64_t within = within_[owner]++;
-        if (within >= block_pages) {
-          ClearBits();
-          return Internal("negative all-gather pad: rank ", owner, " owns more than block_pages=", block_pages,
-                          " prefix pages");
-        }
-        pos = owner * block_pages + within;
-        plan->ranks[owner].send_local_pages[within] = by_n.Div(page);
-      }
-      *out_page++ = page;
-      *out_pos++ = pos;
+    if (prefix == ~uint64_t{0} && owners_tile_words && DenseWord(w, n, block_pages, within, send, out_page, out_pos)) {
+      out_page += 64;
+      out_pos += 64;
+      continue;
     }
+    for (; prefix; prefix &= prefix - 1) {
+      const int64_t page = w * 64 + __builtin_ctzll(prefix);
+      const int64_t owner = by_n.Mod(page);
+      const int64_t k = within[owner]++;
+      if (k >= block_pages) {
+        ClearBits();
+        return Internal("negative all-gather pad: rank ", owner, " owns more than block_pages=", block_pages,
+                        " prefix pages");
+      }
+      slot[page] = owner * block_pages + k;
+      send[owner][k] = by_n.Div(page);
+    }
+    for (uint64_t bits = all; bits; bits &= bits - 1) {
+      const int64_t page = w * 64 + __builtin_ctzll(bits);
+      *out_page++ = page;
+      *out_pos++ = slot[page];
+    }
+  }
+  for (int64_t r = 0; r < n; ++r) {  // trash-page pad
+    std::memset(send[r] + within[r], 0, (block_pages - within[r]) * sizeof(int64_t));
   }
   for (RankSend& r : plan->ranks) {
     if (!with_send_rows) {

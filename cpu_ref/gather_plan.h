@@ -24,8 +24,9 @@ class GatherPlanner {
   void ClearBits();
   std::vector<uint64_t> prefix_bits_;  // per logical page: in the batch's prefix set; all zero between builds
   std::vector<uint64_t> chunk_bits_;   // per logical page: a chunk page; all zero between builds
-  std::vector<int64_t> chunk_pos_;     // absolute scratch page of each chunk page (valid where chunk bit set)
-  std::vector<int64_t> within_;        // per owner: prefix pages placed so far
+  std::vector<int64_t> slot_;          // per logical page: its absolute scratch page (valid where a bit is set)
+  std::vector<uint32_t> within_;       // per owner: prefix pages placed so far (< 2^24 pages)
+  std::vector<int64_t*> send_;         // per owner: its send_local_pages
 };
 
 // One-shot GatherPlanner::Build with send rows.

@@ -2,6 +2,9 @@
 // fail-fast errors ("page-aligned", "cyclic", "capacity", non-fresh chunk pages).
 #include "cpu_ref/gather_plan.h"
 
+#include <map>
+#include <set>
+
 #include <gtest/gtest.h>
 
 namespace kvshard::ref {
@@ -107,6 +110,81 @@ TEST(GatherPlanTest, PlannerIsReusableAfterErrors) {
     for (RankSend& r : q.ranks) r.send_rows.clear();
     return q;
   }());
+}
+
+// The plan straight from the definition: ascending unique prefix pages take owner-major slots, chunk pages
+// take chunk_base_page + j in batch order.
+GatherPlan NaivePlan(const ExtendBatch& b) {
+  const int64_t n = b.shard_size, ps = b.page_size;
+  std::map<int64_t, int64_t> pos;  // page -> scratch page
+  std::set<int64_t> prefix;
+  int64_t block = 0, next_chunk = b.max_prefix_tokens / ps;
+  for (const ExtendRequest& r : b.requests) {
+    block += (r.prefix_len / ps + n - 1) / n;
+    prefix.insert(r.pages.begin(), r.pages.begin() + r.prefix_len / ps);
+  }
+  GatherPlan p{n, ps, block, n * block, b.max_prefix_tokens / ps, (b.max_prefix_tokens + b.chunk_tokens) / ps,
+               n * (b.pool_pages_per_rank + 1), {}, {}, {}};
+  for (int64_t r = 0; r < n; ++r) p.ranks.push_back({r, V(block, 0), {}});
+  V within(n, 0);
+  for (int64_t page : prefix) {
+    const int64_t owner = page % n, k = within[owner]++;
+    pos[page] = owner * block + k;
+    p.ranks[owner].send_local_pages[k] = page / n;
+  }
+  for (const ExtendRequest& r : b.requests) {
+    for (size_t j = r.prefix_len / ps; j < r.pages.size(); ++j) pos[r.pages[j]] = next_chunk++;
+  }
+  for (const auto& [page, scratch] : pos) {
+    p.mapped_pages.push_back(page);
+    p.mapped_scratch_pages.push_back(scratch);
+  }
+  return p;
+}
+
+// Consecutive prefix runs filling whole bitmap words (the word-at-a-time paths), runs that share heads,
+// scattered cyclic runs and chunk pages inside prefix words, for N that divides 64 and N that does not.
+TEST(GatherPlanTest, DenseAndScatteredRunsMatchTheDefinition) {
+  for (int64_t n : {1, 2, 3, 8, 64}) {
+    const int64_t ps = 4, ppr = 20000 / n + 100, reqs = 12;
+    ExtendBatch b{n, ps, ppr, 0, 0, {}};
+    int64_t next = n;  // next free logical page for consecutive runs
+    int64_t block = 0, chunks = 0;
+    for (int64_t i = 0; i < reqs; ++i) {
+      const int64_t k = 50 + 37 * i % 150;
+      ExtendRequest r{k * ps, 0, {}};
+      if (i % 4 == 3) {
+        r.pages = b.requests[i - 1].pages;  // shares the previous request's head
+        r.pages.resize(std::min<int64_t>(k, b.requests[i - 1].prefix_len / ps));
+        r.prefix_len = static_cast<int64_t>(r.pages.size()) * ps;
+      } else if (i % 4 == 2) {
+        // Cyclic but not consecutive: every owner's local page strides by 3.
+        const int64_t base = next + (n - next % n);
+        for (int64_t j = 0; j < k; ++j) r.pages.push_back(base + (j / n) * 3 * n + j % n);
+        next = r.pages.back() + 1;
+      } else {
+        for (int64_t j = 0; j < k; ++j) r.pages.push_back(next + j);
+        next += k;
+      }
+      // Two chunk pages: one just past the run (inside its last word), one further on.
+      r.pages.push_back(next++);
+      r.pages.push_back(next + 5);
+      next += 6;
+      r.seq_len = static_cast<int64_t>(r.pages.size()) * ps - 1;
+      block += (r.prefix_len / ps + n - 1) / n;
+      chunks += static_cast<int64_t>(r.pages.size()) - r.prefix_len / ps;
+      b.requests.push_back(r);
+    }
+    ASSERT_LT(next, n * ppr);
+    b.max_prefix_tokens = n * block * ps;
+    b.chunk_tokens = chunks * ps;
+    GatherPlanner planner;
+    GatherPlan p;
+    for (int round = 0; round < 2; ++round) {  // the second build reuses the planner's state
+      ASSERT_TRUE(planner.Build(b, &p, /*with_send_rows=*/false).ok()) << "n=" << n;
+      EXPECT_EQ(p, NaivePlan(b)) << "n=" << n;
+    }
+  }
 }
 
 }  // namespace
