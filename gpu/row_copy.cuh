@@ -51,36 +51,6 @@ __device__ __forceinline__ void CopyRow(V* __restrict__ dst, const V* __restrict
   }
 }
 
-// Copies two rows at once (row b only when has_b): every load of both rows is issued before any store, so a
-// thread keeps up to eight requests in flight. Rows longer than 4 * group vectors fall back to CopyRow.
-template <typename V>
-__device__ __forceinline__ void CopyTwoRows(V* __restrict__ dst_a, const V* __restrict__ src_a, V* __restrict__ dst_b,
-                                            const V* __restrict__ src_b, bool has_b, int64_t vecs, int lane,
-                                            int group) {
-  if (vecs > 4 * group) {
-    CopyRow(dst_a, src_a, vecs, lane, group);
-    if (has_b) CopyRow(dst_b, src_b, vecs, lane, group);
-    return;
-  }
-  V ra[4], rb[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const int64_t v = lane + k * group;
-    if (v < vecs) {
-      ra[k] = src_a[v];
-      if (has_b) rb[k] = src_b[v];
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const int64_t v = lane + k * group;
-    if (v < vecs) {
-      dst_a[v] = ra[k];
-      if (has_b) dst_b[v] = rb[k];
-    }
-  }
-}
-
 // Zero-fills one row.
 template <typename V>
 __device__ __forceinline__ void ZeroRow(V* __restrict__ dst, int64_t vecs, int lane, int group) {
