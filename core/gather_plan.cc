@@ -5,7 +5,7 @@
 
 namespace kvshard {
 
-Status ValidateExtendBatch(const ExtendBatch& b) {
+Status ValidateExtendBatchGeometry(const ExtendBatch& b) {
   KVSHARD_RETURN_IF_ERROR(ValidatePlacementSpec({b.shard_size, b.page_size}));
   const int64_t n = b.shard_size;
   if (b.pool_pages_per_rank < 1 || b.pool_pages_per_rank >= kMaxPoolLogicalPages / n) {
@@ -21,36 +21,45 @@ Status ValidateExtendBatch(const ExtendBatch& b) {
     return InvalidArgument("chunk_tokens: must be a non-negative multiple of page_size (", b.page_size,
                            ") below 2^48, got ", b.chunk_tokens);
   }
+  return Status::Ok();
+}
+
+Status ValidateExtendRequest(const ExtendBatch& b, size_t i) {
+  const int64_t n = b.shard_size;
   const int64_t lo = n, hi = n * b.pool_pages_per_rank;  // allocatable logical pages [N, N*ppr)
-  for (size_t i = 0; i < b.requests.size(); ++i) {
-    const ExtendRequest& r = b.requests[i];
-    if (r.prefix_len < 0 || r.prefix_len >= kMaxSlot) {
-      return InvalidArgument("requests[", i, "].prefix_len: must be in [0, 2^48), got ", r.prefix_len);
-    }
-    if (r.seq_len < r.prefix_len || r.seq_len >= kMaxSlot) {
-      return InvalidArgument("requests[", i, "].seq_len: must be >= prefix_len (", r.prefix_len,
-                             ") and < 2^48, got ", r.seq_len);
-    }
-    const int64_t want = PositionPages(r.seq_len, b.page_size);
-    if (static_cast<int64_t>(r.pages.size()) != want) {
-      return InvalidArgument("requests[", i, "].pages: must list ceil(seq_len/page_size) = ", want,
-                             " pages, got ", r.pages.size());
-    }
-    // Branch-free min/max first (vectorizes); locate the offending page only on failure.
-    int64_t min_page = hi, max_page = lo;
-    for (int64_t p : r.pages) {
-      min_page = p < min_page ? p : min_page;
-      max_page = p > max_page ? p : max_page;
-    }
-    if (min_page < lo || max_page >= hi) {
-      for (size_t j = 0; j < r.pages.size(); ++j) {
-        if (r.pages[j] < lo || r.pages[j] >= hi) {
-          return InvalidArgument("requests[", i, "].pages[", j, "]: page ", r.pages[j], " out of pool range [", lo,
-                                 ", ", hi, ") (pages < shard_size are reserved)");
-        }
+  const ExtendRequest& r = b.requests[i];
+  if (r.prefix_len < 0 || r.prefix_len >= kMaxSlot) {
+    return InvalidArgument("requests[", i, "].prefix_len: must be in [0, 2^48), got ", r.prefix_len);
+  }
+  if (r.seq_len < r.prefix_len || r.seq_len >= kMaxSlot) {
+    return InvalidArgument("requests[", i, "].seq_len: must be >= prefix_len (", r.prefix_len,
+                           ") and < 2^48, got ", r.seq_len);
+  }
+  const int64_t want = PositionPages(r.seq_len, b.page_size);
+  if (static_cast<int64_t>(r.pages.size()) != want) {
+    return InvalidArgument("requests[", i, "].pages: must list ceil(seq_len/page_size) = ", want,
+                           " pages, got ", r.pages.size());
+  }
+  // Branch-free min/max first (vectorizes); locate the offending page only on failure.
+  int64_t min_page = hi, max_page = lo;
+  for (int64_t p : r.pages) {
+    min_page = p < min_page ? p : min_page;
+    max_page = p > max_page ? p : max_page;
+  }
+  if (min_page < lo || max_page >= hi) {
+    for (size_t j = 0; j < r.pages.size(); ++j) {
+      if (r.pages[j] < lo || r.pages[j] >= hi) {
+        return InvalidArgument("requests[", i, "].pages[", j, "]: page ", r.pages[j], " out of pool range [", lo,
+                               ", ", hi, ") (pages < shard_size are reserved)");
       }
     }
   }
+  return Status::Ok();
+}
+
+Status ValidateExtendBatch(const ExtendBatch& b) {
+  KVSHARD_RETURN_IF_ERROR(ValidateExtendBatchGeometry(b));
+  for (size_t i = 0; i < b.requests.size(); ++i) KVSHARD_RETURN_IF_ERROR(ValidateExtendRequest(b, i));
   return Status::Ok();
 }
 

@@ -61,7 +61,13 @@ inline int64_t PositionPages(int64_t seq_len, int64_t page_size) { return (seq_l
 
 // Structural validation (geometry, lengths, page ranges); names the field, e.g. "requests[2].seq_len".
 // Semantic checks (page alignment, cyclic owners, capacity) belong to the plan builder.
+// Equivalent to ValidateExtendBatchGeometry followed by ValidateExtendRequest for each request in order (the
+// first fault wins).
 Status ValidateExtendBatch(const ExtendBatch& batch);
+// The batch-level part: placement spec, pool_pages_per_rank, max_prefix_tokens, chunk_tokens.
+Status ValidateExtendBatchGeometry(const ExtendBatch& batch);
+// The part for requests[i] (prefix_len, seq_len, page count, page range); assumes the geometry is valid.
+Status ValidateExtendRequest(const ExtendBatch& batch, size_t i);
 
 }  // namespace kvshard
 

@@ -85,7 +85,8 @@ void GatherPlanner::ClearBits() {
 }
 
 Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool with_send_rows) {
-  KVSHARD_RETURN_IF_ERROR(ValidateExtendBatch(batch));
+  // The per-request structural checks of ValidateExtendBatch are fused into pass 1 (one read of the pages).
+  KVSHARD_RETURN_IF_ERROR(ValidateExtendBatchGeometry(batch));
   const int64_t n = batch.shard_size, ps = batch.page_size;
   const FastDivMod by_n(n);
   const int64_t page_pos_size = n * (batch.pool_pages_per_rank + 1);
@@ -98,8 +99,26 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
   uint64_t* pbits = prefix_bits_.data();
   uint64_t* cbits = chunk_bits_.data();
 
-  // Pass 1, per request: alignment, cyclic prefix owners, dedup of prefix pages, block bound. A prefix that
-  // is the head of the previous request's (shared cached prompt) is already checked and marked.
+  // The errors are those of ValidateExtendBatch followed by the semantic checks, as if run in that order: every
+  // structural fault (of any request) wins over any semantic one, and among each kind the first request's wins.
+  // Pass 1 checks request i's structure before its semantics, so a structural fault of request i is the first
+  // of the batch; ValidateExtendRequest, which only runs on a fault, supplies its exact message.
+  const int64_t lo_page = n, hi_page = n * batch.pool_pages_per_rank;  // allocatable logical pages
+  auto structural_fault = [&](size_t i) -> Status {
+    ClearBits();
+    Status s = ValidateExtendRequest(batch, i);
+    return s.ok() ? Internal("requests[", i, "]: structural check disagrees with ValidateExtendRequest") : s;
+  };
+  // A semantic fault of request i is reported only if no request from i on has a structural fault.
+  auto semantic_fault = [&](size_t i, Status semantic) -> Status {
+    ClearBits();
+    for (size_t j = i; j < batch.requests.size(); ++j) KVSHARD_RETURN_IF_ERROR(ValidateExtendRequest(batch, j));
+    return semantic;
+  };
+
+  // Pass 1, per request: structure (lengths, page count, page range), alignment, cyclic prefix owners, dedup of
+  // prefix pages, block bound. A prefix that is the head of the previous request's (shared cached prompt) is
+  // already checked and marked.
   const bool pow2 = (n & (n - 1)) == 0;
   const int ps_shift = (ps & (ps - 1)) == 0 ? __builtin_ctzll(ps) : -1;  // pages are usually a power of two
   int64_t block_pages = 0, n_chunk = 0;
@@ -108,24 +127,37 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
   int64_t prev_k = 0;
   for (size_t i = 0; i < batch.requests.size(); ++i) {
     const ExtendRequest& r = batch.requests[i];
+    if (r.prefix_len < 0 || r.prefix_len >= kMaxSlot || r.seq_len < r.prefix_len || r.seq_len >= kMaxSlot ||
+        static_cast<int64_t>(r.pages.size()) !=
+            (ps_shift >= 0 ? (r.seq_len + ps - 1) >> ps_shift : PositionPages(r.seq_len, ps))) {
+      return structural_fault(i);
+    }
     const int64_t k_pages = ps_shift >= 0 ? r.prefix_len >> ps_shift : r.prefix_len / ps;
     if (k_pages * ps != r.prefix_len) {
-      ClearBits();
-      return InvalidArgument("requests[", i, "].prefix_len: sharded prefill requires physical-page-aligned "
-                             "prefixes (the radix-tree match quantum), got prefix_len=", r.prefix_len,
-                             ", page_size=", ps);
+      return semantic_fault(i, InvalidArgument("requests[", i, "].prefix_len: sharded prefill requires "
+                                               "physical-page-aligned prefixes (the radix-tree match quantum), "
+                                               "got prefix_len=", r.prefix_len, ", page_size=", ps));
     }
     const int64_t* pages = r.pages.data();
-    n_chunk += static_cast<int64_t>(r.pages.size()) - k_pages;
+    const int64_t n_pages = static_cast<int64_t>(r.pages.size());  // >= k_pages: seq_len >= prefix_len
+    bool out_of_range = false;  // chunk pages (usually one) here, prefix pages below
+    for (int64_t k = k_pages; k < n_pages; ++k) out_of_range |= pages[k] < lo_page || pages[k] >= hi_page;
+    if (out_of_range) return structural_fault(i);
+    n_chunk += n_pages - k_pages;
     if (k_pages == 0) continue;
     block_pages += k_pages < kFastDivLimit - n ? by_n.Div(k_pages + n - 1) : (k_pages + n - 1) / n;
+    // The head of the previous request's prefix: already range-checked, checked cyclic and marked.
     if (k_pages <= prev_k && std::memcmp(pages, prev, k_pages * sizeof(int64_t)) == 0) continue;
-    // A run of consecutive logical pages (a fresh pool hands chains out this way) is cyclic by construction and
-    // is marked a word at a time.
+    // A run of consecutive logical pages (a fresh pool hands chains out this way) is cyclic by construction, is
+    // in range if its ends are, and is marked a word at a time.
+    // (Unsigned: the pages are not range-checked yet; with `first` in range, equality modulo 2^64 is exact.)
     const int64_t first = pages[0];
-    bool consecutive = true;
-    for (int64_t k = 0; k < k_pages; ++k) consecutive &= pages[k] - k == first;
-    if (consecutive) {
+    uint64_t gaps = 0;  // an OR of differences, not a chain of compares, so that it vectorizes
+    for (int64_t k = 0; k < k_pages; ++k) {
+      gaps |= (static_cast<uint64_t>(pages[k]) - static_cast<uint64_t>(k)) ^ static_cast<uint64_t>(first);
+    }
+    if (gaps == 0) {
+      if (first < lo_page || first > hi_page - k_pages) return structural_fault(i);
       SetBitRange(pbits, first, first + k_pages);
       lo_word = std::min(lo_word, first >> 6);
       hi_word = std::max(hi_word, (first + k_pages - 1) >> 6);
@@ -133,6 +165,12 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
       prev_k = k_pages;
       continue;
     }
+    int64_t min_page = hi_page, max_page = lo_page;
+    for (int64_t k = 0; k < k_pages; ++k) {
+      min_page = pages[k] < min_page ? pages[k] : min_page;
+      max_page = pages[k] > max_page ? pages[k] : max_page;
+    }
+    if (min_page < lo_page || max_page >= hi_page) return structural_fault(i);
     // Cyclic: page[k] - k is congruent to page[0] modulo N for every k.
     bool cyclic = true;
     if (pow2) {
@@ -146,10 +184,9 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
       }
     }
     if (!cyclic) {
-      ClearBits();
-      return InvalidArgument("requests[", i, "].pages: sharded prefix owners of request ", i,
-                             " are not cyclic — rotation base out of sync (owners[:16]=",
-                             PyList(r.pages, k_pages, by_n), ")");
+      return semantic_fault(i, InvalidArgument("requests[", i, "].pages: sharded prefix owners of request ", i,
+                                               " are not cyclic — rotation base out of sync (owners[:16]=",
+                                               PyList(r.pages, k_pages, by_n), ")"));
     }
     // Mark the pages, accumulating bits of the same word in a register (runs are mostly ascending).
     int64_t word_index = pages[0] >> 6;

@@ -2,6 +2,8 @@
 // fail-fast errors ("page-aligned", "cyclic", "capacity", non-fresh chunk pages).
 #include "cpu_ref/gather_plan.h"
 
+#include <functional>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -110,6 +112,85 @@ TEST(GatherPlanTest, PlannerIsReusableAfterErrors) {
     for (RankSend& r : q.ranks) r.send_rows.clear();
     return q;
   }());
+}
+
+// Three requests over N=4, ps=16 (pool pages [4, 132)): the spec chain (a scattered cyclic prefix), a
+// consecutive prefix run, and a request sharing that run's head, each with fresh chunk pages.
+ExtendBatch ThreeRequestBatch() {
+  ExtendBatch b = SpecBatch();
+  b.requests.push_back({128, 140, {40, 41, 42, 43, 44, 45, 46, 47, 48}});
+  b.requests.push_back({64, 65, {40, 41, 42, 43, 49}});
+  return b;
+}
+
+// Build fuses the structural checks of ValidateExtendBatch into its first pass; the error must stay the one of
+// "ValidateExtendBatch, then the semantic checks": a structural fault anywhere wins over a semantic one
+// anywhere, even in an earlier request.
+TEST(GatherPlanTest, StructuralFaultWinsOverEarlierSemanticFault) {
+  ExtendBatch b = ThreeRequestBatch();
+  ASSERT_TRUE(BuildGatherPlan(b).ok());
+  std::swap(b.requests[0].pages[2], b.requests[0].pages[3]);  // request 0: not cyclic
+  b.requests[2].pages[4] = 132;                                // request 2: chunk page out of range
+  EXPECT_EQ(BuildGatherPlan(b).status().message(),
+            "requests[2].pages[4]: page 132 out of pool range [4, 132) (pages < shard_size are reserved)");
+  b = ThreeRequestBatch();
+  b.requests[0].prefix_len = 100;  // request 0: not page-aligned
+  b.requests[0].pages[3] = 2;      // and a reserved prefix page (structural, same request)
+  EXPECT_EQ(BuildGatherPlan(b).status().message(),
+            "requests[0].pages[3]: page 2 out of pool range [4, 132) (pages < shard_size are reserved)");
+  b = ThreeRequestBatch();
+  b.max_prefix_tokens = 64;          // capacity fault
+  b.requests[1].pages.pop_back();    // request 1: wrong page count
+  EXPECT_EQ(BuildGatherPlan(b).status().message(),
+            "requests[1].pages: must list ceil(seq_len/page_size) = 9 pages, got 8");
+}
+
+// Every pair of faults (structural or semantic, on any requests) gives exactly the error of "ValidateExtendBatch,
+// then the planner", and the planner stays reusable afterwards.
+TEST(GatherPlanTest, FusedValidationKeepsTheErrorOrder) {
+  using Fault = std::function<void(ExtendBatch&, size_t)>;
+  const int64_t kMin = std::numeric_limits<int64_t>::min();
+  const std::vector<Fault> faults = {
+      [](ExtendBatch& b, size_t i) { b.requests[i].prefix_len = -16; },
+      [](ExtendBatch& b, size_t i) { b.requests[i].seq_len = b.requests[i].prefix_len - 1; },
+      [](ExtendBatch& b, size_t i) { b.requests[i].pages.pop_back(); },
+      [](ExtendBatch& b, size_t i) { b.requests[i].pages[1] = 500; },         // prefix page too high
+      [=](ExtendBatch& b, size_t i) { b.requests[i].pages[1] = kMin; },       // prefix page far too low
+      [](ExtendBatch& b, size_t i) { b.requests[i].pages.back() = 3; },       // reserved chunk page
+      [](ExtendBatch& b, size_t i) {  // a consecutive prefix run past the pool's end
+        for (int64_t k = 0; k < b.requests[i].prefix_len / 16; ++k) b.requests[i].pages[k] = 128 + k;
+      },
+      [](ExtendBatch& b, size_t i) { b.requests[i].prefix_len += 4; },                         // misaligned
+      [](ExtendBatch& b, size_t i) { std::swap(b.requests[i].pages[0], b.requests[i].pages[1]); },  // not cyclic
+      [](ExtendBatch& b, size_t i) { b.requests[i].pages.back() = b.requests[i].pages[0]; },    // chunk not fresh
+      [](ExtendBatch& b, size_t) { b.max_prefix_tokens = 64; },                                // capacity
+      [](ExtendBatch& b, size_t) { b.chunk_tokens = 16; },                                     // capacity
+  };
+  GatherPlanner planner;
+  GatherPlan p;
+  const GatherPlan good = BuildGatherPlan(ThreeRequestBatch()).value();
+  int structural = 0;
+  for (size_t f = 0; f < faults.size(); ++f) {
+    for (size_t g = 0; g < faults.size(); ++g) {
+      for (size_t i = 0; i < 3; ++i) {
+        for (size_t j = 0; j < 3; ++j) {
+          ExtendBatch b = ThreeRequestBatch();
+          faults[f](b, i);
+          faults[g](b, j);
+          const Status got = planner.Build(b, &p);
+          const Status validated = ValidateExtendBatch(b);
+          if (!validated.ok()) {
+            ++structural;
+            EXPECT_EQ(got.code(), validated.code()) << f << " " << g << " " << i << " " << j;
+            EXPECT_EQ(got.message(), validated.message()) << f << " " << g << " " << i << " " << j;
+          }
+          ASSERT_TRUE(planner.Build(ThreeRequestBatch(), &p).ok());
+          EXPECT_EQ(p, good);
+        }
+      }
+    }
+  }
+  EXPECT_GT(structural, 500);
 }
 
 // The plan straight from the definition: ascending unique prefix pages take owner-major slots, chunk pages
