@@ -90,11 +90,14 @@ StatusOr<bool> PageInterleaveAllocator::AllocExtend(const AllocBatch& batch, Ext
     deferred = *std::min_element(sim_.begin(), sim_.end()) < 0;
   }
   if (deferred) return false;
-  // need_sort: a class whose free list alone is short merges its release list in, sorted.
+  // need_sort: if any class's free list alone is shorter than its need, every class merges its release
+  // list into its free list, sorted (SGLang's merge_and_sort_free runs over all classes at once).
   if (config_.need_sort) {
+    bool short_class = false;
     for (int64_t c = 0; c < n; ++c) {
-      if (static_cast<int64_t>(free_[c].size()) < ClassCount(c) - sim_[c]) MergeAndSort(c);
+      short_class |= static_cast<int64_t>(free_[c].size()) < ClassCount(c) - sim_[c];
     }
+    if (short_class) MergeAndSortAll();
   }
   // Pass 2: request by request, position-page j draws the head of class (start + j) % N.
   out->pages.resize(total_pages);
@@ -116,11 +119,14 @@ StatusOr<bool> PageInterleaveAllocator::AllocExtend(const AllocBatch& batch, Ext
   return true;
 }
 
-void PageInterleaveAllocator::MergeAndSort(int64_t c) {
-  std::vector<int64_t>& f = free_[c];
-  f.insert(f.end(), release_[c].begin(), release_[c].end());
-  std::sort(f.begin(), f.end(), std::greater<int64_t>());  // reversed storage: smallest at back()
-  release_[c].clear();
+void PageInterleaveAllocator::MergeAndSortAll() {
+  for (int64_t c = 0; c < config_.shard_size; ++c) {
+    if (release_[c].empty()) continue;
+    std::vector<int64_t>& f = free_[c];
+    f.insert(f.end(), release_[c].begin(), release_[c].end());
+    std::sort(f.begin(), f.end(), std::greater<int64_t>());  // reversed storage: smallest at back()
+    release_[c].clear();
+  }
 }
 
 Status PageInterleaveAllocator::ValidateFree(const std::vector<int64_t>& locs) const {

@@ -16,7 +16,7 @@ struct AllocatorConfig {
   int64_t shard_size = 1;       // N: number of classes (ranks)
   int64_t page_size = 1;        // ps
   int64_t pages_per_rank = 0;   // allocatable local pages per rank: class c starts as [i*N + c, i = 1..]
-  bool need_sort = false;       // frees go to release lists; merged and sorted when a free list runs short
+  bool need_sort = false;       // frees go to release lists; all merged, sorted, when any free list runs short
   bool check_last_loc = false;  // alloc_extend verifies owner(last_loc) against the rotation base
 };
 
@@ -73,7 +73,7 @@ class PageInterleaveAllocator {
   }
   Status ValidateFree(const std::vector<int64_t>& locs) const;
   void ApplyFree(const std::vector<int64_t>& locs);
-  void MergeAndSort(int64_t c);
+  void MergeAndSortAll();
 
   AllocatorConfig config_;
   std::vector<std::vector<int64_t>> free_;     // per class, stored reversed: head at back()

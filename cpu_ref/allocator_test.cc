@@ -88,6 +88,38 @@ TEST(AllocatorTest, NeedSortReleasesAndMergesSorted) {
   EXPECT_TRUE(a.release_list(0).empty());
 }
 
+// SGLang's worked example of the need_sort merge (spec §2, issue 9): a short class merges *every* class's
+// release list, not only its own. SGLang's PageInterleavePoolAllocator hands the last batch
+// [[4], [5, 3, 7], [8, 6, 10, 11]]; merging only the short class gave [[4], [20, 21, 7], [23, 24, 10, 26]].
+TEST(AllocatorTest, NeedSortShortClassMergesEveryClass) {
+  auto a = Make(3, 16, 8, /*need_sort=*/true);
+  ExtendPages out;
+  ASSERT_TRUE(a.AllocExtend({{0}, {121}, {kNewChain}, {0}}, &out).value());
+  const V chain = out.pages;
+  const int64_t base = out.rotation_bases[0];
+  ASSERT_EQ(chain.size(), 8u);
+  ASSERT_TRUE(a.Free(Slots(chain[7] * 16, chain[7] * 16 + 8)).ok());  // the tail page (tokens 112..120)
+  ASSERT_TRUE(a.AllocExtend({{112}, {133}, {base}, {chain[6] * 16 + 15}}, &out).value());
+  V whole(chain.begin(), chain.begin() + 7);
+  whole.insert(whole.end(), out.pages.begin(), out.pages.end());
+  ASSERT_TRUE(a.FreeGroupBegin().ok());  // free the whole request in a free group
+  V locs;
+  for (size_t k = 0; k < whole.size(); ++k) {
+    for (int64_t off = 0; off < 16 && static_cast<int64_t>(k) * 16 + off < 133; ++off) {
+      locs.push_back(whole[k] * 16 + off);
+    }
+  }
+  ASSERT_TRUE(a.Free(locs).ok());
+  ASSERT_TRUE(a.FreeGroupEnd().ok());
+  ASSERT_TRUE(a.AllocExtend({{0}, {98}, {kNewChain}, {0}}, &out).value());
+  ASSERT_TRUE(a.AllocExtend({{0, 0, 0}, {16, 36, 49}, {kNewChain, kNewChain, kNewChain}, {0, 0, 0}}, &out).value());
+  const std::vector<V> got = {V(out.pages.begin(), out.pages.begin() + out.offsets[1]),
+                              V(out.pages.begin() + out.offsets[1], out.pages.begin() + out.offsets[2]),
+                              V(out.pages.begin() + out.offsets[2], out.pages.end())};
+  EXPECT_EQ(got, (std::vector<V>{{4}, {5, 3, 7}, {8, 6, 10, 11}}));
+  for (int64_t c = 0; c < 3; ++c) EXPECT_TRUE(a.release_list(c).empty()) << "class " << c;
+}
+
 TEST(AllocatorTest, FreeGroupAppliesConcatenationAtEnd) {
   auto a = Make(2, 2, 4);
   ExtendPages out;

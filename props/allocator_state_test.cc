@@ -4,9 +4,8 @@
 // every live chain's owners are cyclic (per-rank counts differ by <= 1), a deferred batch changes
 // nothing, available_size is the min-class floor <= aggregate, and an admitted batch never defers.
 #include <algorithm>
-#include <deque>
+#include <iostream>
 #include <numeric>
-#include <set>
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -15,6 +14,8 @@
 
 #include "core/trace_json.h"
 #include "cpu_ref/allocator.h"
+#include "props/naive_allocator.h"
+#include "props/rc_status.h"
 #include "props/rounds.h"
 
 namespace kvshard::props {
@@ -31,64 +32,16 @@ struct Chain {
   int64_t base = 0;
 };
 
-// The naive model: deques per class, written straight from the spec's prose.
-struct Model {
-  int64_t n = 1, ps = 1, ppr = 0;
-  bool need_sort = false;
-  std::vector<std::deque<int64_t>> free, release;
+// The naive allocator of spec §2 plus the live chains (the requests holding pages).
+struct Model : NaiveAllocator {
+  using NaiveAllocator::NaiveAllocator;
   std::vector<Chain> chains;
-
-  int64_t Count(int64_t c) const { return static_cast<int64_t>(free[c].size() + release[c].size()); }
-  V Counts() const {
-    V v;
-    for (int64_t c = 0; c < n; ++c) v.push_back(Count(c));
-    return v;
-  }
-  // Naive alloc_extend: returns false on defer; fills pages per request and resolved bases.
-  bool Alloc(const AllocBatch& b, std::vector<V>* pages, V* bases) {
-    V sim = Counts();
-    *bases = b.rotation_bases;
-    V starts, news;
-    for (size_t i = 0; i < b.seq_lens.size(); ++i) {
-      const int64_t new_pages = (b.seq_lens[i] + ps - 1) / ps - b.prefix_lens[i] / ps;
-      if ((*bases)[i] == kNewChain) {
-        int64_t best = 0;
-        for (int64_t c = 1; c < n; ++c) best = sim[c] > sim[best] ? c : best;
-        (*bases)[i] = best;
-      }
-      const int64_t start = ((*bases)[i] + b.prefix_lens[i] / ps) % n;
-      for (int64_t c = 0; c < n; ++c) sim[c] -= new_pages / n + (((c - start) % n + n) % n < new_pages % n);
-      starts.push_back(start);
-      news.push_back(new_pages);
-    }
-    for (int64_t c = 0; c < n; ++c) {
-      if (sim[c] < 0) return false;
-    }
-    for (int64_t c = 0; c < n; ++c) {
-      if (need_sort && static_cast<int64_t>(free[c].size()) < Count(c) - sim[c]) {
-        free[c].insert(free[c].end(), release[c].begin(), release[c].end());
-        std::sort(free[c].begin(), free[c].end());
-        release[c].clear();
-      }
-    }
-    pages->clear();
-    for (size_t i = 0; i < news.size(); ++i) {
-      V p(news[i]);
-      for (int64_t j = 0; j < news[i]; ++j) {
-        std::deque<int64_t>& list = free[(starts[i] + j) % n];
-        p[j] = list.front();
-        list.pop_front();
-      }
-      pages->push_back(p);
-    }
-    return true;
-  }
-  void Free(const V& locs) {
-    std::set<int64_t> pages;
-    for (int64_t loc : locs) pages.insert(loc / ps);
-    for (auto it = pages.rbegin(); it != pages.rend(); ++it) (need_sort ? release : free)[*it % n].push_front(*it);
-  }
 };
+
+// How often the generated sequences reached the need_sort merge (printed in the test log).
+NaiveMergeStats g_merge_stats;
+int64_t g_sequences_with_group_merge = 0;
+bool g_group_merge_in_sequence = false;
 
 V ChainSlots(const Chain& c, int64_t from, int64_t to, int64_t ps) {
   V s;
@@ -194,6 +147,10 @@ struct Alloc : Command {
     std::vector<V> want;
     V want_bases;
     const bool want_ok = next.Alloc(batch, &want, &want_bases);
+    g_merge_stats.merges += next.stats.merges - m.stats.merges;
+    g_merge_stats.merges_of_unshort += next.stats.merges_of_unshort - m.stats.merges_of_unshort;
+    g_merge_stats.merges_after_group += next.stats.merges_after_group - m.stats.merges_after_group;
+    g_group_merge_in_sequence |= next.stats.merges_after_group > m.stats.merges_after_group;
     // Admission on the min-class floor: a batch needing <= N*ps*ceil(new/N) tokens per request in total
     // within available_size can never be deferred.
     int64_t floor_tokens = 0;
@@ -203,11 +160,10 @@ struct Alloc : Command {
     }
     const bool admitted = floor_tokens <= a.available_size();
     ExtendPages out;
-    auto ok = a.AllocExtend(batch, &out);
-    RC_ASSERT(ok.ok());
-    RC_ASSERT(*ok == want_ok);
-    if (admitted) RC_ASSERT(*ok);
-    if (*ok) {
+    const bool ok = RC_VALUE(a.AllocExtend(batch, &out));
+    RC_ASSERT(ok == want_ok);
+    if (admitted) RC_ASSERT(ok);
+    if (ok) {
       RC_ASSERT(out.rotation_bases == want_bases);
       for (size_t i = 0; i < want.size(); ++i) {
         RC_ASSERT(V(out.pages.begin() + out.offsets[i], out.pages.begin() + out.offsets[i + 1]) == want[i]);
@@ -252,7 +208,7 @@ struct Free : Command {
     if (!tail || c.pages.empty()) m.chains.erase(m.chains.begin() + chain);
   }
   void run(const Model& m, PageInterleaveAllocator& a) const override {
-    RC_ASSERT(a.Free(locs).ok());
+    RC_ASSERT_OK(a.Free(locs));
     CheckState(nextState(m), a);
   }
   void show(std::ostream& os) const override {
@@ -281,17 +237,15 @@ struct FreeGroup : Command {
     }
   }
   void apply(Model& m) const override {
-    V all;
-    for (const V& f : frees) all.insert(all.end(), f.begin(), f.end());
-    m.Free(all);
+    m.FreeGroup(frees);
     for (size_t c : chains) m.chains.erase(m.chains.begin() + c);  // descending indices
   }
   void run(const Model& m, PageInterleaveAllocator& a) const override {
     const V before = a.class_free_page_counts();
-    RC_ASSERT(a.FreeGroupBegin().ok());
-    for (const V& f : frees) RC_ASSERT(a.Free(f).ok());
+    RC_ASSERT_OK(a.FreeGroupBegin());
+    for (const V& f : frees) RC_ASSERT_OK(a.Free(f));
     RC_ASSERT(a.class_free_page_counts() == before);  // nothing applied before the group ends
-    RC_ASSERT(a.FreeGroupEnd().ok());
+    RC_ASSERT_OK(a.FreeGroupEnd());
     CheckState(nextState(m), a);
   }
   void show(std::ostream& os) const override { os << "FreeGroup(chains=" << rc::toString(chains) << ")"; }
@@ -323,32 +277,39 @@ struct Defer : Command {
   }
   void run(const Model& m, PageInterleaveAllocator& a) const override {
     ExtendPages out;
-    auto ok = a.AllocExtend(batch, &out);
-    RC_ASSERT(ok.ok());
-    RC_ASSERT(!*ok);
+    RC_ASSERT(!RC_VALUE(a.AllocExtend(batch, &out)));
     CheckState(m, a);  // state unchanged
   }
   void show(std::ostream& os) const override { os << "Defer(seq_lens=" << rc::toString(batch.seq_lens) << ")"; }
 };
 
 void CheckAllocatorAgainstModel() {
-  Model m;
-  m.n = *rc::gen::weightedOneOf<int64_t>({{2, rc::gen::element<int64_t>(1, 2, 8)}, {3, rc::gen::inRange<int64_t>(1, 9)}});
-  m.ps = *rc::gen::element<int64_t>(1, 1, 2, 3, 16);
-  m.ppr = *rc::gen::inRange<int64_t>(0, 17);
-  m.need_sort = *rc::gen::arbitrary<bool>();
-  m.free.resize(m.n);
-  m.release.resize(m.n);
-  for (int64_t c = 0; c < m.n; ++c) {
-    for (int64_t i = 1; i <= m.ppr; ++i) m.free[c].push_back(i * m.n + c);
-  }
-  PageInterleaveAllocator a = PageInterleaveAllocator::Create({m.n, m.ps, m.ppr, m.need_sort, true}).value();
+  const int64_t n = *rc::gen::weightedOneOf<int64_t>(
+      {{2, rc::gen::element<int64_t>(1, 2, 8)}, {3, rc::gen::inRange<int64_t>(1, 9)}});
+  const int64_t ps = *rc::gen::element<int64_t>(1, 1, 2, 3, 16);
+  const int64_t ppr = *rc::gen::inRange<int64_t>(0, 17);
+  const bool need_sort = *rc::gen::arbitrary<bool>();
+  Model m(n, ps, ppr, need_sort);
+  PageInterleaveAllocator a = RC_VALUE(PageInterleaveAllocator::Create({n, ps, ppr, need_sort, true}));
+  g_group_merge_in_sequence = false;
   rc::state::check(m, a, rc::state::gen::execOneOfWithArgs<Alloc, Alloc, Free, FreeGroup, Defer>());
+  g_sequences_with_group_merge += g_group_merge_in_sequence;
+  RC_CLASSIFY(need_sort, "need_sort");
+  RC_CLASSIFY(g_group_merge_in_sequence, "need_sort merge after a grouped free");
 }
 
 // 4 rounds x RC_PARAMS max_success command sequences.
 TEST(AllocatorStateProps, MatchesNaiveModelAndKeepsInvariants) {
+  g_merge_stats = {};
+  g_sequences_with_group_merge = 0;
   CheckRounds("AllocatorStateProps.MatchesNaiveModelAndKeepsInvariants", 4, CheckAllocatorAgainstModel);
+  // Shrinking replays count too; the figures say how often the generators reach the merge paths.
+  std::cout << "need_sort merges: " << g_merge_stats.merges << " (" << g_merge_stats.merges_of_unshort
+            << " merged a class that was not short, " << g_merge_stats.merges_after_group
+            << " after a grouped free); sequences with a merge after a grouped free: " << g_sequences_with_group_merge
+            << "\n";
+  EXPECT_GT(g_merge_stats.merges_of_unshort, 0) << "the generators never reached a multi-class need_sort merge";
+  EXPECT_GT(g_sequences_with_group_merge, 0) << "the generators never reached a merge after a grouped free";
 }
 
 // Scripts survive the JSON round trip, and RunAllocScript's per-op results equal the naive model's.
@@ -358,16 +319,7 @@ RC_GTEST_PROP(AllocatorProps, ScriptJsonRoundTripAndResultsMatchModel, ()) {
   s.page_size = *rc::gen::element<int64_t>(1, 2, 16);
   s.pages_per_rank = *rc::gen::inRange<int64_t>(0, 9);
   s.need_sort = *rc::gen::arbitrary<bool>();
-  Model m;
-  m.n = s.shard_size;
-  m.ps = s.page_size;
-  m.ppr = s.pages_per_rank;
-  m.need_sort = s.need_sort;
-  m.free.resize(m.n);
-  m.release.resize(m.n);
-  for (int64_t c = 0; c < m.n; ++c) {
-    for (int64_t i = 1; i <= m.ppr; ++i) m.free[c].push_back(i * m.n + c);
-  }
+  Model m(s.shard_size, s.page_size, s.pages_per_rank, s.need_sort);
   std::vector<AllocOpResult> want;
   const int64_t ops = *rc::gen::inRange<int64_t>(0, 8);
   for (int64_t k = 0; k < ops; ++k) {
@@ -391,7 +343,11 @@ RC_GTEST_PROP(AllocatorProps, ScriptJsonRoundTripAndResultsMatchModel, ()) {
       } else {
         op.frees = {V(locs.begin(), locs.begin() + locs.size() / 2), V(locs.begin() + locs.size() / 2, locs.end())};
       }
-      m.Free(locs);
+      if (op.kind == AllocOpKind::kFree) {
+        m.Free(op.locs);
+      } else {
+        m.FreeGroup(op.frees);
+      }
       AllocOpResult r;
       r.kind = op.kind;
       want.push_back(r);
@@ -404,11 +360,9 @@ RC_GTEST_PROP(AllocatorProps, ScriptJsonRoundTripAndResultsMatchModel, ()) {
     s.ops.push_back(op);
   }
   RC_LOG() << "script: " << AllocScriptToJson(s).dump() << "\n";
-  const AllocScript back = AllocScriptFromJson(AllocScriptToJson(s)).value();
+  const AllocScript back = RC_VALUE(AllocScriptFromJson(AllocScriptToJson(s)));
   RC_ASSERT(back == s);
-  auto got = ref::RunAllocScript(back);
-  RC_ASSERT(got.ok());
-  RC_ASSERT(*got == want);
+  RC_ASSERT(RC_VALUE(ref::RunAllocScript(back)) == want);
 }
 
 }  // namespace
