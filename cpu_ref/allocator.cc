@@ -9,6 +9,12 @@
 #include "core/spec.h"
 
 namespace kvshard::ref {
+namespace {
+
+// Floor of alloc_extend's simulated class counts: far below any real deficit (a batch's pages are < 2^48 each).
+constexpr int64_t kSimFloor = -(int64_t{1} << 62);
+
+}  // namespace
 
 StatusOr<PageInterleaveAllocator> PageInterleaveAllocator::Create(const AllocatorConfig& config) {
   KVSHARD_RETURN_IF_ERROR(ValidatePlacementSpec({config.shard_size, config.page_size}));
@@ -82,11 +88,12 @@ StatusOr<bool> PageInterleaveAllocator::AllocExtend(const AllocBatch& batch, Ext
     }
     const int64_t start = (base + prefix_pages) % n;
     starts_[i] = start;
-    if (deferred) continue;  // keep validating, stop simulating (no overflow past exhaustion)
+    // Keep simulating past a deferral, as SGLang does: later null bases resolve on the simulated counts.
+    // Counts saturate at kSimFloor so that no batch overflows them (SGLang's Python ints are unbounded).
     const int64_t q = new_pages / n, rem = new_pages % n;
-    for (int64_t c = 0; c < n; ++c) sim_[c] -= q;
-    for (int64_t j = 0, c = start; j < rem; ++j, c = (c + 1 == n ? 0 : c + 1)) --sim_[c];
-    total_pages += new_pages;
+    for (int64_t c = 0; c < n; ++c) sim_[c] = std::max(sim_[c] - q, kSimFloor);
+    for (int64_t j = 0, c = start; j < rem; ++j, c = (c + 1 == n ? 0 : c + 1)) sim_[c] = std::max(sim_[c] - 1, kSimFloor);
+    if (!deferred) total_pages += new_pages;
     deferred = *std::min_element(sim_.begin(), sim_.end()) < 0;
   }
   if (deferred) return false;

@@ -120,6 +120,17 @@ TEST(AllocatorTest, NeedSortShortClassMergesEveryClass) {
   for (int64_t c = 0; c < 3; ++c) EXPECT_TRUE(a.release_list(c).empty()) << "class " << c;
 }
 
+// After a request defers the batch, SGLang keeps simulating: a later null base resolves on counts that are
+// already short (here to class 0, whose owner then matches last_loc 2), and the batch defers without error.
+TEST(AllocatorTest, NullBasesAfterADeferralResolveOnTheSimulatedCounts) {
+  auto a = PageInterleaveAllocator::Create({2, 1, 1, false, /*check_last_loc=*/true}).value();
+  ExtendPages out;
+  auto r = a.AllocExtend({{0, 0, 1}, {5, 1, 2}, {kNewChain, kNewChain, kNewChain}, {0, 0, 2}}, &out);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(*r);
+  EXPECT_EQ(a.class_free_page_counts(), (V{1, 1}));
+}
+
 TEST(AllocatorTest, FreeGroupAppliesConcatenationAtEnd) {
   auto a = Make(2, 2, 4);
   ExtendPages out;

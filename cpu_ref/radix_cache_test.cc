@@ -1,5 +1,5 @@
 // Radix cache examples: page-aligned matching, grafting under the same base, declining a foreign base,
-// duplicate pages freed, locked paths surviving eviction.
+// duplicate pages freed, locked paths surviving eviction, least-recently-used leaves evicted first.
 #include "cpu_ref/radix_cache.h"
 
 #include <numeric>
@@ -101,6 +101,25 @@ TEST(RadixCacheTest, EvictionSkipsLockedPathsAndFreesLeavesFirst) {
   EXPECT_EQ(cache.Chains()[0].pages, (V{p1[0], p1[1]}));
   EXPECT_TRUE(cache.CheckInvariants().ok());
   EXPECT_EQ(a.class_free_page_counts(), (V{7, 7}));
+}
+
+TEST(RadixCacheTest, EvictsTheLeastRecentlyUsedLeafFirst) {
+  auto a = PageInterleaveAllocator::Create({2, 1, 8}).value();
+  RadixCache cache(&a);
+  int64_t b1 = 0, b2 = 0;
+  V p1 = Alloc(a, 0, 2, &b1);
+  V p2 = Alloc(a, 0, 2, &b2);
+  ASSERT_TRUE(cache.Insert(Tokens(2, 1), p1, b1).ok());
+  ASSERT_TRUE(cache.Insert(Tokens(2, 2), p2, b2).ok());
+  EXPECT_EQ(cache.MatchPrefix(Tokens(2, 1)).pages, p1);  // doc 1 becomes the most recently used
+  // Doc 2's leaf goes first, then its parent (a leaf now, still older than doc 1's leaf).
+  EXPECT_EQ(cache.Evict(2).value(), 2);
+  ASSERT_EQ(cache.Chains().size(), 1u);
+  EXPECT_EQ(cache.Chains()[0].pages, p1);
+  EXPECT_FALSE(a.is_allocated(p2[0]));
+  EXPECT_FALSE(a.is_allocated(p2[1]));
+  EXPECT_EQ(cache.Evict(1).value(), 1);
+  EXPECT_EQ(cache.Chains()[0].pages, (V{p1[0]}));
 }
 
 TEST(RadixCacheTest, RejectsNonCyclicOrForeignPages) {

@@ -1,5 +1,6 @@
 // Sharded pool examples: the spec §3 batch read through the scratch slots equals what was written,
-// owner-filtered persistence, write-plan caching, the layer-ahead order and residency-miss errors.
+// owner-filtered persistence, write-plan caching (per epoch and exact loc list), the layer-ahead order and
+// residency-miss errors.
 #include "cpu_ref/sharded_pool.h"
 
 #include <gtest/gtest.h>
@@ -48,6 +49,23 @@ TEST(ShardedPoolTest, WritesPersistOnlyOwnedRows) {
   ASSERT_TRUE(pool.Write(1, locs, RowValues(1, locs, 0, 2)).ok());
   EXPECT_EQ(pool.LocalRow(2, 1, 85), (std::vector<uint32_t>{RowValue(1, locs[0], 0, 0), RowValue(1, locs[0], 0, 1)}));
   for (int64_t r : {0, 1, 3}) EXPECT_EQ(pool.LocalRow(r, 1, 85), (std::vector<uint32_t>{0, 0}));
+}
+
+TEST(ShardedPoolTest, EqualLengthLocListsGetTheirOwnWritePlan) {
+  ShardedPool pool = ShardedPool::Create(kConfig).value();
+  const V a = {22 * 16 + 5, 23 * 16 + 1};  // owners 2 and 3
+  const V b = {22 * 16 + 5, 20 * 16 + 7};  // same length and first loc; owner 0 for the second
+  ASSERT_TRUE(pool.Write(0, a, RowValues(0, a, 1, 2)).ok());
+  ASSERT_TRUE(pool.Write(0, b, RowValues(0, b, 2, 2)).ok());
+  EXPECT_EQ(pool.write_plan_builds(), 2);
+  EXPECT_EQ(pool.LocalRow(0, 0, 5 * 16 + 7), (std::vector<uint32_t>{RowValue(0, b[1], 2, 0), RowValue(0, b[1], 2, 1)}));
+  EXPECT_EQ(pool.LocalRow(3, 0, 5 * 16 + 1), (std::vector<uint32_t>{RowValue(0, a[1], 1, 0), RowValue(0, a[1], 1, 1)}));
+  ASSERT_TRUE(pool.Write(1, b, RowValues(1, b, 3, 2)).ok());  // the same list in the same epoch: cached
+  EXPECT_EQ(pool.write_plan_builds(), 2);
+  ASSERT_TRUE(pool.BeginShardExtend({{0, 16, {40}}}).ok());
+  ASSERT_TRUE(pool.Write(1, b, RowValues(1, b, 4, 2)).ok());  // a new epoch rebuilds it
+  EXPECT_EQ(pool.write_plan_builds(), 3);
+  EXPECT_EQ(pool.LocalRow(0, 1, 5 * 16 + 7), (std::vector<uint32_t>{RowValue(1, b[1], 4, 0), RowValue(1, b[1], 4, 1)}));
 }
 
 TEST(ShardedPoolTest, LayerAheadOrderAndResidencyMisses) {

@@ -15,6 +15,7 @@
 #include "core/trace_json.h"
 #include "cpu_ref/allocator.h"
 #include "props/naive_allocator.h"
+#include "props/property.h"
 #include "props/rc_status.h"
 #include "props/rounds.h"
 
@@ -313,7 +314,7 @@ TEST(AllocatorStateProps, MatchesNaiveModelAndKeepsInvariants) {
 }
 
 // Scripts survive the JSON round trip, and RunAllocScript's per-op results equal the naive model's.
-RC_GTEST_PROP(AllocatorProps, ScriptJsonRoundTripAndResultsMatchModel, ()) {
+KVSHARD_PROP(AllocatorProps, ScriptJsonRoundTripAndResultsMatchModel, ()) {
   AllocScript s;
   s.shard_size = *rc::gen::inRange<int64_t>(1, 9);
   s.page_size = *rc::gen::element<int64_t>(1, 2, 16);

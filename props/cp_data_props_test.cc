@@ -1,6 +1,6 @@
 // Properties of CP data movement (spec §4-6; seed 003) on payloads whose rows encode (request, token):
 // rank rows are segments r and 2N-1-r, rerange(all_gather(split(x))) == x (batch and bs=1, with and without
-// compute padding), valid-row selection, positions, last-token collection, round-robin identity.
+// compute padding), valid-row selection, positions (global after the gather), last-token collection, round-robin.
 #include <algorithm>
 
 #include <gtest/gtest.h>
@@ -11,28 +11,16 @@
 #include "cpu_ref/cp_data.h"
 #include "cpu_ref/cp_split.h"
 #include "props/cp_generators.h"
+#include "props/property.h"
 
 namespace kvshard::props {
 namespace {
 
 using ref::HostTensor;
 
-std::vector<CPSharedKVBatchPlan> AllRankPlans(const CPBatchCase& c) {
-  std::vector<CPSharedKVBatchPlan> plans;
-  for (int64_t r = 0; r < c.cp_size; ++r) {
-    StatusOr<CPSharedKVBatchPlan> p =
-        ref::BuildBatchPageAlignedInSeqSplitPlan(c.extend_lens, c.prefix_lens, c.page_size, c.cp_size, r);
-    RC_ASSERT(p.ok());
-    plans.push_back(std::move(*p));
-  }
-  return plans;
-}
-
 HostTensor Split(const HostTensor& x, const CPSharedKVBatchPlan& p, SplitKind kind,
                  ref::SplitMode mode = ref::SplitMode::kData) {
-  StatusOr<HostTensor> out = ref::SplitTensorByCPBatchPlan(x, p, mode, kind);
-  RC_ASSERT(out.ok());
-  return *out;
+  return RC_VALUE(ref::SplitTensorByCPBatchPlan(x, p, mode, kind));
 }
 
 // Ids rank r must hold: per request, the tokens of segment r then of segment 2N-1-r of `lists`, padding
@@ -56,7 +44,7 @@ Int64List Ids(const HostTensor& t) {
   return ids;
 }
 
-RC_GTEST_PROP(CPDataProps, RankRowsAreSegmentsRAndMirror, ()) {
+KVSHARD_PROP(CPDataProps, RankRowsAreSegmentsRAndMirror, ()) {
   const CPBatchCase c = *GenCPBatchCase();
   const HostTensor x = Payload(c.extend_lens, c.row_bytes);
   for (const CPSharedKVBatchPlan& p : AllRankPlans(c)) {
@@ -76,11 +64,11 @@ RC_GTEST_PROP(CPDataProps, RankRowsAreSegmentsRAndMirror, ()) {
 // Compute splits plus valid-row selection (the cache-write path), the padded all-gather and the rerange
 // restore the batch: the batch rerange for bs > 1, the bs=1 path (reverse_split_len + cp_reverse_index on
 // the communication split) for one request.
-RC_GTEST_PROP(CPDataProps, RerangeOfAllGatherOfSplitIsIdentity, ()) {
+KVSHARD_PROP(CPDataProps, RerangeOfAllGatherOfSplitIsIdentity, ()) {
   const CPBatchCase c = *GenCPBatchCase();
   const HostTensor x = Payload(c.extend_lens, c.row_bytes);
   const std::vector<CPSharedKVBatchPlan> plans = AllRankPlans(c);
-  const NSAContextParallelMetadata m = ref::BuildBatchMetadataFromPlan(plans[0]).value();
+  const NSAContextParallelMetadata m = RC_VALUE(ref::BuildBatchMetadataFromPlan(plans[0]));
   RC_CLASSIFY(plans[0].compute_padding_enabled, "compute padding");
   RC_CLASSIFY(c.extend_lens.size() == 1, "one request");
   RC_CLASSIFY(c.cp_size == 1, "N=1");
@@ -93,17 +81,17 @@ RC_GTEST_PROP(CPDataProps, RerangeOfAllGatherOfSplitIsIdentity, ()) {
   for (const CPSharedKVBatchPlan& p : plans) {
     const HostTensor compute = Split(x, p, SplitKind::kCompute);
     if (c.extend_lens.size() > 1) {
-      local.push_back(ref::SelectCPLocalValidRowsForCacheWrite(compute, p).value());
+      local.push_back(RC_VALUE(ref::SelectCPLocalValidRowsForCacheWrite(compute, p)));
     } else {
       local.push_back(compute);  // bs=1 gathers the communication (compute) rows
     }
   }
-  const HostTensor gathered = ref::AllGatherPadded(local, m.total_seq_lens).value();
+  const HostTensor gathered = RC_VALUE(ref::AllGatherPadded(local, m.total_seq_lens));
   RC_ASSERT(gathered.rows == m.max_rank_token() * c.cp_size);
   if (c.extend_lens.size() > 1) {
-    RC_ASSERT(ref::BatchInSeqAllGatherRerange(gathered, m, c.cp_size).value() == x);
+    RC_ASSERT(RC_VALUE(ref::BatchInSeqAllGatherRerange(gathered, m, c.cp_size)) == x);
   } else {
-    HostTensor out = ref::InSeqAllGatherRerange(gathered, m).value();
+    HostTensor out = RC_VALUE(ref::InSeqAllGatherRerange(gathered, m));
     const int64_t padded = plans[0].compute_padding_enabled ? plans[0].request_compute_padded_tokens[0]
                                                             : c.extend_lens[0];
     RC_ASSERT(out.rows == padded);
@@ -115,14 +103,15 @@ RC_GTEST_PROP(CPDataProps, RerangeOfAllGatherOfSplitIsIdentity, ()) {
 }
 
 // The CLI's source_rows describe the same rerange the data path performs.
-RC_GTEST_PROP(CPDataProps, SourceRowsDescribeTheBatchRerange, ()) {
+KVSHARD_PROP(CPDataProps, SourceRowsDescribeTheBatchRerange, ()) {
   const CPBatchCase c = *GenCPBatchCase();
-  const NSAContextParallelMetadata m = ref::BuildBatchMetadataFromPlan(AllRankPlans(c)[0]).value();
-  const Int64List rows = ref::BatchRerangeSourceRows(m.batch_plan->request_split_lists, c.cp_size, m.max_rank_token()).value();
+  const NSAContextParallelMetadata m = RC_VALUE(ref::BuildBatchMetadataFromPlan(AllRankPlans(c)[0]));
+  const Int64List rows =
+      RC_VALUE(ref::BatchRerangeSourceRows(m.batch_plan->request_split_lists, c.cp_size, m.max_rank_token()));
   HostTensor gathered = HostTensor::Zeros(m.total_seq_lens, 8);
   for (int64_t i = 0; i < gathered.rows; ++i) WriteRow(gathered.row(i), 8, i + 1);
   if (c.extend_lens.size() > 1) {
-    Int64List got = Ids(ref::BatchInSeqAllGatherRerange(gathered, m, c.cp_size).value());
+    Int64List got = Ids(RC_VALUE(ref::BatchInSeqAllGatherRerange(gathered, m, c.cp_size)));
     for (int64_t& id : got) --id;
     RC_ASSERT(got == rows);
   }
@@ -137,12 +126,12 @@ RC_GTEST_PROP(CPDataProps, SourceRowsDescribeTheBatchRerange, ()) {
   RC_ASSERT(sorted == want);
 }
 
-RC_GTEST_PROP(CPDataProps, ValidRowSelectionDropsExactlyComputePadding, ()) {
+KVSHARD_PROP(CPDataProps, ValidRowSelectionDropsExactlyComputePadding, ()) {
   const CPBatchCase c = *GenCPBatchCase();
   const HostTensor x = Payload(c.extend_lens, c.row_bytes);
   for (const CPSharedKVBatchPlan& p : AllRankPlans(c)) {
     const HostTensor compute = Split(x, p, SplitKind::kCompute);
-    const HostTensor selected = ref::SelectCPLocalValidRowsForCacheWrite(compute, p).value();
+    const HostTensor selected = RC_VALUE(ref::SelectCPLocalValidRowsForCacheWrite(compute, p));
     RC_ASSERT(selected == Split(x, p, SplitKind::kValid));
     int64_t zero_rows = 0;
     for (int64_t i = 0; i < compute.rows; ++i) zero_rows += ReadId(compute, i) == 0;
@@ -158,7 +147,7 @@ RC_GTEST_PROP(CPDataProps, ValidRowSelectionDropsExactlyComputePadding, ()) {
 }
 
 // Position mode: padding rows continue the request's positions (+1 per row).
-RC_GTEST_PROP(CPDataProps, PositionPaddingContinuesPositions, ()) {
+KVSHARD_PROP(CPDataProps, PositionPaddingContinuesPositions, ()) {
   const CPBatchCase c = *GenCPBatchCase();
   HostTensor pos = HostTensor::Zeros(0, 8);
   Int64List bases;
@@ -187,13 +176,13 @@ RC_GTEST_PROP(CPDataProps, PositionPaddingContinuesPositions, ()) {
 }
 
 // The narrow last-token collection over every rank's compute rows returns each request's last valid token.
-RC_GTEST_PROP(CPDataProps, LastTokenCollectionReturnsLastValidTokens, ()) {
+KVSHARD_PROP(CPDataProps, LastTokenCollectionReturnsLastValidTokens, ()) {
   const CPBatchCase c = *GenCPBatchCase();
   const HostTensor x = Payload(c.extend_lens, c.row_bytes);
   const std::vector<CPSharedKVBatchPlan> plans = AllRankPlans(c);
   std::vector<HostTensor> hidden;
   for (const CPSharedKVBatchPlan& p : plans) hidden.push_back(Split(x, p, SplitKind::kCompute));
-  const HostTensor last = ref::InSeqCollectLastTokenBatch(hidden, plans).value();
+  const HostTensor last = RC_VALUE(ref::InSeqCollectLastTokenBatch(hidden, plans));
   RC_ASSERT(last.rows == static_cast<int64_t>(c.extend_lens.size()));
   for (int64_t q = 0; q < last.rows; ++q) {
     RC_ASSERT(std::equal(last.row(q), last.row(q) + c.row_bytes, x.row(plans[0].request_token_offsets[q] + c.extend_lens[q] - 1)));
@@ -202,35 +191,35 @@ RC_GTEST_PROP(CPDataProps, LastTokenCollectionReturnsLastValidTokens, ()) {
 
 // bs=1 scalar path for any page size (ps = 1 included): token-balanced or page-aligned split (with padding
 // when total_len > extend_len), cp_split_and_rebuild per rank, padded all-gather, reverse rerange.
-RC_GTEST_PROP(CPDataProps, ScalarRerangeIsIdentityForAnyPageSize, ()) {
+KVSHARD_PROP(CPDataProps, ScalarRerangeIsIdentityForAnyPageSize, ()) {
   const int64_t n = *GenCpSize();
   const int64_t ps = *GenPageSize(1);
   const int64_t extend = *rc::gen::inRange<int64_t>(0, 3000);
   const int64_t total = extend + *rc::gen::weightedOneOf<int64_t>({{3, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(0, 64)}});
   const int64_t prefix = ps * *rc::gen::inRange<int64_t>(0, 3) + *rc::gen::element<int64_t>(0, 0, 0, 1);
-  const ref::InSeqSplit split = ref::BuildPageAlignedInSeqSplitList(total, extend, prefix, ps, n).value();
+  const ref::InSeqSplit split = RC_VALUE(ref::BuildPageAlignedInSeqSplitList(total, extend, prefix, ps, n));
   HostTensor x = Payload({total}, 16);
   std::vector<HostTensor> local;
   NSAContextParallelMetadata m;
   for (int64_t r = 0; r < n; ++r) {
-    m = ref::BuildScalarCPMetadata(split, n, r).value();
+    m = RC_VALUE(ref::BuildScalarCPMetadata(split, n, r));
     Int64List starts = {0};
     for (int64_t s : m.split_list) starts.push_back(starts.back() + s);
     Int64List rows;
     for (int64_t s : m.zigzag_index) {
       for (int64_t i = starts[s]; i < starts[s + 1]; ++i) rows.push_back(i);
     }
-    local.push_back(ref::IndexRows(x, rows).value());
+    local.push_back(RC_VALUE(ref::IndexRows(x, rows)));
   }
-  const HostTensor gathered = ref::AllGatherPadded(local, m.total_seq_lens).value();
-  RC_ASSERT(ref::InSeqAllGatherRerange(gathered, m).value() == x);
+  const HostTensor gathered = RC_VALUE(ref::AllGatherPadded(local, m.total_seq_lens));
+  RC_ASSERT(RC_VALUE(ref::InSeqAllGatherRerange(gathered, m)) == x);
   if (extend > 0) {  // the real last token (not a padding row) is found in the padded split
-    const HostTensor last = ref::InSeqCollectLastTokenScalar(local, m.split_list, extend).value();
+    const HostTensor last = RC_VALUE(ref::InSeqCollectLastTokenScalar(local, m.split_list, extend));
     RC_ASSERT(ReadId(last, 0) == RowId(0, extend - 1));
   }
 }
 
-RC_GTEST_PROP(CPDataProps, RoundRobinSplitRestoreIsIdentity, ()) {
+KVSHARD_PROP(CPDataProps, RoundRobinSplitRestoreIsIdentity, ()) {
   const int64_t n = *GenCpSize();
   const Int64List lens = *rc::gen::container<Int64List>(*rc::gen::inRange<size_t>(1, 9), rc::gen::inRange<int64_t>(1, 300));
   int64_t total = 0;
@@ -242,19 +231,19 @@ RC_GTEST_PROP(CPDataProps, RoundRobinSplitRestoreIsIdentity, ()) {
   xp.rows = padded;
   std::vector<HostTensor> local;
   for (int64_t r = 0; r < n; ++r) {
-    local.push_back(ref::RoundRobinSplitData(xp, n, r).value());
+    local.push_back(RC_VALUE(ref::RoundRobinSplitData(xp, n, r)));
     RC_ASSERT(local.back().rows == padded / n);
-    const ref::RoundRobinQSeqs q = ref::RoundRobinSplitQSeqs(lens, n, r).value();
+    const ref::RoundRobinQSeqs q = RC_VALUE(ref::RoundRobinSplitQSeqs(lens, n, r));
     int64_t sum = 0;
     for (int64_t v : q.q_lens) sum += v;
     RC_ASSERT(sum == total / n + (total % n > r ? 1 : 0));  // the valid rows of rank r
   }
-  RC_ASSERT(ref::RoundRobinRestore(ref::ConcatRows(local).value(), n).value() == xp);
-  const HostTensor last = ref::RoundRobinCollectLastToken(local, lens).value();
+  RC_ASSERT(RC_VALUE(ref::RoundRobinRestore(RC_VALUE(ref::ConcatRows(local)), n)) == xp);
+  const HostTensor last = RC_VALUE(ref::RoundRobinCollectLastToken(local, lens));
   for (size_t q = 0; q < lens.size(); ++q) RC_ASSERT(ReadId(last, q) == RowId(q, lens[q] - 1));
 }
 
-RC_GTEST_PROP(CPDataProps, PaddedAllGatherThenTrimIsConcatenation, ()) {
+KVSHARD_PROP(CPDataProps, PaddedAllGatherThenTrimIsConcatenation, ()) {
   const int64_t n = *GenCpSize();
   const int64_t max_rows = *rc::gen::inRange<int64_t>(0, 50);
   std::vector<HostTensor> local;
@@ -268,15 +257,15 @@ RC_GTEST_PROP(CPDataProps, PaddedAllGatherThenTrimIsConcatenation, ()) {
     for (int64_t i = 0; i < t.rows; ++i) WriteRow(t.row(i), 9, rank_ids[i]);
     local.push_back(t);
   }
-  const HostTensor g = ref::AllGatherPadded(local, max_rows * n).value();
+  const HostTensor g = RC_VALUE(ref::AllGatherPadded(local, max_rows * n));
   RC_ASSERT(g.rows == max_rows * n);
-  const HostTensor trimmed = ref::TrimCPRankPaddingAfterAllGather(g, Int64List(n, max_rows), counts).value();
+  const HostTensor trimmed = RC_VALUE(ref::TrimCPRankPaddingAfterAllGather(g, Int64List(n, max_rows), counts));
   RC_ASSERT(Ids(trimmed) == ids);
 }
 
 // Input row counts other than the batch total are rejected with SGLang's tag, except trailing rows within the
 // compute/static padding allowance of a compute split, which are dropped.
-RC_GTEST_PROP(CPDataProps, SplitInputLengthRules, ()) {
+KVSHARD_PROP(CPDataProps, SplitInputLengthRules, ()) {
   const CPBatchCase c = *GenCPBatchCase();
   const CPSharedKVBatchPlan p = AllRankPlans(c)[0];
   const HostTensor x = Payload(c.extend_lens, c.row_bytes);
@@ -292,14 +281,77 @@ RC_GTEST_PROP(CPDataProps, SplitInputLengthRules, ()) {
   const int64_t allowed = std::max(p.compute_padding_enabled ? compute_total : x.rows, static_padded.value_or(x.rows));
   const bool allowance = p.compute_padding_enabled || (static_padded.has_value() && *static_padded > x.rows);
   if (delta > 0 && y.rows <= allowed && allowance) {
-    RC_ASSERT(got.ok());
-    RC_ASSERT(*got == Split(x, p, SplitKind::kCompute));
+    RC_ASSERT(RC_VALUE(got) == Split(x, p, SplitKind::kCompute));
   } else {
     RC_ASSERT(!got.ok());
     RC_ASSERT(got.status().message().rfind("[CP_SHARED_KV_FAIL_FAST][batch_gt1_split_input_len_mismatch] ", 0) == 0);
   }
   const StatusOr<HostTensor> valid = ref::SplitTensorByCPBatchPlan(y, p, ref::SplitMode::kData, SplitKind::kValid, static_padded);
   RC_ASSERT(!valid.ok());
+}
+
+// The batch's global positions as a 1-D int64 tensor: token t of request q is at prefix_lens[q] + t.
+HostTensor GlobalPositions(const CPBatchCase& c) {
+  HostTensor pos = HostTensor::Zeros(0, 8);
+  for (size_t q = 0; q < c.extend_lens.size(); ++q) {
+    for (int64_t t = 0; t < c.extend_lens[q]; ++t) {
+      const int64_t v = c.prefix_lens[q] + t;
+      pos.data.insert(pos.data.end(), reinterpret_cast<const uint8_t*>(&v), reinterpret_cast<const uint8_t*>(&v) + 8);
+      ++pos.rows;
+    }
+  }
+  return pos;
+}
+
+// SGLang once applied RoPE after the CP all-gather with local positions. Each rank's split position rows are the
+// GLOBAL positions of its segments r and 2N-1-r (padding continuing +1), and after the all-gather (rank blocks
+// padded to max_rank_token, concatenated) and the rerange every rank holds exactly each request's global
+// positions in request order, padding rows excluded.
+KVSHARD_PROP(CPDataProps, GatheredPositionsAreGlobalOnEveryRank, ()) {
+  const CPBatchCase c = *GenCPBatchCase();
+  const HostTensor pos = GlobalPositions(c);
+  const std::vector<CPSharedKVBatchPlan> plans = AllRankPlans(c);
+  const bool batched = c.extend_lens.size() > 1;
+  RC_CLASSIFY(plans[0].compute_padding_enabled, "compute padding");
+  RC_CLASSIFY(!batched, "one request");
+  RC_CLASSIFY(c.cp_size == 1, "N=1");
+  RC_CLASSIFY(std::any_of(c.extend_lens.begin(), c.extend_lens.end(), [&](int64_t e) { return e % c.page_size != 0; }),
+              "partial last page");
+  std::vector<HostTensor> local;
+  std::vector<NSAContextParallelMetadata> metas;
+  for (const CPSharedKVBatchPlan& p : plans) {
+    const HostTensor rows = Split(pos, p, SplitKind::kCompute, ref::SplitMode::kPosition);
+    const Int64Table& lists = p.compute_padding_enabled ? p.request_compute_split_lists : p.request_split_lists;
+    Int64List want;
+    for (int64_t q = 0; q < p.batch_size; ++q) {
+      Int64List starts = {0};
+      for (int64_t len : lists[q]) starts.push_back(starts.back() + len);
+      for (int64_t s : {p.cp_rank, 2 * p.cp_size - 1 - p.cp_rank}) {
+        for (int64_t t = starts[s]; t < starts[s + 1]; ++t) want.push_back(c.prefix_lens[q] + t);
+      }
+    }
+    RC_ASSERT(Ids(rows) == want);
+    // bs > 1 gathers the valid rows (the batch layout is the valid split); bs = 1 the communication rows.
+    local.push_back(batched ? RC_VALUE(ref::SelectCPLocalValidRowsForCacheWrite(rows, p)) : rows);
+    metas.push_back(RC_VALUE(ref::BuildBatchMetadataFromPlan(p)));
+  }
+  const int64_t max_rank_token = metas[0].max_rank_token();
+  HostTensor gathered = HostTensor::Zeros(0, 8);
+  for (const HostTensor& block : local) {
+    RC_ASSERT(block.rows <= max_rank_token);
+    gathered.data.insert(gathered.data.end(), block.data.begin(), block.data.end());
+    gathered.data.resize(gathered.data.size() + (max_rank_token - block.rows) * 8, 0);
+    gathered.rows += max_rank_token;
+  }
+  for (const NSAContextParallelMetadata& m : metas) {  // every rank reranges the same buffer with its metadata
+    HostTensor out = batched ? RC_VALUE(ref::BatchInSeqAllGatherRerange(gathered, m, c.cp_size))
+                             : RC_VALUE(ref::InSeqAllGatherRerange(gathered, m));
+    RC_ASSERT(out.rows >= pos.rows);
+    for (int64_t i = pos.rows; i < out.rows; ++i) RC_ASSERT(ReadId(out, i) == c.prefix_lens[0] + i);  // bs=1 padding
+    out.rows = pos.rows;
+    out.data.resize(out.rows * 8);
+    RC_ASSERT(Ids(out) == Ids(pos));
+  }
 }
 
 }  // namespace

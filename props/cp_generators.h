@@ -1,17 +1,21 @@
-// RapidCheck generators and helpers for the CP split/rerange properties: ragged batches that reach the
-// edges (N = 1, ps = 1 or 2, one request, extends shorter than 2N pages, partial last pages), and payload
-// rows that encode (request, token) so a misplaced row is visible.
+// RapidCheck generators and helpers for the CP split/rerange properties: ragged batches and single-request
+// splits that reach the edges (N = 1, ps = 1 or 2, one request, extends shorter than 2N pages, partial last
+// pages, empty and misaligned prefixes), per-rank plans that fail the property (never abort) on an error, and
+// payload rows that encode (request, token) so a misplaced row is visible.
 #ifndef KVSHARD_PROPS_CP_GENERATORS_H_
 #define KVSHARD_PROPS_CP_GENERATORS_H_
 
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include <rapidcheck.h>
 
 #include "core/cp_plan.h"
 #include "cpu_ref/cp_data.h"
+#include "cpu_ref/cp_split.h"
+#include "props/rc_status.h"
 
 namespace kvshard::props {
 
@@ -69,6 +73,52 @@ inline rc::Gen<CPBatchCase> GenCPBatchCase(int64_t min_ps = 2) {
       c.prefix_lens.push_back(c.page_size * *rc::gen::inRange<int64_t>(0, 4));
     }
     c.row_bytes = *rc::gen::element<int64_t>(8, 12, 16, 17, 24);
+    return c;
+  });
+}
+
+// Rank `rank`'s batch plan of `c`; an unexpected error fails the property with its message.
+inline CPSharedKVBatchPlan RankPlan(const CPBatchCase& c, int64_t rank) {
+  return RC_VALUE(
+      ref::BuildBatchPageAlignedInSeqSplitPlan(c.extend_lens, c.prefix_lens, c.page_size, c.cp_size, rank));
+}
+
+// Every rank's batch plan of `c`, in rank order.
+inline std::vector<CPSharedKVBatchPlan> AllRankPlans(const CPBatchCase& c) {
+  std::vector<CPSharedKVBatchPlan> plans;
+  for (int64_t r = 0; r < c.cp_size; ++r) plans.push_back(RankPlan(c, r));
+  return plans;
+}
+
+// One request for the single-request splitter: extend (0 included), prefix (aligned, empty or misaligned),
+// trailing padding (total_len - extend_len) and geometry (ps = 1 included).
+struct SingleSplitCase {
+  int64_t cp_size = 1;
+  int64_t page_size = 2;
+  int64_t extend_len = 1;
+  int64_t prefix_len = 0;
+  int64_t padding = 0;
+};
+
+inline void showValue(const SingleSplitCase& c, std::ostream& os) {
+  os << "cp_size=" << c.cp_size << " page_size=" << c.page_size << " extend_len=" << c.extend_len
+     << " prefix_len=" << c.prefix_len << " padding=" << c.padding;
+}
+
+// Page-aligned inputs (the batch planner's domain) and fallback cases (ps = 1, empty extend, misaligned prefix).
+inline rc::Gen<SingleSplitCase> GenSingleSplitCase() {
+  return rc::gen::exec([] {
+    SingleSplitCase c;
+    c.cp_size = *GenCpSize();
+    c.page_size = *GenPageSize(1);
+    c.extend_len = *rc::gen::weightedOneOf<int64_t>(
+        {{1, rc::gen::just<int64_t>(0)}, {12, GenExtendLen(c.cp_size, c.page_size)}});
+    c.prefix_len = c.page_size * *rc::gen::inRange<int64_t>(0, 4);
+    if (c.page_size > 1 && *rc::gen::inRange(0, 10) == 0) {
+      c.prefix_len += *rc::gen::inRange<int64_t>(1, c.page_size);  // misaligned: the splitter falls back
+    }
+    c.padding = *rc::gen::weightedOneOf<int64_t>(
+        {{3, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 64)}});
     return c;
   });
 }

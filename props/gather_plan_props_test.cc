@@ -14,6 +14,8 @@
 #include "core/trace_json.h"
 #include "cpu_ref/gather_plan.h"
 #include "props/pool_generators.h"
+#include "props/property.h"
+#include "props/rc_status.h"
 
 namespace kvshard::props {
 namespace {
@@ -88,86 +90,82 @@ V PrefixPages(const ExtendBatch& b) {
   return V(s.begin(), s.end());
 }
 
-RC_GTEST_PROP(GatherPlanProps, MatchesNaiveTranscriptionOfSglang, ()) {
+KVSHARD_PROP(GatherPlanProps, MatchesNaiveTranscriptionOfSglang, ()) {
   const ExtendBatch b = DrawValidBatch();
   LogBatch(b);
-  auto plan = BuildGatherPlan(b);
-  RC_ASSERT(plan.ok());
-  RC_ASSERT(*plan == NaivePlan(b));
+  const GatherPlan plan = RC_VALUE(BuildGatherPlan(b));
+  RC_ASSERT(plan == NaivePlan(b));
 }
 
-RC_GTEST_PROP(GatherPlanProps, BlockPagesCoversEveryRanksOwnedCount, ()) {
+KVSHARD_PROP(GatherPlanProps, BlockPagesCoversEveryRanksOwnedCount, ()) {
   const ExtendBatch b = DrawValidBatch();
   LogBatch(b);
-  auto plan = BuildGatherPlan(b);
-  RC_ASSERT(plan.ok());
+  const GatherPlan plan = RC_VALUE(BuildGatherPlan(b));
   V owned(b.shard_size, 0);
   for (int64_t p : PrefixPages(b)) ++owned[p % b.shard_size];
   for (int64_t r = 0; r < b.shard_size; ++r) {
-    RC_ASSERT(plan->block_pages >= owned[r]);  // the all-gather pad block_pages - owned is never negative
-    RC_ASSERT(static_cast<int64_t>(plan->ranks[r].send_local_pages.size()) == plan->block_pages);
-    RC_ASSERT(static_cast<int64_t>(plan->ranks[r].send_rows.size()) == plan->block_pages * b.page_size);
+    RC_ASSERT(plan.block_pages >= owned[r]);  // the all-gather pad block_pages - owned is never negative
+    RC_ASSERT(static_cast<int64_t>(plan.ranks[r].send_local_pages.size()) == plan.block_pages);
+    RC_ASSERT(static_cast<int64_t>(plan.ranks[r].send_rows.size()) == plan.block_pages * b.page_size);
   }
-  RC_ASSERT(plan->n_prefix_slots * b.page_size <= b.max_prefix_tokens);
+  RC_ASSERT(plan.n_prefix_slots * b.page_size <= b.max_prefix_tokens);
 }
 
-RC_GTEST_PROP(GatherPlanProps, TranslateInjectiveOverPlanElseTrash, ()) {
+KVSHARD_PROP(GatherPlanProps, TranslateInjectiveOverPlanElseTrash, ()) {
   const ExtendBatch b = DrawValidBatch();
   LogBatch(b);
-  auto plan = BuildGatherPlan(b);
-  RC_ASSERT(plan.ok());
+  const GatherPlan plan = RC_VALUE(BuildGatherPlan(b));
   const int64_t ps = b.page_size;
   std::set<int64_t> planned;
   for (const ExtendRequest& r : b.requests) planned.insert(r.pages.begin(), r.pages.end());
-  V locs(plan->page_pos_size * ps);
+  V locs(plan.page_pos_size * ps);
   std::iota(locs.begin(), locs.end(), 0);
-  const V rows = ref::Translate(*plan, locs).value();
+  const V rows = RC_VALUE(ref::Translate(plan, locs));
   std::set<int64_t> seen;
   for (int64_t loc : locs) {
     const int64_t row = rows[loc];
     if (planned.count(loc / ps)) {
       RC_ASSERT(seen.insert(row).second);  // injective over the plan
-      RC_ASSERT(row < plan->trash_page * ps);
+      RC_ASSERT(row < plan.trash_page * ps);
       RC_ASSERT(row % ps == loc % ps);
     } else {
-      RC_ASSERT(row == plan->trash_page * ps + loc % ps);  // everything else -> trash
+      RC_ASSERT(row == plan.trash_page * ps + loc % ps);  // everything else -> trash
     }
   }
   // Chunk pages sit in batch order at chunk_base_page + j.
   int64_t j = 0;
   for (const ExtendRequest& r : b.requests) {
     for (size_t k = r.prefix_len / ps; k < r.pages.size(); ++k, ++j) {
-      RC_ASSERT(rows[r.pages[k] * ps] == (plan->chunk_base_page + j) * ps);
+      RC_ASSERT(rows[r.pages[k] * ps] == (plan.chunk_base_page + j) * ps);
     }
   }
 }
 
-RC_GTEST_PROP(GatherPlanProps, SendRowsReassembleExactlyThePrefixPages, ()) {
+KVSHARD_PROP(GatherPlanProps, SendRowsReassembleExactlyThePrefixPages, ()) {
   const ExtendBatch b = DrawValidBatch();
   LogBatch(b);
-  auto plan = BuildGatherPlan(b);
-  RC_ASSERT(plan.ok());
+  const GatherPlan plan = RC_VALUE(BuildGatherPlan(b));
   const int64_t n = b.shard_size, ps = b.page_size;
   // Simulate the all-gather of page ids: scratch slot r*block + w receives rank r's w-th send page.
   std::map<int64_t, int64_t> slot_of;  // logical page -> slot it arrives in
   for (int64_t r = 0; r < n; ++r) {
-    const RankSend& s = plan->ranks[r];
-    for (int64_t w = 0; w < plan->block_pages; ++w) {
+    const RankSend& s = plan.ranks[r];
+    for (int64_t w = 0; w < plan.block_pages; ++w) {
       RC_ASSERT(s.send_rows[w * ps] == s.send_local_pages[w] * ps);
       if (s.send_local_pages[w] == 0) continue;  // trash pad
-      RC_ASSERT(slot_of.emplace(s.send_local_pages[w] * n + r, r * plan->block_pages + w).second);
+      RC_ASSERT(slot_of.emplace(s.send_local_pages[w] * n + r, r * plan.block_pages + w).second);
     }
   }
   const V prefix = PrefixPages(b);
   RC_ASSERT(slot_of.size() == prefix.size());
-  const V dense = ref::DensePagePos(*plan);
+  const V dense = ref::DensePagePos(plan);
   for (int64_t p : prefix) {
     RC_ASSERT(slot_of.count(p) == 1);
     RC_ASSERT(dense[p] == slot_of[p]);  // the page lands where translate looks for it
   }
 }
 
-RC_GTEST_PROP(GatherPlanProps, SharedPrefixPagesLandOnce, ()) {
+KVSHARD_PROP(GatherPlanProps, SharedPrefixPagesLandOnce, ()) {
   ExtendBatch b = DrawValidBatch();
   // Duplicate a random request (same prefix, fresh chunk dropped): its prefix pages must not take slots.
   const size_t i = *rc::gen::inRange<size_t>(0, b.requests.size());
@@ -178,18 +176,17 @@ RC_GTEST_PROP(GatherPlanProps, SharedPrefixPagesLandOnce, ()) {
   b.requests.push_back(dup);
   b.max_prefix_tokens += b.shard_size * b.page_size * ((k + b.shard_size - 1) / b.shard_size);
   LogBatch(b);
-  auto plan = BuildGatherPlan(b);
-  RC_ASSERT(plan.ok());
+  const GatherPlan plan = RC_VALUE(BuildGatherPlan(b));
   int64_t real = 0;
-  for (const RankSend& s : plan->ranks) {
+  for (const RankSend& s : plan.ranks) {
     for (int64_t p : s.send_local_pages) real += p != 0;
   }
   RC_ASSERT(real == static_cast<int64_t>(PrefixPages(b).size()));
   std::set<int64_t> slots;
-  for (size_t j = 0; j < plan->mapped_pages.size(); ++j) RC_ASSERT(slots.insert(plan->mapped_scratch_pages[j]).second);
+  for (size_t j = 0; j < plan.mapped_pages.size(); ++j) RC_ASSERT(slots.insert(plan.mapped_scratch_pages[j]).second);
 }
 
-RC_GTEST_PROP(GatherPlanProps, NonCyclicPrefixFailsNamingCyclic, ()) {
+KVSHARD_PROP(GatherPlanProps, NonCyclicPrefixFailsNamingCyclic, ()) {
   ExtendBatch b = DrawFullSizeBatch();
   // Swap two prefix positions of one request; the plan must fail naming "cyclic" iff owners stop being
   // one cyclic run (N = 2 with two pages stays cyclic).
@@ -212,7 +209,7 @@ RC_GTEST_PROP(GatherPlanProps, NonCyclicPrefixFailsNamingCyclic, ()) {
   if (!cyclic) RC_ASSERT(plan.status().message().find("cyclic") != std::string::npos);
 }
 
-RC_GTEST_PROP(GatherPlanProps, CapacityAndAlignmentErrorsAreTagged, ()) {
+KVSHARD_PROP(GatherPlanProps, CapacityAndAlignmentErrorsAreTagged, ()) {
   ExtendBatch b = DrawFullSizeBatch();
   const int64_t ps = b.page_size, lps = b.shard_size * ps;
   int64_t block = 0, chunk = 0;
@@ -244,10 +241,10 @@ RC_GTEST_PROP(GatherPlanProps, CapacityAndAlignmentErrorsAreTagged, ()) {
   RC_ASSERT(plan.status().message().find(tag) != std::string::npos);
 }
 
-RC_GTEST_PROP(GatherPlanProps, BatchJsonRoundTripsAndReaderRejectsCorruption, ()) {
+KVSHARD_PROP(GatherPlanProps, BatchJsonRoundTripsAndReaderRejectsCorruption, ()) {
   const ExtendBatch b = DrawValidBatch();
   Json j = ExtendBatchToJson(b);
-  RC_ASSERT(ExtendBatchFromJson(j).value() == b);
+  RC_ASSERT(RC_VALUE(ExtendBatchFromJson(j)) == b);
   // Corrupt one field: drop it, retype it, negate it or overflow it. The reader must fail, naming it.
   const std::string key = *rc::gen::element<std::string>("shard_size", "page_size", "pool_pages_per_rank",
                                                          "max_prefix_tokens", "chunk_tokens", "prefix_len",

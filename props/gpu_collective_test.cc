@@ -21,7 +21,9 @@ void CheckInPlace(gpu::RankGroup& g, int64_t bytes) {
     const int rank = g.local_ranks()[i];
     std::vector<uint8_t> host(n * bytes, 0xEE);
     FillRow(host.data() + rank * bytes, bytes, /*layer=*/rank, /*slot=*/1000 + rank);
-    bufs.push_back(gpu::Upload(host).value());
+    auto buf = gpu::Upload(host);
+    ASSERT_TRUE(buf.ok()) << g.Kind() << ": " << buf.status().ToString();
+    bufs.push_back(std::move(*buf));
     ptrs.push_back(bufs.back().data());
     cudaStream_t s;
     ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
@@ -33,9 +35,11 @@ void CheckInPlace(gpu::RankGroup& g, int64_t bytes) {
   for (int r = 0; r < n; ++r) FillRow(want.data() + r * bytes, bytes, r, 1000 + r);
   for (size_t i = 0; i < ptrs.size(); ++i) {
     ASSERT_EQ(cudaSetDevice(g.device(i)), cudaSuccess);
-    ASSERT_TRUE(gpu::SyncStream(streams[i]).ok());
-    auto got = gpu::Download<uint8_t>(ptrs[i], n * bytes).value();
-    const Status cmp = CompareRows(got, want, bytes, "all-gather rank " + std::to_string(g.local_ranks()[i]));
+    const Status synced = gpu::SyncStream(streams[i]);
+    ASSERT_TRUE(synced.ok()) << g.Kind() << ": " << synced.ToString();
+    auto got = gpu::Download<uint8_t>(ptrs[i], n * bytes);
+    ASSERT_TRUE(got.ok()) << g.Kind() << ": " << got.status().ToString();
+    const Status cmp = CompareRows(*got, want, bytes, "all-gather rank " + std::to_string(g.local_ranks()[i]));
     EXPECT_TRUE(cmp.ok()) << g.Kind() << ": " << cmp.message();
     cudaStreamDestroy(streams[i]);
   }

@@ -12,6 +12,7 @@
 #include "gpu/device.h"
 #include "props/cp_generators.h"
 #include "props/gpu_test_env.h"
+#include "props/rc_status.h"
 
 namespace kvshard::props {
 namespace {
@@ -88,9 +89,8 @@ TEST(GpuCpGather, EmulatedRanksRestoreRequestOrder) {
   KVSHARD_REQUIRE_GPUS(1);
   const bool ok = rc::check("pad + all-gather + fused rerange == the batch (emulated ranks)", [] {
     const CPBatchCase c = *GenCPBatchCase();
-    auto group = gpu::CreateEmulatedGroup(static_cast<int>(c.cp_size), 0);
-    RC_ASSERT(group.ok());
-    const Status s = Exchange(**group, c);
+    auto group = RC_VALUE(gpu::CreateEmulatedGroup(static_cast<int>(c.cp_size), 0));
+    const Status s = Exchange(*group, c);
     if (!s.ok()) RC_FAIL(s.ToString());
   });
   EXPECT_TRUE(ok);

@@ -13,6 +13,7 @@
 #include "gpu/cp_plan_ops.h"
 #include "props/cp_generators.h"
 #include "props/gpu_test_env.h"
+#include "props/rc_status.h"
 
 namespace kvshard::props {
 namespace {
@@ -38,9 +39,7 @@ void AssertRowsEqual(const std::vector<uint8_t>& got, const HostTensor& want, co
 }
 
 CPSharedKVBatchPlan PlanFor(const CPBatchCase& c, int64_t rank) {
-  auto plan = ref::BuildBatchPageAlignedInSeqSplitPlan(c.extend_lens, c.prefix_lens, c.page_size, c.cp_size, rank);
-  RC_ASSERT(plan.ok());
-  return *plan;
+  return RC_VALUE(ref::BuildBatchPageAlignedInSeqSplitPlan(c.extend_lens, c.prefix_lens, c.page_size, c.cp_size, rank));
 }
 
 TEST(GpuCpOps, FusedRerangeMatchesReferenceAndRestoresOrder) {
@@ -56,27 +55,22 @@ TEST(GpuCpOps, FusedRerangeMatchesReferenceAndRestoresOrder) {
     for (int64_t r = 0; r < c.cp_size; ++r) {
       const CPSharedKVBatchPlan plan = PlanFor(c, r);
       if (r == 0) plan0 = plan;
-      auto local = ref::SplitTensorByCPBatchPlan(x, plan, ref::SplitMode::kData,
-                                                 scalar ? SplitKind::kCompute : SplitKind::kValid);
-      RC_ASSERT(local.ok());
-      locals.push_back(*local);
+      locals.push_back(RC_VALUE(ref::SplitTensorByCPBatchPlan(x, plan, ref::SplitMode::kData,
+                                                              scalar ? SplitKind::kCompute : SplitKind::kValid)));
     }
-    auto meta = ref::BuildBatchMetadataFromPlan(plan0);
-    RC_ASSERT(meta.ok());
-    const int64_t m = meta->max_rank_token();
-    auto gathered = ref::AllGatherPadded(locals, m * c.cp_size);
-    RC_ASSERT(gathered.ok());
-    auto want = scalar ? ref::InSeqAllGatherRerange(*gathered, *meta)
-                       : ref::BatchInSeqAllGatherRerange(*gathered, *meta, c.cp_size);
-    RC_ASSERT(want.ok());
+    const auto meta = RC_VALUE(ref::BuildBatchMetadataFromPlan(plan0));
+    const int64_t m = meta.max_rank_token();
+    const auto gathered = RC_VALUE(ref::AllGatherPadded(locals, m * c.cp_size));
+    const auto want = RC_VALUE(scalar ? ref::InSeqAllGatherRerange(gathered, meta)
+                                      : ref::BatchInSeqAllGatherRerange(gathered, meta, c.cp_size));
     // Request order restored: the first extend rows are x (the scalar path keeps compute padding rows after them).
-    RC_ASSERT(want->rows >= x.rows);
-    RC_ASSERT(std::equal(x.data.begin(), x.data.end(), want->data.begin()));
+    RC_ASSERT(want.rows >= x.rows);
+    RC_ASSERT(std::equal(x.data.begin(), x.data.end(), want.data.begin()));
     const Int64Table& lists = scalar && plan0.compute_padding_enabled ? plan0.request_compute_split_lists
                                                                        : plan0.request_split_lists;
-    auto got = gpu::RunBatchRerange(gathered->data, c.row_bytes, lists, c.cp_size, m);
+    auto got = gpu::RunBatchRerange(gathered.data, c.row_bytes, lists, c.cp_size, m);
     if (!got.ok()) RC_FAIL(got.status().ToString());
-    AssertRowsEqual(*got, *want, "rerange");
+    AssertRowsEqual(*got, want, "rerange");
   });
   EXPECT_TRUE(ok);
 }
@@ -119,22 +113,18 @@ TEST(GpuCpOps, ValidRowSelectionAndLastTokenMatchReference) {
     const int64_t rank = *rc::gen::inRange<int64_t>(0, c.cp_size);
     const CPSharedKVBatchPlan plan = PlanFor(c, rank);
     const HostTensor x = Payload(c.extend_lens, c.row_bytes);
-    auto local = ref::SplitTensorByCPBatchPlan(x, plan, ref::SplitMode::kData, SplitKind::kCompute);
-    RC_ASSERT(local.ok());
-    auto want = ref::SelectCPLocalValidRowsForCacheWrite(*local, plan);
-    RC_ASSERT(want.ok());
+    const auto local = RC_VALUE(ref::SplitTensorByCPBatchPlan(x, plan, ref::SplitMode::kData, SplitKind::kCompute));
+    const auto want = RC_VALUE(ref::SelectCPLocalValidRowsForCacheWrite(local, plan));
     int64_t compute_rows = 0;
-    auto table = gpu::ValidRowSegments(plan, &compute_rows);
-    RC_ASSERT(table.ok());
-    RC_ASSERT(compute_rows == local->rows);
-    auto got = gpu::RunSegmentGather(local->data, c.row_bytes, *table, gpu::PadMode::kZero);
+    const auto table = RC_VALUE(gpu::ValidRowSegments(plan, &compute_rows));
+    RC_ASSERT(compute_rows == local.rows);
+    auto got = gpu::RunSegmentGather(local.data, c.row_bytes, table, gpu::PadMode::kZero);
     if (!got.ok()) RC_FAIL(got.status().ToString());
-    AssertRowsEqual(*got, *want, "valid rows");
-    auto want_last = ref::InSeqLastTokenLocalRows(*local, plan);
-    RC_ASSERT(want_last.ok());
-    auto got_last = gpu::RunCollectLastToken(local->data, c.row_bytes, plan);
+    AssertRowsEqual(*got, want, "valid rows");
+    const auto want_last = RC_VALUE(ref::InSeqLastTokenLocalRows(local, plan));
+    auto got_last = gpu::RunCollectLastToken(local.data, c.row_bytes, plan);
     if (!got_last.ok()) RC_FAIL(got_last.status().ToString());
-    AssertRowsEqual(*got_last, *want_last, "last token rows");
+    AssertRowsEqual(*got_last, want_last, "last token rows");
   });
   EXPECT_TRUE(ok);
 }
@@ -148,29 +138,26 @@ TEST(GpuCpOps, RoundRobinSplitAndRestoreMatchReference) {
     const HostTensor x = Payload({cp * rows_per_rank}, row_bytes);
     std::vector<HostTensor> parts;
     for (int64_t r = 0; r < cp; ++r) {
-      auto want = ref::RoundRobinSplitData(x, cp, r);
-      RC_ASSERT(want.ok());
-      auto got = gpu::RunRoundRobinSplit(x.data, row_bytes, cp, r);
-      RC_ASSERT(got.ok());
-      AssertRowsEqual(*got, *want, "round-robin split");
-      parts.push_back(*want);
+      auto want = RC_VALUE(ref::RoundRobinSplitData(x, cp, r));
+      const auto got = RC_VALUE(gpu::RunRoundRobinSplit(x.data, row_bytes, cp, r));
+      AssertRowsEqual(got, want, "round-robin split");
+      parts.push_back(std::move(want));
     }
-    auto gathered = ref::ConcatRows(parts);
-    RC_ASSERT(gathered.ok());
-    auto want = ref::RoundRobinRestore(*gathered, cp);
-    RC_ASSERT(want.ok());
-    RC_ASSERT(*want == x);
-    auto got = gpu::RunRoundRobinRestore(gathered->data, row_bytes, cp);
-    RC_ASSERT(got.ok());
-    AssertRowsEqual(*got, *want, "round-robin restore");
+    const auto gathered = RC_VALUE(ref::ConcatRows(parts));
+    const auto want = RC_VALUE(ref::RoundRobinRestore(gathered, cp));
+    RC_ASSERT(want == x);
+    const auto got = RC_VALUE(gpu::RunRoundRobinRestore(gathered.data, row_bytes, cp));
+    AssertRowsEqual(got, want, "round-robin restore");
   });
   EXPECT_TRUE(ok);
 }
 
 TEST(GpuCpOps, RerangeCanImplementBoundsTheSplitTable) {
-  EXPECT_TRUE(gpu::BatchRerangeCanImplement(256, 8, 1 << 20, 1152).ok());
+  const Status fits_256 = gpu::BatchRerangeCanImplement(256, 8, 1 << 20, 1152);
+  EXPECT_TRUE(fits_256.ok()) << fits_256.ToString();
   EXPECT_EQ(gpu::BatchRerangeCanImplement(4096, 8, 1 << 20, 1152).code(), StatusCode::kOutOfRange);
-  EXPECT_TRUE(gpu::BatchRerangeCanImplement(1024, 8, 1 << 20, 1152).ok());
+  const Status fits_1024 = gpu::BatchRerangeCanImplement(1024, 8, 1 << 20, 1152);
+  EXPECT_TRUE(fits_1024.ok()) << fits_1024.ToString();
   EXPECT_FALSE(gpu::BatchRerangeCanImplement(0, 8, 1, 8).ok());
   EXPECT_FALSE(gpu::BatchRerangeCanImplement(1, 0, 1, 8).ok());
 }

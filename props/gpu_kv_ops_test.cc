@@ -9,6 +9,7 @@
 #include "props/generators.h"
 #include "props/gpu_test_data.h"
 #include "props/gpu_test_env.h"
+#include "props/rc_status.h"
 
 namespace kvshard::props {
 namespace {
@@ -29,7 +30,7 @@ TEST(GpuKvOps, OwnerFilteredWriteMatchesReference) {
     // Distinct locs inside the pool (duplicates would make the write order-dependent, as in SGLang).
     const int64_t slots = pages_per_rank * spec.logical_page_size();
     auto locs = *rc::gen::unique<std::vector<int64_t>>(rc::gen::inRange<int64_t>(0, slots));
-    const auto p = ref::Placement::Create(spec).value();
+    const auto p = RC_VALUE(ref::Placement::Create(spec));
     const int64_t pool_rows = pages_per_rank * spec.page_size;
     std::vector<uint8_t> want(pool_rows * row_bytes, 0);
     const auto rows = MakeRows(locs, row_bytes, 7);
@@ -38,19 +39,17 @@ TEST(GpuKvOps, OwnerFilteredWriteMatchesReference) {
         std::memcpy(want.data() + p.LocalIndex(locs[i]) * row_bytes, rows.data() + i * row_bytes, row_bytes);
       }
     }
-    auto d_pool = gpu::Upload(std::vector<uint8_t>(pool_rows * row_bytes, 0)).value();
-    auto d_rows = gpu::Upload(rows).value();
-    auto d_locs = gpu::Upload(locs).value();
-    auto d_bad = gpu::Upload(std::vector<int64_t>{0}).value();
-    RC_ASSERT(gpu::LaunchOwnerFilteredWrite(d_pool.data(), pool_rows, d_rows.data(), d_locs.as<int64_t>(),
-                                            static_cast<int64_t>(locs.size()), spec, rank, row_bytes,
-                                            d_bad.as<int64_t>(), nullptr)
-                  .ok());
-    RC_ASSERT(gpu::SyncStream(nullptr).ok());
-    const auto got = gpu::Download<uint8_t>(d_pool.data(), want.size()).value();
-    const Status cmp = CompareRows(got, want, row_bytes, "pool");
-    RC_ASSERT_FALSE(!cmp.ok());
-    RC_ASSERT(gpu::Download<int64_t>(d_bad.data(), 1).value()[0] == 0);
+    auto d_pool = RC_VALUE(gpu::Upload(std::vector<uint8_t>(pool_rows * row_bytes, 0)));
+    auto d_rows = RC_VALUE(gpu::Upload(rows));
+    auto d_locs = RC_VALUE(gpu::Upload(locs));
+    auto d_bad = RC_VALUE(gpu::Upload(std::vector<int64_t>{0}));
+    RC_ASSERT_OK(gpu::LaunchOwnerFilteredWrite(d_pool.data(), pool_rows, d_rows.data(), d_locs.as<int64_t>(),
+                                               static_cast<int64_t>(locs.size()), spec, rank, row_bytes,
+                                               d_bad.as<int64_t>(), nullptr));
+    RC_ASSERT_OK(gpu::SyncStream(nullptr));
+    const auto got = RC_VALUE(gpu::Download<uint8_t>(d_pool.data(), want.size()));
+    RC_ASSERT_OK(CompareRows(got, want, row_bytes, "pool"));
+    RC_ASSERT(RC_VALUE(gpu::Download<int64_t>(d_bad.data(), 1))[0] == 0);
 
     // The cached write-plan path: owned positions (ascending) and local rows, then a scatter.
     const int64_t n = static_cast<int64_t>(locs.size());
@@ -61,26 +60,25 @@ TEST(GpuKvOps, OwnerFilteredWriteMatchesReference) {
         want_rows.push_back(p.LocalIndex(locs[i]));
       }
     }
-    auto d_owned = gpu::DeviceBuffer::Allocate(std::max<int64_t>(1, n) * 8).value();
-    auto d_local = gpu::DeviceBuffer::Allocate(std::max<int64_t>(1, n) * 8).value();
-    auto d_count = gpu::Upload(std::vector<int64_t>{-1}).value();
-    const size_t temp_bytes = gpu::WritePlanTempBytes(n).value();
-    auto d_temp = gpu::DeviceBuffer::Allocate(temp_bytes).value();
-    RC_ASSERT(gpu::LaunchBuildWritePlan(d_locs.as<int64_t>(), n, spec, rank, d_owned.as<int64_t>(),
-                                        d_local.as<int64_t>(), d_count.as<int64_t>(), d_temp.data(), temp_bytes,
-                                        nullptr)
-                  .ok());
-    auto d_pool2 = gpu::Upload(std::vector<uint8_t>(pool_rows * row_bytes, 0)).value();
-    RC_ASSERT(gpu::LaunchScatterRows(d_pool2.data(), pool_rows, d_rows.data(), n, d_owned.as<int64_t>(),
-                                     d_local.as<int64_t>(), d_count.as<int64_t>(), n, row_bytes, d_bad.as<int64_t>(),
-                                     nullptr)
-                  .ok());
-    RC_ASSERT(gpu::SyncStream(nullptr).ok());
-    const int64_t count = gpu::Download<int64_t>(d_count.data(), 1).value()[0];
+    auto d_owned = RC_VALUE(gpu::DeviceBuffer::Allocate(std::max<int64_t>(1, n) * 8));
+    auto d_local = RC_VALUE(gpu::DeviceBuffer::Allocate(std::max<int64_t>(1, n) * 8));
+    auto d_count = RC_VALUE(gpu::Upload(std::vector<int64_t>{-1}));
+    const size_t temp_bytes = RC_VALUE(gpu::WritePlanTempBytes(n));
+    auto d_temp = RC_VALUE(gpu::DeviceBuffer::Allocate(temp_bytes));
+    RC_ASSERT_OK(gpu::LaunchBuildWritePlan(d_locs.as<int64_t>(), n, spec, rank, d_owned.as<int64_t>(),
+                                           d_local.as<int64_t>(), d_count.as<int64_t>(), d_temp.data(), temp_bytes,
+                                           nullptr));
+    auto d_pool2 = RC_VALUE(gpu::Upload(std::vector<uint8_t>(pool_rows * row_bytes, 0)));
+    RC_ASSERT_OK(gpu::LaunchScatterRows(d_pool2.data(), pool_rows, d_rows.data(), n, d_owned.as<int64_t>(),
+                                        d_local.as<int64_t>(), d_count.as<int64_t>(), n, row_bytes,
+                                        d_bad.as<int64_t>(), nullptr));
+    RC_ASSERT_OK(gpu::SyncStream(nullptr));
+    const int64_t count = RC_VALUE(gpu::Download<int64_t>(d_count.data(), 1))[0];
     RC_ASSERT(count == static_cast<int64_t>(want_idx.size()));
-    RC_ASSERT(gpu::Download<int64_t>(d_owned.data(), count).value() == want_idx);
-    RC_ASSERT(gpu::Download<int64_t>(d_local.data(), count).value() == want_rows);
-    RC_ASSERT(CompareRows(gpu::Download<uint8_t>(d_pool2.data(), want.size()).value(), want, row_bytes, "pool").ok());
+    RC_ASSERT(RC_VALUE(gpu::Download<int64_t>(d_owned.data(), count)) == want_idx);
+    RC_ASSERT(RC_VALUE(gpu::Download<int64_t>(d_local.data(), count)) == want_rows);
+    const auto got2 = RC_VALUE(gpu::Download<uint8_t>(d_pool2.data(), want.size()));
+    RC_ASSERT_OK(CompareRows(got2, want, row_bytes, "pool"));
   });
   EXPECT_TRUE(ok);
 }
@@ -100,18 +98,17 @@ TEST(GpuKvOps, GatherRowsAndOutOfRangeIndicesAreCounted) {
     }
     const bool poison = !index.empty() && *rc::gen::inRange(0, 4) == 0;
     if (poison) index[0] = in_rows;  // out of range: skipped and counted, never written out of bounds
-    auto d_in = gpu::Upload(in).value();
-    auto d_out = gpu::Upload(std::vector<uint8_t>(want.size(), 0)).value();
-    auto d_idx = gpu::Upload(index).value();
-    auto d_bad = gpu::Upload(std::vector<int64_t>{0}).value();
-    RC_ASSERT(gpu::LaunchGatherRows(d_out.data(), d_in.data(), in_rows, d_idx.as<int64_t>(),
-                                    static_cast<int64_t>(index.size()), row_bytes, d_bad.as<int64_t>(), nullptr)
-                  .ok());
-    RC_ASSERT(gpu::SyncStream(nullptr).ok());
-    auto got = gpu::Download<uint8_t>(d_out.data(), want.size()).value();
+    auto d_in = RC_VALUE(gpu::Upload(in));
+    auto d_out = RC_VALUE(gpu::Upload(std::vector<uint8_t>(want.size(), 0)));
+    auto d_idx = RC_VALUE(gpu::Upload(index));
+    auto d_bad = RC_VALUE(gpu::Upload(std::vector<int64_t>{0}));
+    RC_ASSERT_OK(gpu::LaunchGatherRows(d_out.data(), d_in.data(), in_rows, d_idx.as<int64_t>(),
+                                       static_cast<int64_t>(index.size()), row_bytes, d_bad.as<int64_t>(), nullptr));
+    RC_ASSERT_OK(gpu::SyncStream(nullptr));
+    auto got = RC_VALUE(gpu::Download<uint8_t>(d_out.data(), want.size()));
     if (poison) std::fill(want.begin(), want.begin() + row_bytes, 0);
-    RC_ASSERT(CompareRows(got, want, row_bytes, "gather").ok());
-    RC_ASSERT(gpu::Download<int64_t>(d_bad.data(), 1).value()[0] == (poison ? 1 : 0));
+    RC_ASSERT_OK(CompareRows(got, want, row_bytes, "gather"));
+    RC_ASSERT(RC_VALUE(gpu::Download<int64_t>(d_bad.data(), 1))[0] == (poison ? 1 : 0));
   });
   EXPECT_TRUE(ok);
 }
@@ -120,7 +117,8 @@ TEST(GpuKvOps, CanImplementRejectsBadSizes) {
   EXPECT_FALSE(gpu::RowOpCanImplement(-1, 8, 1, 1).ok());
   EXPECT_FALSE(gpu::RowOpCanImplement(1, 0, 1, 1).ok());
   EXPECT_FALSE(gpu::RowOpCanImplement(1, int64_t{1} << 21, 1, 1).ok());
-  EXPECT_TRUE(gpu::RowOpCanImplement(0, 8, 0, 0).ok());
+  const Status empty_ok = gpu::RowOpCanImplement(0, 8, 0, 0);
+  EXPECT_TRUE(empty_ok.ok()) << empty_ok.ToString();
 }
 
 }  // namespace

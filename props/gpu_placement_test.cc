@@ -7,6 +7,7 @@
 #include "gpu/placement.h"
 #include "props/generators.h"
 #include "props/gpu_test_env.h"
+#include "props/rc_status.h"
 
 namespace kvshard::props {
 namespace {
@@ -17,14 +18,12 @@ TEST(GpuPlacement, MatchesReferenceBitExact) {
     const PlacementSpec spec = *GenPlacementSpec();
     const auto locs = *rc::gen::container<std::vector<int64_t>>(GenLoc(spec, 256));
     const int64_t rank = *rc::gen::inRange<int64_t>(0, spec.shard_size);
-    const auto want = ref::PlaceLocs(spec, rank, locs);
-    RC_ASSERT(want.ok());
-    const auto got = gpu::RunPlacement(spec, rank, locs);
-    RC_ASSERT(got.ok());
-    RC_ASSERT(got->owner == want->owner);
-    RC_ASSERT(got->local_index == want->local_index);
-    RC_ASSERT(got->local_mask == want->local_mask);
-    RC_ASSERT(got->filter_local == want->filter_local);
+    const auto want = RC_VALUE(ref::PlaceLocs(spec, rank, locs));
+    const auto got = RC_VALUE(gpu::RunPlacement(spec, rank, locs));
+    RC_ASSERT(got.owner == want.owner);
+    RC_ASSERT(got.local_index == want.local_index);
+    RC_ASSERT(got.local_mask == want.local_mask);
+    RC_ASSERT(got.filter_local == want.filter_local);
   });
   EXPECT_TRUE(ok);
 }
@@ -36,7 +35,9 @@ TEST(GpuPlacement, LargeInputMatchesReference) {
   std::vector<int64_t> locs(int64_t{1} << 22);
   for (size_t i = 0; i < locs.size(); ++i) locs[i] = (int64_t{1} << 33) + static_cast<int64_t>(i * 7919 % (1 << 24));
   for (int64_t rank : {0, 5}) {
-    const auto want = ref::PlaceLocs(spec, rank, locs).value();
+    const auto want_or = ref::PlaceLocs(spec, rank, locs);
+    ASSERT_TRUE(want_or.ok()) << want_or.status().ToString();
+    const auto& want = *want_or;
     const auto got = gpu::RunPlacement(spec, rank, locs);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     ASSERT_EQ(got->filter_local.size(), want.filter_local.size());

@@ -21,6 +21,7 @@
 #include "gpu/prefix_gather.h"
 #include "props/gpu_test_data.h"
 #include "props/gpu_test_env.h"
+#include "props/rc_status.h"
 
 namespace kvshard::props {
 namespace {
@@ -171,9 +172,8 @@ TEST(GpuPoolE2E, EmulatedRanksMatchUnshardedReads) {
     const int64_t reqs = *rc::gen::inRange<int64_t>(1, 5);
     const int64_t row_bytes = *rc::gen::element<int64_t>(4, 64, 1152);
     const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
-    auto comm = gpu::CreateEmulatedGroup(n, 0);
-    RC_ASSERT(comm.ok());
-    const Status s = RunStream(**comm, ps, /*pages_per_rank=*/6 * reqs + 4, reqs, /*rounds=*/4, row_bytes, seed);
+    auto comm = RC_VALUE(gpu::CreateEmulatedGroup(n, 0));
+    const Status s = RunStream(*comm, ps, /*pages_per_rank=*/6 * reqs + 4, reqs, /*rounds=*/4, row_bytes, seed);
     if (!s.ok()) {
       std::cerr << "N=" << n << " ps=" << ps << " reqs=" << reqs << " row_bytes=" << row_bytes << " seed=" << seed
                 << ": " << s.ToString() << "\n";
@@ -187,7 +187,7 @@ TEST(GpuPoolE2E, EmulatedRanksMatchUnshardedReads) {
 TEST(GpuPoolE2E, RegressionSingleRankThreeRequests) {
   KVSHARD_REQUIRE_GPUS(1);
   auto comm = gpu::CreateEmulatedGroup(1, 0);
-  ASSERT_TRUE(comm.ok());
+  ASSERT_TRUE(comm.ok()) << comm.status().ToString();
   const Status s = RunStream(**comm, 64, 6 * 3 + 4, 3, 4, 1152, 174416332352403395ull);
   EXPECT_TRUE(s.ok()) << s.ToString();
 }

@@ -9,15 +9,17 @@
 
 #include "cpu_ref/placement.h"
 #include "props/generators.h"
+#include "props/property.h"
+#include "props/rc_status.h"
 
 namespace kvshard::props {
 namespace {
 
 using ref::Placement;
 
-RC_GTEST_PROP(PlacementProps, BijectionBothWays, ()) {
+KVSHARD_PROP(PlacementProps, BijectionBothWays, ()) {
   const PlacementSpec spec = *GenPlacementSpec();
-  const Placement p = Placement::Create(spec).value();
+  const Placement p = RC_VALUE(Placement::Create(spec));
   const int64_t loc = *GenLoc(spec, 64);
   const int64_t owner = p.Owner(loc);
   RC_ASSERT(owner >= 0 && owner < spec.shard_size);
@@ -30,18 +32,18 @@ RC_GTEST_PROP(PlacementProps, BijectionBothWays, ()) {
   RC_ASSERT(p.LocalIndex(g) == row);
 }
 
-RC_GTEST_PROP(PlacementProps, ExactlyOneRankOwnsEachLoc, ()) {
+KVSHARD_PROP(PlacementProps, ExactlyOneRankOwnsEachLoc, ()) {
   const PlacementSpec spec = *GenPlacementSpec();
-  const Placement p = Placement::Create(spec).value();
+  const Placement p = RC_VALUE(Placement::Create(spec));
   const int64_t loc = *GenLoc(spec, 64);
   int owners = 0;
   for (int64_t r = 0; r < spec.shard_size; ++r) owners += p.LocalMask(loc, r);
   RC_ASSERT(owners == 1);
 }
 
-RC_GTEST_PROP(PlacementProps, FilterLocalOfAllRanksIsPermutationPerRank, ()) {
+KVSHARD_PROP(PlacementProps, FilterLocalOfAllRanksIsPermutationPerRank, ()) {
   const PlacementSpec spec = *GenPlacementSpec();
-  const Placement p = Placement::Create(spec).value();
+  const Placement p = RC_VALUE(Placement::Create(spec));
   const int64_t k = *rc::gen::inRange<int64_t>(0, 9);
   std::vector<int64_t> locs(k * spec.logical_page_size());
   std::iota(locs.begin(), locs.end(), 0);
@@ -57,9 +59,9 @@ RC_GTEST_PROP(PlacementProps, FilterLocalOfAllRanksIsPermutationPerRank, ()) {
   RC_ASSERT(total == locs.size());
 }
 
-RC_GTEST_PROP(PlacementProps, FilterLocalPreservesOrder, ()) {
+KVSHARD_PROP(PlacementProps, FilterLocalPreservesOrder, ()) {
   const PlacementSpec spec = *GenPlacementSpec();
-  const Placement p = Placement::Create(spec).value();
+  const Placement p = RC_VALUE(Placement::Create(spec));
   const auto locs = *rc::gen::container<std::vector<int64_t>>(GenLoc(spec, 16));
   const int64_t rank = *rc::gen::inRange<int64_t>(0, spec.shard_size);
   std::vector<int64_t> want;
@@ -69,9 +71,9 @@ RC_GTEST_PROP(PlacementProps, FilterLocalPreservesOrder, ()) {
   RC_ASSERT(p.FilterLocal(locs, rank) == want);
 }
 
-RC_GTEST_PROP(PlacementProps, OwnedRunsArePageLong, ()) {
+KVSHARD_PROP(PlacementProps, OwnedRunsArePageLong, ()) {
   const PlacementSpec spec = *GenPlacementSpec();
-  const Placement p = Placement::Create(spec).value();
+  const Placement p = RC_VALUE(Placement::Create(spec));
   const int64_t page = *rc::gen::inRange<int64_t>(0, 1000);
   const int64_t first = page * spec.page_size;
   // Every slot of a physical page has one owner and consecutive local rows; the next page changes owner
@@ -83,9 +85,9 @@ RC_GTEST_PROP(PlacementProps, OwnedRunsArePageLong, ()) {
   if (spec.shard_size > 1) RC_ASSERT(p.Owner(first + spec.page_size) != p.Owner(first));
 }
 
-RC_GTEST_PROP(PlacementProps, ReservedSlotsMapToLocalPageZero, ()) {
+KVSHARD_PROP(PlacementProps, ReservedSlotsMapToLocalPageZero, ()) {
   const PlacementSpec spec = *GenPlacementSpec();
-  const Placement p = Placement::Create(spec).value();
+  const Placement p = RC_VALUE(Placement::Create(spec));
   const int64_t loc = *rc::gen::inRange<int64_t>(0, spec.logical_page_size());
   RC_ASSERT(p.IsReserved(loc));
   RC_ASSERT(p.LocalIndex(loc) / spec.page_size == 0);

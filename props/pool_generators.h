@@ -24,19 +24,21 @@ inline int64_t DrawShardSize() {
 // ps, mostly small so send rows stay cheap: 1, 2, 3, 4 or 16.
 inline int64_t DrawPageSize() { return *rc::gen::element<int64_t>(1, 1, 2, 3, 4, 16); }
 
-// A valid batch: cyclic chains (random bases) over shuffled free pages; each request takes a prefix of
-// a chain (shared prefixes across requests) plus fresh chunk pages; capacities fit with random slack.
-inline ExtendBatch DrawValidBatch() {
-  ExtendBatch b;
-  b.shard_size = DrawShardSize();
-  b.page_size = DrawPageSize();
-  const int64_t n = b.shard_size, ps = b.page_size;
-  b.pool_pages_per_rank = *rc::gen::inRange<int64_t>(2, 40);
+// The requests of one valid batch over `pool_pages_per_rank` local pages per rank, and the capacities they need.
+struct DrawnRequests {
+  std::vector<ExtendRequest> requests;
+  int64_t block_pages = 0;  // sum of ceil(K_i / N): the prefix scratch needs N * ps * block_pages rows
+  int64_t chunk_pages = 0;  // the chunk scratch needs ps * chunk_pages rows
+};
+
+// Cyclic chains (random bases) over shuffled free pages; each of 1..5 requests takes a prefix of a chain
+// (shared prefixes across requests, possibly empty) plus 0..3 fresh chunk pages (the last one partial).
+inline DrawnRequests DrawRequests(int64_t n, int64_t ps, int64_t pool_pages_per_rank) {
   // Free pages per class, in a random order: chains draw from the front.
   std::vector<std::vector<int64_t>> free(n);
   std::mt19937 rng(*rc::gen::arbitrary<uint32_t>());
   for (int64_t c = 0; c < n; ++c) {
-    for (int64_t i = 1; i < b.pool_pages_per_rank; ++i) free[c].push_back(i * n + c);
+    for (int64_t i = 1; i < pool_pages_per_rank; ++i) free[c].push_back(i * n + c);
     std::shuffle(free[c].begin(), free[c].end(), rng);
   }
   auto take = [&](int64_t owner, std::vector<int64_t>* out) {
@@ -54,8 +56,8 @@ inline ExtendBatch DrawValidBatch() {
     for (int64_t k = 0; k < len && take((bases[c] + k) % n, &chains[c]); ++k) {
     }
   }
+  DrawnRequests d;
   const int64_t reqs = *rc::gen::inRange<int64_t>(1, 6);
-  int64_t block_pages = 0, chunk_pages = 0;
   for (int64_t i = 0; i < reqs; ++i) {
     const int64_t c = *rc::gen::inRange<int64_t>(0, n_chains);
     const int64_t k = *rc::gen::inRange<int64_t>(0, static_cast<int64_t>(chains[c].size()) + 1);
@@ -67,12 +69,24 @@ inline ExtendBatch DrawValidBatch() {
     const int64_t got_chunk = static_cast<int64_t>(r.pages.size()) - k;
     r.prefix_len = k * ps;
     r.seq_len = r.prefix_len + got_chunk * ps - (got_chunk ? *rc::gen::inRange<int64_t>(0, ps) : 0);
-    block_pages += (k + n - 1) / n;
-    chunk_pages += got_chunk;
-    b.requests.push_back(std::move(r));
+    d.block_pages += (k + n - 1) / n;
+    d.chunk_pages += got_chunk;
+    d.requests.push_back(std::move(r));
   }
-  b.max_prefix_tokens = n * ps * (block_pages + *rc::gen::inRange<int64_t>(0, 3));
-  b.chunk_tokens = ps * (chunk_pages + *rc::gen::inRange<int64_t>(0, 3));
+  return d;
+}
+
+// A valid batch: random geometry, DrawRequests, capacities that fit with random slack.
+inline ExtendBatch DrawValidBatch() {
+  ExtendBatch b;
+  b.shard_size = DrawShardSize();
+  b.page_size = DrawPageSize();
+  const int64_t n = b.shard_size, ps = b.page_size;
+  b.pool_pages_per_rank = *rc::gen::inRange<int64_t>(2, 40);
+  DrawnRequests d = DrawRequests(n, ps, b.pool_pages_per_rank);
+  b.requests = std::move(d.requests);
+  b.max_prefix_tokens = n * ps * (d.block_pages + *rc::gen::inRange<int64_t>(0, 3));
+  b.chunk_tokens = ps * (d.chunk_pages + *rc::gen::inRange<int64_t>(0, 3));
   return b;
 }
 

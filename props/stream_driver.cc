@@ -2,6 +2,7 @@
 #include "props/stream_driver.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace kvshard::props {
 namespace {
@@ -15,14 +16,24 @@ ref::ShardedPoolConfig PoolConfig(const StreamConfig& c) {
 
 }  // namespace
 
-StreamDriver::StreamDriver(const StreamConfig& c)
+StatusOr<std::unique_ptr<StreamDriver>> StreamDriver::Create(const StreamConfig& c) {
+  if (c.shared.empty()) return InvalidArgument("shared: needs one entry per document, got none");
+  KVSHARD_ASSIGN_OR_RETURN(ref::PageInterleaveAllocator allocator,
+                           ref::PageInterleaveAllocator::Create({c.shard_size, c.page_size, c.pages_per_rank,
+                                                                 c.need_sort, /*check_last_loc=*/true}));
+  KVSHARD_ASSIGN_OR_RETURN(ref::ShardedPool pool, ref::ShardedPool::Create(PoolConfig(c)));
+  KVSHARD_ASSIGN_OR_RETURN(ref::UnshardedPool baseline, ref::UnshardedPool::Create(PoolConfig(c)));
+  return std::unique_ptr<StreamDriver>(
+      new StreamDriver(c, std::move(allocator), std::move(pool), std::move(baseline)));
+}
+
+StreamDriver::StreamDriver(const StreamConfig& c, ref::PageInterleaveAllocator allocator, ref::ShardedPool pool,
+                           ref::UnshardedPool baseline)
     : config_(c),
-      allocator_(ref::PageInterleaveAllocator::Create({c.shard_size, c.page_size, c.pages_per_rank, c.need_sort,
-                                                       /*check_last_loc=*/true})
-                     .value()),
+      allocator_(std::move(allocator)),
       cache_(&allocator_),
-      pool_(ref::ShardedPool::Create(PoolConfig(c)).value()),
-      baseline_(ref::UnshardedPool::Create(PoolConfig(c)).value()) {}
+      pool_(std::move(pool)),
+      baseline_(std::move(baseline)) {}
 
 std::vector<int64_t> StreamDriver::Tokens(int64_t doc, int64_t len) const {
   std::vector<int64_t> t(len);
@@ -124,7 +135,9 @@ Status StreamDriver::CheckInvariants() const {
       seen[p] = 1;
     }
   }
-  if (cached != cache_.cached_pages()) return Mismatch("cache holds ", cache_.cached_pages(), " pages, chains ", cached);
+  if (cached != cache_.cached_pages()) {
+    return Mismatch("cache holds ", cache_.cached_pages(), " pages, chains ", cached);
+  }
   for (int64_t c = 0; c < n; ++c) {
     for (const auto& list : {allocator_.free_list(c), allocator_.release_list(c)}) {
       for (int64_t p : list) {

@@ -5,6 +5,7 @@
 #define KVSHARD_PROPS_STREAM_DRIVER_H_
 
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <vector>
 
@@ -47,10 +48,13 @@ struct StreamStats {
   int64_t batches = 0, deferred = 0, evicted_pages = 0, declined = 0, prefix_hits = 0, rows_compared = 0;
 };
 
-// The whole model under one stream.
+// The whole model under one stream. Not copyable or movable: the cache points at the driver's allocator.
 class StreamDriver {
  public:
-  explicit StreamDriver(const StreamConfig& config);
+  // A driver over a fresh allocator, cache and pools; an error names the invalid geometry (never aborts).
+  static StatusOr<std::unique_ptr<StreamDriver>> Create(const StreamConfig& config);
+  StreamDriver(const StreamDriver&) = delete;
+  StreamDriver& operator=(const StreamDriver&) = delete;
   // Runs one extend batch (or defers it); an error names the first violated expectation.
   Status Step(const std::vector<StreamRequest>& requests);
   // Cache chains cyclic by owners, pages conserved and never duplicated (allocator lists + cache).
@@ -61,6 +65,9 @@ class StreamDriver {
   std::vector<int64_t> Tokens(int64_t doc, int64_t len) const;
 
  private:
+  StreamDriver(const StreamConfig& config, ref::PageInterleaveAllocator allocator, ref::ShardedPool pool,
+               ref::UnshardedPool baseline);
+
   StreamConfig config_;
   ref::PageInterleaveAllocator allocator_;
   ref::RadixCache cache_;

@@ -13,6 +13,16 @@ if ((${#missing[@]})); then
   apt-get update -q >&2
   apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
 fi
+# SGLang's own code (../shared/sglang_ref, beside the clone in CI) needs torch for the parity test; best effort:
+# without it that test skips, saying why.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+if [[ -d "$root/../shared/sglang_ref" ]] && ! dpkg -s python3-torch >/dev/null 2>&1; then
+  echo "kvshard: installing python3-torch for the SGLang parity test" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get install -y -q --no-install-recommends python3-torch >&2 ||
+    { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends python3-torch >&2; }; } ||
+    echo "kvshard: note: python3-torch not installed; the SGLang parity test will skip" >&2
+fi
 if [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
   echo "kvshard: note: no CUDA toolkit at /usr/local/cuda; building CPU targets only (GPU support not built)" >&2
 fi

@@ -1,0 +1,634 @@
+# Parity test: random cases run through SGLang's own code (loaded at run time from ../shared/sglang_ref) and
+# through kvshard's CLI (--json); every field is compared, so the reference model stays bit-exact with SGLang.
+import argparse
+import collections
+import json
+import os
+import random
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+import xml.sax.saxutils
+
+KINDS = ("alloc", "gather_plan", "split", "rerange")
+FAIL_FAST = "[CP_SHARED_KV_FAIL_FAST]"
+
+
+# ---- environment: where things are, skipping, JUnit XML ----------------------------------------------------
+
+def workspace_root():
+    """The source tree: the real path of this script (a runfile symlink under Bazel) is props/<me>.py."""
+    return os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+
+
+def sglang_ref_dir():
+    return os.environ.get("KVSHARD_SGLANG_REF") or os.path.join(workspace_root(), "..", "shared", "sglang_ref")
+
+
+def kvshard_binary():
+    srcdir = os.environ.get("TEST_SRCDIR")
+    if srcdir:
+        path = os.path.join(srcdir, os.environ.get("TEST_WORKSPACE", "kvshard"), "cli", "kvshard")
+        if os.path.exists(path):
+            return path
+    return os.environ.get("KVSHARD_BIN") or os.path.join(workspace_root(), "bazel-bin", "cli", "kvshard")
+
+
+def write_xml(cases):
+    """cases: [(name, status, message)] with status in passed|failed|skipped; written only under Bazel."""
+    path = os.environ.get("XML_OUTPUT_FILE")
+    if not path:
+        return
+    esc = xml.sax.saxutils.quoteattr
+    failures = sum(s == "failed" for _, s, _ in cases)
+    skips = sum(s == "skipped" for _, s, _ in cases)
+    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
+             f'<testsuites tests="{len(cases)}" failures="{failures}" skipped="{skips}">',
+             f'<testsuite name="sglang_parity_test" tests="{len(cases)}" failures="{failures}" skipped="{skips}">']
+    for name, status, message in cases:
+        body = {"passed": "", "failed": f"<failure message={esc(message)}/>",
+                "skipped": f"<skipped message={esc(message)}/>"}[status]
+        result = ' result="skipped"' if status == "skipped" else ""
+        lines.append(f'<testcase classname="SglangParity" name="{name}"{result}>{body}</testcase>')
+    lines += ["</testsuite>", "</testsuites>"]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def skip(why):
+    print(f"SKIPPED: {why}")
+    write_xml([("all", "skipped", why)])
+    sys.exit(0)
+
+
+def load_sglang(ref_dir):
+    """Imports SGLang's reference modules from the folder (never copied into the repository)."""
+    sys.path.insert(0, ref_dir)
+    import allocator, cp_planning, shard_plan  # noqa: E401 (modules of ../shared/sglang_ref)
+    return allocator.load_allocator(), shard_plan, cp_planning
+
+
+# ---- running the CLI and comparing ----------------------------------------------------------------------------
+
+class Mismatch(Exception):
+    def __init__(self, field, got, want):
+        super().__init__(f"{field}: got {got!r}, expected (SGLang) {want!r}")
+        self.field, self.got, self.want = field, got, want
+
+
+class Case:
+    """One case: its input file (if any), the CLI argv and a field counter."""
+
+    def __init__(self, kvshard, tmpdir, kind, index):
+        self.kvshard, self.tmpdir, self.kind, self.index = kvshard, tmpdir, kind, index
+        self.input_json, self.argv, self.fields = None, [], 0
+
+    def write_input(self, obj):
+        self.input_json = obj
+        path = os.path.join(self.tmpdir, f"{self.kind}_{self.index}.json")
+        with open(path, "w") as f:
+            json.dump(obj, f)
+        return path
+
+    def run(self, *args):
+        self.argv = [self.kvshard, *map(str, args)]
+        p = subprocess.run(self.argv, capture_output=True, text=True)
+        return p.returncode, p.stdout, p.stderr
+
+    def run_json(self, *args):
+        rc, out, err = self.run(*args)
+        self.check("exit status", rc, 0, detail=err.strip())
+        return json.loads(out)
+
+    def check(self, field, got, want, detail=""):
+        self.fields += 1
+        if got != want:
+            raise Mismatch(field + (f" ({detail})" if detail else ""), got, want)
+
+    def check_error(self, needles, args):
+        """SGLang raised: the CLI must exit 2 with one error line containing each of `needles`."""
+        rc, out, err = self.run(*args)
+        self.check("exit status", rc, 2, detail=(out + err).strip()[:300])
+        self.check("error lines", err.count("\n"), 1, detail=err.strip())
+        for needle in needles:
+            self.check("error message contains", needle if needle in err else err.strip(), needle)
+
+    def report(self, mismatch, seed):
+        """Prints the case; its input file is kept (Bazel: undeclared test outputs) for the command shown."""
+        print(f"MISMATCH in {self.kind} case {self.index} (seed {seed}): {mismatch}")
+        argv = list(self.argv)
+        if self.input_json is not None:
+            print("input JSON:\n" + json.dumps(self.input_json))
+            keep_dir = os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR") or tempfile.gettempdir()
+            kept = os.path.join(keep_dir, f"sglang_parity_{self.kind}_seed{seed}_case{self.index}.json")
+            with open(kept, "w") as f:
+                json.dump(self.input_json, f, indent=1)
+            argv = [kept if a.startswith(self.tmpdir) else a for a in argv]
+        print("reproduce: " + " ".join(shlex.quote(a) for a in argv))
+
+
+def check_dict(case, prefix, got, want):
+    """Every key SGLang produced must be in the CLI's JSON with an equal value (the CLI may add keys)."""
+    for key, value in want.items():
+        case.check(prefix + key, got.get(key, "<missing>"), value)
+
+
+# ---- 1. allocator scripts --------------------------------------------------------------------------------------
+
+def op_of(reqs):
+    return dict(op="alloc", prefix_lens=[r["prefix"] for r in reqs], seq_lens=[r["seq"] for r in reqs],
+                rotation_bases=[r["base"] for r in reqs], last_locs=[r["last_loc"] for r in reqs])
+
+
+class AllocModel:
+    """Drives SGLang's allocator op by op, tracking live chains so every free and extension is consistent."""
+
+    def __init__(self, Alloc, torch, rng):
+        self.torch, self.rng = torch, rng
+        self.n, self.ps = rng.randint(2, 8), rng.choice([1, 2, 3, 16])
+        self.ppr, self.need_sort = rng.randint(1, 8), rng.random() < 0.5
+        self.a = Alloc(size=self.ppr * self.ps, physical_page_size=self.ps, shard_size=self.n,
+                       dtype=torch.int64, device="cpu", kvcache=None, need_sort=self.need_sort)
+        self.chains = []  # dicts: base, length (tokens), pages (position order)
+        self.merges = self.wide_merges = 0
+        self._count_merges()
+
+    def _count_merges(self):
+        """Coverage: need_sort merges, and those that also merge a class that is not short (the path where
+        merging only the short classes would differ). `needs` is read from alloc_extend's frame."""
+        a, merge = self.a, self.a.merge_and_sort_free
+
+        def counted():
+            needs = sys._getframe(1).f_locals.get("needs", [])
+            self.merges += any(len(r) for r in a.class_release_pages)
+            self.wide_merges += any(len(a.class_release_pages[c]) and need <= len(a.class_free_pages[c])
+                                    for c, need in enumerate(needs))
+            merge()
+        a.merge_and_sort_free = counted
+
+    def snapshot(self, op):
+        a = self.a
+        return dict(op=op, class_free_page_counts=list(a.class_free_page_counts()),
+                    available_size=a.available_size(), aggregate_free_size=a.aggregate_free_size())
+
+    def slots(self, chain, start):
+        ps = self.ps
+        return [chain["pages"][t // ps] * ps + t % ps for t in range(start, chain["length"])]
+
+    def new_request(self):
+        max_len = max(1, self.n * self.ps * self.ppr // 4)
+        base = None if self.rng.random() < 0.7 else self.rng.randrange(self.n)
+        return dict(chain=None, prefix=0, seq=self.rng.randint(1, max_len), base=base, last_loc=0)
+
+    def extend_request(self, chain):
+        ps = self.ps
+        seq = chain["length"] + self.rng.randint(1, self.n * ps)
+        return dict(chain=chain, prefix=chain["length"], seq=seq, base=chain["base"],
+                    last_loc=chain["pages"][-1] * ps + ps - 1)
+
+    def aligned_chains(self):
+        return [c for c in self.chains if c["length"] % self.ps == 0]
+
+    def alloc_op(self):
+        rng, aligned = self.rng, self.aligned_chains()
+        rng.shuffle(aligned)
+        reqs = []
+        for _ in range(rng.choice([1, 1, 2, 3, 4])):
+            reqs.append(self.extend_request(aligned.pop()) if aligned and rng.random() < 0.5 else self.new_request())
+        return self.run_alloc(reqs)
+
+    def run_alloc(self, reqs):
+        """Runs one alloc_extend batch through SGLang; returns the script op and the expected result."""
+        op = op_of(reqs)
+        prefix, seq, last = (self.torch.tensor(op[k], dtype=self.torch.int64)
+                             for k in ("prefix_lens", "seq_lens", "last_locs"))
+        bases = list(op["rotation_bases"])  # SGLang resolves the None entries in place
+        out = self.a.alloc_extend(prefix, prefix, seq, seq, last, int((seq - prefix).sum()), rotation_bases=bases)
+        result = self.snapshot("alloc")
+        result["ok"] = out is not None
+        if out is not None:
+            result["rotation_bases"] = bases
+            result["pages"] = self.commit(reqs, bases, out.tolist())
+        return op, result
+
+    def commit(self, reqs, bases, slots):
+        """Splits the returned slots per request (seq - prefix each) into pages and updates the chains."""
+        pages, cursor = [], 0
+        for r, base in zip(reqs, bases):
+            n_slots = r["seq"] - r["prefix"]
+            mine = [s // self.ps for s in slots[cursor:cursor + n_slots:self.ps]]
+            cursor += n_slots
+            pages.append(mine)
+            if r["chain"] is None:
+                self.chains.append(dict(base=base, length=r["seq"], pages=mine))
+            else:
+                r["chain"]["pages"] = r["chain"]["pages"] + mine
+                r["chain"]["length"] = r["seq"]
+        return pages
+
+    def pick_free(self, chain):
+        """Frees the whole chain or its tail pages; returns the slots (shuffled, or one slot per page)."""
+        n_pages = len(chain["pages"])
+        keep = 0 if n_pages == 1 or self.rng.random() < 0.5 else self.rng.randint(1, n_pages - 1)
+        locs = self.slots(chain, keep * self.ps)
+        if self.rng.random() < 0.3:
+            locs = locs[::self.ps]
+        self.rng.shuffle(locs)
+        if keep == 0:
+            self.chains.remove(chain)
+        else:
+            chain["pages"], chain["length"] = chain["pages"][:keep], keep * self.ps
+        return locs
+
+    def free_op(self):
+        locs = [] if self.rng.random() < 0.03 else self.pick_free(self.rng.choice(self.chains))
+        self.a.free(self.torch.tensor(locs, dtype=self.torch.int64))
+        return dict(op="free", locs=locs), self.snapshot("free")
+
+    def free_group_op(self):
+        chosen = self.rng.sample(self.chains, self.rng.randint(1, min(4, len(self.chains))))
+        frees = [self.pick_free(c) for c in chosen]
+        if self.rng.random() < 0.1:
+            frees.insert(self.rng.randint(0, len(frees)), [])
+        self.a.free_group_begin()
+        for locs in frees:
+            self.a.free(self.torch.tensor(locs, dtype=self.torch.int64))
+        self.a.free_group_end()
+        return dict(op="free_group", frees=frees), self.snapshot("free_group")
+
+    def fault_op(self):
+        """An alloc op SGLang asserts on (stale rotation base, misaligned prefix or no new page) and the
+        field kvshard's error must name, e.g. "ops[7].last_locs[1]"."""
+        rng, ps, aligned = self.rng, self.ps, self.aligned_chains()
+        kinds = ["seq_lens"] + (["prefix_lens"] if ps > 1 else []) + (["last_locs"] if aligned else [])
+        field = rng.choice(kinds)
+        if field == "last_locs":
+            bad = self.extend_request(rng.choice(aligned))
+            bad["base"] = (bad["base"] + rng.randint(1, self.n - 1)) % self.n
+        elif field == "prefix_lens":
+            bad = self.new_request()
+            bad["prefix"] = rng.randint(1, ps - 1)
+            bad["seq"] += bad["prefix"]
+        else:
+            bad = dict(chain=None, prefix=0, seq=0, base=None, last_loc=0)
+        reqs = [self.new_request() for _ in range(rng.randint(0, 2))]
+        at = rng.randint(0, len(reqs))
+        reqs.insert(at, bad)
+        try:
+            op, _ = self.run_alloc(reqs)
+        except AssertionError:
+            return op_of(reqs), f"{field}[{at}]"
+        raise RuntimeError(f"harness: SGLang accepted the faulty batch {op_of(reqs)}")
+
+    def next_op(self):
+        """Allocates more while the pool is emptier, so batches commit, defer and hit the merge path."""
+        free_share = self.a.aggregate_free_size() / (self.n * self.ppr * self.ps)
+        roll = self.rng.random()
+        if not self.chains or roll < 0.2 + 0.6 * free_share:
+            return self.alloc_op()
+        return self.free_op() if self.rng.random() < 0.5 else self.free_group_op()
+
+
+def alloc_results(case, script, k):
+    """Runs the script's first k ops; returns (exit status, results or None, stderr)."""
+    prefix = dict(script, ops=script["ops"][:k])
+    rc, out, err = case.run("alloc", "--script", case.write_input(prefix), "--json")
+    return rc, (json.loads(out)["results"] if rc == 0 else None), err
+
+
+def compare_alloc_script(case, script, want):
+    """Compares every op's result. If kvshard rejects the script, its shortest prefix that differs or is
+    rejected is reported instead, so the reproducer ends at the first op that goes wrong."""
+    k = len(script["ops"])
+    rc, got, err = alloc_results(case, script, k)
+    if rc != 0:
+        for k in range(1, len(script["ops"]) + 1):
+            rc, got, err = alloc_results(case, script, k)
+            if rc != 0 or any(g.get(key) != v for g, w in zip(got, want) for key, v in w.items()):
+                break
+    case.check("exit status", rc, 0, detail=err.strip())
+    case.check("len(results)", len(got), k)
+    for i, (g, w) in enumerate(zip(got, want)):
+        check_dict(case, f"results[{i}].", g, w)
+
+
+def alloc_case(case, sg, rng, stats):
+    Alloc, torch = sg["Alloc"], sg["torch"]
+    m = AllocModel(Alloc, torch, rng)
+    ops, want = [], []
+    for _ in range(rng.randint(4, 30)):
+        op, result = m.next_op()
+        ops.append(op)
+        want.append(result)
+    script = dict(shard_size=m.n, page_size=m.ps, pages_per_rank=m.ppr, need_sort=m.need_sort,
+                  check_last_loc=True, ops=ops)
+    compare_alloc_script(case, script, want)
+    if rng.random() < 0.1:  # the same script plus a batch SGLang asserts on: kvshard must reject that op
+        op, field = m.fault_op()
+        ops.append(op)  # ops is script["ops"]
+        case.check_error([f"ops[{len(ops) - 1}].{field}"], ["alloc", "--script", case.write_input(script), "--json"])
+        stats["alloc rejected ops"] += 1
+    stats["need_sort merges"] += m.merges
+    stats["need_sort merges of a non-short class"] += m.wide_merges
+    stats["alloc batches"] += sum(1 for o in ops if o["op"] == "alloc")
+    stats["deferred batches"] += sum(1 for w in want if w.get("ok") is False)
+    stats["free_group ops"] += sum(1 for o in ops if o["op"] == "free_group")
+
+
+# ---- 2. gather plans ---------------------------------------------------------------------------------------
+
+class PagePool:
+    """Distinct logical pages by owner class, drawn at random (an allocator-like pool, order scrambled)."""
+
+    def __init__(self, rng, n, pool_pages_per_rank):
+        self.n = n
+        self.free = [[i * n + c for i in range(1, pool_pages_per_rank)] for c in range(n)]
+        for lst in self.free:
+            rng.shuffle(lst)
+
+    def take(self, owner):
+        lst = self.free[owner % self.n]
+        return lst.pop() if lst else None
+
+    def cyclic_run(self, start_owner, count):
+        run = []
+        for k in range(count):
+            page = self.take(start_owner + k)
+            if page is None:
+                break
+            run.append(page)
+        return run
+
+
+def gen_batch(rng):
+    n, ps = rng.choice([1, 2, 2, 3, 4, 4, 5, 8]), rng.choice([1, 2, 3, 4, 16])
+    ppr = rng.randint(2, 12)
+    pool = PagePool(rng, n, ppr)
+    chains = [pool.cyclic_run(rng.randrange(n), rng.randint(0, 3 * n)) for _ in range(rng.randint(1, 3))]
+    reqs = []
+    for _ in range(rng.randint(1, 4)):
+        chain = rng.choice(chains)
+        k = rng.randint(0, len(chain))
+        chunk_owner = (chain[k - 1] + 1) if k else rng.randrange(n)
+        chunk = pool.cyclic_run(chunk_owner if rng.random() < 0.8 else rng.randrange(n), rng.randint(0, 2 * n))
+        seq = (k + len(chunk)) * ps - (rng.randrange(ps) if chunk else 0)
+        reqs.append(dict(prefix_len=k * ps, seq_len=seq, pages=chain[:k] + chunk))
+    block = sum(-(-r["prefix_len"] // ps // n) for r in reqs)
+    chunk_pages = sum(len(r["pages"]) - r["prefix_len"] // ps for r in reqs)
+    batch = dict(shard_size=n, page_size=ps, pool_pages_per_rank=ppr,
+                 max_prefix_tokens=n * ps * (block + rng.randint(0, 2)),
+                 chunk_tokens=ps * (chunk_pages + rng.randint(0, 3)), requests=reqs)
+    inject_faults(rng, batch, block, chunk_pages)
+    return batch
+
+
+def inject_faults(rng, batch, block, chunk_pages):
+    """About one batch in five gets a fault (sometimes two): non-cyclic, misaligned, over capacity."""
+    n, ps, reqs = batch["shard_size"], batch["page_size"], batch["requests"]
+    for _ in range(2):
+        roll = rng.random()
+        if roll > 0.2:
+            return
+        req = rng.choice(reqs)
+        k = req["prefix_len"] // ps
+        if roll < 0.06 and n > 1 and k >= 2 and req["prefix_len"] % ps == 0:
+            j = rng.randrange(k - 1)
+            req["pages"] = list(req["pages"])
+            req["pages"][j], req["pages"][j + 1] = req["pages"][j + 1], req["pages"][j]
+        elif roll < 0.11 and ps > 1 and k >= 1 and req["prefix_len"] % ps == 0:  # once: twice may re-align
+            req["prefix_len"] -= rng.randint(1, ps - 1)
+        elif roll < 0.16 and block > 0:
+            batch["max_prefix_tokens"] = n * ps * rng.randrange(block)
+        elif chunk_pages > 0:
+            batch["chunk_tokens"] = ps * rng.randrange(chunk_pages)
+
+
+def sglang_plans(shard_plan, torch, batch):
+    """One SGLang Pool per rank runs begin_shard_extend; returns (pools, None) or (None, error text)."""
+    n, ps = batch["shard_size"], batch["page_size"]
+    reqs = batch["requests"]
+    width = max([len(r["pages"]) * ps for r in reqs] + [1])
+    req_to_token = torch.zeros((len(reqs), width), dtype=torch.int32)
+    for i, r in enumerate(reqs):
+        row = [p * ps + o for p in r["pages"] for o in range(ps)]
+        req_to_token[i, :len(row)] = torch.tensor(row, dtype=torch.int32)
+    prefix = [r["prefix_len"] for r in reqs]
+    seq = [r["seq_len"] for r in reqs]
+    pools = []
+    for rank in range(n):
+        spec = shard_plan.Spec(rank, n, ps, batch["max_prefix_tokens"], batch["chunk_tokens"])
+        pool = shard_plan.Pool(spec, (batch["pool_pages_per_rank"] - 1) * ps)
+        try:
+            pool.begin_shard_extend(req_to_token, list(range(len(reqs))), prefix, seq)
+        except AssertionError as e:
+            return None, str(e)
+        pools.append(pool)
+    return pools, None
+
+
+def gather_error_needles(message):
+    """What kvshard's one-line error must carry: SGLang's whole assertion text (alignment, cyclic owners), or
+    for capacity errors, whose kvshard text adds the sizes, the tag."""
+    for tag in ("exceeds the scratch prefix capacity", "exceeds the scratch chunk capacity"):
+        if tag in message:
+            return [tag]
+    return [message]
+
+
+def translate_slots(rng, batch):
+    n, ps, ppr = batch["shard_size"], batch["page_size"], batch["pool_pages_per_rank"]
+    slots = {p * ps + o for r in batch["requests"] for p in r["pages"] for o in range(ps)}
+    limit = n * (ppr + 1) * ps
+    slots |= {rng.randrange(limit) for _ in range(16)} | {0, limit - 1}
+    return sorted(slots)
+
+
+def gather_case(case, sg, rng, stats):
+    torch = sg["torch"]
+    batch = gen_batch(rng)
+    path = case.write_input(batch)
+    pools, error = sglang_plans(sg["shard_plan"], torch, batch)
+    if error is not None:
+        stats["gather_plan errors"] += 1
+        return case.check_error(gather_error_needles(error), ["gather-plan", "--batch", path, "--json"])
+    slots = translate_slots(rng, batch)
+    got = case.run_json("gather-plan", "--batch", path, "--json", "--translate", ",".join(map(str, slots)))
+    compare_plan(case, got, pools, batch)
+    want_rows = pools[0].translate_loc_to_scratch(torch.tensor(slots, dtype=torch.int64)).tolist()
+    case.check("scratch_rows", got.get("scratch_rows"), want_rows)
+
+
+def compare_plan(case, got, pools, batch):
+    n, ps = batch["shard_size"], batch["page_size"]
+    p0 = pools[0]
+    trash = p0._trash_base // ps
+    case.check("block_pages", got["block_pages"], p0._block_pages)
+    case.check("n_prefix_slots", got["n_prefix_slots"], n * p0._block_pages)
+    case.check("trash_page", got["trash_page"], trash)
+    case.check("chunk_base_page", got["chunk_base_page"], p0._chunk_base // ps)
+    pos = p0._page_pos.tolist()
+    case.check("page_pos", got["page_pos"], [[l, s] for l, s in enumerate(pos) if s != trash])
+    case.check("len(ranks)", len(got["ranks"]), n)
+    for rank, pool in enumerate(pools):
+        rows = [] if pool._send_rows is None else pool._send_rows.tolist()
+        g = got["ranks"][rank]
+        case.check(f"ranks[{rank}].rank", g["rank"], rank)
+        case.check(f"ranks[{rank}].send_rows", g["send_rows"], rows)
+        case.check(f"ranks[{rank}].send_local_pages", g["send_local_pages"], [r // ps for r in rows[::ps]])
+
+
+# ---- 3. split plans, 4. rerange --------------------------------------------------------------------------------
+
+def gen_in_seq(rng):
+    """A batch for the in-seq plan; a few carry SGLang's fail-fast faults (empty extend, misaligned, ps 1)."""
+    n, ps = rng.randint(1, 8), rng.choice([2, 3, 4, 16, 64] * 6 + [1])
+    bs = rng.randint(1, 6)
+    big = rng.random() < 0.5
+    extend = [rng.randint(1, (8 if big else 2) * n * ps) for _ in range(bs)]
+    prefix = [ps * rng.randint(0, 10) for _ in range(bs)]
+    roll = rng.random()
+    if roll < 0.05:
+        extend[rng.randrange(bs)] = 0
+    elif roll < 0.1 and ps > 1:
+        prefix[rng.randrange(bs)] += rng.randint(1, ps - 1)
+    return n, ps, extend, prefix
+
+
+def sglang_plan(cp, n, ps, extend, prefix, rank):
+    """(plan, None) or (None, what the CLI's error must carry: the fail-fast tag and SGLang's req_id=... tail)."""
+    try:
+        return cp.build_batch_page_aligned_in_seq_split_plan(
+            extend_lens=extend, prefix_lens=prefix, page_size=ps, cp_size=n, cp_rank=rank), None
+    except (RuntimeError, ValueError) as e:
+        text = str(e)
+        if not text.startswith(FAIL_FAST) or "req_id=" not in text:
+            return None, [text]
+        return None, [text[:text.index("]", len(FAIL_FAST)) + 1], text[text.index("req_id="):]]
+
+
+def in_seq_args(cmd, n, ps, extend, prefix):
+    return [cmd, "--cp-size", n, "--page-size", ps, "--extend-lens", ",".join(map(str, extend)),
+            "--prefix-lens", ",".join(map(str, prefix)), "--json"]
+
+
+def split_case(case, sg, rng, stats):
+    roll = rng.random()
+    mode = "round-robin" if roll < 0.15 else "token-balanced" if roll < 0.25 else "in-seq"
+    stats[f"split {mode}"] += 1
+    if mode == "round-robin":
+        return round_robin_case(case, sg["cp"], rng)
+    if mode == "token-balanced":
+        return token_balanced_case(case, sg["cp"], rng)
+    n, ps, extend, prefix = gen_in_seq(rng)
+    rank = rng.randrange(n)
+    args = in_seq_args("split", n, ps, extend, prefix) + ["--cp-rank", rank]
+    plan, error = sglang_plan(sg["cp"], n, ps, extend, prefix, rank)
+    if error is not None:
+        stats["split errors"] += 1
+        return case.check_error(error, args)
+    check_dict(case, "", case.run_json(*args), plan)
+    stats["split compute-padding"] += plan["compute_padding_enabled"]
+
+
+def round_robin_case(case, cp, rng):
+    n = rng.randint(1, 8)
+    rank = rng.randrange(n)
+    extend = [rng.choice([0, rng.randint(1, 3 * n), rng.randint(1, 200)]) for _ in range(rng.randint(1, 8))]
+    q_lens, bs_idx = cp.round_robin_q_seqs_cpu(list(extend), n, rank)
+    got = case.run_json("split", "--mode", "round-robin", "--cp-size", n, "--cp-rank", rank,
+                        "--extend-lens", ",".join(map(str, extend)), "--json")
+    check_dict(case, "", got, dict(q_lens=q_lens, bs_idx=bs_idx))
+
+
+def token_balanced_case(case, cp, rng):
+    n, total = rng.randint(1, 8), rng.choice([rng.randint(0, 20), rng.randint(0, 5000)])
+    got = case.run_json("split", "--mode", "token-balanced", "--cp-size", n, "--total-len", total, "--json")
+    check_dict(case, "", got, dict(split_list=cp.build_token_balanced_in_seq_split_list(total, n)))
+
+
+def rerange_case(case, sg, rng, stats):
+    cp, torch = sg["cp"], sg["torch"]
+    n, ps, extend, prefix = gen_in_seq(rng)
+    args = in_seq_args("rerange", n, ps, extend, prefix)
+    plan, error = sglang_plan(cp, n, ps, extend, prefix, 0)
+    if error is not None:
+        stats["rerange errors"] += 1
+        return case.check_error(error, args)
+    per_rank, max_rank = cp.max_rank_len_from_plan(plan)
+    splits = plan["request_split_lists"]
+    gathered = torch.arange(n * max_rank, dtype=torch.int64)
+    source_rows = cp.torch_batch_rerange(gathered, splits, max_rank, n).tolist()
+    valid = [sum(s[r] + s[2 * n - 1 - r] for s in splits) for r in range(n)]
+    want = dict(max_rank_token=max_rank, per_rank_actual_token=per_rank, per_rank_tokens=valid,
+                compute_padding_enabled=plan["compute_padding_enabled"], source_rows=source_rows)
+    check_dict(case, "", case.run_json(*args), want)
+
+
+# ---- driver --------------------------------------------------------------------------------------------------
+
+RUNNERS = {"alloc": alloc_case, "gather_plan": gather_case, "split": split_case, "rerange": rerange_case}
+
+
+def run_kind(kind, count, seed, sg, kvshard, tmpdir, stats):
+    """Runs up to `count` cases of one kind, stopping at the first mismatch; returns (cases, fields, failure)."""
+    rng = random.Random(f"{seed}/{kind}")
+    fields = 0
+    for i in range(count):
+        case = Case(kvshard, tmpdir, kind, i)
+        try:
+            RUNNERS[kind](case, sg, rng, stats)
+        except Mismatch as m:
+            case.report(m, seed)
+            return i + 1, fields + case.fields, f"case {i}: {m}"
+        fields += case.fields
+    return count, fields, None
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description="Compares kvshard's CLI with SGLang's code on random cases.")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: time-based, printed)")
+    p.add_argument("--cases", type=int, default=300, help="cases per kind")
+    p.add_argument("--kinds", default=",".join(KINDS), help="comma-separated subset of " + ",".join(KINDS))
+    return p.parse_args()
+
+
+def main():
+    args = parse_args()
+    ref_dir = os.path.realpath(sglang_ref_dir())
+    if not os.path.isfile(os.path.join(ref_dir, "allocator.py")):
+        skip(f"SGLang reference folder not found at {ref_dir} (set KVSHARD_SGLANG_REF)")
+    try:
+        import torch
+    except ImportError:
+        skip(f"torch is not importable by {sys.executable} (Debian: apt-get install python3-torch)")
+    kvshard = kvshard_binary()
+    if not os.access(kvshard, os.X_OK):
+        sys.exit(f"kvshard binary not found at {kvshard} (bazel build //cli:kvshard)")
+    Alloc, shard_plan, cp = load_sglang(ref_dir)
+    sg = dict(torch=torch, Alloc=Alloc, shard_plan=shard_plan, cp=cp)
+    seed = args.seed if args.seed is not None else int(time.time() * 1000) % 1_000_000_007
+    print(f"sglang_parity_test: seed {seed} (rerun: --seed {seed} --cases {args.cases}), SGLang code from {ref_dir}")
+    return run_all(args, seed, sg, kvshard)
+
+
+def run_all(args, seed, sg, kvshard):
+    stats, rows, start = collections.Counter(), [], time.time()
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmpdir:
+        for kind in args.kinds.split(","):
+            rows.append((kind, *run_kind(kind, args.cases, seed, sg, kvshard, tmpdir, stats)))
+            if rows[-1][3]:
+                break
+    for kind, cases, fields, failure in rows:
+        print(f"  {kind:12s} {cases:5d} cases {fields:7d} fields {'FAILED: ' + failure if failure else 'ok'}")
+    print("  coverage: " + ", ".join(f"{key} {stats[key]}" for key in sorted(stats)))
+    ok = not any(failure for *_, failure in rows)
+    print(f"sglang_parity_test: {'PASS' if ok else 'FAIL'}: {sum(r[1] for r in rows)} cases, "
+          f"{sum(r[2] for r in rows)} fields compared in {time.time() - start:.1f} s (seed {seed})")
+    write_xml([(kind, "failed" if failure else "passed", failure or "") for kind, _, _, failure in rows])
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
