@@ -21,7 +21,7 @@ check place_json_values 0 '"owner": [
     2
   ]' "$KV" place --shard-size 4 --page-size 16 --rank 1 --locs 0,17,80,359 --json
 check place_table 0 'filter_local(rank 1): [1,16]' "$KV" place --rank 1 --locs 0,17,80
-check place_file 0 'filter_local(rank 0): [0,16]' "$KV" place --locs-file "${TEST_SRCDIR}/kvshard/cli/testdata/locs.txt"
+check place_file 0 'filter_local(rank 0): [0,16]' "$KV" place --locs-file "${TEST_SRCDIR}/kvshard/testdata/placement/token_slots.txt"
 check help 0 '--shard-size' "$KV" place --help
 check help_default 0 '(=4)' "$KV" place --help
 check top_help 0 'place' "$KV" --help
@@ -55,17 +55,17 @@ golden() {  # name, golden file, command...
     pass=$((pass+1))
   fi
 }
-golden alloc_golden_json "$TD/golden/alloc_example.json" "$KV" alloc --script "$TD/alloc_example.json" --json
-golden alloc_golden_table "$TD/golden/alloc_example.txt" "$KV" alloc --script "$TD/alloc_example.json"
-golden plan_golden_json "$TD/golden/gather_plan_example.json" \
-  "$KV" gather-plan --batch "$TD/gather_plan_example.json" --translate 0,336,400,1000 --json
-golden plan_golden_table "$TD/golden/gather_plan_example.txt" \
-  "$KV" gather-plan --batch "$TD/gather_plan_example.json" --translate 0,336,400,1000
-check alloc_keys 0 '"aggregate_free_size"' "$KV" alloc --script "$TD/alloc_example.json" --json
-check alloc_spec_pages 0 'pages [11,12,13,14,15,16,17,18,19]' "$KV" alloc --script "$TD/alloc_example.json"
-check plan_spec_sends 0 'rank 1:  2<-21/5  3<-pad' "$KV" gather-plan --batch "$TD/gather_plan_example.json"
-check plan_no_translate_key 0 '"ranks"' "$KV" gather-plan --batch "$TD/gather_plan_example.json" --json
-out=$("$KV" gather-plan --batch "$TD/gather_plan_example.json" --json)
+golden alloc_golden_json "$TD/alloc/spec2_script_n4_ps16.golden.json" "$KV" alloc --script "$TD/alloc/spec2_script_n4_ps16.json" --json
+golden alloc_golden_table "$TD/alloc/spec2_script_n4_ps16.golden.txt" "$KV" alloc --script "$TD/alloc/spec2_script_n4_ps16.json"
+golden plan_golden_json "$TD/gather_plan/spec3_batch_n4_ps16.golden.json" \
+  "$KV" gather-plan --batch "$TD/gather_plan/spec3_batch_n4_ps16.json" --translate 0,336,400,1000 --json
+golden plan_golden_table "$TD/gather_plan/spec3_batch_n4_ps16.golden.txt" \
+  "$KV" gather-plan --batch "$TD/gather_plan/spec3_batch_n4_ps16.json" --translate 0,336,400,1000
+check alloc_keys 0 '"aggregate_free_size"' "$KV" alloc --script "$TD/alloc/spec2_script_n4_ps16.json" --json
+check alloc_spec_pages 0 'pages [11,12,13,14,15,16,17,18,19]' "$KV" alloc --script "$TD/alloc/spec2_script_n4_ps16.json"
+check plan_spec_sends 0 'rank 1:  2<-21/5  3<-pad' "$KV" gather-plan --batch "$TD/gather_plan/spec3_batch_n4_ps16.json"
+check plan_no_translate_key 0 '"ranks"' "$KV" gather-plan --batch "$TD/gather_plan/spec3_batch_n4_ps16.json" --json
+out=$("$KV" gather-plan --batch "$TD/gather_plan/spec3_batch_n4_ps16.json" --json)
 if [[ "$out" == *scratch_rows* ]]; then echo "FAIL plan_scratch_rows_only_with_translate"; fail=$((fail+1)); else pass=$((pass+1)); fi
 check alloc_help 0 '--script' "$KV" alloc --help
 check plan_help 0 '--translate' "$KV" gather-plan --help
@@ -100,8 +100,8 @@ printf '{"shard_size":' > "$T/broken.json"
 check plan_not_json 2 'kvshard: error: --batch:' "$KV" gather-plan --batch "$T/broken.json"
 check plan_no_file 2 'kvshard: error: --batch:' "$KV" gather-plan --batch "$T/does_not_exist.json"
 check plan_no_flag 2 'kvshard: error: --batch: required' "$KV" gather-plan
-check plan_bad_translate 2 "kvshard: error: --translate[1]: not an integer: 'x'" "$KV" gather-plan --batch "$TD/gather_plan_example.json" --translate 1,x
-check plan_translate_range 2 'kvshard: error: --translate[0]: must be in [0, 2176)' "$KV" gather-plan --batch "$TD/gather_plan_example.json" --translate 2176
+check plan_bad_translate 2 "kvshard: error: --translate[1]: not an integer: 'x'" "$KV" gather-plan --batch "$TD/gather_plan/spec3_batch_n4_ps16.json" --translate 1,x
+check plan_translate_range 2 'kvshard: error: --translate[0]: must be in [0, 2176)' "$KV" gather-plan --batch "$TD/gather_plan/spec3_batch_n4_ps16.json" --translate 2176
 script() {  # file, ops-json
   printf '{"shard_size":4,"page_size":16,"pages_per_rank":32,"ops":[%s]}' "$2" > "$T/$1"
 }

@@ -1,71 +1,37 @@
-// CLI plumbing implementation.
+// Helpers the commands share.
 #include "cli/cli_util.h"
 
 #include <algorithm>
+#include <ostream>
+#include <sstream>
 
-#include "core/parse.h"
 #ifdef KVSHARD_HAVE_CUDA
 #include "gpu/device.h"
 #endif
 
 namespace kvshard::cli {
 
-int Fail(const Status& status) {
-  if (status.code() == StatusCode::kMismatch) {
-    std::cerr << "kvshard: mismatch: " << status.message() << "\n";
-  } else {
-    std::cerr << "kvshard: error: " << status.message() << "\n";
-  }
-  return ExitCodeFor(status);
-}
-
-StatusOr<po::variables_map> ParseFlags(const std::string& command, const std::string& synopsis,
-                                       const po::options_description& desc, const std::vector<std::string>& args,
-                                       bool* help) {
-  po::options_description all(desc);
-  all.add_options()("help,h", "show this help and exit");
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).style(po::command_line_style::unix_style ^
-                                                               po::command_line_style::allow_guessing)
-                  .run(),
-              vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return InvalidArgument(command, ": ", e.what());
-  }
-  *help = vm.count("help") > 0;
-  if (*help) {
-    std::cout << "usage: kvshard " << command << " " << synopsis << "\n\n" << all << "\n";
-  }
-  return vm;
-}
-
-StatusOr<std::string> RequiredString(const po::variables_map& vm, const std::string& flag) {
-  if (!vm.count(flag)) return InvalidArgument("--", flag, ": required");
-  return vm[flag].as<std::string>();
-}
-
-StatusOr<int64_t> IntFlag(const po::variables_map& vm, const std::string& flag) {
-  KVSHARD_ASSIGN_OR_RETURN(std::string text, RequiredString(vm, flag));
-  return ParseInt64(text, "--" + flag);
-}
-
-StatusOr<std::vector<int64_t>> IntListFlag(const po::variables_map& vm, const std::string& flag) {
-  KVSHARD_ASSIGN_OR_RETURN(std::string text, RequiredString(vm, flag));
-  return ParseInt64List(text, "--" + flag);
-}
-
-Status FlagError(const Status& status) {
+Status FlagError(const Status& status, const std::vector<std::pair<std::string, std::string>>& renames) {
   const std::string& m = status.message();
-  size_t colon = m.find(':');
-  std::string field = m.substr(0, colon);
-  size_t bracket = field.find('[');
+  const size_t colon = m.find(':');
+  if (colon == std::string::npos) return status;
+  const std::string field = m.substr(0, colon);
+  const size_t bracket = field.find('[');
   std::string name = field.substr(0, bracket);
-  for (char& c : name) {
-    if (c == '_') c = '-';
+  for (const auto& [model_field, flag] : renames) {
+    if (name == model_field) name = flag;
   }
+  std::replace(name.begin(), name.end(), '_', '-');
   return Status(status.code(), "--" + name + m.substr(bracket == std::string::npos ? colon : bracket));
+}
+
+Status CpModelError(const Status& status) {
+  if (status.ok() || status.message().empty() || status.message()[0] == '[') return status;
+  return FlagError(status);
+}
+
+std::vector<int64_t> PrefixLens(const Flags& flags, size_t n) {
+  return flags.Has("prefix-lens") ? flags.IntList("prefix-lens") : std::vector<int64_t>(n, 0);
 }
 
 Status DiffLists(const std::string& field, const std::vector<int64_t>& got, const std::vector<int64_t>& want) {
@@ -80,7 +46,24 @@ Status DiffLists(const std::string& field, const std::vector<int64_t>& got, cons
                   first < want.size() ? std::to_string(want[first]) : "<missing>");
 }
 
-void PrintJson(const Json& j) { std::cout << j.dump(2) << "\n"; }
+void PrintJson(const Json& j, std::ostream& out) { out << j.dump(2) << "\n"; }
+
+std::string ListText(const std::vector<int64_t>& v) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
+  os << "]";
+  return os.str();
+}
+
+po::typed_value<std::string>* BackendValue() { return Choice({"ref", "gpu", "diff"})->default_value("ref"); }
+
+StatusOr<Backend> BackendFlag(const Flags& flags) {
+  const std::string& b = flags.String("backend");
+  if (b == "ref") return Backend::kRef;
+  KVSHARD_RETURN_IF_ERROR(GpuAvailable("--backend " + b));
+  return b == "gpu" ? Backend::kGpu : Backend::kDiff;
+}
 
 bool GpuBuilt() {
 #ifdef KVSHARD_HAVE_CUDA
@@ -90,25 +73,15 @@ bool GpuBuilt() {
 #endif
 }
 
-StatusOr<Backend> BackendFlag(const po::variables_map& vm) {
-  const std::string b = vm.count("backend") ? vm["backend"].as<std::string>() : "ref";
-  Backend backend;
-  if (b == "ref") return Backend::kRef;
-  if (b == "gpu") {
-    backend = Backend::kGpu;
-  } else if (b == "diff") {
-    backend = Backend::kDiff;
-  } else {
-    return InvalidArgument("--backend: must be ref, gpu or diff, got '", b, "'");
-  }
-  if (!GpuBuilt()) {
-    return Unavailable("--backend ", b, ": GPU support not built (no CUDA toolkit found at build time)");
-  }
+std::string GpuBuildText() { return GpuBuilt() ? "built (sm_90)" : "not built (no CUDA toolkit at build time)"; }
+
+Status GpuAvailable(const std::string& what) {
+  if (!GpuBuilt()) return Unavailable(what, ": GPU support not built (no CUDA toolkit found at build time)");
 #ifdef KVSHARD_HAVE_CUDA
   std::string why;
-  if (gpu::VisibleDeviceCount(&why) == 0) return Unavailable("--backend ", b, ": no CUDA device visible (", why, ")");
+  if (gpu::VisibleDeviceCount(&why) == 0) return Unavailable(what, ": no CUDA device visible (", why, ")");
 #endif
-  return backend;
+  return Status::Ok();
 }
 
 }  // namespace kvshard::cli

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # CLI contracts of `kvshard split` and `kvshard rerange`: goldens made by SGLang's seed-003 functions
-# (cli/testdata/cp_goldens.txt), required JSON keys, tables, exit codes and one-line errors with SGLang's tags.
+# (testdata/cp/golden_commands.txt), required JSON keys, tables, exit codes and one-line errors with SGLang's tags.
 # JSON is inspected with python3 (a listed build dependency, see tools/install_deps.sh).
 set -u
 KV="${TEST_SRCDIR}/kvshard/cli/kvshard"
-TD="${TEST_SRCDIR}/kvshard/cli/testdata"
+TD="${TEST_SRCDIR}/kvshard/testdata/cp"
 pass=0; fail=0
 ok() { pass=$((pass+1)); }
 bad() { echo "FAIL $*"; fail=$((fail+1)); }
@@ -33,7 +33,7 @@ while IFS='|' read -r golden args; do
   got=$("$KV" $args) || { bad "golden $golden: exit $?"; continue; }
   diff_out=$(python3 -c 'import json,sys; w=json.load(open(sys.argv[1])); g=json.loads(sys.stdin.read()); print([k for k in w if w[k] != g.get(k)])' "$TD/$golden" <<< "$got")
   if [[ "$diff_out" != "[]" ]]; then bad "golden $golden: keys differ: $diff_out"; else ok; fi
-done < "$TD/cp_goldens.txt"
+done < "$TD/golden_commands.txt"
 
 # Required JSON contracts.
 plan=$("$KV" split --cp-size 2 --cp-rank 1 --page-size 4 --extend-lens 5,37,3 --prefix-lens 0,16,8 --json)

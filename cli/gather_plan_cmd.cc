@@ -1,8 +1,10 @@
 // kvshard gather-plan: the reference begin_shard_extend plan of an extend batch, and translate().
 #include <iomanip>
+#include <ostream>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/results.h"
 #include "core/trace_json.h"
 #include "cpu_ref/gather_plan.h"
 #ifdef KVSHARD_HAVE_CUDA
@@ -13,33 +15,33 @@ namespace kvshard::cli {
 namespace {
 
 void PrintTable(const ExtendBatch& b, const GatherPlan& p, const std::vector<int64_t>& locs,
-                const std::vector<int64_t>& rows) {
-  std::cout << "shard_size=" << b.shard_size << " page_size=" << b.page_size << " requests=" << b.requests.size()
-            << "\nblock_pages=" << p.block_pages << " n_prefix_slots=" << p.n_prefix_slots
-            << " chunk_base_page=" << p.chunk_base_page << " trash_page=" << p.trash_page << "\n\n";
-  std::cout << "prefix region (owner-major all-gather blocks; scratch page <- logical page / local page):\n";
+                const std::vector<int64_t>& rows, std::ostream& out) {
+  out << "shard_size=" << b.shard_size << " page_size=" << b.page_size << " requests=" << b.requests.size()
+      << "\nblock_pages=" << p.block_pages << " n_prefix_slots=" << p.n_prefix_slots
+      << " chunk_base_page=" << p.chunk_base_page << " trash_page=" << p.trash_page << "\n\n";
+  out << "prefix region (owner-major all-gather blocks; scratch page <- logical page / local page):\n";
   for (const RankSend& r : p.ranks) {
-    std::cout << "  rank " << r.rank << ":";
+    out << "  rank " << r.rank << ":";
     for (size_t w = 0; w < r.send_local_pages.size(); ++w) {
       const int64_t lp = r.send_local_pages[w];
-      std::cout << "  " << r.rank * p.block_pages + static_cast<int64_t>(w) << "<-";
+      out << "  " << r.rank * p.block_pages + static_cast<int64_t>(w) << "<-";
       if (lp == 0) {
-        std::cout << "pad";
+        out << "pad";
       } else {
-        std::cout << lp * b.shard_size + r.rank << "/" << lp;
+        out << lp * b.shard_size + r.rank << "/" << lp;
       }
     }
-    std::cout << "\n";
+    out << "\n";
   }
-  std::cout << "\npage_pos (logical page -> absolute scratch page; all others -> trash page " << p.trash_page << "):\n";
-  std::cout << std::setw(14) << "page" << std::setw(14) << "scratch_page" << std::setw(10) << "region" << "\n";
+  out << "\npage_pos (logical page -> absolute scratch page; all others -> trash page " << p.trash_page << "):\n";
+  out << std::setw(14) << "page" << std::setw(14) << "scratch_page" << std::setw(10) << "region" << "\n";
   for (size_t i = 0; i < p.mapped_pages.size(); ++i) {
-    std::cout << std::setw(14) << p.mapped_pages[i] << std::setw(14) << p.mapped_scratch_pages[i] << std::setw(10)
-              << (p.mapped_scratch_pages[i] < p.chunk_base_page ? "prefix" : "chunk") << "\n";
+    out << std::setw(14) << p.mapped_pages[i] << std::setw(14) << p.mapped_scratch_pages[i] << std::setw(10)
+        << (p.mapped_scratch_pages[i] < p.chunk_base_page ? "prefix" : "chunk") << "\n";
   }
   if (!locs.empty()) {
-    std::cout << "\ntranslate:\n" << std::setw(14) << "loc" << std::setw(14) << "scratch_row" << "\n";
-    for (size_t i = 0; i < locs.size(); ++i) std::cout << std::setw(14) << locs[i] << std::setw(14) << rows[i] << "\n";
+    out << "\ntranslate:\n" << std::setw(14) << "loc" << std::setw(14) << "scratch_row" << "\n";
+    for (size_t i = 0; i < locs.size(); ++i) out << std::setw(14) << locs[i] << std::setw(14) << rows[i] << "\n";
   }
 }
 
@@ -71,27 +73,21 @@ Status DiffPlans(const GatherPlan& got, const GatherPlan& want) {
 }
 #endif
 
-Status Run(const std::vector<std::string>& args, bool* help) {
-  po::options_description desc("gather-plan flags");
-  desc.add_options()
-      ("batch", po::value<std::string>(), "extend batch (JSON: shard_size, page_size, pool_pages_per_rank, "
-                                          "max_prefix_tokens, chunk_tokens, requests)")
-      ("translate", po::value<std::string>(), "comma-separated logical slots to translate to scratch rows")
-      ("backend", po::value<std::string>()->default_value("ref"),
-       "ref | gpu (device plan build) | diff (both; exit 1 and the first differing field on a mismatch)")
+void DeclareFlags(po::options_description& flags) {
+  flags.add_options()
+      ("batch", File(), "extend batch (JSON: shard_size, page_size, pool_pages_per_rank, max_prefix_tokens, "
+                        "chunk_tokens, requests); - reads standard input")
+      ("translate", IntList(), "logical slots to translate to scratch rows")
+      ("backend", BackendValue(),
+       "ref, gpu (device plan build) or diff (both; exit 1 and the first differing field on a mismatch)")
       ("json", po::bool_switch(), "print JSON instead of tables");
-  KVSHARD_ASSIGN_OR_RETURN(po::variables_map vm, ParseFlags("gather-plan", "--batch FILE [--translate l1,l2,...] "
-                                                            "[--json]", desc, args, help));
-  if (*help) return Status::Ok();
-  KVSHARD_ASSIGN_OR_RETURN(std::string path, RequiredString(vm, "batch"));
-  std::vector<int64_t> locs;
-  if (vm.count("translate")) {
-    KVSHARD_ASSIGN_OR_RETURN(locs, IntListFlag(vm, "translate"));
-  }
-  auto json = ReadJsonFile(path);
-  if (!json.ok()) return InvalidArgument("--batch: ", json.status().message());
-  KVSHARD_ASSIGN_OR_RETURN(ExtendBatch batch, ExtendBatchFromJson(*json));
-  KVSHARD_ASSIGN_OR_RETURN(Backend backend, BackendFlag(vm));
+}
+
+Status Run(const Flags& flags, std::ostream& out) {
+  KVSHARD_ASSIGN_OR_RETURN(Json json, flags.ReadJson("batch"));
+  const std::vector<int64_t> locs = flags.Has("translate") ? flags.IntList("translate") : std::vector<int64_t>{};
+  KVSHARD_ASSIGN_OR_RETURN(ExtendBatch batch, ExtendBatchFromJson(json));
+  KVSHARD_ASSIGN_OR_RETURN(Backend backend, BackendFlag(flags));
   KVSHARD_ASSIGN_OR_RETURN(GatherPlan plan, ref::BuildGatherPlan(batch));
 #ifdef KVSHARD_HAVE_CUDA
   if (backend != Backend::kRef) {
@@ -103,22 +99,19 @@ Status Run(const std::vector<std::string>& args, bool* help) {
   (void)backend;
 #endif
   KVSHARD_ASSIGN_OR_RETURN(std::vector<int64_t> rows, ref::Translate(plan, locs, "--translate"));
-  if (vm["json"].as<bool>()) {
-    Json out = GatherPlanToJson(plan);
-    if (vm.count("translate")) out["scratch_rows"] = rows;
-    PrintJson(out);
+  if (flags.Bool("json")) {
+    PrintJson(GatherPlanJson(plan, rows, flags.Has("translate")), out);
   } else {
-    PrintTable(batch, plan, locs, rows);
+    PrintTable(batch, plan, locs, rows, out);
   }
   return Status::Ok();
 }
 
 }  // namespace
 
-int RunGatherPlan(const std::vector<std::string>& args) {
-  bool help = false;
-  Status s = Run(args, &help);
-  return s.ok() ? 0 : Fail(s);
+Command GatherPlanCommand() {
+  return {"gather-plan", "build a batch's owner-major gather plan and translate slots to scratch rows",
+          "--batch FILE [--translate INT,...] [--backend ref|gpu|diff] [--json]", DeclareFlags, Run};
 }
 
 }  // namespace kvshard::cli

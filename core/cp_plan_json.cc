@@ -1,89 +1,141 @@
 // JSON writers for the CP plan types; key order follows SGLang's dataclasses.
 #include "core/cp_plan_json.h"
 
+#include <array>
+#include <cstdint>
+#include <vector>
+
 namespace kvshard {
+namespace {
+
+// Each field list below is the one place its struct's JSON fields are named, in SGLang's dataclass order;
+// the JSON key is the C++ name (stringified), so keys cannot drift from members. A writer (and any future
+// reader) expands the list with one macro per field kind.
+
+// PageAlignedInSeqSplitInfo: M(name) = the member `name`.
+#define KVSHARD_SPLIT_INFO_FIELDS(M) \
+  M(page_aligned)                    \
+  M(page_size)                       \
+  M(extend_prefix_len)               \
+  M(segment_page_starts)             \
+  M(segment_page_ends)               \
+  M(extend_valid_tokens)             \
+  M(extend_padded_pages)             \
+  M(extend_padded_tokens)            \
+  M(extend_padding_tokens)
+
+// CPSharedKVBatchPlan: M(name) = the member `name`; A(name) = the accessor `name()` (a field SGLang stores as a
+// copy of another, sharing storage here); I(name) = request_split_infos, one RequestSplitInfo() per request.
+#define KVSHARD_CP_BATCH_PLAN_FIELDS(M, A, I) \
+  M(batch_size)                               \
+  M(page_size)                                \
+  M(cp_size)                                  \
+  M(cp_rank)                                  \
+  M(request_token_offsets)                    \
+  M(request_padded_token_offsets)             \
+  M(request_page_offsets)                     \
+  M(request_extend_lens)                      \
+  M(request_prefix_lens)                      \
+  M(request_padded_pages)                     \
+  M(request_padded_tokens)                    \
+  M(request_padding_tokens)                   \
+  I(request_split_infos)                      \
+  M(request_split_lists)                      \
+  M(request_zigzag_indices)                   \
+  M(request_segment_page_starts)              \
+  M(request_segment_page_ends)                \
+  M(request_rank_local_tokens)                \
+  M(request_rank_local_offsets)               \
+  M(request_kv_len_prev)                      \
+  M(request_kv_len_next)                      \
+  M(request_actual_seq_q_prev)                \
+  M(request_actual_seq_q_next)                \
+  M(request_last_token_owner)                 \
+  M(request_last_token_local_offset)          \
+  M(output_collect_mode)                      \
+  A(flat_split_list)                          \
+  M(flat_zigzag_index)                        \
+  M(flat_segment_request_ids)                 \
+  M(flat_segment_offsets)                     \
+  M(compute_padding_enabled)                  \
+  A(request_valid_split_lists)                \
+  A(request_valid_segment_page_starts)        \
+  A(request_valid_segment_page_ends)          \
+  A(request_valid_padded_pages)               \
+  A(request_valid_padded_tokens)              \
+  A(request_valid_padding_tokens)             \
+  A(request_valid_rank_local_tokens)          \
+  A(request_valid_rank_local_offsets)         \
+  M(request_valid_actual_seq_q_prev)          \
+  M(request_valid_actual_seq_q_next)          \
+  A(request_valid_seq_q_prev)                 \
+  A(request_valid_seq_q_next)                 \
+  M(request_valid_query_row_spans)            \
+  M(request_compute_split_lists)              \
+  M(request_compute_segment_page_starts)      \
+  M(request_compute_segment_page_ends)        \
+  M(request_compute_padded_pages)             \
+  M(request_compute_padded_tokens)            \
+  M(request_compute_padding_tokens)           \
+  M(request_compute_padded_token_offsets)     \
+  M(request_compute_rank_local_tokens)        \
+  M(request_compute_rank_local_offsets)       \
+  A(request_compute_actual_seq_q_prev)        \
+  A(request_compute_actual_seq_q_next)        \
+  A(request_compute_seq_q_prev)               \
+  A(request_compute_seq_q_next)
+
+// Scalars, strings and lists as themselves.
+template <typename T>
+Json FieldJson(const T& value) {
+  return Json(value);
+}
+
+// Tables as SGLang's nested lists.
+Json FieldJson(const Int64Table& table) { return table.ToRows(); }
+
+// Row spans as [start, length] pairs, two per request.
+Json FieldJson(const std::vector<std::array<RowSpan, 2>>& spans) {
+  Json out = Json::array();
+  for (const std::array<RowSpan, 2>& req : spans) {
+    Json r = Json::array();
+    for (const RowSpan& s : req) r.push_back(Json::array({s.start, s.length}));
+    out.push_back(r);
+  }
+  return out;
+}
+
+// Writes every PageAlignedInSeqSplitInfo field of `info` into `j`.
+void AddSplitInfoFields(const PageAlignedInSeqSplitInfo& info, Json& j) {
+#define KVSHARD_MEMBER(name) j[#name] = FieldJson(info.name);
+  KVSHARD_SPLIT_INFO_FIELDS(KVSHARD_MEMBER)
+#undef KVSHARD_MEMBER
+}
+
+// request_split_infos: one info object per request.
+Json SplitInfosJson(const CPSharedKVBatchPlan& p) {
+  Json infos = Json::array();
+  for (int64_t q = 0; q < p.batch_size; ++q) infos.push_back(ToJson(RequestSplitInfo(p, q)));
+  return infos;
+}
+
+}  // namespace
 
 Json ToJson(const PageAlignedInSeqSplitInfo& info) {
   Json j;
-  j["page_aligned"] = info.page_aligned;
-  j["page_size"] = info.page_size;
-  j["extend_prefix_len"] = info.extend_prefix_len;
-  j["segment_page_starts"] = info.segment_page_starts;
-  j["segment_page_ends"] = info.segment_page_ends;
-  j["extend_valid_tokens"] = info.extend_valid_tokens;
-  j["extend_padded_pages"] = info.extend_padded_pages;
-  j["extend_padded_tokens"] = info.extend_padded_tokens;
-  j["extend_padding_tokens"] = info.extend_padding_tokens;
+  AddSplitInfoFields(info, j);
   return j;
 }
 
 Json ToJson(const CPSharedKVBatchPlan& p) {
   Json j;
-  j["batch_size"] = p.batch_size;
-  j["page_size"] = p.page_size;
-  j["cp_size"] = p.cp_size;
-  j["cp_rank"] = p.cp_rank;
-  j["request_token_offsets"] = p.request_token_offsets;
-  j["request_padded_token_offsets"] = p.request_padded_token_offsets;
-  j["request_page_offsets"] = p.request_page_offsets;
-  j["request_extend_lens"] = p.request_extend_lens;
-  j["request_prefix_lens"] = p.request_prefix_lens;
-  j["request_padded_pages"] = p.request_padded_pages;
-  j["request_padded_tokens"] = p.request_padded_tokens;
-  j["request_padding_tokens"] = p.request_padding_tokens;
-  Json infos = Json::array();
-  for (int64_t q = 0; q < p.batch_size; ++q) infos.push_back(ToJson(RequestSplitInfo(p, q)));
-  j["request_split_infos"] = infos;
-  j["request_split_lists"] = p.request_split_lists.ToRows();
-  j["request_zigzag_indices"] = p.request_zigzag_indices.ToRows();
-  j["request_segment_page_starts"] = p.request_segment_page_starts.ToRows();
-  j["request_segment_page_ends"] = p.request_segment_page_ends.ToRows();
-  j["request_rank_local_tokens"] = p.request_rank_local_tokens;
-  j["request_rank_local_offsets"] = p.request_rank_local_offsets;
-  j["request_kv_len_prev"] = p.request_kv_len_prev;
-  j["request_kv_len_next"] = p.request_kv_len_next;
-  j["request_actual_seq_q_prev"] = p.request_actual_seq_q_prev;
-  j["request_actual_seq_q_next"] = p.request_actual_seq_q_next;
-  j["request_last_token_owner"] = p.request_last_token_owner;
-  j["request_last_token_local_offset"] = p.request_last_token_local_offset;
-  j["output_collect_mode"] = p.output_collect_mode;
-  j["flat_split_list"] = p.flat_split_list();
-  j["flat_zigzag_index"] = p.flat_zigzag_index;
-  j["flat_segment_request_ids"] = p.flat_segment_request_ids;
-  j["flat_segment_offsets"] = p.flat_segment_offsets;
-  j["compute_padding_enabled"] = p.compute_padding_enabled;
-  j["request_valid_split_lists"] = p.request_valid_split_lists().ToRows();
-  j["request_valid_segment_page_starts"] = p.request_valid_segment_page_starts().ToRows();
-  j["request_valid_segment_page_ends"] = p.request_valid_segment_page_ends().ToRows();
-  j["request_valid_padded_pages"] = p.request_valid_padded_pages();
-  j["request_valid_padded_tokens"] = p.request_valid_padded_tokens();
-  j["request_valid_padding_tokens"] = p.request_valid_padding_tokens();
-  j["request_valid_rank_local_tokens"] = p.request_valid_rank_local_tokens();
-  j["request_valid_rank_local_offsets"] = p.request_valid_rank_local_offsets();
-  j["request_valid_actual_seq_q_prev"] = p.request_valid_actual_seq_q_prev;
-  j["request_valid_actual_seq_q_next"] = p.request_valid_actual_seq_q_next;
-  j["request_valid_seq_q_prev"] = p.request_valid_seq_q_prev();
-  j["request_valid_seq_q_next"] = p.request_valid_seq_q_next();
-  Json spans = Json::array();
-  for (const std::array<RowSpan, 2>& req : p.request_valid_query_row_spans) {
-    Json r = Json::array();
-    for (const RowSpan& s : req) r.push_back(Json::array({s.start, s.length}));
-    spans.push_back(r);
-  }
-  j["request_valid_query_row_spans"] = spans;
-  j["request_compute_split_lists"] = p.request_compute_split_lists.ToRows();
-  j["request_compute_segment_page_starts"] = p.request_compute_segment_page_starts.ToRows();
-  j["request_compute_segment_page_ends"] = p.request_compute_segment_page_ends.ToRows();
-  j["request_compute_padded_pages"] = p.request_compute_padded_pages;
-  j["request_compute_padded_tokens"] = p.request_compute_padded_tokens;
-  j["request_compute_padding_tokens"] = p.request_compute_padding_tokens;
-  j["request_compute_padded_token_offsets"] = p.request_compute_padded_token_offsets;
-  j["request_compute_rank_local_tokens"] = p.request_compute_rank_local_tokens;
-  j["request_compute_rank_local_offsets"] = p.request_compute_rank_local_offsets;
-  j["request_compute_actual_seq_q_prev"] = p.request_compute_actual_seq_q_prev();
-  j["request_compute_actual_seq_q_next"] = p.request_compute_actual_seq_q_next();
-  j["request_compute_seq_q_prev"] = p.request_compute_seq_q_prev();
-  j["request_compute_seq_q_next"] = p.request_compute_seq_q_next();
+#define KVSHARD_MEMBER(name) j[#name] = FieldJson(p.name);
+#define KVSHARD_ACCESSOR(name) j[#name] = FieldJson(p.name());
+#define KVSHARD_SPLIT_INFOS(name) j[#name] = SplitInfosJson(p);
+  KVSHARD_CP_BATCH_PLAN_FIELDS(KVSHARD_MEMBER, KVSHARD_ACCESSOR, KVSHARD_SPLIT_INFOS)
+#undef KVSHARD_SPLIT_INFOS
+#undef KVSHARD_ACCESSOR
+#undef KVSHARD_MEMBER
   return j;
 }
 
@@ -104,15 +156,7 @@ Json ToJson(const NSAContextParallelMetadata& m) {
   j["actual_seq_q_prev_cu_tensor"] = m.actual_seq_q_prev_cu_tensor;
   j["actual_seq_q_next_cu_tensor"] = m.actual_seq_q_next_cu_tensor;
   j["total_seq_lens"] = m.total_seq_lens;
-  j["page_aligned"] = m.info.page_aligned;
-  j["page_size"] = m.info.page_size;
-  j["extend_prefix_len"] = m.info.extend_prefix_len;
-  j["segment_page_starts"] = m.info.segment_page_starts;
-  j["segment_page_ends"] = m.info.segment_page_ends;
-  j["extend_valid_tokens"] = m.info.extend_valid_tokens;
-  j["extend_padded_pages"] = m.info.extend_padded_pages;
-  j["extend_padded_tokens"] = m.info.extend_padded_tokens;
-  j["extend_padding_tokens"] = m.info.extend_padding_tokens;
+  AddSplitInfoFields(m.info, j);  // request 0's info, inline (SGLang's field order)
   j["batch_size"] = m.batch_size;
   if (m.batch_plan != nullptr) {
     j["request_actual_seq_q_prev_cu_tensor"] = m.request_actual_seq_q_prev_cu_tensor;
@@ -120,5 +164,8 @@ Json ToJson(const NSAContextParallelMetadata& m) {
   }
   return j;
 }
+
+#undef KVSHARD_CP_BATCH_PLAN_FIELDS
+#undef KVSHARD_SPLIT_INFO_FIELDS
 
 }  // namespace kvshard

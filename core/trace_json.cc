@@ -116,6 +116,21 @@ Json ExtendBatchToJson(const ExtendBatch& b) {
   return j;
 }
 
+StatusOr<AllocBatch> AllocBatchFromJson(const Json& o, const std::string& where, int64_t shard_size) {
+  AllocBatch a;
+  KVSHARD_ASSIGN_OR_RETURN(a.prefix_lens, JsonIntList(o, "prefix_lens", where, 0, kMaxSlot - 1));
+  KVSHARD_ASSIGN_OR_RETURN(a.seq_lens, JsonIntList(o, "seq_lens", where, 0, kMaxSlot - 1));
+  KVSHARD_ASSIGN_OR_RETURN(a.rotation_bases, JsonBaseList(o, where, shard_size));
+  KVSHARD_ASSIGN_OR_RETURN(a.last_locs, JsonIntList(o, "last_locs", where, 0, kMaxSlot - 1));
+  const size_t n = a.prefix_lens.size();
+  for (const auto& [key, size] : {std::pair<const char*, size_t>{"seq_lens", a.seq_lens.size()},
+                                  {"rotation_bases", a.rotation_bases.size()},
+                                  {"last_locs", a.last_locs.size()}}) {
+    if (size != n) return InvalidArgument(where, key, ": has ", size, " entries, prefix_lens has ", n);
+  }
+  return a;
+}
+
 StatusOr<AllocScript> AllocScriptFromJson(const Json& j) {
   KVSHARD_RETURN_IF_ERROR(RequireObject(j, ""));
   AllocScript s;
@@ -138,17 +153,7 @@ StatusOr<AllocScript> AllocScriptFromJson(const Json& j) {
     AllocOp op;
     if (name == "alloc") {
       op.kind = AllocOpKind::kAlloc;
-      AllocBatch& a = op.alloc;
-      KVSHARD_ASSIGN_OR_RETURN(a.prefix_lens, JsonIntList(o, "prefix_lens", where, 0, kMaxSlot - 1));
-      KVSHARD_ASSIGN_OR_RETURN(a.seq_lens, JsonIntList(o, "seq_lens", where, 0, kMaxSlot - 1));
-      KVSHARD_ASSIGN_OR_RETURN(a.rotation_bases, JsonBaseList(o, where, s.shard_size));
-      KVSHARD_ASSIGN_OR_RETURN(a.last_locs, JsonIntList(o, "last_locs", where, 0, kMaxSlot - 1));
-      const size_t n = a.prefix_lens.size();
-      for (const auto& [key, size] : {std::pair<const char*, size_t>{"seq_lens", a.seq_lens.size()},
-                                      {"rotation_bases", a.rotation_bases.size()},
-                                      {"last_locs", a.last_locs.size()}}) {
-        if (size != n) return InvalidArgument(where, key, ": has ", size, " entries, prefix_lens has ", n);
-      }
+      KVSHARD_ASSIGN_OR_RETURN(op.alloc, AllocBatchFromJson(o, where, s.shard_size));
     } else if (name == "free") {
       op.kind = AllocOpKind::kFree;
       KVSHARD_ASSIGN_OR_RETURN(op.locs, JsonIntList(o, "locs", where, 0, kMaxSlot - 1));

@@ -4,6 +4,9 @@
 #ifndef KVSHARD_CORE_TRACE_JSON_H_
 #define KVSHARD_CORE_TRACE_JSON_H_
 
+#include <cstdint>
+#include <string>
+
 #include "core/alloc_script.h"
 #include "core/gather_plan.h"
 #include "core/json.h"
@@ -16,6 +19,9 @@ StatusOr<ExtendBatch> ExtendBatchFromJson(const Json& j);
 // Writes an extend batch in the form ExtendBatchFromJson reads.
 Json ExtendBatchToJson(const ExtendBatch& batch);
 
+// Reads one alloc_extend call (prefix_lens, seq_lens, rotation_bases, last_locs) from `o`; errors name
+// `where` + the field, e.g. "ops[1].seq_lens[0]".
+StatusOr<AllocBatch> AllocBatchFromJson(const Json& o, const std::string& where, int64_t shard_size);
 // Reads an allocator script; errors name the field, e.g. "ops[1].seq_lens[0]".
 StatusOr<AllocScript> AllocScriptFromJson(const Json& j);
 // Writes an allocator script in the form AllocScriptFromJson reads.

@@ -192,6 +192,18 @@ Status PageInterleaveAllocator::FreeGroupEnd() {
   return Status::Ok();
 }
 
+Status PageInterleaveAllocator::FreeGroup(const std::vector<std::vector<int64_t>>& frees) {
+  if (in_group_) return FailedPrecondition("free_group: a free group is already open");
+  for (size_t f = 0; f < frees.size(); ++f) {
+    if (Status s = ValidateFree(frees[f]); !s.ok()) {
+      return Status(s.code(), StrCat("frees[", f, "]", s.message().substr(4)));  // "locs[i]: ..." -> "frees[f][i]: ..."
+    }
+  }
+  KVSHARD_RETURN_IF_ERROR(FreeGroupBegin());
+  for (const std::vector<int64_t>& locs : frees) KVSHARD_RETURN_IF_ERROR(Free(locs));
+  return FreeGroupEnd();
+}
+
 std::vector<int64_t> PageInterleaveAllocator::class_free_page_counts() const {
   std::vector<int64_t> counts(config_.shard_size);
   for (int64_t c = 0; c < config_.shard_size; ++c) counts[c] = ClassCount(c);
@@ -273,13 +285,7 @@ StatusOr<std::vector<AllocOpResult>> RunAllocScript(const AllocScript& script) {
     } else if (op.kind == AllocOpKind::kFree) {
       if (Status s = a.Free(op.locs); !s.ok()) return Prefixed(k, s);
     } else {
-      KVSHARD_RETURN_IF_ERROR(a.FreeGroupBegin());
-      for (size_t f = 0; f < op.frees.size(); ++f) {
-        if (Status s = a.Free(op.frees[f]); !s.ok()) {
-          return Prefixed(k, Status(s.code(), StrCat("frees[", f, "]", s.message().substr(4))));
-        }
-      }
-      KVSHARD_RETURN_IF_ERROR(a.FreeGroupEnd());
+      if (Status s = a.FreeGroup(op.frees); !s.ok()) return Prefixed(k, s);
     }
     AllocOpResult r = Snapshot(a, op.kind);
     r.ok = ok;

@@ -44,6 +44,8 @@ class PageInterleaveAllocator {
   Status FreeGroupBegin();
   // Closes the free group and frees the concatenation of the queued frees. Error if none is open.
   Status FreeGroupEnd();
+  // A whole free group (begin, each free, end), or an error naming "frees[f][i]" with the state unchanged.
+  Status FreeGroup(const std::vector<std::vector<int64_t>>& frees);
 
   // N * ps * min(class counts): tokens any batch of new chains can always get (the admission floor).
   int64_t available_size() const;

@@ -1,12 +1,9 @@
-// Reference CP data movement: row copies only, never interpreting payload bytes (positions excepted).
+// Reference CP data movement: row copies only, never interpreting payload bytes (positions excepted). The batch
+// rerange reads every output row from its spec §5 source row (the segment-copy version is in cpu_fast/).
 #include "cpu_ref/cp_data.h"
 
 #include <algorithm>
 #include <cstring>
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define KVSHARD_STREAMING_STORES 1
-#endif
 
 #include "cpu_ref/cp_split.h"
 
@@ -35,48 +32,6 @@ void AppendRows(const HostTensor& src, int64_t begin, int64_t count, HostTensor*
   dst->rows += count;
 }
 
-// Outputs at least this large are written with streaming stores (beyond a core's share of the last-level cache).
-constexpr size_t kStreamingCopyBytes = size_t{32} << 20;
-
-#ifdef KVSHARD_STREAMING_STORES
-// memcpy through 64-byte non-temporal stores. A large rerange is ~1,000 copies, each below glibc memcpy's own
-// streaming threshold, so plain memcpy would pull every destination line into the cache before overwriting it
-// (the single large memcpy it is compared with streams). Only full-line (64-byte) streaming stores reach the
-// single memcpy's bandwidth, hence AVX-512, chosen at run time.
-__attribute__((target("avx512f"))) void StreamCopy64(uint8_t* dst, const uint8_t* src, size_t bytes) {
-  const size_t head = std::min(bytes, (64 - (reinterpret_cast<uintptr_t>(dst) & 63)) & 63);
-  std::memcpy(dst, src, head);
-  size_t i = head;
-  for (; i + 256 <= bytes; i += 256) {
-    _mm_prefetch(reinterpret_cast<const char*>(src + i + 1024), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(src + i + 1024 + 64), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(src + i + 1024 + 128), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(src + i + 1024 + 192), _MM_HINT_T0);
-    const __m512i a = _mm512_loadu_si512(src + i), b = _mm512_loadu_si512(src + i + 64);
-    const __m512i c = _mm512_loadu_si512(src + i + 128), d = _mm512_loadu_si512(src + i + 192);
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), a);
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i + 64), b);
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i + 128), c);
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i + 192), d);
-  }
-  std::memcpy(dst + i, src + i, bytes - i);
-}
-#endif
-
-// Copies `copies` from `src` rows to `dst` rows (row_bytes each), streaming when the output is large.
-void CopyRowRuns(const std::vector<RowCopy>& copies, const HostTensor& src, HostTensor* dst) {
-  const size_t row_bytes = static_cast<size_t>(src.row_bytes);
-#ifdef KVSHARD_STREAMING_STORES
-  static const bool kAvx512 = __builtin_cpu_supports("avx512f");
-  if (kAvx512 && dst->data.size() >= kStreamingCopyBytes) {
-    for (const RowCopy& c : copies) StreamCopy64(dst->row(c.dst_row), src.row(c.src_row), c.rows * row_bytes);
-    _mm_sfence();
-    return;
-  }
-#endif
-  for (const RowCopy& c : copies) std::memcpy(dst->row(c.dst_row), src.row(c.src_row), c.rows * row_bytes);
-}
-
 // Checks that the split metadata rows are shaped like a plan: 2N non-negative entries, zigzag in range.
 Status ValidateSplitTables(const Int64Table& lists, const Int64Table& zigzag, int64_t cp_size) {
   if (cp_size <= 0 || cp_size > kMaxCpSize || lists.width != 2 * cp_size || zigzag.width != 2) {
@@ -89,6 +44,157 @@ Status ValidateSplitTables(const Int64Table& lists, const Int64Table& zigzag, in
     if (s < 0 || s >= 2 * cp_size) return MissingSplitMetadata();
   }
   return Status::Ok();
+}
+
+// The split lists and per-request target lengths a split of `kind` uses: the compute split and compute padded
+// lengths only when kind is compute and compute padding is enabled, else the valid split and extend lens.
+struct SplitTargets {
+  const Int64Table* lists;
+  const Int64List* targets;
+};
+
+SplitTargets SplitTargetsFor(const CPSharedKVBatchPlan& plan, SplitKind kind) {
+  if (kind == SplitKind::kValid) return {&plan.request_valid_split_lists(), &plan.request_extend_lens};
+  if (plan.compute_padding_enabled) return {&plan.request_compute_split_lists, &plan.request_compute_padded_tokens};
+  return {&plan.request_split_lists, &plan.request_extend_lens};
+}
+
+// The split metadata describes `batch` requests with lengths in range (else batch_gt1_missing_split_metadata).
+Status CheckSplitMetadata(const CPSharedKVBatchPlan& plan, const SplitTargets& t, int64_t batch) {
+  const Int64List& extend_lens = plan.request_extend_lens;
+  const auto n = [](const auto& v) { return static_cast<int64_t>(v.size()); };
+  if (n(extend_lens) != batch || n(*t.targets) != batch || t.lists->rows() != batch ||
+      plan.request_zigzag_indices.rows() != batch) {
+    return MissingSplitMetadata();
+  }
+  KVSHARD_RETURN_IF_ERROR(ValidateSplitTables(*t.lists, plan.request_zigzag_indices, plan.cp_size));
+  for (int64_t q = 0; q < batch; ++q) {
+    const int64_t target = (*t.targets)[q];
+    if (extend_lens[q] < 0 || target < 0 || extend_lens[q] > kMaxCpTokens || target > kMaxCpTokens) {
+      return MissingSplitMetadata();
+    }
+  }
+  return Status::Ok();
+}
+
+// The input holds exactly the batch's valid rows, or (compute kind) also trailing compute or static padding rows,
+// which the split ignores; else batch_gt1_split_input_len_mismatch.
+Status CheckSplitInputRows(int64_t input_rows, const CPSharedKVBatchPlan& plan, const SplitTargets& t,
+                           SplitKind kind, std::optional<int64_t> static_padded_tokens) {
+  const int64_t expected = Sum(plan.request_extend_lens);
+  if (input_rows == expected) return Status::Ok();
+  const bool compute_kind = kind == SplitKind::kCompute, compute_padding = plan.compute_padding_enabled;
+  const int64_t max_compute = compute_kind && compute_padding ? Sum(*t.targets) : expected;
+  const int64_t max_static = static_padded_tokens.has_value() ? *static_padded_tokens : expected;
+  if (compute_kind && input_rows > expected && input_rows <= std::max(max_compute, max_static) &&
+      (compute_padding || (static_padded_tokens.has_value() && *static_padded_tokens > expected))) {
+    return Status::Ok();
+  }
+  std::string detail = StrCat("expected=", expected);
+  if (compute_kind && compute_padding) detail += StrCat(" max_compute=", max_compute);
+  if (compute_kind && static_padded_tokens.has_value()) detail += StrCat(" static_padded=", *static_padded_tokens);
+  return FailFast("batch_gt1_split_input_len_mismatch", "input tokens=", input_rows, " ", detail);
+}
+
+// Request q (`current` valid rows) can be padded to `target` rows in `mode`, and its split covers exactly those.
+Status CheckRequestSplit(int64_t q, int64_t current, int64_t target, std::span<const int64_t> split, SplitMode mode,
+                         int64_t row_bytes) {
+  if (target < current) {
+    return FailFast("batch_gt1_compute_padding_len_mismatch",
+                    "target split length is shorter than request valid rows. req_id=", q, " target_len=", target,
+                    " current_len=", current);
+  }
+  const int64_t pad = target - current;
+  if (pad > 0 && current <= 0) {
+    return FailFast("batch_gt1_compute_padding_empty_request", "cannot compute-pad an empty request. req_id=", q);
+  }
+  if (pad > 0 && mode == SplitMode::kPosition && row_bytes != 8) {
+    return FailFast("batch_gt1_position_padding_rank", "position compute padding expects a 1D position tensor. req_id=",
+                    q, " shape=(", current, ", ", row_bytes, " bytes)");
+  }
+  if (Sum(split) != target) {
+    const char* mode_name = mode == SplitMode::kData ? "data" : mode == SplitMode::k1d ? "1d" : "position";
+    return FailFast("batch_gt1_split_target_len_mismatch", "request split rows must equal padded request rows. req_id=",
+                    q, " split_total=", Sum(split), " request_rows=", target, " mode=", mode_name);
+  }
+  return Status::Ok();
+}
+
+// Rows [begin, begin + current) of `input` padded to `target` rows: zero rows, or (position mode) positions
+// continuing the last one by +1 per row (wrapping like a torch int64 add).
+HostTensor PaddedRequest(const HostTensor& input, int64_t begin, int64_t current, int64_t target, SplitMode mode) {
+  HostTensor request;
+  request.row_bytes = input.row_bytes;
+  AppendRows(input, begin, current, &request);
+  if (target == current) return request;
+  request.data.resize(static_cast<size_t>(target * request.row_bytes), 0);
+  request.rows = target;
+  if (mode != SplitMode::kPosition) return request;
+  uint64_t last;
+  std::memcpy(&last, request.row(current - 1), 8);
+  for (int64_t i = 0; i < target - current; ++i) {
+    const uint64_t position = last + 1 + static_cast<uint64_t>(i);
+    std::memcpy(request.row(current + i), &position, 8);
+  }
+  return request;
+}
+
+// The batch rerange's split checks, in SGLang's order: cp_size, 2N entries per request in [0, 2^48], a
+// non-negative max_rank_token that bounds every rank's rows.
+Status ValidateRerangeSplits(const Int64Table& split_lists, int64_t cp_size, int64_t max_rank_token) {
+  if (cp_size <= 0 || cp_size > kMaxCpSize) return RerangeError("bad_cp_size", "cp_size must be positive: ", cp_size);
+  if (split_lists.rows() > 0 && split_lists.width != 2 * cp_size) {
+    return RerangeError("bad_request_split", "request split must have 2 * cp_size entries. req_id=0 cp_size=", cp_size);
+  }
+  for (int64_t x : split_lists.values) {
+    if (x < 0 || x > kMaxCpTokens) return RerangeError("bad_request_split", "request split entries must be in [0, 2^48]");
+  }
+  if (max_rank_token < 0) {
+    return RerangeError("bad_max_rank_token", "max_rank_len[0] must be non-negative, got ", max_rank_token);
+  }
+  const RerangeTables t = BuildRerangeTables(split_lists, cp_size);
+  for (int64_t rank = 0; rank < cp_size; ++rank) {
+    if (t.per_rank_tokens[rank] > max_rank_token) {
+      return RerangeError("rank_payload_exceeds_max", "rank local rows exceed max_rank_token. rank=", rank,
+                          " rows=", t.per_rank_tokens[rank], " max_rank_token=", max_rank_token);
+    }
+  }
+  return Status::Ok();
+}
+
+// Spec §5: the gathered row where segment s of request q starts, rank(s) * max_rank_token +
+// rank_request_offset[rank(s)][q] + (s < N ? 0 : split[rank(s)]), with rank(s) = s < N ? s : 2N-1-s.
+int64_t SegmentSourceRow(const RerangeTables& t, std::span<const int64_t> split, int64_t q, int64_t s,
+                         int64_t max_rank_token) {
+  const int64_t n = t.cp_size, rank = s < n ? s : 2 * n - 1 - s;
+  return rank * max_rank_token + t.rank_request_offsets[rank * t.batch_size + q] + (s < n ? 0 : split[rank]);
+}
+
+// The batch rerange's input checks, in SGLang's order; returns max_rank_token (max_rank_len[0]).
+StatusOr<int64_t> CheckBatchRerangeInput(const HostTensor& gathered, const NSAContextParallelMetadata& m,
+                                         int64_t cp_size) {
+  KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(gathered, "gathered"));
+  const int64_t batch = m.batch_size != 0 ? m.batch_size : 1;
+  if (batch <= 1) return RerangeError("not_batch", "batch-aware rerange requires batch_size > 1, got ", batch);
+  if (m.batch_plan == nullptr || m.batch_plan->request_split_lists.rows() != batch) {
+    return RerangeError("missing_request_split_lists", "request_split_lists is missing or incomplete. batch_size=", batch);
+  }
+  if (static_cast<int64_t>(m.max_rank_len.size()) < cp_size) {
+    return RerangeError("missing_max_rank_len", "max_rank_len is missing or shorter than cp_size. cp_size=", cp_size);
+  }
+  if (cp_size <= 0) return RerangeError("bad_cp_size", "cp_size must be positive: ", cp_size);
+  if (m.batch_plan->request_split_lists.width != 2 * cp_size) {
+    return RerangeError("bad_request_split", "request split must have 2 * cp_size entries. req_id=0 cp_size=", cp_size);
+  }
+  const int64_t max_rank_token = m.max_rank_len[0];
+  if (max_rank_token < 0) {
+    return RerangeError("bad_max_rank_token", "max_rank_len[0] must be non-negative, got ", max_rank_token);
+  }
+  if (max_rank_token > kMaxCpTokens || gathered.rows < max_rank_token * cp_size) {
+    return RerangeError("input_rows_short", "input rows=", gathered.rows, " required=", max_rank_token * cp_size,
+                        " max_rank_token=", max_rank_token, " cp_size=", cp_size);
+  }
+  return max_rank_token;
 }
 
 }  // namespace
@@ -130,95 +236,20 @@ StatusOr<HostTensor> SplitTensorByCPBatchPlan(const HostTensor& input, const CPS
                                               SplitMode mode, SplitKind kind,
                                               std::optional<int64_t> static_padded_tokens) {
   KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(input, "input"));
-  const Int64List& extend_lens = plan.request_extend_lens;
-  const bool compute_padding = plan.compute_padding_enabled;
-  const Int64Table* lists;
-  const Int64List* targets;
-  if (kind == SplitKind::kValid) {
-    lists = &plan.request_valid_split_lists();
-    targets = &extend_lens;
-  } else if (compute_padding) {
-    lists = &plan.request_compute_split_lists;
-    targets = &plan.request_compute_padded_tokens;
-  } else {
-    lists = &plan.request_split_lists;
-    targets = &extend_lens;
-  }
+  const SplitTargets t = SplitTargetsFor(plan, kind);
   const int64_t batch = plan.batch_size != 0 ? plan.batch_size : 1;  // SGLang: int(batch_size or 1)
-  const auto n = [](const auto& v) { return static_cast<int64_t>(v.size()); };
-  if (n(extend_lens) != batch || n(*targets) != batch || lists->rows() != batch ||
-      plan.request_zigzag_indices.rows() != batch) {
-    return MissingSplitMetadata();
-  }
-  KVSHARD_RETURN_IF_ERROR(ValidateSplitTables(*lists, plan.request_zigzag_indices, plan.cp_size));
-  for (int64_t q = 0; q < batch; ++q) {
-    if (extend_lens[q] < 0 || (*targets)[q] < 0 || extend_lens[q] > kMaxCpTokens || (*targets)[q] > kMaxCpTokens) {
-      return MissingSplitMetadata();
-    }
-  }
-  const int64_t expected = Sum(extend_lens);
-  int64_t input_rows = input.rows;
-  if (input_rows != expected) {
-    const bool compute_kind = kind == SplitKind::kCompute;
-    const int64_t max_compute = compute_kind && compute_padding ? Sum(*targets) : expected;
-    const int64_t max_static = static_padded_tokens.has_value() ? *static_padded_tokens : expected;
-    const int64_t max_allowed = std::max(max_compute, max_static);
-    if (compute_kind && input_rows > expected && input_rows <= max_allowed &&
-        (compute_padding || (static_padded_tokens.has_value() && *static_padded_tokens > expected))) {
-      input_rows = expected;  // trailing static / compute padding rows are dropped before splitting
-    } else {
-      std::string detail = StrCat("expected=", expected);
-      if (compute_kind && compute_padding) detail += StrCat(" max_compute=", max_compute);
-      if (compute_kind && static_padded_tokens.has_value()) detail += StrCat(" static_padded=", *static_padded_tokens);
-      return FailFast("batch_gt1_split_input_len_mismatch", "input tokens=", input.rows, " ", detail);
-    }
-  }
+  KVSHARD_RETURN_IF_ERROR(CheckSplitMetadata(plan, t, batch));
+  KVSHARD_RETURN_IF_ERROR(CheckSplitInputRows(input.rows, plan, t, kind, static_padded_tokens));
   HostTensor out;
   out.row_bytes = input.row_bytes;
   int64_t request_begin = 0;
   for (int64_t q = 0; q < batch; ++q) {
-    const int64_t current = extend_lens[q];
-    const int64_t target = (*targets)[q];
-    if (target < current) {
-      return FailFast("batch_gt1_compute_padding_len_mismatch",
-                      "target split length is shorter than request valid rows. req_id=", q, " target_len=", target,
-                      " current_len=", current);
-    }
-    const int64_t pad = target - current;
-    if (pad > 0 && current <= 0) {
-      return FailFast("batch_gt1_compute_padding_empty_request", "cannot compute-pad an empty request. req_id=", q);
-    }
-    if (pad > 0 && mode == SplitMode::kPosition && input.row_bytes != 8) {
-      return FailFast("batch_gt1_position_padding_rank",
-                      "position compute padding expects a 1D position tensor. req_id=", q, " shape=(", current, ", ",
-                      input.row_bytes, " bytes)");
-    }
-    const std::span<const int64_t> split = (*lists)[q];
-    const int64_t split_total = Sum(split);
-    if (split_total != target) {
-      const char* mode_name = mode == SplitMode::kData ? "data" : mode == SplitMode::k1d ? "1d" : "position";
-      return FailFast("batch_gt1_split_target_len_mismatch",
-                      "request split rows must equal padded request rows. req_id=", q, " split_total=", split_total,
-                      " request_rows=", target, " mode=", mode_name);
-    }
-    // Padded request rows: the valid rows, then zero rows or continued positions.
-    HostTensor req;
-    req.row_bytes = input.row_bytes;
-    AppendRows(input, request_begin, current, &req);
-    if (pad > 0) {
-      req.data.resize(static_cast<size_t>(target * req.row_bytes), 0);
-      req.rows = target;
-      if (mode == SplitMode::kPosition) {
-        uint64_t last;
-        std::memcpy(&last, req.row(current - 1), 8);
-        for (int64_t i = 0; i < pad; ++i) {
-          const uint64_t pos = last + 1 + static_cast<uint64_t>(i);  // wraps like a torch int64 add
-          std::memcpy(req.row(current + i), &pos, 8);
-        }
-      }
-    }
-    for (int64_t segment : plan.request_zigzag_indices[q]) {
-      AppendRows(req, Sum(split.first(static_cast<size_t>(segment))), split[segment], &out);
+    const int64_t current = plan.request_extend_lens[q], target = (*t.targets)[q];
+    const std::span<const int64_t> split = (*t.lists)[q];
+    KVSHARD_RETURN_IF_ERROR(CheckRequestSplit(q, current, target, split, mode, input.row_bytes));
+    const HostTensor request = PaddedRequest(input, request_begin, current, target, mode);
+    for (int64_t segment : plan.request_zigzag_indices[q]) {  // segments r and 2N-1-r
+      AppendRows(request, Sum(split.first(static_cast<size_t>(segment))), split[segment], &out);
     }
     request_begin += current;
   }
@@ -345,77 +376,39 @@ StatusOr<HostTensor> InSeqAllGatherRerange(const HostTensor& gathered, const NSA
 
 StatusOr<std::vector<RowCopy>> BatchRerangeCopies(const Int64Table& split_lists, int64_t cp_size,
                                                   int64_t max_rank_token) {
-  if (cp_size <= 0 || cp_size > kMaxCpSize) return RerangeError("bad_cp_size", "cp_size must be positive: ", cp_size);
-  if (split_lists.rows() > 0 && split_lists.width != 2 * cp_size) {
-    return RerangeError("bad_request_split", "request split must have 2 * cp_size entries. req_id=0 cp_size=", cp_size);
-  }
-  for (int64_t x : split_lists.values) {
-    if (x < 0 || x > kMaxCpTokens) return RerangeError("bad_request_split", "request split entries must be in [0, 2^48]");
-  }
-  if (max_rank_token < 0) {
-    return RerangeError("bad_max_rank_token", "max_rank_len[0] must be non-negative, got ", max_rank_token);
-  }
+  KVSHARD_RETURN_IF_ERROR(ValidateRerangeSplits(split_lists, cp_size, max_rank_token));
   const RerangeTables t = BuildRerangeTables(split_lists, cp_size);
-  for (int64_t rank = 0; rank < cp_size; ++rank) {
-    if (t.per_rank_tokens[rank] > max_rank_token) {
-      return RerangeError("rank_payload_exceeds_max", "rank local rows exceed max_rank_token. rank=", rank,
-                          " rows=", t.per_rank_tokens[rank], " max_rank_token=", max_rank_token);
-    }
-  }
   std::vector<RowCopy> copies;
-  const int64_t batch = t.batch_size;
   int64_t dst = 0;
-  for (int64_t q = 0; q < batch; ++q) {
-    const std::span<const int64_t> split = split_lists[q];
+  for (int64_t q = 0; q < t.batch_size; ++q) {
     for (int64_t s = 0; s < 2 * cp_size; ++s) {
-      const bool first_half = s < cp_size;
-      const int64_t rank = first_half ? s : 2 * cp_size - s - 1;
-      const int64_t src = rank * max_rank_token + t.rank_request_offsets[rank * batch + q] + (first_half ? 0 : split[rank]);
-      if (split[s] > 0) copies.push_back({src, dst, split[s]});
-      dst += split[s];
+      const int64_t rows = split_lists[q][s];
+      if (rows > 0) copies.push_back({SegmentSourceRow(t, split_lists[q], q, s, max_rank_token), dst, rows});
+      dst += rows;
     }
   }
   return copies;
 }
 
 StatusOr<Int64List> BatchRerangeSourceRows(const Int64Table& split_lists, int64_t cp_size, int64_t max_rank_token) {
-  KVSHARD_ASSIGN_OR_RETURN(std::vector<RowCopy> copies, BatchRerangeCopies(split_lists, cp_size, max_rank_token));
+  KVSHARD_RETURN_IF_ERROR(ValidateRerangeSplits(split_lists, cp_size, max_rank_token));
+  const RerangeTables t = BuildRerangeTables(split_lists, cp_size);
   Int64List rows;
-  for (const RowCopy& c : copies) {
-    for (int64_t o = 0; o < c.rows; ++o) rows.push_back(c.src_row + o);
+  for (int64_t q = 0; q < t.batch_size; ++q) {
+    for (int64_t s = 0; s < 2 * cp_size; ++s) {
+      const int64_t source = SegmentSourceRow(t, split_lists[q], q, s, max_rank_token);
+      for (int64_t o = 0; o < split_lists[q][s]; ++o) rows.push_back(source + o);
+    }
   }
   return rows;
 }
 
 Status BatchInSeqAllGatherRerangeInto(const HostTensor& gathered, const NSAContextParallelMetadata& m, int64_t cp_size,
                                       HostTensor* out) {
-  KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(gathered, "gathered"));
-  const int64_t batch = m.batch_size != 0 ? m.batch_size : 1;
-  if (batch <= 1) return RerangeError("not_batch", "batch-aware rerange requires batch_size > 1, got ", batch);
-  if (m.batch_plan == nullptr || m.batch_plan->request_split_lists.rows() != batch) {
-    return RerangeError("missing_request_split_lists", "request_split_lists is missing or incomplete. batch_size=", batch);
-  }
-  if (static_cast<int64_t>(m.max_rank_len.size()) < cp_size) {
-    return RerangeError("missing_max_rank_len", "max_rank_len is missing or shorter than cp_size. cp_size=", cp_size);
-  }
-  if (cp_size <= 0) return RerangeError("bad_cp_size", "cp_size must be positive: ", cp_size);
-  if (m.batch_plan->request_split_lists.width != 2 * cp_size) {
-    return RerangeError("bad_request_split", "request split must have 2 * cp_size entries. req_id=0 cp_size=", cp_size);
-  }
-  const int64_t max_rank_token = m.max_rank_len[0];
-  if (max_rank_token < 0) {
-    return RerangeError("bad_max_rank_token", "max_rank_len[0] must be non-negative, got ", max_rank_token);
-  }
-  if (max_rank_token > kMaxCpTokens || gathered.rows < max_rank_token * cp_size) {
-    return RerangeError("input_rows_short", "input rows=", gathered.rows, " required=", max_rank_token * cp_size,
-                        " max_rank_token=", max_rank_token, " cp_size=", cp_size);
-  }
-  KVSHARD_ASSIGN_OR_RETURN(std::vector<RowCopy> copies,
-                           BatchRerangeCopies(m.batch_plan->request_split_lists, cp_size, max_rank_token));
-  int64_t total = 0;
-  for (const RowCopy& c : copies) total = c.dst_row + c.rows;
-  if (out->row_bytes != gathered.row_bytes || out->rows != total) *out = HostTensor::Zeros(total, gathered.row_bytes);
-  CopyRowRuns(copies, gathered, out);
+  KVSHARD_ASSIGN_OR_RETURN(const int64_t max_rank_token, CheckBatchRerangeInput(gathered, m, cp_size));
+  KVSHARD_ASSIGN_OR_RETURN(const Int64List rows,
+                           BatchRerangeSourceRows(m.batch_plan->request_split_lists, cp_size, max_rank_token));
+  KVSHARD_ASSIGN_OR_RETURN(*out, IndexRows(gathered, rows));
   return Status::Ok();
 }
 

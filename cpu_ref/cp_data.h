@@ -92,7 +92,7 @@ StatusOr<Int64List> BatchRerangeSourceRows(const Int64Table& split_lists, int64_
 // SGLang _torch_batch_in_seq_all_gather_rerange (batch_size > 1; layout by metadata's request_split_lists).
 StatusOr<HostTensor> BatchInSeqAllGatherRerange(const HostTensor& gathered, const NSAContextParallelMetadata& metadata,
                                                 int64_t cp_size);
-// The same into `out` (reallocated only when its shape differs), for callers that reuse the buffer.
+// The same assigned to *out (fast::BatchInSeqAllGatherRerangeInto in cpu_fast/ reuses the buffer).
 Status BatchInSeqAllGatherRerangeInto(const HostTensor& gathered, const NSAContextParallelMetadata& metadata,
                                       int64_t cp_size, HostTensor* out);
 

@@ -1,5 +1,5 @@
-// Reference CP split plans: a statement-by-statement model of SGLang's planners (seed 003) with int64
-// limits. The batch plan writes straight into flat per-request tables (no per-request allocation).
+// Reference CP split plans: SGLang's planners (seed 003) as spec §4 states them, with int64 limits. The batch
+// plan is the single-request splitters applied request by request (the flat-table planner is in cpu_fast/).
 #include "cpu_ref/cp_split.h"
 
 #include <algorithm>
@@ -9,18 +9,13 @@
 namespace kvshard::ref {
 namespace internal {
 
-void PrefixOffsetsInto(std::span<const int64_t> lengths, Int64List* out) {
-  out->resize(lengths.size());
+Int64List PrefixOffsets(std::span<const int64_t> lengths) {
+  Int64List out(lengths.size());
   int64_t cursor = 0;
   for (size_t i = 0; i < lengths.size(); ++i) {
-    (*out)[i] = cursor;
+    out[i] = cursor;
     cursor += lengths[i];
   }
-}
-
-Int64List PrefixOffsets(std::span<const int64_t> lengths) {
-  Int64List out;
-  PrefixOffsetsInto(lengths, &out);
   return out;
 }
 
@@ -31,51 +26,26 @@ Int64List Accumulate(std::span<const int64_t> lengths) {
   return out;
 }
 
-void DealPageUnits(int64_t base, int64_t remainder, int64_t base_page, int64_t segments, int64_t page_size,
-                   int64_t* split, int64_t* starts, int64_t* ends) {
-  // Closed form per segment (no loop-carried state), so the loop vectorizes.
-  for (int64_t s = 0; s < segments; ++s) {
-    const int64_t count = base + (s < remainder ? 1 : 0);
-    const int64_t start = base_page + s * base + std::min(s, remainder);
-    starts[s] = start;
-    ends[s] = start + count;
-    split[s] = count * page_size;
-  }
-}
-
-int64_t FillPageAlignedSplit(int64_t extend_len, int64_t extend_prefix_len, int64_t page_size, int64_t segments,
-                             int64_t* split, int64_t* starts, int64_t* ends) {
-  const int64_t padded_pages = (extend_len + page_size - 1) / page_size;
-  const int64_t tail_tokens = extend_len % page_size;
-  const int64_t base = padded_pages / segments, remainder = padded_pages % segments;
-  DealPageUnits(base, remainder, FloorDiv(extend_prefix_len, page_size), segments, page_size, split, starts, ends);
-  // Only the last page unit can be partial; it ends the last segment that received units.
-  if (tail_tokens != 0) split[base > 0 ? segments - 1 : remainder - 1] -= page_size - tail_tokens;
-  return padded_pages;
-}
-
-void FillFullPageUnitSplit(int64_t page_units, int64_t extend_prefix_len, int64_t page_size, int64_t segments,
-                           int64_t* split, int64_t* starts, int64_t* ends) {
-  DealPageUnits(page_units / segments, page_units % segments, extend_prefix_len / page_size, segments, page_size,
-                split, starts, ends);
-}
-
-LastTokenLocation LocateLastToken(std::span<const int64_t> split, int64_t cp_size, int64_t actual) {
-  const int64_t segments = 2 * cp_size;
-  int64_t offset = actual - 1;
-  int64_t segment = 0;
-  for (; segment < segments; ++segment) {
-    if (offset < split[segment]) break;
-    offset -= split[segment];
-  }
-  if (segment < cp_size) return {segment, offset};
-  const int64_t owner = segments - segment - 1;
-  return {owner, split[owner] + offset};
-}
-
 }  // namespace internal
 
 namespace {
+
+// Page units dealt to `segments`: units // S each, +1 for the first units % S.
+Int64List UnitCounts(int64_t units, int64_t segments) {
+  Int64List counts(segments, units / segments);
+  for (int64_t s = 0; s < units % segments; ++s) ++counts[s];
+  return counts;
+}
+
+// Consecutive page ranges of counts[s] pages from base_page: their first pages and end pages (exclusive).
+void PageRanges(const Int64List& counts, int64_t base_page, Int64List* starts, Int64List* ends) {
+  int64_t page = base_page;
+  for (int64_t count : counts) {
+    starts->push_back(page);
+    page += count;
+    ends->push_back(page);
+  }
+}
 
 Status ValidatePageSize(int64_t page_size) {
   if (page_size <= 0) return InvalidArgument("page_size: must be positive, got ", page_size);
@@ -129,19 +99,22 @@ StatusOr<InSeqSplit> BuildPageAlignedInSeqSplitList(int64_t total_len, int64_t e
   if (extend_prefix_len > kMaxCpTokens || extend_prefix_len < -kMaxCpTokens) {
     return InvalidArgument("extend_prefix_len: must be in [-2^48, 2^48], got ", extend_prefix_len);
   }
-  const int64_t segments = 2 * cp_size;
-  out.split_list.resize(segments);
-  out.info.segment_page_starts.resize(segments);
-  out.info.segment_page_ends.resize(segments);
-  const int64_t padded_pages =
-      internal::FillPageAlignedSplit(extend_len, extend_prefix_len, page_size, segments, out.split_list.data(),
-                                     out.info.segment_page_starts.data(), out.info.segment_page_ends.data());
+  const int64_t pages = (extend_len + page_size - 1) / page_size;
+  const Int64List counts = UnitCounts(pages, 2 * cp_size);
+  PageRanges(counts, internal::FloorDiv(extend_prefix_len, page_size), &out.info.segment_page_starts,
+             &out.info.segment_page_ends);
+  // A segment's tokens are its pages' valid tokens (only the request's last page can be partial).
+  int64_t unit = 0;
+  for (int64_t count : counts) {
+    out.split_list.push_back(std::min((unit + count) * page_size, extend_len) - std::min(unit * page_size, extend_len));
+    unit += count;
+  }
   out.split_list.back() += total_len - extend_len;
   out.info.page_aligned = true;
   out.info.extend_valid_tokens = extend_len;
-  out.info.extend_padded_pages = padded_pages;
-  out.info.extend_padded_tokens = padded_pages * page_size;
-  out.info.extend_padding_tokens = padded_pages * page_size - extend_len;
+  out.info.extend_padded_pages = pages;
+  out.info.extend_padded_tokens = pages * page_size;
+  out.info.extend_padding_tokens = pages * page_size - extend_len;
   return out;
 }
 
@@ -156,13 +129,10 @@ StatusOr<FullPageUnitSplit> BuildFullPageUnitSplit(int64_t page_units, int64_t e
   }
   KVSHARD_RETURN_IF_ERROR(ValidateTokens("page_units", page_units));
   KVSHARD_RETURN_IF_ERROR(ValidateTokens("extend_prefix_len", extend_prefix_len));
-  const int64_t segments = 2 * cp_size;
   FullPageUnitSplit out;
-  out.split_list.resize(segments);
-  out.segment_page_starts.resize(segments);
-  out.segment_page_ends.resize(segments);
-  internal::FillFullPageUnitSplit(page_units, extend_prefix_len, page_size, segments, out.split_list.data(),
-                                  out.segment_page_starts.data(), out.segment_page_ends.data());
+  const Int64List counts = UnitCounts(page_units, 2 * cp_size);
+  PageRanges(counts, extend_prefix_len / page_size, &out.segment_page_starts, &out.segment_page_ends);
+  for (int64_t count : counts) out.split_list.push_back(count * page_size);
   return out;
 }
 
@@ -185,21 +155,39 @@ StatusOr<LastTokenLocation> GetInSeqLastTokenOwnerAndOffset(const Int64List& spl
     return InvalidArgument("actual_token_count: exceeds split capacity: actual=", actual_token_count,
                            " split_total=", total);
   }
-  return internal::LocateLastToken(split_list, cp_size, actual_token_count);
+  int64_t offset = actual_token_count - 1, segment = 0;
+  while (offset >= split_list[segment]) offset -= split_list[segment++];
+  if (segment < cp_size) return LastTokenLocation{segment, offset};
+  const int64_t owner = 2 * cp_size - segment - 1;  // segment 2N-1-r belongs to rank r, after its segment r
+  return LastTokenLocation{owner, split_list[owner] + offset};
 }
 
-StatusOr<CPSharedKVBatchPlan> BuildBatchPageAlignedInSeqSplitPlan(const Int64List& extend_lens,
-                                                                   const Int64List& prefix_lens, int64_t page_size,
-                                                                   int64_t cp_size, int64_t cp_rank) {
-  CPSharedKVBatchPlan plan;
-  KVSHARD_RETURN_IF_ERROR(
-      BuildBatchPageAlignedInSeqSplitPlanInto(extend_lens, prefix_lens, page_size, cp_size, cp_rank, &plan));
-  return plan;
+namespace {
+
+// Request q's checks of the batch planner, in SGLang's order; adds its extend to *total_tokens.
+Status ValidateBatchRequest(int64_t q, int64_t extend_len, int64_t prefix_len, int64_t page_size,
+                            int64_t* total_tokens) {
+  if (extend_len <= 0) {
+    return FailFast("batch_gt1_empty_extend", "CP shared-KV batch planning requires positive extend lens. req_id=", q,
+                    " extend_len=", extend_len);
+  }
+  if (prefix_len < 0) return InvalidArgument("prefix_lens[", q, "]: must be non-negative, got ", prefix_len);
+  if (prefix_len % page_size != 0) {
+    return FailFast("batch_gt1_non_page_aligned_prefix",
+                    "CP shared-KV batch planning requires page-aligned prefixes. The radix/HiCache match path "
+                    "should floor cache hits to the previous page boundary before planning. req_id=", q,
+                    " prefix_len=", prefix_len, " extend_len=", extend_len, " page_size=", page_size);
+  }
+  if (extend_len > kMaxCpTokens) return InvalidArgument("extend_lens[", q, "]: must be at most 2^48, got ", extend_len);
+  if (prefix_len > kMaxCpTokens) return InvalidArgument("prefix_lens[", q, "]: must be at most 2^48, got ", prefix_len);
+  *total_tokens += extend_len;
+  if (*total_tokens > kMaxCpTokens) return InvalidArgument("extend_lens: total must be at most 2^48");
+  return Status::Ok();
 }
 
-Status BuildBatchPageAlignedInSeqSplitPlanInto(const Int64List& extend_lens, const Int64List& prefix_lens,
-                                               int64_t page_size, int64_t cp_size, int64_t cp_rank,
-                                               CPSharedKVBatchPlan* out) {
+// The batch planner's checks, in SGLang's order: ValueErrors, per-request checks, then the page-split fallback.
+Status ValidateBatchPlanArgs(const Int64List& extend_lens, const Int64List& prefix_lens, int64_t page_size,
+                             int64_t cp_size, int64_t cp_rank) {
   if (extend_lens.size() != prefix_lens.size()) {
     return InvalidArgument("prefix_lens: extend_lens and prefix_lens must have the same length, got ",
                            extend_lens.size(), " and ", prefix_lens.size());
@@ -208,126 +196,121 @@ Status BuildBatchPageAlignedInSeqSplitPlanInto(const Int64List& extend_lens, con
   KVSHARD_RETURN_IF_ERROR(ValidateCpRank(cp_rank, cp_size));
   KVSHARD_RETURN_IF_ERROR(ValidatePageSize(page_size));
   const int64_t batch = static_cast<int64_t>(extend_lens.size());
-  const int64_t segments = 2 * cp_size;
-  if (batch > kMaxCpSegments / segments) {
+  if (batch > kMaxCpSegments / (2 * cp_size)) {
     return InvalidArgument("extend_lens: batch_size * 2 * cp_size must be at most 2^24, got batch_size=", batch);
   }
   int64_t total_tokens = 0;
   for (int64_t q = 0; q < batch; ++q) {
-    const int64_t extend_len = extend_lens[q], prefix_len = prefix_lens[q];
-    if (extend_len <= 0) {
-      return FailFast("batch_gt1_empty_extend",
-                      "CP shared-KV batch planning requires positive extend lens. req_id=", q,
-                      " extend_len=", extend_len);
-    }
-    if (prefix_len < 0) return InvalidArgument("prefix_lens[", q, "]: must be non-negative, got ", prefix_len);
-    if (prefix_len % page_size != 0) {
-      return FailFast("batch_gt1_non_page_aligned_prefix",
-                      "CP shared-KV batch planning requires page-aligned prefixes. The radix/HiCache match path "
-                      "should floor cache hits to the previous page boundary before planning. req_id=", q,
-                      " prefix_len=", prefix_len, " extend_len=", extend_len, " page_size=", page_size);
-    }
-    if (extend_len > kMaxCpTokens) return InvalidArgument("extend_lens[", q, "]: must be at most 2^48, got ", extend_len);
-    if (prefix_len > kMaxCpTokens) return InvalidArgument("prefix_lens[", q, "]: must be at most 2^48, got ", prefix_len);
-    total_tokens += extend_len;
-    if (total_tokens > kMaxCpTokens) return InvalidArgument("extend_lens: total must be at most 2^48");
+    KVSHARD_RETURN_IF_ERROR(ValidateBatchRequest(q, extend_lens[q], prefix_lens[q], page_size, &total_tokens));
   }
   if (batch > 0 && page_size <= 1) {  // build_page_aligned_in_seq_split_list falls back for every request
     return FailFast("batch_gt1_page_split_fallback",
                     "CP shared-KV batch planning must not use token-balanced fallback. req_id=0 prefix_len=",
                     prefix_lens[0], " extend_len=", extend_lens[0], " page_size=", page_size);
   }
-  CPSharedKVBatchPlan& p = *out;
-  p.compute_padding_enabled = false;
-  p.batch_size = batch;
+  return Status::Ok();
+}
+
+void AppendRow(const Int64List& row, Int64Table* table) {
+  table->values.insert(table->values.end(), row.begin(), row.end());
+}
+
+// Request q's valid-split fields: split, page ranges, padding, this rank's rows and inclusive kv lengths.
+void AppendValidSplit(int64_t q, const InSeqSplit& valid, CPSharedKVBatchPlan* p) {
+  const Int64List& v = valid.split_list;
+  const int64_t r = p->cp_rank, mirror = 2 * p->cp_size - r - 1;
+  const Int64List kv_lens = internal::Accumulate(v);
+  AppendRow(v, &p->request_split_lists);
+  AppendRow(valid.info.segment_page_starts, &p->request_segment_page_starts);
+  AppendRow(valid.info.segment_page_ends, &p->request_segment_page_ends);
+  p->request_padded_pages.push_back(valid.info.extend_padded_pages);
+  p->request_padded_tokens.push_back(valid.info.extend_padded_tokens);
+  p->request_padding_tokens.push_back(valid.info.extend_padding_tokens);
+  p->request_rank_local_tokens.push_back(v[r] + v[mirror]);
+  p->request_kv_len_prev.push_back(kv_lens[r]);
+  p->request_kv_len_next.push_back(kv_lens[mirror]);
+  p->request_valid_actual_seq_q_prev.push_back(v[r]);
+  p->request_valid_actual_seq_q_next.push_back(v[mirror]);
+  for (int64_t offset : internal::PrefixOffsets(v)) p->flat_segment_offsets.push_back(offset);
+  p->flat_segment_request_ids.insert(p->flat_segment_request_ids.end(), v.size(), q);
+}
+
+// Request q's compute-split fields: compute_pages full page units, their padding and this rank's rows.
+void AppendComputeSplit(const FullPageUnitSplit& compute, int64_t compute_pages, int64_t extend_len,
+                        CPSharedKVBatchPlan* p) {
+  const Int64List& c = compute.split_list;
+  const int64_t r = p->cp_rank, mirror = 2 * p->cp_size - r - 1;
+  AppendRow(c, &p->request_compute_split_lists);
+  AppendRow(compute.segment_page_starts, &p->request_compute_segment_page_starts);
+  AppendRow(compute.segment_page_ends, &p->request_compute_segment_page_ends);
+  p->request_compute_padded_pages.push_back(compute_pages);
+  p->request_compute_padded_tokens.push_back(compute_pages * p->page_size);
+  p->request_compute_padding_tokens.push_back(compute_pages * p->page_size - extend_len);
+  p->request_compute_rank_local_tokens.push_back(c[r] + c[mirror]);
+  p->request_actual_seq_q_prev.push_back(c[r]);
+  p->request_actual_seq_q_next.push_back(c[mirror]);
+}
+
+// Request q of the batch: its valid split, the compute split of max(pages, N) full page units, the last token
+// located in the compute split, and its zigzag segments r and 2N-1-r.
+Status AppendRequest(int64_t q, int64_t extend_len, int64_t prefix_len, CPSharedKVBatchPlan* p) {
+  const int64_t n = p->cp_size, ps = p->page_size, r = p->cp_rank, mirror = 2 * n - r - 1;
+  KVSHARD_ASSIGN_OR_RETURN(const InSeqSplit valid,
+                           BuildPageAlignedInSeqSplitList(extend_len, extend_len, prefix_len, ps, n));
+  const int64_t compute_pages = std::max(valid.info.extend_padded_pages, n);
+  KVSHARD_ASSIGN_OR_RETURN(const FullPageUnitSplit compute, BuildFullPageUnitSplit(compute_pages, prefix_len, ps, n));
+  KVSHARD_ASSIGN_OR_RETURN(const LastTokenLocation last,
+                           GetInSeqLastTokenOwnerAndOffset(compute.split_list, n, extend_len));
+  AppendValidSplit(q, valid, p);
+  AppendComputeSplit(compute, compute_pages, extend_len, p);
+  p->request_last_token_owner.push_back(last.owner);
+  p->request_last_token_local_offset.push_back(last.local_offset);
+  p->request_valid_query_row_spans.push_back(
+      {RowSpan{0, valid.split_list[r]}, RowSpan{compute.split_list[r], valid.split_list[mirror]}});
+  AppendRow({r, mirror}, &p->request_zigzag_indices);
+  p->flat_zigzag_index.push_back(q * 2 * n + r);
+  p->flat_zigzag_index.push_back(q * 2 * n + mirror);
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<CPSharedKVBatchPlan> BuildBatchPageAlignedInSeqSplitPlan(const Int64List& extend_lens,
+                                                                   const Int64List& prefix_lens, int64_t page_size,
+                                                                   int64_t cp_size, int64_t cp_rank) {
+  KVSHARD_RETURN_IF_ERROR(ValidateBatchPlanArgs(extend_lens, prefix_lens, page_size, cp_size, cp_rank));
+  CPSharedKVBatchPlan p;
+  p.batch_size = static_cast<int64_t>(extend_lens.size());
   p.page_size = page_size;
   p.cp_size = cp_size;
   p.cp_rank = cp_rank;
   p.request_extend_lens = extend_lens;
   p.request_prefix_lens = prefix_lens;
-  const int64_t mirror = segments - cp_rank - 1;
-  const size_t b = static_cast<size_t>(batch), bs = static_cast<size_t>(batch * segments);
   for (Int64Table* t : {&p.request_split_lists, &p.request_segment_page_starts, &p.request_segment_page_ends,
                         &p.request_compute_split_lists, &p.request_compute_segment_page_starts,
                         &p.request_compute_segment_page_ends}) {
-    t->width = segments;
-    t->values.resize(bs);
+    t->width = 2 * cp_size;
   }
   p.request_zigzag_indices.width = 2;
-  p.request_zigzag_indices.values.resize(2 * b);
-  for (Int64List* l : {&p.request_padded_pages, &p.request_padded_tokens, &p.request_padding_tokens,
-                       &p.request_rank_local_tokens, &p.request_kv_len_prev, &p.request_kv_len_next,
-                       &p.request_actual_seq_q_prev, &p.request_actual_seq_q_next, &p.request_last_token_owner,
-                       &p.request_last_token_local_offset, &p.request_valid_actual_seq_q_prev,
-                       &p.request_valid_actual_seq_q_next, &p.request_compute_padded_pages,
-                       &p.request_compute_padded_tokens, &p.request_compute_padding_tokens,
-                       &p.request_compute_rank_local_tokens}) {
-    l->resize(b);
+  for (int64_t q = 0; q < p.batch_size; ++q) {
+    KVSHARD_RETURN_IF_ERROR(AppendRequest(q, extend_lens[q], prefix_lens[q], &p));
   }
-  p.request_valid_query_row_spans.resize(b);
-  p.flat_zigzag_index.resize(2 * b);
-  p.flat_segment_request_ids.resize(bs);
-  p.flat_segment_offsets.resize(bs);
-  const internal::Divider by_page(page_size), by_segments(segments);
-  for (int64_t q = 0; q < batch; ++q) {
-    const int64_t extend_len = extend_lens[q], prefix_len = prefix_lens[q];
-    const std::span<int64_t> valid = p.request_split_lists[q];
-    const std::span<int64_t> compute = p.request_compute_split_lists[q];
-    // FillPageAlignedSplit / FillFullPageUnitSplit with the batch's divisors hoisted (same arithmetic).
-    const int64_t full_pages = by_page.Div(extend_len);
-    const int64_t tail_tokens = extend_len - full_pages * page_size;
-    const int64_t padded_pages = full_pages + (tail_tokens > 0 ? 1 : 0);
-    const int64_t base_page = by_page.Div(prefix_len);
-    const int64_t base = by_segments.Div(padded_pages), remainder = padded_pages - base * segments;
-    internal::DealPageUnits(base, remainder, base_page, segments, page_size, valid.data(),
-                            p.request_segment_page_starts[q].data(), p.request_segment_page_ends[q].data());
-    if (tail_tokens != 0) valid[base > 0 ? segments - 1 : remainder - 1] -= page_size - tail_tokens;
-    // Compute split: max(pages, N) full page units; fewer pages than N deal one unit to each of N segments.
-    const int64_t compute_pages = std::max(padded_pages, cp_size);
-    const bool padded = compute_pages != padded_pages;
-    internal::DealPageUnits(padded ? 0 : base, padded ? cp_size : remainder, base_page, segments, page_size,
-                            compute.data(), p.request_compute_segment_page_starts[q].data(),
-                            p.request_compute_segment_page_ends[q].data());
-    const LastTokenLocation last = internal::LocateLastToken(compute, cp_size, extend_len);
-    // Request-local prefix sums of the valid split in closed form: the tokens before segment s are the pages
-    // dealt before it, capped at the extend (only the last page is partial).
-    int64_t* offsets = p.flat_segment_offsets.data() + q * segments;
-    for (int64_t s = 0; s < segments; ++s) {
-      offsets[s] = std::min((s * base + std::min(s, remainder)) * page_size, extend_len);
-    }
-    std::fill_n(p.flat_segment_request_ids.data() + q * segments, segments, q);
-    const int64_t kv_prev = offsets[cp_rank] + valid[cp_rank];  // inclusive prefix sums
-    const int64_t kv_next = offsets[mirror] + valid[mirror];
-    p.request_zigzag_indices[q][0] = cp_rank;
-    p.request_zigzag_indices[q][1] = mirror;
-    p.request_padded_pages[q] = padded_pages;
-    p.request_padded_tokens[q] = padded_pages * page_size;
-    p.request_padding_tokens[q] = padded_pages * page_size - extend_len;
-    p.request_rank_local_tokens[q] = valid[cp_rank] + valid[mirror];
-    p.request_kv_len_prev[q] = kv_prev;
-    p.request_kv_len_next[q] = kv_next;
-    p.request_actual_seq_q_prev[q] = compute[cp_rank];
-    p.request_actual_seq_q_next[q] = compute[mirror];
-    p.request_last_token_owner[q] = last.owner;
-    p.request_last_token_local_offset[q] = last.local_offset;
-    p.request_valid_actual_seq_q_prev[q] = valid[cp_rank];
-    p.request_valid_actual_seq_q_next[q] = valid[mirror];
-    p.request_valid_query_row_spans[q] = {RowSpan{0, valid[cp_rank]}, RowSpan{compute[cp_rank], valid[mirror]}};
-    p.request_compute_padded_pages[q] = compute_pages;
-    p.request_compute_padded_tokens[q] = compute_pages * page_size;
-    p.request_compute_padding_tokens[q] = compute_pages * page_size - extend_len;
-    p.request_compute_rank_local_tokens[q] = compute[cp_rank] + compute[mirror];
-    p.flat_zigzag_index[2 * q] = q * segments + cp_rank;
-    p.flat_zigzag_index[2 * q + 1] = q * segments + mirror;
-    if (padded) p.compute_padding_enabled = true;
-  }
-  internal::PrefixOffsetsInto(p.request_extend_lens, &p.request_token_offsets);
-  internal::PrefixOffsetsInto(p.request_padded_tokens, &p.request_padded_token_offsets);
-  internal::PrefixOffsetsInto(p.request_padded_pages, &p.request_page_offsets);
-  internal::PrefixOffsetsInto(p.request_rank_local_tokens, &p.request_rank_local_offsets);
-  p.output_collect_mode = "narrow_last_token";
-  internal::PrefixOffsetsInto(p.request_compute_padded_tokens, &p.request_compute_padded_token_offsets);
-  internal::PrefixOffsetsInto(p.request_compute_rank_local_tokens, &p.request_compute_rank_local_offsets);
+  p.request_token_offsets = internal::PrefixOffsets(p.request_extend_lens);
+  p.request_padded_token_offsets = internal::PrefixOffsets(p.request_padded_tokens);
+  p.request_page_offsets = internal::PrefixOffsets(p.request_padded_pages);
+  p.request_rank_local_offsets = internal::PrefixOffsets(p.request_rank_local_tokens);
+  p.request_compute_padded_token_offsets = internal::PrefixOffsets(p.request_compute_padded_tokens);
+  p.request_compute_rank_local_offsets = internal::PrefixOffsets(p.request_compute_rank_local_tokens);
+  // Compute padding: some request's compute padded tokens differ from its valid padded tokens.
+  p.compute_padding_enabled = p.request_compute_padded_tokens != p.request_padded_tokens;
+  return p;
+}
+
+Status BuildBatchPageAlignedInSeqSplitPlanInto(const Int64List& extend_lens, const Int64List& prefix_lens,
+                                               int64_t page_size, int64_t cp_size, int64_t cp_rank,
+                                               CPSharedKVBatchPlan* plan) {
+  KVSHARD_ASSIGN_OR_RETURN(*plan,
+                           BuildBatchPageAlignedInSeqSplitPlan(extend_lens, prefix_lens, page_size, cp_size, cp_rank));
   return Status::Ok();
 }
 

@@ -71,8 +71,8 @@ StatusOr<CPSharedKVBatchPlan> BuildBatchPageAlignedInSeqSplitPlan(const Int64Lis
                                                                    const Int64List& prefix_lens, int64_t page_size,
                                                                    int64_t cp_size, int64_t cp_rank);
 
-// The same into *plan, reusing its storage (a scheduler rebuilding the plan every step allocates nothing
-// once the batch stops growing). On error *plan is unspecified.
+// The same assigned to *plan (fast::BuildBatchPageAlignedInSeqSplitPlanInto in cpu_fast/ reuses its storage).
+// On error *plan is unspecified.
 Status BuildBatchPageAlignedInSeqSplitPlanInto(const Int64List& extend_lens, const Int64List& prefix_lens,
                                                int64_t page_size, int64_t cp_size, int64_t cp_rank,
                                                CPSharedKVBatchPlan* plan);

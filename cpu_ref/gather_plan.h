@@ -11,22 +11,15 @@
 
 namespace kvshard::ref {
 
-// Builds gather plans; keeps its dedup bitmaps between batches so a build costs O(batch pages + pool/64).
+// Builds gather plans, straight from spec §3 (the optimized planner with the same API is fast::GatherPlanner in
+// cpu_fast/, differential-tested against this one).
 class GatherPlanner {
  public:
-  // Builds `batch`'s plan into *plan, reusing its vectors. Errors, in SGLang's order: malformed batch
-  // (names the field), then per request a misaligned prefix ("page-aligned") or non-cyclic prefix owners
-  // ("cyclic"), then scratch overflow ("capacity"), then chunk pages that are not fresh. With
-  // with_send_rows = false the RankSend::send_rows stay empty (they are send_local_pages expanded).
+  // Builds `batch`'s plan into *plan. Errors, in SGLang's order: malformed batch (ValidateExtendBatch, naming
+  // the field), then per request a misaligned prefix ("page-aligned") or non-cyclic prefix owners ("cyclic"),
+  // then scratch overflow ("capacity"), then chunk pages that are not fresh. With with_send_rows = false the
+  // RankSend::send_rows stay empty (they are send_local_pages expanded).
   Status Build(const ExtendBatch& batch, GatherPlan* plan, bool with_send_rows = true);
-
- private:
-  void ClearBits();
-  std::vector<uint64_t> prefix_bits_;  // per logical page: in the batch's prefix set; all zero between builds
-  std::vector<uint64_t> chunk_bits_;   // per logical page: a chunk page; all zero between builds
-  std::vector<int64_t> slot_;          // per logical page: its absolute scratch page (valid where a bit is set)
-  std::vector<uint32_t> within_;       // per owner: prefix pages placed so far (< 2^24 pages)
-  std::vector<int64_t*> send_;         // per owner: its send_local_pages
 };
 
 // One-shot GatherPlanner::Build with send rows.

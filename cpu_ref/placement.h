@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/placement.h"
 #include "core/spec.h"
 #include "core/status.h"
 
@@ -37,14 +38,6 @@ class Placement {
   explicit Placement(const PlacementSpec& spec) : spec_(spec), lps_(spec.logical_page_size()) {}
   PlacementSpec spec_;
   int64_t lps_;
-};
-
-// Everything `kvshard place` reports for one rank.
-struct PlacementResult {
-  std::vector<int64_t> owner;
-  std::vector<int64_t> local_index;
-  std::vector<bool> local_mask;
-  std::vector<int64_t> filter_local;
 };
 
 // Validates spec, rank and locs, then maps every loc.

@@ -28,23 +28,6 @@ __device__ __forceinline__ int64_t FindSegment(const int64_t* starts, int64_t n,
   return lo;
 }
 
-// Copies `n` contiguous vectors with the whole block, four loads in flight per thread before the stores.
-template <typename V>
-__device__ __forceinline__ void BlockCopySpan(V* __restrict__ dst, const V* __restrict__ src, int64_t n) {
-  const int64_t bd = blockDim.x;
-  for (int64_t base = threadIdx.x; base < n; base += 4 * bd) {
-    V r[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      if (base + k * bd < n) r[k] = src[base + k * bd];
-    }
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      if (base + k * bd < n) dst[base + k * bd] = r[k];
-    }
-  }
-}
-
 // One block per (request q, chunk c of `chunks`). The block first sums the split table over requests q' < q
 // (warp shuffles, then shared-memory atomics) to get q's output offset and, for every rank r, where q's rows
 // start inside rank r's block; then every segment of q is a contiguous run in both buffers, so the block
@@ -112,7 +95,8 @@ __global__ void __launch_bounds__(kRerangeThreads, 5) BatchRerangeKernel(V* __re
     if (a >= b) continue;
     const int64_t src = seg_src[k] + (a - seg_rel[k]);
     if (src + (b - a) > cp * m) continue;  // rank payload past its block (counted above)
-    BlockCopySpan(out + (out_base + a) * vecs, gathered + src * vecs, (b - a) * vecs);
+    // The whole block copies the span as one flat row (lane = thread, group = block).
+    CopyRow<V, int64_t>(out + (out_base + a) * vecs, gathered + src * vecs, (b - a) * vecs, threadIdx.x, blockDim.x);
   }
 }
 

@@ -73,7 +73,7 @@ Status LaunchFilterLocal(const int64_t* locs, int64_t n, const PlacementSpec& sp
   return Status::Ok();
 }
 
-StatusOr<GpuPlacementResult> RunPlacement(const PlacementSpec& spec, int64_t rank, const std::vector<int64_t>& locs) {
+StatusOr<PlacementResult> RunPlacement(const PlacementSpec& spec, int64_t rank, const std::vector<int64_t>& locs) {
   KVSHARD_RETURN_IF_ERROR(ValidateLocs(locs));
   const int64_t n = static_cast<int64_t>(locs.size());
   KVSHARD_RETURN_IF_ERROR(PlacementCanImplement(spec, rank, n));
@@ -93,7 +93,7 @@ StatusOr<GpuPlacementResult> RunPlacement(const PlacementSpec& spec, int64_t ran
                                               d_count.as<int64_t>(), d_temp.data(), temp_bytes, stream));
   }
   KVSHARD_RETURN_IF_ERROR(SyncStream(stream));
-  GpuPlacementResult r;
+  PlacementResult r;
   KVSHARD_ASSIGN_OR_RETURN(r.owner, Download<int64_t>(d_owner.data(), n));
   KVSHARD_ASSIGN_OR_RETURN(r.local_index, Download<int64_t>(d_local.data(), n));
   KVSHARD_ASSIGN_OR_RETURN(std::vector<uint8_t> mask, Download<uint8_t>(d_mask.data(), n));

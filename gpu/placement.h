@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/placement.h"
 #include "core/spec.h"
 #include "core/status.h"
 #include "gpu/stream.h"
@@ -26,16 +27,8 @@ StatusOr<size_t> FilterLocalTempBytes(int64_t n);
 Status LaunchFilterLocal(const int64_t* locs, int64_t n, const PlacementSpec& spec, int64_t rank,
                          int64_t* out, int64_t* count, void* temp, size_t temp_bytes, cudaStream_t stream);
 
-// Host-vector convenience result, same fields as ref::PlacementResult.
-struct GpuPlacementResult {
-  std::vector<int64_t> owner;
-  std::vector<int64_t> local_index;
-  std::vector<bool> local_mask;
-  std::vector<int64_t> filter_local;
-};
-
-// Uploads locs, runs both launches on the current device, downloads the result.
-StatusOr<GpuPlacementResult> RunPlacement(const PlacementSpec& spec, int64_t rank, const std::vector<int64_t>& locs);
+// Uploads locs, runs both launches on the current device, downloads the result (core's type, as ref::PlaceLocs).
+StatusOr<PlacementResult> RunPlacement(const PlacementSpec& spec, int64_t rank, const std::vector<int64_t>& locs);
 
 }  // namespace kvshard::gpu
 

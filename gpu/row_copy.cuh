@@ -4,6 +4,7 @@
 #define KVSHARD_GPU_ROW_COPY_CUH_
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_runtime.h>
 
@@ -33,11 +34,14 @@ inline int GroupSizeFor(int64_t vecs) {
   return g;
 }
 
-// Copies one row of `vecs` vectors; lane in [0, group) of a group of `group` threads. Each thread issues up to
-// four loads before its stores, so several requests per thread are in flight.
-template <typename V>
-__device__ __forceinline__ void CopyRow(V* __restrict__ dst, const V* __restrict__ src, int64_t vecs, int lane,
-                                        int group) {
+// Copies one row (or any contiguous span) of `vecs` vectors; lane in [0, group) of a group of `group` threads.
+// Each thread issues up to four loads before its stores, so several requests per thread are in flight.
+// Row groups (group <= 32) use the default int Index; a whole block copying one long span passes
+// Index = int64_t (lane = threadIdx.x, group = blockDim.x): with 64-bit strides nvcc keeps the unrolled
+// addresses as running 64-bit sums, where int strides are re-widened every iteration.
+template <typename V, typename Index = int>
+__device__ __forceinline__ void CopyRow(V* __restrict__ dst, const V* __restrict__ src, int64_t vecs,
+                                        std::type_identity_t<Index> lane, std::type_identity_t<Index> group) {
   for (int64_t base = lane; base < vecs; base += 4 * group) {
     V r[4];
 #pragma unroll

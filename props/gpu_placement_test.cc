@@ -1,8 +1,11 @@
 // GPU-vs-reference differential test of the placement kernels: bit-exact on RapidCheck inputs.
 // Skips with the reason when no CUDA device is visible.
+#include <type_traits>
+
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include "core/placement.h"
 #include "cpu_ref/placement.h"
 #include "gpu/placement.h"
 #include "props/generators.h"
@@ -11,6 +14,10 @@
 
 namespace kvshard::props {
 namespace {
+
+// Both backends produce core's PlacementResult, so results compare without conversion.
+static_assert(std::is_same_v<decltype(ref::PlaceLocs({}, 0, {})), decltype(gpu::RunPlacement({}, 0, {}))>);
+static_assert(std::is_same_v<decltype(gpu::RunPlacement({}, 0, {})), StatusOr<PlacementResult>>);
 
 TEST(GpuPlacement, MatchesReferenceBitExact) {
   KVSHARD_REQUIRE_GPUS(1);

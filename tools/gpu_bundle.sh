@@ -59,8 +59,8 @@ if [[ -x "$here/bin/nccl_mpi_test" ]]; then
 fi
 # The CLI's GPU-vs-reference diffs on the bundled examples (exit 1 and the first mismatch on a difference).
 cli_cases=(
-  "place --shard-size 4 --page-size 16 --rank 1 --locs-file $here/testdata/place_locs.txt"
-  "gather-plan --batch $here/testdata/gather_plan_example.json"
+  "place --shard-size 4 --page-size 16 --rank 1 --locs-file $here/testdata/placement/token_slots.txt"
+  "gather-plan --batch $here/testdata/gather_plan/spec3_batch_n4_ps16.json"
   "rerange --cp-size 8 --page-size 64 --extend-lens 1000,64,65,3000,1 --prefix-lens 0,64,128,0,640"
   "rerange --cp-size 2 --page-size 2 --extend-lens 1"
 )

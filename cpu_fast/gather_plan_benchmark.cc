@@ -1,10 +1,11 @@
-// Plan build (begin_shard_extend) for 256 requests x 2,048-token prefixes, N=8, ps=64: shared prefix
-// (every request reuses one cached 32-page prefix) and distinct prefixes (8,192 unique prefix pages).
+// Gather plan build (begin_shard_extend), fast and reference side by side, for 256 requests x 2,048-token
+// prefixes, N=8, ps=64: shared prefix (one cached 32-page prefix) and distinct prefixes (8,192 unique pages).
 #include <benchmark/benchmark.h>
 
+#include "cpu_fast/gather_plan.h"
 #include "cpu_ref/gather_plan.h"
 
-namespace kvshard::ref {
+namespace kvshard {
 namespace {
 
 constexpr int64_t kN = 8, kPs = 64, kReqs = 256, kPrefixPages = 2048 / kPs, kChunkPages = 1;
@@ -35,13 +36,14 @@ ExtendBatch MakeBatch(bool shared) {
   return b;
 }
 
-void BM_BuildGatherPlan(benchmark::State& state) {
+template <typename Planner>
+void RunGatherPlan(benchmark::State& state) {
   const ExtendBatch batch = MakeBatch(state.range(0) == 1);
   const bool rows = state.range(1) == 1;
-  GatherPlanner planner;
+  Planner planner;
   GatherPlan plan;
-  if (!planner.Build(batch, &plan, rows).ok()) {
-    state.SkipWithError(planner.Build(batch, &plan, rows).message().c_str());
+  if (Status s = planner.Build(batch, &plan, rows); !s.ok()) {
+    state.SkipWithError(s.message().c_str());
     return;
   }
   for (auto _ : state) {
@@ -52,14 +54,19 @@ void BM_BuildGatherPlan(benchmark::State& state) {
   state.counters["prefix_pages_unique"] = static_cast<double>(plan.mapped_pages.size() - kReqs * kChunkPages);
   state.counters["block_pages"] = static_cast<double>(plan.block_pages);
 }
+
+void BM_GatherPlan(benchmark::State& state, bool fast) {
+  fast ? RunGatherPlan<fast::GatherPlanner>(state) : RunGatherPlan<ref::GatherPlanner>(state);
+}
 // Args: {shared prefix?, materialize send_rows for all 8 ranks?}
-BENCHMARK(BM_BuildGatherPlan)
+BENCHMARK_CAPTURE(BM_GatherPlan, fast, true)
     ->ArgNames({"shared", "send_rows"})
-    ->Args({1, 0})
-    ->Args({0, 0})
-    ->Args({1, 1})
-    ->Args({0, 1})
+    ->ArgsProduct({{1, 0}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_GatherPlan, ref, false)
+    ->ArgNames({"shared", "send_rows"})
+    ->ArgsProduct({{1, 0}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
-}  // namespace kvshard::ref
+}  // namespace kvshard

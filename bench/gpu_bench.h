@@ -1,7 +1,7 @@
-// GPU measurements behind `kvshard bench`: each returns rows (nccl-tests style) with a correctness count and
-// the figure relative to a limit measured in the same run.
-#ifndef KVSHARD_CLI_GPU_BENCH_H_
-#define KVSHARD_CLI_GPU_BENCH_H_
+// The GPU measurements behind `kvshard bench`: nccl-tests-style rows, each verified against host-computed
+// expectations and reported against a limit (device copy, raw NCCL all-gather) measured in the same run.
+#ifndef KVSHARD_BENCH_GPU_BENCH_H_
+#define KVSHARD_BENCH_GPU_BENCH_H_
 
 #include <cstdint>
 #include <string>
@@ -9,7 +9,7 @@
 
 #include "core/status.h"
 
-namespace kvshard::cli {
+namespace kvshard::bench {
 
 // One benchmark row.
 struct BenchRow {
@@ -37,13 +37,13 @@ struct BenchOptions {
   int64_t layers = 32;
   int64_t compute_us = 0;  // 0 = derived from the measured gather time
   int64_t batch = 256;
-  bool trace = false;
-  int compute_blocks = 0;  // blocks of the compute stand-in (0 = one per SM)  // print rank 0's device timeline of one prefix-gather batch
+  bool trace = false;      // print rank 0's device timeline of one prefix-gather batch
+  int compute_blocks = 0;  // blocks of the compute stand-in (0 = one per SM)
 };
 
-// Runs the selected GPU benchmarks and appends rows.
+// Runs the selected GPU benchmarks and appends their rows; *device describes the GPUs used.
 Status RunGpuBench(const BenchOptions& opt, std::vector<BenchRow>* rows, std::string* device);
 
-}  // namespace kvshard::cli
+}  // namespace kvshard::bench
 
-#endif  // KVSHARD_CLI_GPU_BENCH_H_
+#endif  // KVSHARD_BENCH_GPU_BENCH_H_

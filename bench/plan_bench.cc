@@ -1,0 +1,59 @@
+// Device gather-plan build (SGLang's begin_shard_extend) for c.opt.batch requests x 2,048-token prefixes
+// (distinct cyclic chains, random bases) plus one chunk page each, N = 8, ps = 64: the time of the single plan
+// launch (page rows already resident, as req_to_token is), checked field by field against the reference plan.
+#include <random>
+#include <string>
+#include <utility>
+
+#include <cuda_runtime.h>
+
+#include "bench/ops.h"
+#include "core/gather_plan.h"
+#include "cpu_ref/gather_plan.h"
+#include "gpu/gather_plan.h"
+#include "gpu/timing.h"
+
+namespace kvshard::bench {
+
+Status BenchPlan(BenchContext& c) {
+  const int64_t n = 8, ps = 64, k_pages = 2048 / ps, reqs = c.opt.batch;
+  ExtendBatch b;
+  b.shard_size = n;
+  b.page_size = ps;
+  b.pool_pages_per_rank = reqs * (k_pages + 1) / n + 16;
+  std::vector<int64_t> next_local(n, 1);
+  std::mt19937_64 rng(5);
+  int64_t block_pages = 0;
+  for (int64_t i = 0; i < reqs; ++i) {
+    ExtendRequest r;
+    const int64_t base = static_cast<int64_t>(rng() % n);
+    for (int64_t k = 0; k <= k_pages; ++k) {
+      const int64_t owner = (base + k) % n;
+      r.pages.push_back(next_local[owner]++ * n + owner);
+    }
+    r.prefix_len = k_pages * ps;
+    r.seq_len = r.prefix_len + ps / 2;
+    block_pages += (k_pages + n - 1) / n;
+    b.requests.push_back(std::move(r));
+  }
+  b.max_prefix_tokens = n * ps * block_pages;
+  b.chunk_tokens = ps * reqs;
+  KVSHARD_CUDA_CHECK(cudaSetDevice(0));
+  KVSHARD_ASSIGN_OR_RETURN(auto planner, gpu::DeviceGatherPlanner::Create(b));
+  KVSHARD_RETURN_IF_ERROR(planner->Upload(b, nullptr));
+  KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs([&] { return planner->Launch(0, nullptr); }, {0}, c.opt.warmup,
+                                                      c.opt.iters));
+  KVSHARD_ASSIGN_OR_RETURN(GatherPlan got, planner->Download(nullptr));
+  KVSHARD_ASSIGN_OR_RETURN(GatherPlan want, ref::BuildGatherPlan(b));
+  BenchRow r;
+  r.op = "gather_plan_build";
+  r.bytes = reqs * k_pages;
+  r.time_us = us;
+  r.limit = "-";
+  r.wrong = got == want ? 0 : 1;
+  r.note = std::to_string(reqs) + " requests x 2048-token prefixes, N=8, ps=64 (size = prefix page refs); one launch";
+  c.rows->push_back(r);
+  return Status::Ok();
+}
+
+}  // namespace kvshard::bench

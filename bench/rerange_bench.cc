@@ -1,0 +1,73 @@
+// CP batch rerange of c.opt.batch ragged requests (cp = 8, ps = 64) whose gathered rows total the payload: the
+// fused one-launch kernel, and one cudaMemcpyAsync per non-empty segment (SGLang's torch path) for comparison,
+// both against the device copy and checked against the original request-order rows.
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include <cuda_runtime.h>
+
+#include "bench/ops.h"
+#include "core/cp_plan.h"
+#include "cpu_ref/cp_data.h"
+#include "cpu_ref/cp_split.h"
+#include "gpu/cp_ops.h"
+#include "gpu/device.h"
+#include "gpu/timing.h"
+
+namespace kvshard::bench {
+
+Status BenchRerange(BenchContext& c, int64_t bytes) {
+  const int64_t rb = c.opt.row_bytes, cp = 8, ps = 64, reqs = c.opt.batch;
+  const int64_t rows = bytes / rb;
+  std::mt19937_64 rng(3);
+  Int64List extend(reqs), prefix(reqs, 0);
+  std::vector<double> w(reqs);
+  double wsum = 0;
+  for (auto& v : w) wsum += (v = 0.25 + (rng() % 1000) / 1000.0);
+  int64_t assigned = 0;
+  for (int64_t q = 0; q < reqs; ++q) {
+    extend[q] = std::max<int64_t>(1, static_cast<int64_t>(rows * w[q] / wsum));
+    assigned += extend[q];
+  }
+  extend[reqs - 1] += std::max<int64_t>(0, rows - assigned);
+  KVSHARD_ASSIGN_OR_RETURN(CPSharedKVBatchPlan plan0, ref::BuildBatchPageAlignedInSeqSplitPlan(extend, prefix, ps, cp, 0));
+  KVSHARD_ASSIGN_OR_RETURN(NSAContextParallelMetadata meta, ref::BuildBatchMetadataFromPlan(plan0));
+  const int64_t m = meta.max_rank_token();
+  int64_t total = 0;
+  for (int64_t e : extend) total += e;
+  // The gathered buffer, built from the rerange's own source-row map of the reference (row i -> src[i]).
+  KVSHARD_ASSIGN_OR_RETURN(Int64List src, ref::BatchRerangeSourceRows(plan0.request_split_lists, cp, m));
+  const auto x = PatternRows(total, rb, 9);
+  std::vector<uint8_t> gathered(cp * m * rb, 0);
+  for (int64_t i = 0; i < total; ++i) std::memcpy(gathered.data() + src[i] * rb, x.data() + i * rb, rb);
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_in, gpu::Upload(gathered));
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_out, gpu::DeviceBuffer::Allocate(total * rb));
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_split, gpu::Upload(plan0.request_split_lists.values));
+  KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs([&] {
+    return gpu::LaunchBatchRerange(d_out.data(), d_in.data(), d_split.as<int64_t>(), reqs, cp, m, total, rb, nullptr, nullptr);
+  }, {0}, c.opt.warmup, c.opt.iters));
+  KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_out.data(), total * rb));
+  BenchRow r = MakeRow("rerange_fused", total * rb, us, 2.0 * total * rb, "copy", c.copy_busbw[bytes], CountWrongRows(got, x, rb));
+  r.note = std::to_string(reqs) + " requests, cp=8, ps=64, one launch";
+  c.rows->push_back(r);
+  KVSHARD_ASSIGN_OR_RETURN(std::vector<ref::RowCopy> copies, ref::BatchRerangeCopies(plan0.request_split_lists, cp, m));
+  KVSHARD_CUDA_CHECK(cudaMemset(d_out.data(), 0, total * rb));
+  KVSHARD_ASSIGN_OR_RETURN(double us_seg, gpu::TimeMeanUs([&]() -> Status {
+    for (const ref::RowCopy& rc : copies) {
+      KVSHARD_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(d_out.data()) + rc.dst_row * rb,
+                                         static_cast<const char*>(d_in.data()) + rc.src_row * rb, rc.rows * rb,
+                                         cudaMemcpyDeviceToDevice, nullptr));
+    }
+    return Status::Ok();
+  }, {0}, 2, std::max(2, c.opt.iters / 4)));
+  KVSHARD_ASSIGN_OR_RETURN(got, gpu::Download<uint8_t>(d_out.data(), total * rb));
+  BenchRow s2 = MakeRow("rerange_per_segment", total * rb, us_seg, 2.0 * total * rb, "copy", c.copy_busbw[bytes],
+                        CountWrongRows(got, x, rb));
+  s2.note = std::to_string(copies.size()) + " cudaMemcpyAsync (SGLang torch path shape)";
+  c.rows->push_back(s2);
+  return Status::Ok();
+}
+
+}  // namespace kvshard::bench

@@ -1,0 +1,51 @@
+// Tests of `kvshard alloc`: the spec §2 goldens (JSON and table), standard input, and malformed scripts.
+#include "cli/cli_test_util.h"
+#include "core/json.h"
+#include "gtest/gtest.h"
+
+namespace kvshard::cli {
+namespace {
+
+constexpr char kScript[] = "testdata/alloc/spec2_script_n4_ps16.json";
+
+// A script with spec §2's geometry and the given ops (JSON text).
+std::string Script(const std::string& ops) {
+  return R"({"shard_size":4,"page_size":16,"pages_per_rank":32,"ops":[)" + ops + "]}";
+}
+
+TEST(AllocCmdTest, MatchesTheGoldens) {
+  CliResult json = RunCli({"alloc", "--script", RunfilePath(kScript), "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(json.out, ReadRunfile("testdata/alloc/spec2_script_n4_ps16.golden.json"));
+  CliResult table = RunCli({"alloc", "--script", RunfilePath(kScript)});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_EQ(table.out, ReadRunfile("testdata/alloc/spec2_script_n4_ps16.golden.txt"));
+  EXPECT_NE(table.out.find("pages [11,12,13,14,15,16,17,18,19]"), std::string::npos);
+  EXPECT_EQ(RunCli(Words("alloc --script - --json"), ReadRunfile(kScript)).out, json.out);
+}
+
+TEST(AllocCmdTest, OneResultPerOp) {
+  const std::string op = R"({"op":"alloc","prefix_lens":[0],"seq_lens":[40],"rotation_bases":[1],"last_locs":[0]})";
+  const Json j = JsonOf("alloc --script - --json", Script(op));
+  ASSERT_EQ(j["results"].size(), 1u);
+  EXPECT_TRUE(j["results"][0].contains("aggregate_free_size"));
+}
+
+TEST(AllocCmdTest, MalformedInputIsOneLineNamingTheField) {
+  ExpectFailures({
+      {"alloc", "--script: required"},
+      {"alloc --script /no/such.json", "--script: /no/such.json: cannot open file"},
+  });
+  const std::string alloc = R"({"op":"alloc","prefix_lens":[0],"seq_lens":[40],"rotation_bases":[7],"last_locs":[0]})";
+  const std::vector<std::pair<std::string, std::string>> scripts = {
+      {"{\"shard_size\":", "--script: standard input: not valid JSON"},
+      {R"({"shard_size":4})", "page_size: missing"},
+      {Script(alloc), "ops[0].rotation_bases[0]: must be null or in [0, 4), got 7"},
+      {Script(R"({"op":"free","locs":[64]})"), "ops[0].locs[0]: page 4 (slot 64) is not allocated"},
+      {Script(R"({"op":"evict"})"), R"(ops[0].op: must be "alloc", "free" or "free_group", got "evict")"},
+  };
+  for (const auto& [script, error] : scripts) ExpectFailures({{"alloc --script -", error}}, script);
+}
+
+}  // namespace
+}  // namespace kvshard::cli

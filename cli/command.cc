@@ -1,0 +1,127 @@
+// The run wrapper shared by every kvshard command.
+#include "cli/command.h"
+
+#include <exception>
+#include <istream>
+#include <ostream>
+
+namespace kvshard::cli {
+namespace {
+
+// The command's declared flags plus --help.
+void DeclareAll(const Command& command, po::options_description& desc) {
+  command.declare_flags(desc);
+  desc.add_options()("help,h", "show this help and exit");
+}
+
+// Rewrites hidden old spellings ("--rank", "--rank=9") to the current ones; `used` gets the pairs applied.
+std::vector<std::string> SpellCanonically(const Command& command, std::vector<std::string> args,
+                                          std::vector<std::pair<std::string, std::string>>* used) {
+  for (std::string& arg : args) {
+    for (const auto& [old_name, new_name] : command.aliases) {
+      const std::string flag = "--" + old_name;
+      if (arg == flag || arg.rfind(flag + "=", 0) == 0) {
+        arg = "--" + new_name + arg.substr(flag.size());
+        used->emplace_back(old_name, new_name);
+      }
+    }
+  }
+  return args;
+}
+
+// An error naming "--new..." names "--old..." instead when the user typed the old spelling.
+Status SpellAsTyped(const Status& status, const std::vector<std::pair<std::string, std::string>>& used) {
+  const std::string& m = status.message();
+  for (const auto& [old_name, new_name] : used) {
+    const std::string flag = "--" + new_name;
+    if (m.rfind(flag, 0) == 0 && (m.size() == flag.size() || m[flag.size()] == ':' || m[flag.size()] == '[')) {
+      return Status(status.code(), "--" + old_name + m.substr(flag.size()));
+    }
+  }
+  return status;
+}
+
+// Parses `args` against `desc`; a bad value names its flag, anything else Boost reports is prefixed with the
+// command ("split: unrecognised option '--bogus'").
+StatusOr<po::variables_map> Parse(const std::string& command, const po::options_description& desc,
+                                  const std::vector<std::string>& args, const std::string& positional) {
+  po::variables_map vm;
+  po::positional_options_description bare;
+  if (!positional.empty()) bare.add(positional.c_str(), 1);
+  try {
+    po::store(po::command_line_parser(args)
+                  .options(desc)
+                  .positional(bare)
+                  .style(po::command_line_style::unix_style ^ po::command_line_style::allow_guessing)
+                  .run(),
+              vm);
+    po::notify(vm);
+  } catch (const FlagValueError& e) {
+    return InvalidArgument(e.get_option_name(), e.detail());
+  } catch (const po::multiple_occurrences& e) {
+    return InvalidArgument(e.get_option_name(), ": given more than once");
+  } catch (const po::invalid_command_line_syntax& e) {
+    if (e.kind() == po::invalid_syntax::missing_parameter || e.kind() == po::invalid_syntax::empty_adjacent_parameter) {
+      return InvalidArgument(e.get_option_name(), ": needs a value");
+    }
+    return InvalidArgument(command, ": ", e.what());
+  } catch (const po::error& e) {
+    return InvalidArgument(command, ": ", e.what());
+  }
+  return vm;
+}
+
+// True when --help or -h is among the arguments (help wins over any other flag, valid or not).
+bool WantsHelp(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int Fail(const Status& status, std::ostream& err) {
+  err << (status.code() == StatusCode::kMismatch ? "kvshard: mismatch: " : "kvshard: error: ") << status.message()
+      << "\n";
+  return ExitCodeFor(status);
+}
+
+std::string UsageLines(const Command& command, const std::string& indent) {
+  const std::string lead = "kvshard " + command.name + " ";
+  std::string lines = lead;
+  for (char c : command.synopsis) lines += c == '\n' ? "\n" + indent + lead : std::string(1, c);
+  return lines;
+}
+
+void PrintCommandHelp(const Command& command, std::ostream& out) {
+  po::options_description desc(command.name + " flags", /*line_length=*/100, /*min_description_length=*/50);
+  DeclareAll(command, desc);
+  out << "usage: " << UsageLines(command, "       ") << "\n\n" << command.summary << "\n\n" << desc << "\n";
+}
+
+int RunCommand(const Command& command, const std::vector<std::string>& args, std::istream& in, std::ostream& out,
+               std::ostream& err) {
+  if (WantsHelp(args)) {
+    PrintCommandHelp(command, out);
+    return 0;
+  }
+  std::vector<std::pair<std::string, std::string>> used;
+  const std::vector<std::string> canonical = SpellCanonically(command, args, &used);
+  po::options_description desc;
+  DeclareAll(command, desc);
+  Status status;
+  StatusOr<po::variables_map> vm = Parse(command.name, desc, canonical, command.positional);
+  if (!vm.ok()) {
+    status = vm.status();
+  } else {
+    try {
+      status = command.run(Flags(*vm, in), out);
+    } catch (const std::exception& e) {  // a library throwing (e.g. bad_alloc on a huge input): one line, exit 3
+      status = Internal(command.name, ": ", e.what());
+    }
+  }
+  return status.ok() ? 0 : Fail(SpellAsTyped(status, used), err);
+}
+
+}  // namespace kvshard::cli

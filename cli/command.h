@@ -1,0 +1,47 @@
+// A kvshard subcommand as a value (name, summary, typed flags, Run) and the one run wrapper every command
+// goes through: parsing, --help, hidden old flag spellings, and Status -> stderr line + exit code.
+#ifndef KVSHARD_CLI_COMMAND_H_
+#define KVSHARD_CLI_COMMAND_H_
+
+#include <iosfwd>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cli/flags.h"
+#include "core/status.h"
+
+namespace kvshard::cli {
+
+// One subcommand. Flags are declared once, typed (cli/flags.h), with their defaults and ranges; Run gets
+// them parsed and writes its result to `out`.
+struct Command {
+  std::string name;      // "place"
+  std::string summary;   // one line for `kvshard --help`
+  std::string synopsis;  // usage after "kvshard <name> ", one line per form ("\n" between forms)
+  void (*declare_flags)(po::options_description& flags);
+  Status (*run)(const Flags& flags, std::ostream& out);
+  // Hidden old spellings still accepted, {old, new}: {"rank", "shard-rank"} lets --rank stand for
+  // --shard-rank; errors then name the spelling the user typed.
+  std::vector<std::pair<std::string, std::string>> aliases = {};
+  // The flag a bare argument fills ("trace" lets `kvshard replay FILE` stand for --trace FILE); empty: none.
+  std::string positional = {};
+};
+
+// Runs `command` on its arguments (after the command name): exit status 0 ok, 1 mismatch, 2 bad input or
+// usage, 3 GPU/environment failure; an error is one line on `err`. `in` is what "-" reads.
+int RunCommand(const Command& command, const std::vector<std::string>& args, std::istream& in, std::ostream& out,
+               std::ostream& err);
+
+// Prints "kvshard: error: <message>" ("kvshard: mismatch: ..." for kMismatch) on `err`; returns the exit code.
+int Fail(const Status& status, std::ostream& err);
+
+// "kvshard <name> <form>" for each form of the synopsis, the second and later ones after "\n" + `indent`.
+std::string UsageLines(const Command& command, const std::string& indent);
+
+// Prints the usage of `command` with its typed flags (what `kvshard <name> --help` shows).
+void PrintCommandHelp(const Command& command, std::ostream& out);
+
+}  // namespace kvshard::cli
+
+#endif  // KVSHARD_CLI_COMMAND_H_

@@ -1,0 +1,60 @@
+// Tests of `kvshard gather-plan`: the spec §3 goldens, --translate, standard input, errors and backends.
+#include "cli/cli_test_util.h"
+#include "core/json.h"
+#include "gtest/gtest.h"
+
+namespace kvshard::cli {
+namespace {
+
+constexpr char kBatch[] = "testdata/gather_plan/spec3_batch_n4_ps16.json";
+
+// A spec §3 batch with one request of the given JSON fields.
+std::string Batch(const std::string& request) {
+  return R"({"shard_size":4,"page_size":16,"pool_pages_per_rank":33,"max_prefix_tokens":4096,"chunk_tokens":512,)"
+         R"("requests":[)" + request + "]}";
+}
+
+TEST(GatherPlanCmdTest, MatchesTheGoldens) {
+  const std::string args = "gather-plan --batch " + RunfilePath(kBatch) + " --translate 0,336,400,1000";
+  CliResult json = RunCli(Words(args + " --json"));
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(json.out, ReadRunfile("testdata/gather_plan/spec3_batch_n4_ps16.golden.json"));
+  CliResult table = RunCli(Words(args));
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_EQ(table.out, ReadRunfile("testdata/gather_plan/spec3_batch_n4_ps16.golden.txt"));
+  EXPECT_NE(table.out.find("rank 1:  2<-21/5  3<-pad"), std::string::npos);
+  CliResult from_stdin = RunCli(Words("gather-plan --batch - --translate 0,336,400,1000 --json"), ReadRunfile(kBatch));
+  EXPECT_EQ(from_stdin.out, json.out);
+}
+
+TEST(GatherPlanCmdTest, ScratchRowsOnlyWithTranslate) {
+  const Json j = JsonOf("gather-plan --json --batch " + RunfilePath(kBatch));
+  EXPECT_TRUE(j.contains("ranks"));
+  EXPECT_FALSE(j.contains("scratch_rows"));
+}
+
+TEST(GatherPlanCmdTest, BadInputIsOneLineNamingTheField) {
+  ExpectFailures({
+      {"gather-plan", "--batch: required"},
+      {"gather-plan --batch /no/such.json", "--batch: /no/such.json: cannot open file"},
+  });
+  ExpectFailures({
+      {"gather-plan --batch - --translate 1,x", "--translate[1]: not an integer: 'x'"},
+      {"gather-plan --batch - --translate 2176", "--translate[0]: must be in [0, 2176)"},
+      {"gather-plan --batch - --translate 1,", "--translate: trailing comma"},
+      {"gather-plan --batch - --translate ''", "--translate: must list at least one value"},
+      {"gather-plan --batch - --backend cpu", "--backend: must be ref, gpu or diff, got 'cpu'"},
+  }, ReadRunfile(kBatch));
+  ExpectFailures({{"gather-plan --batch -", "--batch: standard input: not valid JSON"}}, "{");
+  ExpectFailures({{"gather-plan --batch -", "requests[0].seq_len: must be >= prefix_len (32), got 16"}},
+                 Batch(R"({"prefix_len":32,"seq_len":16,"pages":[4]})"));
+  ExpectFailures({{"gather-plan --batch -", "requests[0].prefix_len: must be an integer"}},
+                 Batch(R"({"prefix_len":"0","seq_len":16,"pages":[4]})"));
+}
+
+TEST(GatherPlanCmdTest, GpuBackends) {
+  ExpectGpuBackendsMatchReference("gather-plan --json --translate 0,336,400 --batch " + RunfilePath(kBatch));
+}
+
+}  // namespace
+}  // namespace kvshard::cli

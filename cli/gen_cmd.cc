@@ -1,0 +1,63 @@
+// kvshard gen: writes a seeded synthetic trace (docs/trace-format.md) with expect filled by the reference;
+// the same options give a byte-identical trace.
+#include <fstream>
+#include <ostream>
+
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "cli/trace_gen.h"
+#include "core/spec.h"
+
+namespace kvshard::cli {
+namespace {
+
+void DeclareFlags(po::options_description& flags) {
+  flags.add_options()
+      ("seed", NonNegative()->default_value(1), "PRNG seed")
+      ("records", NonNegative()->default_value(1000), "records after the header")
+      ("shard-size", Int(1, kMaxShardSize)->default_value(4), "N, ranks of the allocator and the gather plans")
+      ("page-size", Int(1, kMaxPageSize)->default_value(16), "ps, tokens per physical page")
+      ("pages-per-rank", Positive()->default_value(64), "allocatable pages per rank (excluding the trash page)")
+      ("need-sort", po::bool_switch(), "frees go to release lists (SGLang's need_sort)")
+      ("cp-size", Int(1, kMaxShardSize)->default_value(4), "context-parallel ranks of the split and rerange records")
+      ("batch-size", Int(1, 4096)->default_value(8), "most requests per alloc batch")
+      ("max-len", Int(1, int64_t{1} << 32)->default_value(512), "most tokens of a new request or an extension")
+      ("share-percent", Int(0, 100)->default_value(40), "chance (%) that a request extends a live chain")
+      ("edge-heavy", po::bool_switch(),
+       "lengths at page and CP edges, one-request batches, capacities at and one page under the bound")
+      ("out", po::value<std::string>()->value_name("FILE"), "write the trace here instead of standard output");
+}
+
+Status Run(const Flags& flags, std::ostream& out) {
+  TraceGenOptions o;
+  o.seed = static_cast<uint64_t>(flags.Int("seed"));
+  o.records = flags.Int("records");
+  o.shard_size = flags.Int("shard-size");
+  o.page_size = flags.Int("page-size");
+  o.pages_per_rank = flags.Int("pages-per-rank");
+  o.need_sort = flags.Bool("need-sort");
+  o.cp_size = flags.Int("cp-size");
+  o.batch_size = flags.Int("batch-size");
+  o.max_len = flags.Int("max-len");
+  o.share_percent = flags.Int("share-percent");
+  o.edge_heavy = flags.Bool("edge-heavy");
+  KVSHARD_RETURN_IF_ERROR(ValidateTraceGenOptions(o));
+  if (!flags.Has("out")) return GenerateTrace(o, out);
+  std::ofstream file(flags.String("out"));
+  if (!file) return InvalidArgument("--out: ", flags.String("out"), ": cannot open for writing");
+  KVSHARD_RETURN_IF_ERROR(GenerateTrace(o, file));
+  file.close();
+  if (!file) return InvalidArgument("--out: ", flags.String("out"), ": write failed");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Command GenCommand() {
+  return {"gen", "write a seeded synthetic trace, expect filled by the reference (same seed, same bytes)",
+          "[--seed INT] [--records INT] [--shard-size INT] [--page-size INT] [--cp-size INT] [--batch-size INT] "
+          "[--edge-heavy] [--out FILE]",
+          DeclareFlags, Run};
+}
+
+}  // namespace kvshard::cli

@@ -1,0 +1,349 @@
+// Trace replay on the reference: record shapes, one executor per op, expect and invariant checks.
+#include "cli/replay.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "cli/results.h"
+#include "core/spec.h"
+#include "core/trace_json.h"
+#include "cpu_ref/gather_plan.h"
+#include "cpu_ref/placement.h"
+
+namespace kvshard::cli {
+namespace {
+
+// The JSON shape of a record field, checked before anything runs (a wrong shape is a malformed trace).
+enum class Shape { kInt, kIntList, kBaseList, kObject, kString, kFrees };
+struct FieldShape {
+  const char* key;
+  Shape shape;
+  bool required;
+};
+
+bool IsInt(const Json& v) {
+  return v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX));
+}
+
+bool IsIntList(const Json& v, bool nulls) {
+  return v.is_array() && std::all_of(v.begin(), v.end(), [&](const Json& e) { return IsInt(e) || (nulls && e.is_null()); });
+}
+
+bool IsFreeSpec(const Json& v) {
+  return IsIntList(v, false) || (v.is_object() && v.size() == 1 && v.contains("request") && IsInt(v.at("request")));
+}
+
+const char* ShapeText(Shape s) {
+  switch (s) {
+    case Shape::kInt: return "an integer";
+    case Shape::kIntList: return "an array of integers";
+    case Shape::kBaseList: return "an array of integers or null";
+    case Shape::kObject: return "an object";
+    case Shape::kString: return "a string";
+    case Shape::kFrees: return "an array of slot arrays or {\"request\": K} objects";
+  }
+  return "?";
+}
+
+bool HasShape(const Json& v, Shape s) {
+  switch (s) {
+    case Shape::kInt: return IsInt(v);
+    case Shape::kIntList: return IsIntList(v, false);
+    case Shape::kBaseList: return IsIntList(v, true);
+    case Shape::kObject: return v.is_object();
+    case Shape::kString: return v.is_string();
+    case Shape::kFrees: return v.is_array() && std::all_of(v.begin(), v.end(), IsFreeSpec);
+  }
+  return false;
+}
+
+// Every op's fields. split's are the union over its modes (each mode checks its own required ones).
+const std::map<std::string, std::vector<FieldShape>>& OpShapes() {
+  static const auto* shapes = new std::map<std::string, std::vector<FieldShape>>{
+      {"place", {{"shard_size", Shape::kInt, true}, {"page_size", Shape::kInt, true}, {"rank", Shape::kInt, true},
+                 {"locs", Shape::kIntList, true}}},
+      {"split", {{"mode", Shape::kString, false}, {"cp_size", Shape::kInt, true}, {"cp_rank", Shape::kInt, false},
+                 {"page_size", Shape::kInt, false}, {"extend_lens", Shape::kIntList, false},
+                 {"prefix_lens", Shape::kIntList, false}, {"total_len", Shape::kInt, false}}},
+      {"rerange", {{"cp_size", Shape::kInt, true}, {"page_size", Shape::kInt, true},
+                   {"extend_lens", Shape::kIntList, true}, {"prefix_lens", Shape::kIntList, false}}},
+      {"gather_plan", {{"batch", Shape::kObject, true}, {"translate", Shape::kIntList, false}}},
+      {"alloc", {{"prefix_lens", Shape::kIntList, true}, {"seq_lens", Shape::kIntList, true},
+                 {"rotation_bases", Shape::kBaseList, true}, {"last_locs", Shape::kIntList, true}}},
+      {"free", {{"locs", Shape::kIntList, false}, {"request", Shape::kInt, false}}},
+      {"free_group", {{"frees", Shape::kFrees, true}}},
+  };
+  return *shapes;
+}
+
+// The keys each split mode needs.
+Status CheckSplitMode(const Json& rec) {
+  const std::string mode = rec.contains("mode") ? rec.at("mode").get<std::string>() : "in-seq";
+  std::vector<const char*> keys;
+  if (mode == "in-seq") {
+    keys = {"cp_rank", "page_size", "extend_lens"};
+  } else if (mode == "round-robin") {
+    keys = {"cp_rank", "extend_lens"};
+  } else if (mode == "token-balanced") {
+    keys = {"total_len"};
+  } else {
+    return InvalidArgument("mode: must be in-seq, round-robin or token-balanced, got ", mode);
+  }
+  for (const char* key : keys) {
+    if (!rec.contains(key)) return InvalidArgument(key, ": missing (needed by split mode ", mode, ")");
+  }
+  return Status::Ok();
+}
+
+Status CheckShape(const Json& rec, const std::string& op) {
+  const auto it = OpShapes().find(op);
+  if (it == OpShapes().end()) {
+    return InvalidArgument("op: unknown op \"", op,
+                           "\" (place, split, rerange, gather_plan, alloc, free, free_group)");
+  }
+  std::vector<std::string> keys;
+  for (const FieldShape& f : it->second) keys.push_back(f.key);
+  KVSHARD_RETURN_IF_ERROR(CheckRecordKeys(rec, keys));
+  for (const FieldShape& f : it->second) {
+    if (!rec.contains(f.key)) {
+      if (f.required) return InvalidArgument(f.key, ": missing");
+      continue;
+    }
+    if (!HasShape(rec.at(f.key), f.shape)) return InvalidArgument(f.key, ": must be ", ShapeText(f.shape));
+  }
+  if (op == "free" && rec.contains("locs") == rec.contains("request")) {
+    return InvalidArgument("locs: give locs or request, exactly one");
+  }
+  return op == "split" ? CheckSplitMode(rec) : Status::Ok();
+}
+
+std::vector<int64_t> Ints(const Json& rec, const char* key) {
+  return rec.contains(key) ? rec.at(key).get<std::vector<int64_t>>() : std::vector<int64_t>{};
+}
+
+int64_t Int(const Json& rec, const char* key, int64_t fallback = 0) {
+  return rec.contains(key) ? rec.at(key).get<int64_t>() : fallback;
+}
+
+StatusOr<Json> RunPlace(const Json& rec) {
+  const PlacementSpec spec{.shard_size = Int(rec, "shard_size"), .page_size = Int(rec, "page_size")};
+  KVSHARD_ASSIGN_OR_RETURN(PlacementResult r, ref::PlaceLocs(spec, Int(rec, "rank"), Ints(rec, "locs")));
+  return PlacementJson(r);
+}
+
+StatusOr<Json> RunSplit(const Json& rec) {
+  const std::string mode = rec.contains("mode") ? rec.at("mode").get<std::string>() : "in-seq";
+  const std::vector<int64_t> extend = Ints(rec, "extend_lens");
+  if (mode == "round-robin") return RoundRobinSplitJson(extend, Int(rec, "cp_size"), Int(rec, "cp_rank"));
+  if (mode == "token-balanced") return TokenBalancedSplitJson(Int(rec, "total_len"), Int(rec, "cp_size"));
+  const std::vector<int64_t> prefix =
+      rec.contains("prefix_lens") ? Ints(rec, "prefix_lens") : std::vector<int64_t>(extend.size(), 0);
+  KVSHARD_ASSIGN_OR_RETURN(InSeqSplit s,
+                           BuildInSeqSplit(extend, prefix, Int(rec, "page_size"), Int(rec, "cp_size"), Int(rec, "cp_rank")));
+  return InSeqSplitJson(s);
+}
+
+StatusOr<Json> RunRerange(const Json& rec) {
+  const std::vector<int64_t> extend = Ints(rec, "extend_lens");
+  const std::vector<int64_t> prefix =
+      rec.contains("prefix_lens") ? Ints(rec, "prefix_lens") : std::vector<int64_t>(extend.size(), 0);
+  KVSHARD_ASSIGN_OR_RETURN(Rerange r, BuildRerange(Int(rec, "cp_size"), Int(rec, "page_size"), extend, prefix));
+  return RerangeJson(r);
+}
+
+StatusOr<Json> RunGatherPlan(const Json& rec) {
+  StatusOr<ExtendBatch> batch = ExtendBatchFromJson(rec.at("batch"));
+  if (!batch.ok()) return Status(batch.status().code(), "batch." + batch.status().message());
+  KVSHARD_ASSIGN_OR_RETURN(GatherPlan plan, ref::BuildGatherPlan(*batch));
+  KVSHARD_ASSIGN_OR_RETURN(std::vector<int64_t> rows, ref::Translate(plan, Ints(rec, "translate"), "translate"));
+  return GatherPlanJson(plan, rows, rec.contains("translate"));
+}
+
+}  // namespace
+
+const std::vector<std::string>& TraceHeaderKeys() {
+  static const auto* keys = new std::vector<std::string>{"allocator", "generator"};
+  return *keys;
+}
+
+StatusOr<std::unique_ptr<Replayer>> Replayer::Create(const Json& header) {
+  std::unique_ptr<Replayer> r(new Replayer());
+  if (header.contains("allocator")) {
+    Json script = header.at("allocator");
+    if (!script.is_object()) return InvalidArgument("line 1: allocator: must be an object");
+    for (const auto& [key, value] : script.items()) {
+      if (key == "ops") return InvalidArgument("line 1: allocator.ops: unknown key (records carry the ops)");
+    }
+    if (!script.contains("check_last_loc")) script["check_last_loc"] = true;
+    script["ops"] = Json::array();
+    StatusOr<AllocScript> s = AllocScriptFromJson(script);
+    if (!s.ok()) return InvalidArgument("line 1: allocator.", s.status().message());
+    KVSHARD_ASSIGN_OR_RETURN(ref::PageInterleaveAllocator a,
+                             ref::PageInterleaveAllocator::Create({s->shard_size, s->page_size, s->pages_per_rank,
+                                                                   s->need_sort, s->check_last_loc}));
+    r->holder_.assign(a.num_logical_pages(), -1);
+    r->allocator_.emplace(std::move(a));
+  }
+  return r;
+}
+
+StatusOr<Json> Replayer::Execute(const TraceRecord& record) {
+  const Json& rec = record.json;
+  KVSHARD_RETURN_IF_ERROR(CheckShape(rec, record.op));
+  if (record.op == "place") return RunPlace(rec);
+  if (record.op == "split") return RunSplit(rec);
+  if (record.op == "rerange") return RunRerange(rec);
+  if (record.op == "gather_plan") return RunGatherPlan(rec);
+  if (!allocator_) return InvalidArgument(record.op, ": allocator records need the header's \"allocator\"");
+  if (record.op == "alloc") return RunAlloc(rec);
+  return RunFree(rec, record.op == "free_group");
+}
+
+Json Replayer::AllocatorState(const char* op) const {
+  Json j;
+  j["op"] = op;
+  j["class_free_page_counts"] = allocator_->class_free_page_counts();
+  j["available_size"] = allocator_->available_size();
+  j["aggregate_free_size"] = allocator_->aggregate_free_size();
+  return j;
+}
+
+StatusOr<Json> Replayer::RunAlloc(const Json& rec) {
+  KVSHARD_ASSIGN_OR_RETURN(AllocBatch batch, AllocBatchFromJson(rec, "", allocator_->config().shard_size));
+  ref::ExtendPages out;
+  KVSHARD_ASSIGN_OR_RETURN(bool ok, allocator_->AllocExtend(batch, &out));
+  AllocOpResult result;
+  result.ok = ok;
+  for (size_t i = 0; i < batch.seq_lens.size(); ++i) {
+    const int64_t request = static_cast<int64_t>(held_.size());
+    held_.emplace_back();
+    if (!ok) continue;
+    std::vector<int64_t> pages(out.pages.begin() + out.offsets[i], out.pages.begin() + out.offsets[i + 1]);
+    for (int64_t p : pages) {
+      if (holder_[p] != -1) return Mismatch("invariant: page ", p, " handed out while request ", holder_[p], " holds it");
+      holder_[p] = request;
+      ++held_pages_;
+    }
+    held_.back() = pages;
+    result.pages.push_back(std::move(pages));
+  }
+  if (ok) result.rotation_bases = out.rotation_bases;
+  result.class_free_page_counts = allocator_->class_free_page_counts();
+  result.available_size = allocator_->available_size();
+  result.aggregate_free_size = allocator_->aggregate_free_size();
+  Json j = AllocOpResultToJson(result);
+  if (ok) {  // every request's owners run cyclically from its resolved base
+    const int64_t n = allocator_->config().shard_size, ps = allocator_->config().page_size;
+    for (size_t i = 0; i < result.pages.size(); ++i) {
+      const int64_t start = out.rotation_bases[i] + batch.prefix_lens[i] / ps;
+      for (size_t k = 0; k < result.pages[i].size(); ++k) {
+        if (result.pages[i][k] % n != (start + static_cast<int64_t>(k)) % n) {
+          return Mismatch("invariant: pages[", i, "][", k, "]: page ", result.pages[i][k],
+                          " breaks the cyclic owners of base ", out.rotation_bases[i]);
+        }
+      }
+    }
+  }
+  return j;
+}
+
+StatusOr<std::vector<int64_t>> Replayer::FreeLocs(const Json& spec, const std::string& where) const {
+  if (spec.is_array()) return spec.get<std::vector<int64_t>>();
+  const int64_t k = spec.at("request").get<int64_t>();
+  if (k < 0 || k >= static_cast<int64_t>(held_.size())) {
+    return InvalidArgument(where, "request: no alloc request ", k, " (the trace has made ", held_.size(), ")");
+  }
+  std::vector<int64_t> locs;
+  for (int64_t p : held_[k]) {
+    if (holder_[p] == k) locs.push_back(p * allocator_->config().page_size);
+  }
+  if (locs.empty()) {
+    return InvalidArgument(where, "request: alloc request ", k, " holds no pages (freed already, or its alloc deferred)");
+  }
+  return locs;
+}
+
+void Replayer::Release(const std::vector<int64_t>& locs) {
+  for (int64_t loc : locs) {
+    int64_t& h = holder_[loc / allocator_->config().page_size];
+    if (h != -1) --held_pages_, h = -1;
+  }
+}
+
+StatusOr<Json> Replayer::RunFree(const Json& rec, bool group) {
+  if (!group) {
+    KVSHARD_ASSIGN_OR_RETURN(std::vector<int64_t> locs,
+                             FreeLocs(rec.contains("locs") ? rec.at("locs") : Json{{"request", rec.at("request")}}, ""));
+    KVSHARD_RETURN_IF_ERROR(allocator_->Free(locs));
+    Release(locs);
+    return AllocatorState("free");
+  }
+  std::vector<std::vector<int64_t>> frees;
+  const Json& specs = rec.at("frees");
+  for (size_t f = 0; f < specs.size(); ++f) {
+    KVSHARD_ASSIGN_OR_RETURN(std::vector<int64_t> locs, FreeLocs(specs[f], StrCat("frees[", f, "].")));
+    frees.push_back(std::move(locs));
+  }
+  KVSHARD_RETURN_IF_ERROR(allocator_->FreeGroup(frees));
+  for (const auto& locs : frees) Release(locs);
+  return AllocatorState("free_group");
+}
+
+Status Replayer::CheckAllocatorInvariants(const Json& rec, const Json& result) const {
+  (void)rec;
+  const auto& c = allocator_->config();
+  const std::vector<int64_t> counts = allocator_->class_free_page_counts();
+  int64_t free_pages = 0;
+  for (int64_t x : counts) free_pages += x;
+  if (free_pages + held_pages_ != c.shard_size * c.pages_per_rank) {
+    return Mismatch("invariant: ", free_pages, " free + ", held_pages_, " handed-out pages != the pool's ",
+                    c.shard_size * c.pages_per_rank);
+  }
+  const int64_t floor = c.shard_size * c.page_size * *std::min_element(counts.begin(), counts.end());
+  if (allocator_->available_size() != floor || floor > allocator_->aggregate_free_size() ||
+      allocator_->aggregate_free_size() != c.page_size * free_pages) {
+    return Mismatch("invariant: available_size ", allocator_->available_size(), " / aggregate_free_size ",
+                    allocator_->aggregate_free_size(), " disagree with the class counts ", ShortJson(result));
+  }
+  return Status::Ok();
+}
+
+Status Replayer::Replay(const TraceRecord& record) {
+  ++summary_.records;
+  const Json* expect = record.json.contains("expect") ? &record.json.at("expect") : nullptr;
+  const bool expect_error = expect && expect->contains("error");
+  if (expect_error && (!expect->at("error").is_string() || expect->size() != 1)) {
+    return AtLine(record.line, InvalidArgument("expect.error: must be the only key, a string"));
+  }
+  StatusOr<Json> got = Execute(record);
+  const std::string where = StrCat("line ", record.line, ": ", record.op, ": ");
+  if (!got.ok()) {
+    if (got.status().code() == StatusCode::kMismatch) return Mismatch(where, got.status().message());
+    Status shape = CheckShape(record.json, record.op);
+    if (!shape.ok() || (!expect_error && !expect)) return AtLine(record.line, got.status());
+    if (!expect_error) return Mismatch(where, "error: expected success, got \"", got.status().message(), "\"");
+    const std::string want = expect->at("error").get<std::string>();
+    ++summary_.fields;
+    if (got.status().message().find(want) == std::string::npos) {
+      return Mismatch(where, "error: expected a message containing \"", want, "\", got \"", got.status().message(),
+                      "\"");
+    }
+    return Status::Ok();
+  }
+  if (expect_error) {
+    return Mismatch(where, "error: expected an error containing \"", expect->at("error").get<std::string>(),
+                    "\", got success");
+  }
+  if (expect) {
+    if (auto m = MatchExpect(*expect, *got, &summary_.fields)) {
+      return Mismatch(where, m->path, ": expected ", m->expected, ", got ", m->got);
+    }
+  }
+  if (allocator_ && (record.op == "alloc" || record.op == "free" || record.op == "free_group")) {
+    if (Status s = CheckAllocatorInvariants(record.json, *got); !s.ok()) return Mismatch(where, s.message());
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvshard::cli

@@ -1,0 +1,66 @@
+// Replays a trace (docs/trace-format.md) through the reference model: runs every record, checks its expect
+// against what the matching command prints with --json, and checks the allocator's invariants after each.
+#ifndef KVSHARD_CLI_REPLAY_H_
+#define KVSHARD_CLI_REPLAY_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "core/status.h"
+#include "core/trace.h"
+#include "cpu_ref/allocator.h"
+
+namespace kvshard::cli {
+
+// What a replay checked so far.
+struct ReplaySummary {
+  int64_t records = 0;
+  int64_t fields = 0;      // scalars compared against expect
+  int64_t mismatches = 0;
+  std::string first_mismatch;  // "line N: <op>: <field>: expected X, got Y"
+};
+
+// The header keys a trace may carry.
+const std::vector<std::string>& TraceHeaderKeys();
+
+// The reference state of one trace (the header's allocator and the pages each alloc request holds).
+class Replayer {
+ public:
+  // Builds the state the header describes; errors name the header field ("line 1: allocator.page_size: ...").
+  static StatusOr<std::unique_ptr<Replayer>> Create(const Json& header);
+
+  // The --json result of one record (for allocator records, its `alloc --json` results entry). A malformed
+  // record is InvalidArgument "<field>: <what>"; a record the model rejects returns its error (state unchanged).
+  StatusOr<Json> Execute(const TraceRecord& record);
+
+  // Runs one record and checks its expect and the invariants: OK, a Mismatch "line N: <op>: <field>: expected
+  // X, got Y", or InvalidArgument "line N: <field>: <what>" for a malformed record (or one rejected without an
+  // expect saying so).
+  Status Replay(const TraceRecord& record);
+
+  // Counts so far.
+  ReplaySummary& summary() { return summary_; }
+
+ private:
+  Replayer() = default;
+  StatusOr<Json> RunAlloc(const Json& rec);
+  StatusOr<Json> RunFree(const Json& rec, bool group);
+  StatusOr<std::vector<int64_t>> FreeLocs(const Json& spec, const std::string& where) const;
+  Status CheckAllocatorInvariants(const Json& rec, const Json& result) const;
+  Json AllocatorState(const char* op) const;
+  void Release(const std::vector<int64_t>& locs);
+
+  std::optional<ref::PageInterleaveAllocator> allocator_;
+  std::vector<int64_t> holder_;                  // per logical page: the alloc request holding it, or -1
+  std::vector<std::vector<int64_t>> held_;       // per alloc request: the pages it was handed
+  int64_t held_pages_ = 0;
+  ReplaySummary summary_;
+};
+
+}  // namespace kvshard::cli
+
+#endif  // KVSHARD_CLI_REPLAY_H_

@@ -1,0 +1,71 @@
+// kvshard replay: runs a trace (docs/trace-format.md) through the reference model and reports the first
+// decision that differs from it, by line and field (exit 1), or a malformed line (exit 2).
+#include <ostream>
+
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "cli/replay.h"
+#include "core/trace.h"
+
+namespace kvshard::cli {
+namespace {
+
+void DeclareFlags(po::options_description& flags) {
+  flags.add_options()
+      ("trace", File(), "the trace (JSON Lines; also given without the flag); - reads standard input")
+      ("keep-going", po::bool_switch(), "report every mismatch (one line each on stdout), not only the first")
+      ("json", po::bool_switch(), "print a JSON summary: records, fields_checked, mismatches, first_mismatch");
+}
+
+void PrintSummary(const ReplaySummary& s, bool json, std::ostream& out) {
+  if (json) {
+    Json j;
+    j["records"] = s.records;
+    j["fields_checked"] = s.fields;
+    j["mismatches"] = s.mismatches;
+    j["first_mismatch"] = s.first_mismatch.empty() ? Json(nullptr) : Json(s.first_mismatch);
+    PrintJson(j, out);
+  } else {
+    out << "replayed " << s.records << " records, " << s.fields << " fields checked, " << s.mismatches
+        << " mismatches\n";
+  }
+}
+
+Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
+  TraceReader reader(&in);
+  KVSHARD_ASSIGN_OR_RETURN(Json header, reader.ReadHeader(TraceHeaderKeys()));
+  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<Replayer> replayer, Replayer::Create(header));
+  ReplaySummary& s = replayer->summary();
+  TraceRecord record;
+  while (true) {
+    KVSHARD_ASSIGN_OR_RETURN(bool more, reader.Next(&record));
+    if (!more) break;
+    Status status = replayer->Replay(record);
+    if (status.ok()) continue;
+    if (status.code() != StatusCode::kMismatch) return status;
+    if (s.mismatches++ == 0) s.first_mismatch = status.message();
+    if (!flags.Bool("keep-going")) {
+      if (flags.Bool("json")) PrintSummary(s, true, out);
+      return status;
+    }
+    out << "mismatch: " << status.message() << "\n";
+  }
+  PrintSummary(s, flags.Bool("json"), out);
+  if (s.mismatches > 0) return Mismatch(s.mismatches, " mismatches in ", s.records, " records; first: ", s.first_mismatch);
+  return Status::Ok();
+}
+
+Status Run(const Flags& flags, std::ostream& out) {
+  return flags.WithInput("trace", [&](std::istream& in) { return Replay(in, flags, out); });
+}
+
+}  // namespace
+
+Command ReplayCommand() {
+  Command c{"replay", "replay a recorded trace through the reference and report the first decision that differs",
+            "FILE|- [--keep-going] [--json]", DeclareFlags, Run};
+  c.positional = "trace";
+  return c;
+}
+
+}  // namespace kvshard::cli

@@ -1,0 +1,81 @@
+// The commands' --json results from typed inputs, computed by the reference model.
+#include "cli/results.h"
+
+#include <utility>
+
+#include "core/cp_plan_json.h"
+#include "core/trace_json.h"
+#include "cpu_ref/cp_split.h"
+
+namespace kvshard::cli {
+
+Json PlacementJson(const PlacementResult& r) {
+  Json j;
+  j["owner"] = r.owner;
+  j["local_index"] = r.local_index;
+  j["local_mask"] = r.local_mask;
+  j["filter_local"] = r.filter_local;
+  return j;
+}
+
+StatusOr<InSeqSplit> BuildInSeqSplit(const std::vector<int64_t>& extend_lens, const std::vector<int64_t>& prefix_lens,
+                                     int64_t page_size, int64_t cp_size, int64_t cp_rank) {
+  InSeqSplit s;
+  KVSHARD_ASSIGN_OR_RETURN(s.plan,
+                           ref::BuildBatchPageAlignedInSeqSplitPlan(extend_lens, prefix_lens, page_size, cp_size, cp_rank));
+  KVSHARD_ASSIGN_OR_RETURN(s.metadata, ref::BuildBatchMetadataFromPlan(s.plan));
+  return s;
+}
+
+Json InSeqSplitJson(const InSeqSplit& split) {
+  Json j = ToJson(split.plan);
+  j["nsa_cp_metadata"] = ToJson(split.metadata);
+  return j;
+}
+
+StatusOr<Json> RoundRobinSplitJson(const std::vector<int64_t>& extend_lens, int64_t cp_size, int64_t cp_rank) {
+  KVSHARD_ASSIGN_OR_RETURN(ref::RoundRobinQSeqs r, ref::RoundRobinSplitQSeqs(extend_lens, cp_size, cp_rank));
+  Json j;
+  j["q_lens"] = r.q_lens;
+  j["bs_idx"] = r.bs_idx;
+  return j;
+}
+
+StatusOr<Json> TokenBalancedSplitJson(int64_t total_len, int64_t cp_size) {
+  KVSHARD_ASSIGN_OR_RETURN(Int64List s, ref::BuildTokenBalancedInSeqSplitList(total_len, cp_size));
+  Json j;
+  j["split_list"] = s;
+  return j;
+}
+
+StatusOr<Rerange> BuildRerange(int64_t cp_size, int64_t page_size, const std::vector<int64_t>& extend_lens,
+                               const std::vector<int64_t>& prefix_lens) {
+  KVSHARD_ASSIGN_OR_RETURN(InSeqSplit s, BuildInSeqSplit(extend_lens, prefix_lens, page_size, cp_size, 0));
+  Rerange r;
+  r.max_rank_token = s.metadata.max_rank_token();
+  r.per_rank_actual_token = s.metadata.per_rank_actual_token;
+  r.per_rank_tokens = BuildRerangeTables(s.plan.request_split_lists, cp_size).per_rank_tokens;
+  KVSHARD_ASSIGN_OR_RETURN(r.copies, ref::BatchRerangeCopies(s.plan.request_split_lists, cp_size, r.max_rank_token));
+  KVSHARD_ASSIGN_OR_RETURN(r.source_rows,
+                           ref::BatchRerangeSourceRows(s.plan.request_split_lists, cp_size, r.max_rank_token));
+  r.plan = std::move(s.plan);
+  return r;
+}
+
+Json RerangeJson(const Rerange& r) {
+  Json j;
+  j["max_rank_token"] = r.max_rank_token;
+  j["per_rank_tokens"] = r.per_rank_tokens;
+  j["source_rows"] = r.source_rows;
+  j["compute_padding_enabled"] = r.plan.compute_padding_enabled;
+  j["per_rank_actual_token"] = r.per_rank_actual_token;
+  return j;
+}
+
+Json GatherPlanJson(const GatherPlan& plan, const std::vector<int64_t>& rows, bool with_rows) {
+  Json j = GatherPlanToJson(plan);
+  if (with_rows) j["scratch_rows"] = rows;
+  return j;
+}
+
+}  // namespace kvshard::cli

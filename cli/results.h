@@ -1,0 +1,55 @@
+// The reference result of each command as the JSON its --json prints, from typed inputs. Shared by the
+// commands and `kvshard replay`, so a trace's expect is checked against exactly what a command prints.
+#ifndef KVSHARD_CLI_RESULTS_H_
+#define KVSHARD_CLI_RESULTS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "core/cp_plan.h"
+#include "core/gather_plan.h"
+#include "core/json.h"
+#include "core/placement.h"
+#include "core/spec.h"
+#include "core/status.h"
+#include "cpu_ref/cp_data.h"
+
+namespace kvshard::cli {
+
+// `place --json`: owner, local_index, local_mask, filter_local.
+Json PlacementJson(const PlacementResult& result);
+
+// The in-seq batch plan of one rank and its metadata; errors are the model's (SGLang's fail-fast tags).
+struct InSeqSplit {
+  CPSharedKVBatchPlan plan;
+  NSAContextParallelMetadata metadata;
+};
+StatusOr<InSeqSplit> BuildInSeqSplit(const std::vector<int64_t>& extend_lens, const std::vector<int64_t>& prefix_lens,
+                                     int64_t page_size, int64_t cp_size, int64_t cp_rank);
+// `split --json` (in-seq): every CPSharedKVBatchPlan field plus nsa_cp_metadata.
+Json InSeqSplitJson(const InSeqSplit& split);
+// `split --mode round-robin --json`: q_lens and bs_idx.
+StatusOr<Json> RoundRobinSplitJson(const std::vector<int64_t>& extend_lens, int64_t cp_size, int64_t cp_rank);
+// `split --mode token-balanced --json`: split_list.
+StatusOr<Json> TokenBalancedSplitJson(int64_t total_len, int64_t cp_size);
+
+// The batch rerange after the padded all-gather (rank 0's plan: the layout is the same on every rank).
+struct Rerange {
+  CPSharedKVBatchPlan plan;
+  int64_t max_rank_token = 0;
+  std::vector<int64_t> per_rank_tokens;        // valid rows per rank
+  std::vector<int64_t> per_rank_actual_token;  // communication rows per rank
+  std::vector<int64_t> source_rows;            // output row k <- gathered row source_rows[k]
+  std::vector<ref::RowCopy> copies;            // the same as contiguous copies
+};
+StatusOr<Rerange> BuildRerange(int64_t cp_size, int64_t page_size, const std::vector<int64_t>& extend_lens,
+                               const std::vector<int64_t>& prefix_lens);
+// `rerange --json`: max_rank_token, per_rank_tokens, source_rows, compute_padding_enabled, per_rank_actual_token.
+Json RerangeJson(const Rerange& rerange);
+
+// `gather-plan --json`: the plan and, when `with_rows`, scratch_rows (translate of `locs`).
+Json GatherPlanJson(const GatherPlan& plan, const std::vector<int64_t>& rows, bool with_rows);
+
+}  // namespace kvshard::cli
+
+#endif  // KVSHARD_CLI_RESULTS_H_

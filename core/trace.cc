@@ -1,0 +1,123 @@
+// The trace reader and the expect matcher.
+#include "core/trace.h"
+
+#include <algorithm>
+#include <istream>
+#include <utility>
+
+namespace kvshard {
+
+Status AtLine(int64_t line, const Status& status) {
+  if (status.ok()) return status;
+  return Status(status.code(), StrCat("line ", line, ": ", status.message()));
+}
+
+namespace {
+
+// Parses one non-empty line as a JSON object.
+StatusOr<Json> ParseLine(const std::string& text) {
+  if (text.empty()) return InvalidArgument("record: empty line");
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("record: not valid JSON");
+  if (!j.is_object()) return InvalidArgument("record: must be a JSON object");
+  return j;
+}
+
+bool Allowed(const std::vector<std::string>& allowed, const std::string& key) {
+  return std::find(allowed.begin(), allowed.end(), key) != allowed.end();
+}
+
+}  // namespace
+
+StatusOr<Json> TraceReader::ReadHeader(const std::vector<std::string>& allowed_keys) {
+  if (!std::getline(*in_, text_)) return InvalidArgument("line 1: kvshard_trace: the trace is empty (no header)");
+  line_ = 1;
+  StatusOr<Json> j = ParseLine(text_);
+  if (!j.ok()) return AtLine(line_, j.status());
+  if (!j->contains("kvshard_trace")) {
+    return InvalidArgument("line 1: kvshard_trace: missing (the first line must be the trace header)");
+  }
+  const Json& v = j->at("kvshard_trace");
+  if (!v.is_number_integer() || v.get<int64_t>() != kTraceVersion) {
+    return InvalidArgument("line 1: kvshard_trace: this build reads version ", kTraceVersion, ", got ", ShortJson(v));
+  }
+  for (const auto& [key, value] : j->items()) {
+    if (key != "kvshard_trace" && !Allowed(allowed_keys, key)) {
+      return InvalidArgument("line 1: ", key, ": unknown header key");
+    }
+  }
+  return j;
+}
+
+StatusOr<bool> TraceReader::Next(TraceRecord* record) {
+  if (!std::getline(*in_, text_)) return false;
+  ++line_;
+  record->line = line_;
+  StatusOr<Json> j = ParseLine(text_);
+  if (!j.ok()) return AtLine(line_, j.status());
+  record->json = std::move(j).value();
+  const Json& op = record->json.contains("op") ? record->json.at("op") : Json();
+  if (!op.is_string()) return AtLine(line_, InvalidArgument("op: missing or not a string"));
+  record->op = op.get<std::string>();
+  if (record->json.contains("expect") && !record->json.at("expect").is_object()) {
+    return AtLine(line_, InvalidArgument("expect: must be an object"));
+  }
+  return true;
+}
+
+Status CheckRecordKeys(const Json& record, const std::vector<std::string>& allowed) {
+  for (const auto& [key, value] : record.items()) {
+    if (key != "op" && key != "expect" && !Allowed(allowed, key)) {
+      return InvalidArgument(key, ": unknown key for op \"", record.at("op").get<std::string>(), "\"");
+    }
+  }
+  return Status::Ok();
+}
+
+std::string ShortJson(const Json& value, size_t max_chars) {
+  std::string s = value.dump();
+  if (s.size() > max_chars) s = s.substr(0, max_chars) + "...";
+  return s;
+}
+
+namespace {
+
+void Match(const Json& expect, const Json& got, std::string& path, int64_t* fields,
+           std::optional<ExpectMismatch>* out) {
+  if (expect.is_object() && got.is_object()) {
+    for (const auto& [key, value] : expect.items()) {
+      const size_t keep = path.size();
+      path += (path.empty() ? "" : ".") + key;
+      if (!got.contains(key)) {
+        *out = ExpectMismatch{path, ShortJson(value), "(absent)"};
+      } else {
+        Match(value, got.at(key), path, fields, out);
+      }
+      path.resize(keep);
+      if (*out) return;
+    }
+    return;
+  }
+  if (expect.is_array() && got.is_array() && expect.size() == got.size()) {
+    for (size_t i = 0; i < expect.size() && !*out; ++i) {
+      const size_t keep = path.size();
+      path += "[" + std::to_string(i) + "]";
+      Match(expect[i], got[i], path, fields, out);
+      path.resize(keep);
+    }
+    return;
+  }
+  ++*fields;
+  if (expect != got) *out = ExpectMismatch{path, ShortJson(expect), ShortJson(got)};
+}
+
+}  // namespace
+
+std::optional<ExpectMismatch> MatchExpect(const Json& expect, const Json& got, int64_t* fields) {
+  std::optional<ExpectMismatch> out;
+  std::string path;
+  Match(expect, got, path, fields, &out);
+  return out;
+}
+
+}  // namespace kvshard

@@ -1,0 +1,64 @@
+// Traces (docs/trace-format.md, version 1): JSON Lines whose first line is a header and every later line a
+// record {"op", inputs, "expect"}. A streaming reader with line numbers, and the expect-subset matcher.
+#ifndef KVSHARD_CORE_TRACE_H_
+#define KVSHARD_CORE_TRACE_H_
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "core/status.h"
+
+namespace kvshard {
+
+// The trace format version this build reads and writes.
+inline constexpr int64_t kTraceVersion = 1;
+
+// One record line: its 1-based line number and its JSON object.
+struct TraceRecord {
+  int64_t line = 0;
+  std::string op;
+  Json json;
+};
+
+// Reads a trace line by line (memory flat in trace length). Errors are "line N: <field>: <what>".
+class TraceReader {
+ public:
+  // `in` must outlive the reader.
+  explicit TraceReader(std::istream* in) : in_(in) {}
+  // Reads line 1: an object with "kvshard_trace": 1 and only the keys in `allowed_keys`.
+  StatusOr<Json> ReadHeader(const std::vector<std::string>& allowed_keys);
+  // Reads the next record into *record; false at the end of the trace.
+  StatusOr<bool> Next(TraceRecord* record);
+
+ private:
+  std::istream* in_;
+  int64_t line_ = 0;
+  std::string text_;
+};
+
+// Prefixes a status message with "line N: ".
+Status AtLine(int64_t line, const Status& status);
+
+// Rejects keys of `record` outside `allowed` (plus "op" and "expect"), naming the first one.
+Status CheckRecordKeys(const Json& record, const std::vector<std::string>& allowed);
+
+// The first place where `got` does not match `expect`: objects match when every key of expect is in got and
+// matches; arrays when lengths match and elements match; {} matches any object; scalars match exactly.
+struct ExpectMismatch {
+  std::string path;  // "pages[0][3]", "ranks[1].send_rows"; empty for the whole value
+  std::string expected;
+  std::string got;
+};
+// Returns the first mismatch, or nullopt; adds the number of scalars compared to *fields.
+std::optional<ExpectMismatch> MatchExpect(const Json& expect, const Json& got, int64_t* fields);
+
+// A JSON value in one line, cut to `max_chars` with "..." (for mismatch lines).
+std::string ShortJson(const Json& value, size_t max_chars = 120);
+
+}  // namespace kvshard
+
+#endif  // KVSHARD_CORE_TRACE_H_

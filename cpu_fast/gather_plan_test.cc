@@ -1,0 +1,128 @@
+// The fast planner's own paths against the reference on literal batches: whole bitmap words of consecutive runs
+// (closed form when N divides 64), shared heads, scattered cyclic runs, and the fused validation's error order.
+#include "cpu_fast/gather_plan.h"
+
+#include <functional>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "cpu_ref/gather_plan.h"
+
+namespace kvshard::fast {
+namespace {
+
+using V = std::vector<int64_t>;
+
+// The spec §3 batch: N=4, ps=16, a base-2 chain with a 7-page prefix.
+ExtendBatch SpecBatch() {
+  return {4, 16, 33, 4096, 512, {{112, 251, {22, 23, 20, 21, 26, 27, 24, 25, 30, 31, 28, 29, 34, 35, 32, 33}}}};
+}
+
+// The spec chain, a consecutive prefix run and a request sharing that run's head, each with fresh chunk pages.
+ExtendBatch ThreeRequestBatch() {
+  ExtendBatch b = SpecBatch();
+  b.requests.push_back({128, 140, {40, 41, 42, 43, 44, 45, 46, 47, 48}});
+  b.requests.push_back({64, 65, {40, 41, 42, 43, 49}});
+  return b;
+}
+
+TEST(FastGatherPlanTest, SpecWorkedExampleEqualsReference) {
+  const GatherPlan got = BuildGatherPlan(SpecBatch()).value();
+  EXPECT_EQ(got, ref::BuildGatherPlan(SpecBatch()).value());
+  EXPECT_EQ(got.ranks[1].send_local_pages, (V{5, 0}));
+  EXPECT_EQ(Translate(got, {21 * 16 + 3, 4 * 34 * 16 - 1}).value(),
+            ref::Translate(got, {21 * 16 + 3, 4 * 34 * 16 - 1}).value());
+}
+
+// Consecutive prefix runs filling whole bitmap words, runs that share heads, scattered cyclic runs and chunk
+// pages inside prefix words, for N that divides 64 and N that does not; each build reuses the planner's state.
+TEST(FastGatherPlanTest, DenseAndScatteredRunsEqualReference) {
+  for (int64_t n : {1, 2, 3, 8, 64}) {
+    const int64_t ps = 4, ppr = 20000 / n + 100, reqs = 12;
+    ExtendBatch b{n, ps, ppr, 0, 0, {}};
+    int64_t next = n, block = 0, chunks = 0;  // next free logical page for consecutive runs
+    for (int64_t i = 0; i < reqs; ++i) {
+      const int64_t k = 50 + 37 * i % 150;
+      ExtendRequest r{k * ps, 0, {}};
+      if (i % 4 == 3) {  // the previous request's head
+        r.pages.assign(b.requests[i - 1].pages.begin(),
+                       b.requests[i - 1].pages.begin() + std::min<int64_t>(k, b.requests[i - 1].prefix_len / ps));
+        r.prefix_len = static_cast<int64_t>(r.pages.size()) * ps;
+      } else if (i % 4 == 2) {  // cyclic, not consecutive: every owner's local page strides by 3
+        const int64_t base = next + (n - next % n);
+        for (int64_t j = 0; j < k; ++j) r.pages.push_back(base + (j / n) * 3 * n + j % n);
+        next = r.pages.back() + 1;
+      } else {
+        for (int64_t j = 0; j < k; ++j) r.pages.push_back(next + j);
+        next += k;
+      }
+      r.pages.push_back(next++);  // a chunk page inside the run's last word, one further on
+      r.pages.push_back(next + 5);
+      next += 6;
+      r.seq_len = static_cast<int64_t>(r.pages.size()) * ps - 1;
+      block += (r.prefix_len / ps + n - 1) / n;
+      chunks += static_cast<int64_t>(r.pages.size()) - r.prefix_len / ps;
+      b.requests.push_back(r);
+    }
+    ASSERT_LT(next, n * ppr);
+    b.max_prefix_tokens = n * block * ps;
+    b.chunk_tokens = chunks * ps;
+    const GatherPlan want = ref::BuildGatherPlan(b).value();
+    GatherPlanner planner;
+    GatherPlan p;
+    for (int round = 0; round < 2; ++round) {
+      ASSERT_TRUE(planner.Build(b, &p).ok()) << "n=" << n;
+      EXPECT_EQ(p, want) << "n=" << n;
+    }
+  }
+}
+
+// Every pair of 12 faults (structural, semantic, capacity) on any of 3 requests gives the reference's result
+// and error, and the planner stays reusable afterwards.
+TEST(FastGatherPlanTest, FusedValidationGivesTheReferenceError) {
+  using Fault = std::function<void(ExtendBatch&, size_t)>;
+  const int64_t kMin = std::numeric_limits<int64_t>::min();
+  const std::vector<Fault> faults = {
+      [](ExtendBatch& b, size_t i) { b.requests[i].prefix_len = -16; },
+      [](ExtendBatch& b, size_t i) { b.requests[i].seq_len = b.requests[i].prefix_len - 1; },
+      [](ExtendBatch& b, size_t i) { b.requests[i].pages.pop_back(); },
+      [](ExtendBatch& b, size_t i) { b.requests[i].pages[1] = 500; },    // prefix page too high
+      [=](ExtendBatch& b, size_t i) { b.requests[i].pages[1] = kMin; },  // prefix page far too low
+      [](ExtendBatch& b, size_t i) { b.requests[i].pages.back() = 3; },  // reserved chunk page
+      [](ExtendBatch& b, size_t i) {                                     // a consecutive run past the pool's end
+        for (int64_t k = 0; k < b.requests[i].prefix_len / 16; ++k) b.requests[i].pages[k] = 128 + k;
+      },
+      [](ExtendBatch& b, size_t i) { b.requests[i].prefix_len += 4; },                               // misaligned
+      [](ExtendBatch& b, size_t i) { std::swap(b.requests[i].pages[0], b.requests[i].pages[1]); },  // not cyclic
+      [](ExtendBatch& b, size_t i) { b.requests[i].pages.back() = b.requests[i].pages[0]; },        // not fresh
+      [](ExtendBatch& b, size_t) { b.max_prefix_tokens = 64; },
+      [](ExtendBatch& b, size_t) { b.chunk_tokens = 16; },
+  };
+  GatherPlanner planner;
+  GatherPlan p;
+  const GatherPlan good = ref::BuildGatherPlan(ThreeRequestBatch()).value();
+  for (size_t f = 0; f < faults.size(); ++f) {
+    for (size_t g = 0; g < faults.size(); ++g) {
+      for (size_t i = 0; i < 3; ++i) {
+        for (size_t j = 0; j < 3; ++j) {
+          ExtendBatch b = ThreeRequestBatch();
+          faults[f](b, i);
+          faults[g](b, j);
+          const Status got = planner.Build(b, &p);
+          const StatusOr<GatherPlan> want = ref::BuildGatherPlan(b);
+          EXPECT_EQ(got.code(), want.status().code()) << f << " " << g << " " << i << " " << j;
+          EXPECT_EQ(got.message(), want.status().message()) << f << " " << g << " " << i << " " << j;
+          if (want.ok()) {  // two faults that cancel (a swap swapped back)
+            EXPECT_EQ(p, *want);
+          }
+          ASSERT_TRUE(planner.Build(ThreeRequestBatch(), &p).ok());
+          EXPECT_EQ(p, good);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvshard::fast
