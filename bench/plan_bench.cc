@@ -20,7 +20,7 @@ Status BenchPlan(BenchContext& c) {
   ExtendBatch b;
   b.shard_size = n;
   b.page_size = ps;
-  b.pool_pages_per_rank = reqs * (k_pages + 1) / n + 16;
+  b.pages_per_rank = reqs * (k_pages + 1) / n + 15;
   std::vector<int64_t> next_local(n, 1);
   std::mt19937_64 rng(5);
   int64_t block_pages = 0;

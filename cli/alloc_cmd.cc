@@ -4,7 +4,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
-#include "core/trace_json.h"
+#include "core/pool_json.h"
 #include "cpu_ref/allocator.h"
 
 namespace kvshard::cli {

@@ -73,7 +73,7 @@ check top_help_lists 0 'gather-plan' "$KV" --help
 
 # Malformed inputs: exit 2, one line naming the field.
 batch() {  # file, request-json
-  printf '{"shard_size":4,"page_size":16,"pool_pages_per_rank":33,"max_prefix_tokens":%s,"chunk_tokens":%s,"requests":[%s]}' "$2" "$3" "$4" > "$T/$1"
+  printf '{"shard_size":4,"page_size":16,"pages_per_rank":32,"max_prefix_tokens":%s,"chunk_tokens":%s,"requests":[%s]}' "$2" "$3" "$4" > "$T/$1"
 }
 CH='22,23,20,21,26,27,24,25,30,31,28,29,34,35,32,33'
 batch cyc.json 4096 512 "{\"prefix_len\":112,\"seq_len\":251,\"pages\":[23,22,20,21,26,27,24,25,30,31,28,29,34,35,32,33]}"
@@ -96,6 +96,8 @@ batch type.json 4096 512 "{\"prefix_len\":\"0\",\"seq_len\":16,\"pages\":[4]}"
 check plan_type 2 'kvshard: error: requests[0].prefix_len: must be an integer' "$KV" gather-plan --batch "$T/type.json"
 printf '{"shard_size":4}' > "$T/missing.json"
 check plan_missing 2 'kvshard: error: page_size: missing' "$KV" gather-plan --batch "$T/missing.json"
+sed 's/"pages_per_rank":32/"pool_pages_per_rank":33/' "$T/type.json" > "$T/renamed.json"
+check plan_renamed_key 2 'kvshard: error: pool_pages_per_rank: renamed to pages_per_rank, which excludes the trash page (pages_per_rank = pool_pages_per_rank - 1)' "$KV" gather-plan --batch "$T/renamed.json"
 printf '{"shard_size":' > "$T/broken.json"
 check plan_not_json 2 'kvshard: error: --batch:' "$KV" gather-plan --batch "$T/broken.json"
 check plan_no_file 2 'kvshard: error: --batch:' "$KV" gather-plan --batch "$T/does_not_exist.json"

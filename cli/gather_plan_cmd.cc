@@ -5,7 +5,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/results.h"
-#include "core/trace_json.h"
+#include "core/pool_json.h"
 #include "cpu_ref/gather_plan.h"
 #ifdef KVSHARD_HAVE_CUDA
 #include "gpu/gather_plan.h"
@@ -75,8 +75,9 @@ Status DiffPlans(const GatherPlan& got, const GatherPlan& want) {
 
 void DeclareFlags(po::options_description& flags) {
   flags.add_options()
-      ("batch", File(), "extend batch (JSON: shard_size, page_size, pool_pages_per_rank, max_prefix_tokens, "
-                        "chunk_tokens, requests); - reads standard input")
+      ("batch", File(), "extend batch (JSON: shard_size, page_size, pages_per_rank (allocatable pages per rank, "
+                        "excluding the trash page), max_prefix_tokens, chunk_tokens, requests); - reads standard "
+                        "input")
       ("translate", IntList(), "logical slots to translate to scratch rows")
       ("backend", BackendValue(),
        "ref, gpu (device plan build) or diff (both; exit 1 and the first differing field on a mismatch)")

@@ -10,7 +10,7 @@ constexpr char kBatch[] = "testdata/gather_plan/spec3_batch_n4_ps16.json";
 
 // A spec §3 batch with one request of the given JSON fields.
 std::string Batch(const std::string& request) {
-  return R"({"shard_size":4,"page_size":16,"pool_pages_per_rank":33,"max_prefix_tokens":4096,"chunk_tokens":512,)"
+  return R"({"shard_size":4,"page_size":16,"pages_per_rank":32,"max_prefix_tokens":4096,"chunk_tokens":512,)"
          R"("requests":[)" + request + "]}";
 }
 
@@ -50,6 +50,21 @@ TEST(GatherPlanCmdTest, BadInputIsOneLineNamingTheField) {
                  Batch(R"({"prefix_len":32,"seq_len":16,"pages":[4]})"));
   ExpectFailures({{"gather-plan --batch -", "requests[0].prefix_len: must be an integer"}},
                  Batch(R"({"prefix_len":"0","seq_len":16,"pages":[4]})"));
+}
+
+// A batch written before the rename (pool_pages_per_rank counted the trash page) is refused with one line that
+// says what changed, never read with the old meaning.
+TEST(GatherPlanCmdTest, PreRenamePoolKeyIsRefusedSayingWhatChanged) {
+  std::string batch = ReadRunfile(kBatch);
+  const std::string key = "\"pages_per_rank\": 32";
+  ASSERT_NE(batch.find(key), std::string::npos);
+  batch.replace(batch.find(key), key.size(), "\"pool_pages_per_rank\": 33");
+  const CliResult r = RunCli(Words("gather-plan --batch -"), batch);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err,
+            "kvshard: error: pool_pages_per_rank: renamed to pages_per_rank, which excludes the trash page "
+            "(pages_per_rank = pool_pages_per_rank - 1)\n");
 }
 
 TEST(GatherPlanCmdTest, GpuBackends) {

@@ -17,7 +17,7 @@ void DeclareFlags(po::options_description& flags) {
       ("records", NonNegative()->default_value(1000), "records after the header")
       ("shard-size", Int(1, kMaxShardSize)->default_value(4), "N, ranks of the allocator and the gather plans")
       ("page-size", Int(1, kMaxPageSize)->default_value(16), "ps, tokens per physical page")
-      ("pages-per-rank", Positive()->default_value(64), "allocatable pages per rank (excluding the trash page)")
+      ("pages-per-rank", Positive()->default_value(256), "allocatable pages per rank (excluding the trash page)")
       ("need-sort", po::bool_switch(), "frees go to release lists (SGLang's need_sort)")
       ("cp-size", Int(1, kMaxShardSize)->default_value(4), "context-parallel ranks of the split and rerange records")
       ("batch-size", Int(1, 4096)->default_value(8), "most requests per alloc batch")

@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "cli/results.h"
+#include "core/pool_json.h"
 #include "core/spec.h"
-#include "core/trace_json.h"
 #include "cpu_ref/gather_plan.h"
 #include "cpu_ref/placement.h"
 
@@ -115,6 +115,10 @@ Status CheckShape(const Json& rec, const std::string& op) {
   if (op == "free" && rec.contains("locs") == rec.contains("request")) {
     return InvalidArgument("locs: give locs or request, exactly one");
   }
+  if (op == "gather_plan" && rec.at("batch").contains("pool_pages_per_rank")) {  // a pre-rename trace is malformed
+    StatusOr<ExtendBatch> b = ExtendBatchFromJson(rec.at("batch"));
+    return InvalidArgument("batch.", b.status().message());
+  }
   return op == "split" ? CheckSplitMode(rec) : Status::Ok();
 }
 
@@ -132,7 +136,7 @@ StatusOr<Json> RunPlace(const Json& rec) {
   return PlacementJson(r);
 }
 
-StatusOr<Json> RunSplit(const Json& rec) {
+StatusOr<Json> RunSplit(const Json& rec, const Json* only) {
   const std::string mode = rec.contains("mode") ? rec.at("mode").get<std::string>() : "in-seq";
   const std::vector<int64_t> extend = Ints(rec, "extend_lens");
   if (mode == "round-robin") return RoundRobinSplitJson(extend, Int(rec, "cp_size"), Int(rec, "cp_rank"));
@@ -141,7 +145,7 @@ StatusOr<Json> RunSplit(const Json& rec) {
       rec.contains("prefix_lens") ? Ints(rec, "prefix_lens") : std::vector<int64_t>(extend.size(), 0);
   KVSHARD_ASSIGN_OR_RETURN(InSeqSplit s,
                            BuildInSeqSplit(extend, prefix, Int(rec, "page_size"), Int(rec, "cp_size"), Int(rec, "cp_rank")));
-  return InSeqSplitJson(s);
+  return InSeqSplitJson(s, only);
 }
 
 StatusOr<Json> RunRerange(const Json& rec) {
@@ -188,11 +192,11 @@ StatusOr<std::unique_ptr<Replayer>> Replayer::Create(const Json& header) {
   return r;
 }
 
-StatusOr<Json> Replayer::Execute(const TraceRecord& record) {
+StatusOr<Json> Replayer::Execute(const TraceRecord& record, const Json* only) {
   const Json& rec = record.json;
   KVSHARD_RETURN_IF_ERROR(CheckShape(rec, record.op));
   if (record.op == "place") return RunPlace(rec);
-  if (record.op == "split") return RunSplit(rec);
+  if (record.op == "split") return RunSplit(rec, only);
   if (record.op == "rerange") return RunRerange(rec);
   if (record.op == "gather_plan") return RunGatherPlan(rec);
   if (!allocator_) return InvalidArgument(record.op, ": allocator records need the header's \"allocator\"");
@@ -216,8 +220,7 @@ StatusOr<Json> Replayer::RunAlloc(const Json& rec) {
   AllocOpResult result;
   result.ok = ok;
   for (size_t i = 0; i < batch.seq_lens.size(); ++i) {
-    const int64_t request = static_cast<int64_t>(held_.size());
-    held_.emplace_back();
+    const int64_t request = requests_++;
     if (!ok) continue;
     std::vector<int64_t> pages(out.pages.begin() + out.offsets[i], out.pages.begin() + out.offsets[i + 1]);
     for (int64_t p : pages) {
@@ -225,7 +228,7 @@ StatusOr<Json> Replayer::RunAlloc(const Json& rec) {
       holder_[p] = request;
       ++held_pages_;
     }
-    held_.back() = pages;
+    held_[request] = Held{pages, static_cast<int64_t>(pages.size())};
     result.pages.push_back(std::move(pages));
   }
   if (ok) result.rotation_bases = out.rotation_bases;
@@ -251,15 +254,16 @@ StatusOr<Json> Replayer::RunAlloc(const Json& rec) {
 StatusOr<std::vector<int64_t>> Replayer::FreeLocs(const Json& spec, const std::string& where) const {
   if (spec.is_array()) return spec.get<std::vector<int64_t>>();
   const int64_t k = spec.at("request").get<int64_t>();
-  if (k < 0 || k >= static_cast<int64_t>(held_.size())) {
-    return InvalidArgument(where, "request: no alloc request ", k, " (the trace has made ", held_.size(), ")");
+  if (k < 0 || k >= requests_) {
+    return InvalidArgument(where, "request: no alloc request ", k, " (the trace has made ", requests_, ")");
+  }
+  const auto it = held_.find(k);
+  if (it == held_.end()) {
+    return InvalidArgument(where, "request: alloc request ", k, " holds no pages (freed already, or its alloc deferred)");
   }
   std::vector<int64_t> locs;
-  for (int64_t p : held_[k]) {
+  for (int64_t p : it->second.pages) {
     if (holder_[p] == k) locs.push_back(p * allocator_->config().page_size);
-  }
-  if (locs.empty()) {
-    return InvalidArgument(where, "request: alloc request ", k, " holds no pages (freed already, or its alloc deferred)");
   }
   return locs;
 }
@@ -267,7 +271,11 @@ StatusOr<std::vector<int64_t>> Replayer::FreeLocs(const Json& spec, const std::s
 void Replayer::Release(const std::vector<int64_t>& locs) {
   for (int64_t loc : locs) {
     int64_t& h = holder_[loc / allocator_->config().page_size];
-    if (h != -1) --held_pages_, h = -1;
+    if (h == -1) continue;
+    --held_pages_;
+    const auto it = held_.find(h);
+    if (--it->second.live == 0) held_.erase(it);
+    h = -1;
   }
 }
 
@@ -316,7 +324,7 @@ Status Replayer::Replay(const TraceRecord& record) {
   if (expect_error && (!expect->at("error").is_string() || expect->size() != 1)) {
     return AtLine(record.line, InvalidArgument("expect.error: must be the only key, a string"));
   }
-  StatusOr<Json> got = Execute(record);
+  StatusOr<Json> got = Execute(record, expect_error ? nullptr : expect);
   const std::string where = StrCat("line ", record.line, ": ", record.op, ": ");
   if (!got.ok()) {
     if (got.status().code() == StatusCode::kMismatch) return Mismatch(where, got.status().message());

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/json.h"
@@ -33,9 +34,10 @@ class Replayer {
   // Builds the state the header describes; errors name the header field ("line 1: allocator.page_size: ...").
   static StatusOr<std::unique_ptr<Replayer>> Create(const Json& header);
 
-  // The --json result of one record (for allocator records, its `alloc --json` results entry). A malformed
-  // record is InvalidArgument "<field>: <what>"; a record the model rejects returns its error (state unchanged).
-  StatusOr<Json> Execute(const TraceRecord& record);
+  // The --json result of one record (for allocator records, its `alloc --json` results entry); with `only` (an
+  // object), results may leave out top-level keys it does not name. A malformed record is InvalidArgument
+  // "<field>: <what>"; a record the model rejects returns its error (state unchanged).
+  StatusOr<Json> Execute(const TraceRecord& record, const Json* only = nullptr);
 
   // Runs one record and checks its expect and the invariants: OK, a Mismatch "line N: <op>: <field>: expected
   // X, got Y", or InvalidArgument "line N: <field>: <what>" for a malformed record (or one rejected without an
@@ -55,8 +57,14 @@ class Replayer {
   void Release(const std::vector<int64_t>& locs);
 
   std::optional<ref::PageInterleaveAllocator> allocator_;
-  std::vector<int64_t> holder_;                  // per logical page: the alloc request holding it, or -1
-  std::vector<std::vector<int64_t>> held_;       // per alloc request: the pages it was handed
+  // Pages an alloc request was handed, and how many of them it still holds.
+  struct Held {
+    std::vector<int64_t> pages;
+    int64_t live = 0;
+  };
+  std::vector<int64_t> holder_;                // per logical page: the alloc request holding it, or -1
+  std::unordered_map<int64_t, Held> held_;     // requests that still hold pages (memory flat in trace length)
+  int64_t requests_ = 0;                       // alloc requests made so far (the next request's id)
   int64_t held_pages_ = 0;
   ReplaySummary summary_;
 };

@@ -85,6 +85,10 @@ TEST(ReplayCmdTest, MalformedTracesExitTwoNamingTheLine) {
       {header + "{\"op\": \"place\", \"shard_size\": 2, \"page_size\": 4, \"rank\": 0, \"locs\": [1], "
                 "\"expect\": {\"error\": 3}}\n",
        "line 2: expect.error: must be the only key, a string"},
+      {header + "{\"op\": \"gather_plan\", \"batch\": {\"shard_size\": 2, \"page_size\": 4, "
+                "\"pool_pages_per_rank\": 5, \"max_prefix_tokens\": 0, \"chunk_tokens\": 0, \"requests\": []}, "
+                "\"expect\": {}}\n",
+       "line 2: batch.pool_pages_per_rank: renamed to pages_per_rank"},
       {"{\"kvshard_trace\": 1}\n{\"op\": \"alloc\", \"prefix_lens\": [0], \"seq_lens\": [1], \"rotation_bases\": [null], "
        "\"last_locs\": [0]}\n",
        "line 2: alloc: allocator records need the header's \"allocator\""},

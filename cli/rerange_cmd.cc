@@ -7,6 +7,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/results.h"
+#include "cpu_ref/cp_data.h"
 #ifdef KVSHARD_HAVE_CUDA
 #include <cstring>
 
@@ -68,8 +69,11 @@ Status Run(const Flags& flags, std::ostream& out) {
         << std::setw(12) << result->per_rank_tokens[r] << std::setw(12) << max_rank_token - result->per_rank_tokens[r]
         << "\n";
   }
+  StatusOr<std::vector<ref::RowCopy>> copies =
+      ref::BatchRerangeCopies(result->plan.request_split_lists, cp_size, max_rank_token);
+  if (!copies.ok()) return CpModelError(copies.status());
   out << "output rows <- gathered rows\n";
-  for (const ref::RowCopy& c : result->copies) {
+  for (const ref::RowCopy& c : *copies) {
     out << "  [" << c.dst_row << "," << c.dst_row + c.rows << ") <- [" << c.src_row << "," << c.src_row + c.rows
         << ")\n";
   }

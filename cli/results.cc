@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "core/cp_plan_json.h"
-#include "core/trace_json.h"
+#include "core/pool_json.h"
 #include "cpu_ref/cp_split.h"
 
 namespace kvshard::cli {
@@ -27,9 +27,9 @@ StatusOr<InSeqSplit> BuildInSeqSplit(const std::vector<int64_t>& extend_lens, co
   return s;
 }
 
-Json InSeqSplitJson(const InSeqSplit& split) {
-  Json j = ToJson(split.plan);
-  j["nsa_cp_metadata"] = ToJson(split.metadata);
+Json InSeqSplitJson(const InSeqSplit& split, const Json* only) {
+  Json j = ToJson(split.plan, only);
+  if (only == nullptr || only->contains("nsa_cp_metadata")) j["nsa_cp_metadata"] = ToJson(split.metadata);
   return j;
 }
 
@@ -55,7 +55,6 @@ StatusOr<Rerange> BuildRerange(int64_t cp_size, int64_t page_size, const std::ve
   r.max_rank_token = s.metadata.max_rank_token();
   r.per_rank_actual_token = s.metadata.per_rank_actual_token;
   r.per_rank_tokens = BuildRerangeTables(s.plan.request_split_lists, cp_size).per_rank_tokens;
-  KVSHARD_ASSIGN_OR_RETURN(r.copies, ref::BatchRerangeCopies(s.plan.request_split_lists, cp_size, r.max_rank_token));
   KVSHARD_ASSIGN_OR_RETURN(r.source_rows,
                            ref::BatchRerangeSourceRows(s.plan.request_split_lists, cp_size, r.max_rank_token));
   r.plan = std::move(s.plan);

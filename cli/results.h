@@ -26,8 +26,9 @@ struct InSeqSplit {
 };
 StatusOr<InSeqSplit> BuildInSeqSplit(const std::vector<int64_t>& extend_lens, const std::vector<int64_t>& prefix_lens,
                                      int64_t page_size, int64_t cp_size, int64_t cp_rank);
-// `split --json` (in-seq): every CPSharedKVBatchPlan field plus nsa_cp_metadata.
-Json InSeqSplitJson(const InSeqSplit& split);
+// `split --json` (in-seq): every CPSharedKVBatchPlan field plus nsa_cp_metadata; with `only` (an object), just
+// the top-level keys it names (what a trace's expect checks).
+Json InSeqSplitJson(const InSeqSplit& split, const Json* only = nullptr);
 // `split --mode round-robin --json`: q_lens and bs_idx.
 StatusOr<Json> RoundRobinSplitJson(const std::vector<int64_t>& extend_lens, int64_t cp_size, int64_t cp_rank);
 // `split --mode token-balanced --json`: split_list.
@@ -40,7 +41,6 @@ struct Rerange {
   std::vector<int64_t> per_rank_tokens;        // valid rows per rank
   std::vector<int64_t> per_rank_actual_token;  // communication rows per rank
   std::vector<int64_t> source_rows;            // output row k <- gathered row source_rows[k]
-  std::vector<ref::RowCopy> copies;            // the same as contiguous copies
 };
 StatusOr<Rerange> BuildRerange(int64_t cp_size, int64_t page_size, const std::vector<int64_t>& extend_lens,
                                const std::vector<int64_t>& prefix_lens);

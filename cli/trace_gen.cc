@@ -51,7 +51,7 @@ class Generator {
       const int64_t roll = rng_.Uniform(0, 99);
       if (roll < 4) {
         KVSHARD_RETURN_IF_ERROR(Place());
-      } else if (chains_.empty() || roll < 30 + 60 * free_share_ / 100) {
+      } else if (chains_.empty() || roll < 15 + 75 * free_share_ / 100) {
         KVSHARD_RETURN_IF_ERROR(AllocBatch());
       } else if (rng_.Percent(60)) {
         KVSHARD_RETURN_IF_ERROR(FreeOne());
@@ -63,9 +63,10 @@ class Generator {
   }
 
  private:
-  // Runs `rec` through the reference, attaches its answer as expect (a subset for the big outputs) and writes
-  // it. Returns the answer, or null when the reference rejected the record (its expect is then the error).
-  StatusOr<Json> Emit(Json rec, const std::vector<std::string>& keep = {}) {
+  // Runs `rec` through the reference, attaches its answer as expect (the `keep` keys when given, less the `drop`
+  // keys of each "ranks" entry) and writes it. Returns the answer, or null when the reference rejected the
+  // record (its expect is then the error).
+  StatusOr<Json> Emit(Json rec, const std::vector<std::string>& keep = {}, const std::vector<std::string>& drop = {}) {
     TraceRecord record{written_ + 2, rec.at("op").get<std::string>(), rec};
     StatusOr<Json> got = replayer_->Execute(record);
     if (!got.ok() && got.status().code() == StatusCode::kMismatch) return got.status();  // a broken invariant
@@ -77,6 +78,11 @@ class Generator {
       Json subset = Json::object();
       for (const std::string& k : keep) {
         if (got->contains(k)) subset[k] = got->at(k);
+      }
+      if (subset.contains("ranks")) {
+        for (Json& rank : subset["ranks"]) {
+          for (const std::string& k : drop) rank.erase(k);
+        }
       }
       rec["expect"] = std::move(subset);
     }
@@ -180,9 +186,11 @@ class Generator {
         chunk_cap -= ps;
       }
     }
-    Json batch{{"shard_size", n}, {"page_size", ps}, {"pool_pages_per_rank", o_.pages_per_rank + 1},
+    Json batch{{"shard_size", n}, {"page_size", ps}, {"pages_per_rank", o_.pages_per_rank},
                {"max_prefix_tokens", prefix_cap}, {"chunk_tokens", chunk_cap}, {"requests", requests}};
-    return Emit(Json{{"op", "gather_plan"}, {"batch", batch}}, {"block_pages", "page_pos", "ranks"}).status();
+    // send_rows follow from send_local_pages (rows p*ps .. p*ps+ps-1): the expect keeps the pages only.
+    return Emit(Json{{"op", "gather_plan"}, {"batch", batch}}, {"block_pages", "page_pos", "ranks"},
+                {"send_rows"}).status();
   }
 
   Status SplitAndRerange(const std::vector<int64_t>& extend, const std::vector<int64_t>& prefix) {

@@ -127,11 +127,17 @@ Json ToJson(const PageAlignedInSeqSplitInfo& info) {
   return j;
 }
 
-Json ToJson(const CPSharedKVBatchPlan& p) {
+Json ToJson(const CPSharedKVBatchPlan& p) { return ToJson(p, nullptr); }
+
+Json ToJson(const CPSharedKVBatchPlan& p, const Json* only) {
   Json j;
-#define KVSHARD_MEMBER(name) j[#name] = FieldJson(p.name);
-#define KVSHARD_ACCESSOR(name) j[#name] = FieldJson(p.name());
-#define KVSHARD_SPLIT_INFOS(name) j[#name] = SplitInfosJson(p);
+  const auto want = [only](const char* key) { return only == nullptr || only->contains(key); };
+#define KVSHARD_MEMBER(name) \
+  if (want(#name)) j[#name] = FieldJson(p.name);
+#define KVSHARD_ACCESSOR(name) \
+  if (want(#name)) j[#name] = FieldJson(p.name());
+#define KVSHARD_SPLIT_INFOS(name) \
+  if (want(#name)) j[#name] = SplitInfosJson(p);
   KVSHARD_CP_BATCH_PLAN_FIELDS(KVSHARD_MEMBER, KVSHARD_ACCESSOR, KVSHARD_SPLIT_INFOS)
 #undef KVSHARD_SPLIT_INFOS
 #undef KVSHARD_ACCESSOR

@@ -11,6 +11,8 @@ namespace kvshard {
 Json ToJson(const PageAlignedInSeqSplitInfo& info);
 // Every CPSharedKVBatchPlan field; request_split_infos as objects, row spans as [start, length].
 Json ToJson(const CPSharedKVBatchPlan& plan);
+// The fields named by the keys of the object `only` (every field when null), in the same order and form.
+Json ToJson(const CPSharedKVBatchPlan& plan, const Json* only);
 // The list/scalar NSAContextParallelMetadata fields (device tensors as lists; no batch_plan copy).
 Json ToJson(const NSAContextParallelMetadata& metadata);
 

@@ -8,9 +8,10 @@ namespace kvshard {
 Status ValidateExtendBatchGeometry(const ExtendBatch& b) {
   KVSHARD_RETURN_IF_ERROR(ValidatePlacementSpec({b.shard_size, b.page_size}));
   const int64_t n = b.shard_size;
-  if (b.pool_pages_per_rank < 1 || b.pool_pages_per_rank >= kMaxPoolLogicalPages / n) {
-    return InvalidArgument("pool_pages_per_rank: must be in [1, ", kMaxPoolLogicalPages / n,
-                           ") so that shard_size*(pool_pages_per_rank+1) <= 2^24, got ", b.pool_pages_per_rank);
+  if (b.pages_per_rank < 0 || b.pages_per_rank >= kMaxPoolLogicalPages / n - 1) {
+    return InvalidArgument("pages_per_rank: must be in [0, ", kMaxPoolLogicalPages / n - 1,
+                           ") so that page_pos, shard_size*(pages_per_rank+2) entries, stays <= 2^24, got ",
+                           b.pages_per_rank);
   }
   const int64_t lps = n * b.page_size;
   if (b.max_prefix_tokens < 0 || b.max_prefix_tokens >= kMaxSlot || b.max_prefix_tokens % lps != 0) {
@@ -26,7 +27,7 @@ Status ValidateExtendBatchGeometry(const ExtendBatch& b) {
 
 Status ValidateExtendRequest(const ExtendBatch& b, size_t i) {
   const int64_t n = b.shard_size;
-  const int64_t lo = n, hi = n * b.pool_pages_per_rank;  // allocatable logical pages [N, N*ppr)
+  const int64_t lo = n, hi = n * (b.pages_per_rank + 1);  // allocatable logical pages [N, N*(pages_per_rank+1))
   const ExtendRequest& r = b.requests[i];
   if (r.prefix_len < 0 || r.prefix_len >= kMaxSlot) {
     return InvalidArgument("requests[", i, "].prefix_len: must be in [0, 2^48), got ", r.prefix_len);

@@ -11,7 +11,8 @@
 
 namespace kvshard {
 
-// Largest accepted logical page count of a pool, N * (pool_pages_per_rank + 1) (dense page_pos size).
+// Bound on a pool's dense per-page tables: its N * (pages_per_rank + 1) logical pages (allocator scripts)
+// and a gather plan's N * (pages_per_rank + 2) page_pos entries (extend batches).
 inline constexpr int64_t kMaxPoolLogicalPages = int64_t{1} << 24;
 
 // One request of an extend batch (its req_to_token row, sampled once per position-page).
@@ -24,11 +25,11 @@ struct ExtendRequest {
 
 // An extend batch plus the pool and scratch geometry its plan depends on.
 struct ExtendBatch {
-  int64_t shard_size = 1;           // N
-  int64_t page_size = 1;            // ps
-  int64_t pool_pages_per_rank = 1;  // local pages per rank, incl. the trash page 0
-  int64_t max_prefix_tokens = 0;    // scratch prefix region rows, a multiple of N*ps
-  int64_t chunk_tokens = 0;         // scratch chunk region rows, a multiple of ps
+  int64_t shard_size = 1;         // N
+  int64_t page_size = 1;          // ps
+  int64_t pages_per_rank = 0;     // allocatable local pages per rank, excluding the trash page (local page 0)
+  int64_t max_prefix_tokens = 0;  // scratch prefix region rows, a multiple of N*ps
+  int64_t chunk_tokens = 0;       // scratch chunk region rows, a multiple of ps
   std::vector<ExtendRequest> requests;
   bool operator==(const ExtendBatch&) const = default;
 };
@@ -49,7 +50,7 @@ struct GatherPlan {
   int64_t n_prefix_slots = 0;   // N * block_pages: the prefix region pages the all-gather fills
   int64_t chunk_base_page = 0;  // absolute scratch page of chunk page 0: max_prefix_tokens / ps
   int64_t trash_page = 0;       // absolute scratch page of the trash page: (max_prefix + chunk_tokens) / ps
-  int64_t page_pos_size = 0;    // logical pages page_pos covers: N * (pool_pages_per_rank + 1)
+  int64_t page_pos_size = 0;    // logical pages page_pos covers: N * (pages_per_rank + 2), as SGLang's _page_pos
   std::vector<int64_t> mapped_pages;          // logical pages not mapped to the trash page, ascending
   std::vector<int64_t> mapped_scratch_pages;  // page_pos of mapped_pages[i]: absolute scratch page
   std::vector<RankSend> ranks;                // one per rank, in rank order
@@ -64,7 +65,7 @@ inline int64_t PositionPages(int64_t seq_len, int64_t page_size) { return (seq_l
 // Equivalent to ValidateExtendBatchGeometry followed by ValidateExtendRequest for each request in order (the
 // first fault wins).
 Status ValidateExtendBatch(const ExtendBatch& batch);
-// The batch-level part: placement spec, pool_pages_per_rank, max_prefix_tokens, chunk_tokens.
+// The batch-level part: placement spec, pages_per_rank, max_prefix_tokens, chunk_tokens.
 Status ValidateExtendBatchGeometry(const ExtendBatch& batch);
 // The part for requests[i] (prefix_len, seq_len, page count, page range); assumes the geometry is valid.
 Status ValidateExtendRequest(const ExtendBatch& batch, size_t i);

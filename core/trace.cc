@@ -82,42 +82,47 @@ std::string ShortJson(const Json& value, size_t max_chars) {
 
 namespace {
 
-void Match(const Json& expect, const Json& got, std::string& path, int64_t* fields,
-           std::optional<ExpectMismatch>* out) {
+// Matches without building paths; on a mismatch, `where` gets the path's parts innermost first.
+bool Match(const Json& expect, const Json& got, int64_t* fields, std::vector<std::string>* where,
+           ExpectMismatch* out) {
   if (expect.is_object() && got.is_object()) {
     for (const auto& [key, value] : expect.items()) {
-      const size_t keep = path.size();
-      path += (path.empty() ? "" : ".") + key;
-      if (!got.contains(key)) {
-        *out = ExpectMismatch{path, ShortJson(value), "(absent)"};
-      } else {
-        Match(value, got.at(key), path, fields, out);
+      const auto it = got.find(key);
+      if (it == got.end()) {
+        *out = ExpectMismatch{"", ShortJson(value), "(absent)"};
+      } else if (Match(value, *it, fields, where, out)) {
+        continue;
       }
-      path.resize(keep);
-      if (*out) return;
+      where->push_back(key);
+      return false;
     }
-    return;
+    return true;
   }
   if (expect.is_array() && got.is_array() && expect.size() == got.size()) {
-    for (size_t i = 0; i < expect.size() && !*out; ++i) {
-      const size_t keep = path.size();
-      path += "[" + std::to_string(i) + "]";
-      Match(expect[i], got[i], path, fields, out);
-      path.resize(keep);
+    for (size_t i = 0; i < expect.size(); ++i) {
+      if (!Match(expect[i], got[i], fields, where, out)) {
+        where->push_back("[" + std::to_string(i) + "]");
+        return false;
+      }
     }
-    return;
+    return true;
   }
   ++*fields;
-  if (expect != got) *out = ExpectMismatch{path, ShortJson(expect), ShortJson(got)};
+  if (expect == got) return true;
+  *out = ExpectMismatch{"", ShortJson(expect), ShortJson(got)};
+  return false;
 }
 
 }  // namespace
 
 std::optional<ExpectMismatch> MatchExpect(const Json& expect, const Json& got, int64_t* fields) {
-  std::optional<ExpectMismatch> out;
-  std::string path;
-  Match(expect, got, path, fields, &out);
-  return out;
+  ExpectMismatch m;
+  std::vector<std::string> where;
+  if (Match(expect, got, fields, &where, &m)) return std::nullopt;
+  for (auto it = where.rbegin(); it != where.rend(); ++it) {
+    m.path += (m.path.empty() || (*it)[0] == '[' ? "" : ".") + *it;
+  }
+  return m;
 }
 
 }  // namespace kvshard

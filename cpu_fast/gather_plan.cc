@@ -68,7 +68,7 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
   KVSHARD_RETURN_IF_ERROR(ValidateExtendBatchGeometry(batch));
   const int64_t n = batch.shard_size, ps = batch.page_size;
   const FastDivMod by_n(n);
-  const int64_t page_pos_size = n * (batch.pool_pages_per_rank + 1);
+  const int64_t page_pos_size = n * (batch.pages_per_rank + 2);
   const size_t words = (page_pos_size + 63) / 64;
   if (prefix_bits_.size() < words) {
     prefix_bits_.assign(words, 0);
@@ -82,7 +82,7 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
   // structural fault (of any request) wins over any semantic one, and among each kind the first request's wins.
   // Pass 1 checks request i's structure before its semantics, so a structural fault of request i is the first
   // of the batch; ValidateExtendRequest, which only runs on a fault, supplies its exact message.
-  const int64_t lo_page = n, hi_page = n * batch.pool_pages_per_rank;  // allocatable logical pages
+  const int64_t lo_page = n, hi_page = n * (batch.pages_per_rank + 1);  // allocatable logical pages
   auto structural_fault = [&](size_t i) -> Status {
     ClearBits();
     Status s = ValidateExtendRequest(batch, i);

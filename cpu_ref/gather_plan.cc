@@ -53,13 +53,13 @@ int64_t BlockPages(const ExtendBatch& b) {
 }
 
 // The batch's prefix pages, sorted unique, in owner-major order: by key (l % N) * stride + l // N, where
-// stride = pool pages per rank + 2 (so each owner's pages come in local-page order).
+// stride = pages_per_rank + 2, SGLang's _local_page_stride (so each owner's pages come in local-page order).
 std::vector<int64_t> OwnerMajorPrefixPages(const ExtendBatch& b) {
   std::set<int64_t> unique;
   for (const ExtendRequest& r : b.requests) {
     for (int64_t page : PrefixPages(r, b.page_size)) unique.insert(page);
   }
-  const int64_t n = b.shard_size, stride = b.pool_pages_per_rank + 2;
+  const int64_t n = b.shard_size, stride = b.pages_per_rank + 2;
   const auto key = [&](int64_t l) { return (l % n) * stride + l / n; };
   std::vector<int64_t> pages(unique.begin(), unique.end());
   std::sort(pages.begin(), pages.end(), [&](int64_t x, int64_t y) { return key(x) < key(y); });
@@ -139,7 +139,7 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
   p.n_prefix_slots = n * block_pages;
   p.chunk_base_page = batch.max_prefix_tokens / ps;
   p.trash_page = (batch.max_prefix_tokens + batch.chunk_tokens) / ps;
-  p.page_pos_size = n * (batch.pool_pages_per_rank + 1);
+  p.page_pos_size = n * (batch.pages_per_rank + 2);
   std::map<int64_t, int64_t> page_pos;  // logical page -> absolute scratch page; absent: the trash page
   PlacePrefixPages(prefix, &p, &page_pos);
   KVSHARD_RETURN_IF_ERROR(PlaceChunkPages(batch, p.chunk_base_page, &page_pos));

@@ -17,7 +17,7 @@ using V = std::vector<int64_t>;
 // The spec §3 chain: base 2, N=4 — position k holds a page of owner (2 + k) % 4.
 const V kChain = {22, 23, 20, 21, 26, 27, 24, 25, 30, 31, 28, 29, 34, 35, 32, 33};
 
-ExtendBatch SpecBatch() { return {4, 16, 33, 4096, 512, {{112, 251, kChain}}}; }
+ExtendBatch SpecBatch() { return {4, 16, 32, 4096, 512, {{112, 251, kChain}}}; }
 
 TEST(GatherPlanTest, SpecWorkedExampleBase2Chain) {
   GatherPlan p = BuildGatherPlan(SpecBatch()).value();
@@ -52,7 +52,7 @@ TEST(GatherPlanTest, TranslateMapsPlanAndTrash) {
 
 TEST(GatherPlanTest, SharedPrefixPagesLandOnce) {
   // Two requests share the 4-page prefix [22,23,20,21]; the second has 2 more prefix pages.
-  ExtendBatch b{4, 16, 33, 4096, 512,
+  ExtendBatch b{4, 16, 32, 4096, 512,
                 {{64, 80, {22, 23, 20, 21, 40}}, {96, 100, {22, 23, 20, 21, 26, 27, 41}}}};
   GatherPlan p = BuildGatherPlan(b).value();
   EXPECT_EQ(p.block_pages, 1 + 2);  // host bound: sum of ceil(K_i / N), not the deduplicated count
@@ -63,7 +63,7 @@ TEST(GatherPlanTest, SharedPrefixPagesLandOnce) {
 }
 
 TEST(GatherPlanTest, EmptyPrefixBatchHasNoSendBlock) {
-  GatherPlan p = BuildGatherPlan({2, 1, 8, 0, 4, {{0, 3, {2, 3, 4}}}}).value();
+  GatherPlan p = BuildGatherPlan({2, 1, 7, 0, 4, {{0, 3, {2, 3, 4}}}}).value();
   EXPECT_EQ(p.block_pages, 0);
   EXPECT_TRUE(p.ranks[0].send_local_pages.empty());
   EXPECT_EQ(p.mapped_scratch_pages, (V{0, 1, 2}));
@@ -205,7 +205,7 @@ GatherPlan NaivePlan(const ExtendBatch& b) {
     prefix.insert(r.pages.begin(), r.pages.begin() + r.prefix_len / ps);
   }
   GatherPlan p{n, ps, block, n * block, b.max_prefix_tokens / ps, (b.max_prefix_tokens + b.chunk_tokens) / ps,
-               n * (b.pool_pages_per_rank + 1), {}, {}, {}};
+               n * (b.pages_per_rank + 2), {}, {}, {}};
   for (int64_t r = 0; r < n; ++r) p.ranks.push_back({r, V(block, 0), {}});
   V within(n, 0);
   for (int64_t page : prefix) {
@@ -227,8 +227,8 @@ GatherPlan NaivePlan(const ExtendBatch& b) {
 // scattered cyclic runs and chunk pages inside prefix words, for N that divides 64 and N that does not.
 TEST(GatherPlanTest, DenseAndScatteredRunsMatchTheDefinition) {
   for (int64_t n : {1, 2, 3, 8, 64}) {
-    const int64_t ps = 4, ppr = 20000 / n + 100, reqs = 12;
-    ExtendBatch b{n, ps, ppr, 0, 0, {}};
+    const int64_t ps = 4, pages_per_rank = 20000 / n + 99, reqs = 12;
+    ExtendBatch b{n, ps, pages_per_rank, 0, 0, {}};
     int64_t next = n;  // next free logical page for consecutive runs
     int64_t block = 0, chunks = 0;
     for (int64_t i = 0; i < reqs; ++i) {
@@ -256,7 +256,7 @@ TEST(GatherPlanTest, DenseAndScatteredRunsMatchTheDefinition) {
       chunks += static_cast<int64_t>(r.pages.size()) - r.prefix_len / ps;
       b.requests.push_back(r);
     }
-    ASSERT_LT(next, n * ppr);
+    ASSERT_LT(next, n * (pages_per_rank + 1));
     b.max_prefix_tokens = n * block * ps;
     b.chunk_tokens = chunks * ps;
     GatherPlanner planner;

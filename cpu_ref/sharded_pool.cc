@@ -37,12 +37,12 @@ std::vector<uint32_t> RowValues(int64_t layer, const std::vector<int64_t>& locs,
 }
 
 StatusOr<ShardedPool> ShardedPool::Create(const ShardedPoolConfig& c) {
-  ExtendBatch geometry{c.shard_size, c.page_size, c.pool_pages_per_rank, c.max_prefix_tokens, c.chunk_tokens, {}};
+  ExtendBatch geometry{c.shard_size, c.page_size, c.pages_per_rank, c.max_prefix_tokens, c.chunk_tokens, {}};
   KVSHARD_RETURN_IF_ERROR(ValidateExtendBatch(geometry));
   if (c.num_layers < 1 || c.num_layers > 4096) return InvalidArgument("num_layers: must be in [1, 4096]");
   if (c.row_words < 1 || c.row_words > 4096) return InvalidArgument("row_words: must be in [1, 4096]");
   const double bytes = 4.0 * c.row_words * c.shard_size *
-                       (static_cast<double>(c.num_layers) * c.pool_pages_per_rank * c.page_size +
+                       (static_cast<double>(c.num_layers) * (c.pages_per_rank + 1) * c.page_size +
                         2.0 * (c.max_prefix_tokens + c.chunk_tokens + c.page_size));
   if (bytes > 1e9) return InvalidArgument("num_layers: the simulated pools would need ", bytes, " bytes (> 1 GB)");
   return ShardedPool(c);
@@ -50,7 +50,7 @@ StatusOr<ShardedPool> ShardedPool::Create(const ShardedPoolConfig& c) {
 
 ShardedPool::ShardedPool(const ShardedPoolConfig& c)
     : config_(c),
-      rows_per_rank_(c.pool_pages_per_rank * c.page_size),
+      rows_per_rank_((c.pages_per_rank + 1) * c.page_size),
       scratch_rows_(c.max_prefix_tokens + c.chunk_tokens + c.page_size),
       pools_(c.shard_size, std::vector<uint32_t>(c.num_layers * rows_per_rank_ * c.row_words, 0)),
       slots_(c.shard_size, std::vector<std::vector<uint32_t>>(2, std::vector<uint32_t>(scratch_rows_ * c.row_words))),
@@ -58,7 +58,7 @@ ShardedPool::ShardedPool(const ShardedPoolConfig& c)
       write_plan_(c.shard_size) {}
 
 Status ShardedPool::BeginShardExtend(const std::vector<ExtendRequest>& requests) {
-  ExtendBatch batch{config_.shard_size, config_.page_size, config_.pool_pages_per_rank, config_.max_prefix_tokens,
+  ExtendBatch batch{config_.shard_size, config_.page_size, config_.pages_per_rank, config_.max_prefix_tokens,
                     config_.chunk_tokens, requests};
   GatherPlan next;
   KVSHARD_RETURN_IF_ERROR(planner_.Build(batch, &next));
@@ -182,12 +182,12 @@ std::vector<uint32_t> ShardedPool::LocalRow(int64_t rank, int64_t layer, int64_t
 
 StatusOr<UnshardedPool> UnshardedPool::Create(const ShardedPoolConfig& c) {
   KVSHARD_RETURN_IF_ERROR(ValidatePlacementSpec({c.shard_size, c.page_size}));
-  const double words = static_cast<double>(c.shard_size) * c.pool_pages_per_rank * c.page_size * c.num_layers *
+  const double words = static_cast<double>(c.shard_size) * (c.pages_per_rank + 1) * c.page_size * c.num_layers *
                        c.row_words;
-  if (c.pool_pages_per_rank < 1 || c.num_layers < 1 || c.row_words < 1 || words > 2.5e8) {
-    return InvalidArgument("pool_pages_per_rank: baseline pool geometry out of range");
+  if (c.pages_per_rank < 0 || c.num_layers < 1 || c.row_words < 1 || words > 2.5e8) {
+    return InvalidArgument("pages_per_rank: baseline pool geometry out of range");
   }
-  return UnshardedPool(c.shard_size * c.pool_pages_per_rank * c.page_size, c.num_layers, c.row_words);
+  return UnshardedPool(c.shard_size * (c.pages_per_rank + 1) * c.page_size, c.num_layers, c.row_words);
 }
 
 Status UnshardedPool::Write(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& rows) {

@@ -17,13 +17,13 @@ namespace kvshard::ref {
 
 // Pool, scratch and model geometry.
 struct ShardedPoolConfig {
-  int64_t shard_size = 1;           // N simulated ranks
-  int64_t page_size = 1;            // ps
-  int64_t pool_pages_per_rank = 1;  // local pages per rank incl. the trash page 0
-  int64_t max_prefix_tokens = 0;    // scratch prefix region rows (multiple of N*ps)
-  int64_t chunk_tokens = 0;         // scratch chunk region rows (multiple of ps)
-  int64_t num_layers = 1;           // layers of the pool (start_layer = 0)
-  int64_t row_words = 1;            // 32-bit words per KV row
+  int64_t shard_size = 1;         // N simulated ranks
+  int64_t page_size = 1;          // ps
+  int64_t pages_per_rank = 0;     // allocatable local pages per rank; each rank's pool has one more, the trash page 0
+  int64_t max_prefix_tokens = 0;  // scratch prefix region rows (multiple of N*ps)
+  int64_t chunk_tokens = 0;       // scratch chunk region rows (multiple of ps)
+  int64_t num_layers = 1;         // layers of the pool (start_layer = 0)
+  int64_t row_words = 1;          // 32-bit words per KV row
 };
 
 // Word `word` of the row written for (layer, loc) in write generation `salt`: any misplaced row differs.
@@ -90,7 +90,7 @@ class ShardedPool {
 // The unsharded baseline: one pool of every logical slot.
 class UnshardedPool {
  public:
-  // N * pool_pages_per_rank * ps slots, num_layers layers, row_words words per row.
+  // N * (pages_per_rank + 1) * ps slots (the trash pages included), num_layers layers, row_words words per row.
   static StatusOr<UnshardedPool> Create(const ShardedPoolConfig& config);
   // Stores rows at their slots.
   Status Write(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& rows);

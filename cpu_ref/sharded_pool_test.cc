@@ -11,7 +11,7 @@ namespace {
 using V = std::vector<int64_t>;
 
 const V kChain = {22, 23, 20, 21, 26, 27, 24, 25, 30, 31, 28, 29, 34, 35, 32, 33};
-constexpr ShardedPoolConfig kConfig{4, 16, 33, 4096, 512, 3, 2};
+constexpr ShardedPoolConfig kConfig{4, 16, 32, 4096, 512, 3, 2};
 
 V Slots(const V& pages, int64_t first_pos, int64_t last_pos, int64_t ps) {  // positions [first, last)
   V out;
@@ -96,8 +96,8 @@ TEST(ShardedPoolTest, PlanErrorsLeaveStateUnchanged) {
   EXPECT_NE(s.message().find("cyclic"), std::string::npos);
   EXPECT_EQ(pool.epoch(), 1);
   EXPECT_EQ(pool.plan().block_pages, 2);
-  EXPECT_FALSE(ShardedPool::Create({4, 16, 33, 100, 512, 3, 2}).ok());
-  EXPECT_FALSE(pool.Write(0, {4 * 33 * 16}, {0, 0}).ok());
+  EXPECT_FALSE(ShardedPool::Create({4, 16, 32, 100, 512, 3, 2}).ok());
+  EXPECT_FALSE(pool.Write(0, {4 * (32 + 1) * 16}, {0, 0}).ok());  // the first slot past the pool
   EXPECT_FALSE(pool.Write(3, {0}, {0, 0}).ok());
   EXPECT_FALSE(pool.Write(0, {0}, {0}).ok());
 }

@@ -217,7 +217,7 @@ StatusOr<std::unique_ptr<DeviceGatherPlanner>> DeviceGatherPlanner::Create(const
   KVSHARD_RETURN_IF_ERROR(GatherPlanCanImplement(g));
   std::unique_ptr<DeviceGatherPlanner> p(new DeviceGatherPlanner());
   p->geometry_ = g;
-  p->page_pos_size_ = g.shard_size * (g.pool_pages_per_rank + 1);
+  p->page_pos_size_ = g.shard_size * (g.pages_per_rank + 2);
   p->trash_page_ = (g.max_prefix_tokens + g.chunk_tokens) / g.page_size;
   std::vector<int32_t> fill(p->page_pos_size_, static_cast<int32_t>(p->trash_page_));
   KVSHARD_ASSIGN_OR_RETURN(p->page_pos_, gpu::Upload(fill));
@@ -230,7 +230,7 @@ StatusOr<std::unique_ptr<DeviceGatherPlanner>> DeviceGatherPlanner::Create(const
 Status DeviceGatherPlanner::Upload(const ExtendBatch& batch, cudaStream_t stream) {
   KVSHARD_RETURN_IF_ERROR(GatherPlanCanImplement(batch));
   if (batch.shard_size != geometry_.shard_size || batch.page_size != geometry_.page_size ||
-      batch.pool_pages_per_rank != geometry_.pool_pages_per_rank ||
+      batch.pages_per_rank != geometry_.pages_per_rank ||
       batch.max_prefix_tokens != geometry_.max_prefix_tokens || batch.chunk_tokens != geometry_.chunk_tokens) {
     return InvalidArgument("batch: geometry differs from the planner's (create a planner per geometry)");
   }
@@ -290,7 +290,7 @@ Status DeviceGatherPlanner::Launch(int64_t send_rank, cudaStream_t stream) {
   a.n_chunk = n_chunk_;
   a.n = g.shard_size;
   a.ps = g.page_size;
-  a.stride = g.pool_pages_per_rank + 1;
+  a.stride = g.pages_per_rank + 2;  // SGLang's _local_page_stride
   a.block_pages = block_pages_;
   a.chunk_base = g.max_prefix_tokens / g.page_size;
   a.trash = trash_page_;

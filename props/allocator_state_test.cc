@@ -12,7 +12,7 @@
 #include <rapidcheck/gtest.h>
 #include <rapidcheck/state.h>
 
-#include "core/trace_json.h"
+#include "core/pool_json.h"
 #include "cpu_ref/allocator.h"
 #include "props/naive_allocator.h"
 #include "props/property.h"

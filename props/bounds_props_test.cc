@@ -1,5 +1,6 @@
 // Range-bound properties (spec §1-3): the sharded pool's locs and layers, the allocator's free slots, rotation
-// bases and pages_per_rank, translate's locs, extend pages and the scratch capacities, each exactly at the bound
+// bases and pages_per_rank, an extend batch's pages_per_rank, translate's locs, extend pages and the scratch
+// capacities, each exactly at the bound
 // and up to N*ps beyond it: in range works; out of range is an error naming the field, leaving the state unchanged.
 #include <algorithm>
 #include <cstdint>
@@ -14,7 +15,7 @@
 
 #include "core/alloc_script.h"
 #include "core/gather_plan.h"
-#include "core/trace_json.h"
+#include "core/pool_json.h"
 #include "cpu_ref/allocator.h"
 #include "cpu_ref/gather_plan.h"
 #include "cpu_ref/sharded_pool.h"
@@ -98,7 +99,7 @@ void BatchLocs(const ExtendBatch& b, V* prefix, V* chunk) {
 }
 
 ShardedPoolConfig PoolConfigOf(const ExtendBatch& b, int64_t layers, int64_t row_words) {
-  return {b.shard_size, b.page_size, b.pool_pages_per_rank, b.max_prefix_tokens, b.chunk_tokens, layers, row_words};
+  return {b.shard_size, b.page_size, b.pages_per_rank, b.max_prefix_tokens, b.chunk_tokens, layers, row_words};
 }
 
 // Everything a ShardedPool shows: persisted rows, residency keys, counters, the plan, and what reading each
@@ -108,7 +109,7 @@ State ObservePool(const ShardedPool& pool, const ShardedPoolConfig& c) {
   V rows, keys;
   for (int64_t r = 0; r < c.shard_size; ++r) {
     for (int64_t l = 0; l < c.num_layers; ++l) {
-      for (int64_t i = 0; i < c.pool_pages_per_rank * c.page_size; ++i) {
+      for (int64_t i = 0; i < (c.pages_per_rank + 1) * c.page_size; ++i) {
         for (uint32_t w : pool.LocalRow(r, l, i)) rows.push_back(w);
       }
     }
@@ -125,7 +126,7 @@ State ObservePool(const ShardedPool& pool, const ShardedPoolConfig& c) {
   st.emplace_back("gathers", V{pool.gathers()});
   st.emplace_back("plan", V{});
   for (char ch : GatherPlanToJson(pool.plan()).dump()) st.back().second.push_back(ch);
-  V all_locs(c.shard_size * c.pool_pages_per_rank * c.page_size);
+  V all_locs(c.shard_size * (c.pages_per_rank + 1) * c.page_size);
   for (size_t i = 0; i < all_locs.size(); ++i) all_locs[i] = static_cast<int64_t>(i);
   for (int64_t s = 0; s < 2; ++s) {
     const auto [layer, epoch] = pool.resident_key(0, s);
@@ -141,7 +142,7 @@ State ObservePool(const ShardedPool& pool, const ShardedPoolConfig& c) {
   return st;
 }
 
-// The sharded pool's locs are bounded by N*pool_pages_per_rank*ps and its layers by num_layers: the last slot of
+// The sharded pool's locs are bounded by N*(pages_per_rank+1)*ps and its layers by num_layers: the last slot of
 // the last layer is written and read; a loc or layer at the bound or up to N*ps beyond it (or negative) fails
 // Write and Read naming locs[i] / layer, and the pool's whole observable state is unchanged.
 KVSHARD_PROP(BoundsProps, ShardedPoolLocsAndLayersAtAndBeyondTheBound, ()) {
@@ -150,7 +151,7 @@ KVSHARD_PROP(BoundsProps, ShardedPoolLocsAndLayersAtAndBeyondTheBound, ()) {
   const ShardedPoolConfig c =
       PoolConfigOf(b, *rc::gen::inRange<int64_t>(1, 4), *rc::gen::inRange<int64_t>(1, 3));
   const int64_t n = c.shard_size, ps = c.page_size, layers = c.num_layers, w = c.row_words;
-  const int64_t limit = n * c.pool_pages_per_rank * ps;
+  const int64_t limit = n * (c.pages_per_rank + 1) * ps;
   ShardedPool pool = RC_VALUE(ShardedPool::Create(c));
   // History: persist the prefix rows of every layer, begin the batch, stage and read layers in layer-ahead order.
   V prefix, chunk;
@@ -185,7 +186,7 @@ KVSHARD_PROP(BoundsProps, ShardedPoolLocsAndLayersAtAndBeyondTheBound, ()) {
   // In range: the last slot (rank N-1's last local row) of the last layer is written and read back.
   const std::vector<uint32_t> row = ref::RowValues(layers - 1, {limit - 1}, 5, w);
   RC_ASSERT_OK(pool.Write(layers - 1, {limit - 1}, row));
-  RC_ASSERT(pool.LocalRow(n - 1, layers - 1, c.pool_pages_per_rank * ps - 1) == row);
+  RC_ASSERT(pool.LocalRow(n - 1, layers - 1, (c.pages_per_rank + 1) * ps - 1) == row);
   const std::vector<std::vector<uint32_t>> got = RC_VALUE(pool.Read(readable, {limit - 1}));
   RC_ASSERT(static_cast<int64_t>(got.size()) == n);
   if (readable == layers - 1) {  // staged at translate(limit - 1) of this layer's slot on every rank
@@ -304,14 +305,37 @@ KVSHARD_PROP(BoundsProps, AllocatorPagesPerRankAtItsLimit, ()) {
   }
 }
 
+// An extend batch's pages_per_rank is bounded by 2^24 / N - 1 (page_pos has N*(pages_per_rank+2) entries): one
+// below the limit validates and plans a chunk on the last allocatable page N*(pages_per_rank+1) - 1; at the limit,
+// up to N*ps beyond it or negative fails ValidateExtendBatch and the planner naming pages_per_rank.
+KVSHARD_PROP(BoundsProps, ExtendBatchPagesPerRankAtItsLimit, ()) {
+  const int64_t n = *rc::gen::weightedOneOf<int64_t>(
+      {{3, rc::gen::element<int64_t>(1, 2, 3, 8, 1 << 16)}, {1, rc::gen::inRange<int64_t>(1, (1 << 16) + 1)}});
+  const int64_t ps = DrawPageSize(), limit = kMaxPoolLogicalPages / n - 1;
+  ExtendBatch b{n, ps, limit - 1, 0, ps, {{0, ps, {n * limit - 1}}}};
+  ref::GatherPlanner planner;
+  GatherPlan plan;
+  RC_ASSERT_OK(ValidateExtendBatch(b));
+  RC_ASSERT_OK(planner.Build(b, &plan));
+  RC_ASSERT(plan.page_pos_size == n * (limit + 1) && plan.page_pos_size <= kMaxPoolLogicalPages);
+  RC_ASSERT(plan.mapped_pages == V{n * limit - 1});
+  b.pages_per_rank = DrawOutside(0, limit, n, ps);
+  b.requests.clear();
+  RC_LOG() << "N=" << n << " pages_per_rank=" << b.pages_per_rank << " (limit " << limit << ")\n";
+  AssertNamedError(ValidateExtendBatch(b), "pages_per_rank", Range(0, limit));
+  GatherPlan out = plan;
+  AssertNamedError(planner.Build(b, &out), "pages_per_rank", Range(0, limit));
+  RC_ASSERT(out == plan);
+}
+
 // Translate's locs are bounded by page_pos_size*ps: the last slot translates to the trash page; a loc at the bound
 // or up to N*ps beyond (or negative) is an error naming the caller's field. Extend pages are bounded by
-// [N, N*pool_pages_per_rank): a page at N*pool_pages_per_rank + k (or below N) fails ValidateExtendBatch and the
+// [N, N*(pages_per_rank+1)): a page at N*(pages_per_rank+1) + k (or below N) fails ValidateExtendBatch and the
 // planner naming requests[i].pages[j]; the planner's output and later plans are unchanged.
 KVSHARD_PROP(BoundsProps, TranslateLocsAndExtendPagesAtAndBeyondTheBound, ()) {
   const ExtendBatch b = DrawFullSizeBatch();
   RC_LOG() << "batch: " << ExtendBatchToJson(b).dump() << "\n";
-  const int64_t n = b.shard_size, ps = b.page_size, hi = n * b.pool_pages_per_rank;
+  const int64_t n = b.shard_size, ps = b.page_size, hi = n * (b.pages_per_rank + 1);
   ref::GatherPlanner planner;
   GatherPlan plan;
   RC_ASSERT_OK(planner.Build(b, &plan));
@@ -327,7 +351,7 @@ KVSHARD_PROP(BoundsProps, TranslateLocsAndExtendPagesAtAndBeyondTheBound, ()) {
   AssertNamedError(ref::Translate(plan, bad_locs, "out_cache_loc").status(), StrCat("out_cache_loc[", i, "]"),
                    Range(0, bound));
   RC_ASSERT(plan == fresh);
-  // A page of some request replaced by one outside [N, N*pool_pages_per_rank).
+  // A page of some request replaced by one outside [N, N*(pages_per_rank+1)).
   V with_pages;
   for (size_t q = 0; q < b.requests.size(); ++q) {
     if (!b.requests[q].pages.empty()) with_pages.push_back(static_cast<int64_t>(q));
@@ -352,7 +376,7 @@ KVSHARD_PROP(BoundsProps, TranslateLocsAndExtendPagesAtAndBeyondTheBound, ()) {
     RC_ASSERT_OK(planner.Build(b, &again));
     RC_ASSERT(again == fresh);
   }
-  // The last pool page N*pool_pages_per_rank - 1 as a chunk page of one more request, when the batch does not use it.
+  // The last pool page N*(pages_per_rank+1) - 1 as a chunk page of one more request, when the batch does not use it.
   bool used = false;
   int64_t chunk_pages = 0;
   for (const ExtendRequest& r : b.requests) {
@@ -376,7 +400,7 @@ KVSHARD_PROP(BoundsProps, TranslateLocsAndExtendPagesAtAndBeyondTheBound, ()) {
 // error naming the capacity, and neither the planner nor the pool changes.
 KVSHARD_PROP(BoundsProps, ScratchCapacityExactlyAtTheBoundAndOnePageOver, ()) {
   ExtendBatch b = DrawFullSizeBatch();
-  const int64_t n = b.shard_size, ps = b.page_size, hi = n * b.pool_pages_per_rank;
+  const int64_t n = b.shard_size, ps = b.page_size, hi = n * (b.pages_per_rank + 1);
   int64_t block_pages = 0, chunk_pages = 0;
   std::set<int64_t> used;
   for (const ExtendRequest& r : b.requests) {

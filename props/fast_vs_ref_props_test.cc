@@ -14,8 +14,8 @@
 #include <rapidcheck.h>
 
 #include "core/cp_plan_json.h"
+#include "core/pool_json.h"
 #include "core/spec.h"
-#include "core/trace_json.h"
 #include "cpu_fast/cp_data.h"
 #include "cpu_fast/cp_split.h"
 #include "cpu_fast/gather_plan.h"
@@ -108,8 +108,8 @@ ExtendBatch DrawRunBatch() {
   b.shard_size = *rc::gen::element<int64_t>(1, 2, 3, 4, 6, 8, 16, 64);
   b.page_size = *rc::gen::element<int64_t>(1, 2, 3, 16);
   const int64_t n = b.shard_size, ps = b.page_size;
-  b.pool_pages_per_rank = 2 + *rc::gen::inRange<int64_t>(64, 1100) / n;
-  const int64_t lo = n, hi = n * b.pool_pages_per_rank;  // allocatable logical pages
+  b.pages_per_rank = 1 + *rc::gen::inRange<int64_t>(64, 1100) / n;
+  const int64_t lo = n, hi = n * (b.pages_per_rank + 1);  // allocatable logical pages
   std::vector<V> chains(*rc::gen::inRange<int64_t>(1, 4));
   for (V& chain : chains) {
     const int64_t len = *rc::gen::weightedOneOf<int64_t>(
@@ -181,13 +181,13 @@ void TagEdges(const ExtendBatch& b) {
 // Corrupts `b` with one fault (structural, semantic, capacity or geometry); a few kinds can leave it valid.
 void Corrupt(ExtendBatch* b) {
   if (b->shard_size < 1 || b->page_size < 1) return;  // an earlier fault broke the geometry
-  const int64_t n = b->shard_size, ps = b->page_size, hi = n * b->pool_pages_per_rank;
+  const int64_t n = b->shard_size, ps = b->page_size, hi = n * (b->pages_per_rank + 1);
   const int kind = DrawKind(13);
   if (kind == 10) {  // geometry
     switch (DrawKind(5)) {
       case 0: b->shard_size = Pick({0, -1}); break;
       case 1: b->page_size = 0; break;
-      case 2: b->pool_pages_per_rank = Pick({0, kMaxPoolLogicalPages}); break;
+      case 2: b->pages_per_rank = Pick({-1, kMaxPoolLogicalPages - 1}); break;
       case 3: b->max_prefix_tokens += ps; break;
       default: b->chunk_tokens += ps > 1 ? 1 : -1 - b->chunk_tokens; break;
     }

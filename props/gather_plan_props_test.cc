@@ -11,7 +11,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
-#include "core/trace_json.h"
+#include "core/pool_json.h"
 #include "cpu_ref/gather_plan.h"
 #include "props/pool_generators.h"
 #include "props/property.h"
@@ -26,7 +26,7 @@ using V = std::vector<int64_t>;
 // The seed's begin_shard_extend, line by line (unique + argsort by (l % N) * stride + l // N).
 GatherPlan NaivePlan(const ExtendBatch& b) {
   const int64_t n = b.shard_size, ps = b.page_size;
-  const int64_t size = (b.pool_pages_per_rank - 1) * ps;  // SGLang's pool size excludes the padded page
+  const int64_t size = b.pages_per_rank * ps;  // SGLang's pool size: the trash page is not counted
   const int64_t stride = size / ps + 2;
   const int64_t trash = (b.max_prefix_tokens + b.chunk_tokens) / ps;
   V page_pos(n * (size / ps + 2), trash);
@@ -246,7 +246,7 @@ KVSHARD_PROP(GatherPlanProps, BatchJsonRoundTripsAndReaderRejectsCorruption, ())
   Json j = ExtendBatchToJson(b);
   RC_ASSERT(RC_VALUE(ExtendBatchFromJson(j)) == b);
   // Corrupt one field: drop it, retype it, negate it or overflow it. The reader must fail, naming it.
-  const std::string key = *rc::gen::element<std::string>("shard_size", "page_size", "pool_pages_per_rank",
+  const std::string key = *rc::gen::element<std::string>("shard_size", "page_size", "pages_per_rank",
                                                          "max_prefix_tokens", "chunk_tokens", "prefix_len",
                                                          "seq_len", "pages");
   const bool top = j.contains(key);

@@ -91,7 +91,7 @@ TEST(GpuGatherPlan, ConsecutiveBatchesOfOnePlanner) {
       ExtendBatch b = k == 0 ? first : DrawFullSizeBatch();
       b.shard_size = geometry.shard_size;
       b.page_size = geometry.page_size;
-      b.pool_pages_per_rank = geometry.pool_pages_per_rank;
+      b.pages_per_rank = geometry.pages_per_rank;
       b.max_prefix_tokens = geometry.max_prefix_tokens;
       b.chunk_tokens = geometry.chunk_tokens;
       const auto want = ref::BuildGatherPlan(b);
@@ -109,7 +109,7 @@ TEST(GpuGatherPlan, SpecWorkedExample) {
   ExtendBatch b;
   b.shard_size = 4;
   b.page_size = 16;
-  b.pool_pages_per_rank = 33;
+  b.pages_per_rank = 32;
   b.max_prefix_tokens = 4096;
   b.chunk_tokens = 512;
   b.requests.push_back({112, 251, {22, 23, 20, 21, 26, 27, 24, 25, 30, 31, 28, 29, 34, 35, 32, 33}});
@@ -131,7 +131,7 @@ TEST(GpuGatherPlan, CanImplementRejectsOversizedBatches) {
   ExtendBatch b;
   b.shard_size = 1;
   b.page_size = 1;
-  b.pool_pages_per_rank = 20000;
+  b.pages_per_rank = 19999;
   b.max_prefix_tokens = 1 << 20;
   b.chunk_tokens = 0;
   ExtendRequest r;

@@ -53,7 +53,7 @@ Status RunStream(gpu::RankGroup& comm, int64_t ps, int64_t pages_per_rank, int64
   ExtendBatch geometry;
   geometry.shard_size = n;
   geometry.page_size = ps;
-  geometry.pool_pages_per_rank = pages_per_rank + 1;
+  geometry.pages_per_rank = pages_per_rank;
   geometry.max_prefix_tokens = n * ps * (pages_per_rank + reqs);
   geometry.chunk_tokens = ps * n * pages_per_rank;
   gpu::PrefixGatherShape shape;

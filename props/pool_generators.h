@@ -24,7 +24,8 @@ inline int64_t DrawShardSize() {
 // ps, mostly small so send rows stay cheap: 1, 2, 3, 4 or 16.
 inline int64_t DrawPageSize() { return *rc::gen::element<int64_t>(1, 1, 2, 3, 4, 16); }
 
-// The requests of one valid batch over `pool_pages_per_rank` local pages per rank, and the capacities they need.
+// The requests of one valid batch over `pages_per_rank` allocatable local pages per rank, and the capacities they
+// need.
 struct DrawnRequests {
   std::vector<ExtendRequest> requests;
   int64_t block_pages = 0;  // sum of ceil(K_i / N): the prefix scratch needs N * ps * block_pages rows
@@ -33,12 +34,12 @@ struct DrawnRequests {
 
 // Cyclic chains (random bases) over shuffled free pages; each of 1..5 requests takes a prefix of a chain
 // (shared prefixes across requests, possibly empty) plus 0..3 fresh chunk pages (the last one partial).
-inline DrawnRequests DrawRequests(int64_t n, int64_t ps, int64_t pool_pages_per_rank) {
+inline DrawnRequests DrawRequests(int64_t n, int64_t ps, int64_t pages_per_rank) {
   // Free pages per class, in a random order: chains draw from the front.
   std::vector<std::vector<int64_t>> free(n);
   std::mt19937 rng(*rc::gen::arbitrary<uint32_t>());
   for (int64_t c = 0; c < n; ++c) {
-    for (int64_t i = 1; i < pool_pages_per_rank; ++i) free[c].push_back(i * n + c);
+    for (int64_t i = 1; i <= pages_per_rank; ++i) free[c].push_back(i * n + c);
     std::shuffle(free[c].begin(), free[c].end(), rng);
   }
   auto take = [&](int64_t owner, std::vector<int64_t>* out) {
@@ -82,8 +83,8 @@ inline ExtendBatch DrawValidBatch() {
   b.shard_size = DrawShardSize();
   b.page_size = DrawPageSize();
   const int64_t n = b.shard_size, ps = b.page_size;
-  b.pool_pages_per_rank = *rc::gen::inRange<int64_t>(2, 40);
-  DrawnRequests d = DrawRequests(n, ps, b.pool_pages_per_rank);
+  b.pages_per_rank = *rc::gen::inRange<int64_t>(1, 39);
+  DrawnRequests d = DrawRequests(n, ps, b.pages_per_rank);
   b.requests = std::move(d.requests);
   b.max_prefix_tokens = n * ps * (d.block_pages + *rc::gen::inRange<int64_t>(0, 3));
   b.chunk_tokens = ps * (d.chunk_pages + *rc::gen::inRange<int64_t>(0, 3));

@@ -170,7 +170,7 @@ void ShowOps(const std::vector<PoolOp>& ops, std::ostream& os) {
 void showValue(const WritePlanRecipe& recipe, std::ostream& os) {
   const WritePlanScenario s = Materialize(recipe);
   const ref::ShardedPoolConfig& c = s.config;
-  os << "N=" << c.shard_size << " ps=" << c.page_size << " pool_pages_per_rank=" << c.pool_pages_per_rank
+  os << "N=" << c.shard_size << " ps=" << c.page_size << " pages_per_rank=" << c.pages_per_rank
      << " layers=" << c.num_layers << " row_words=" << c.row_words << " max_prefix_tokens=" << c.max_prefix_tokens
      << " chunk_tokens=" << c.chunk_tokens << "\n  epoch 0 (no batch), writes:\n";
   ShowOps(s.initial, os);
@@ -210,14 +210,14 @@ WritePlanRecipe DrawWritePlanRecipe() {
   ref::ShardedPoolConfig& c = s.config;
   c.shard_size = DrawShardSize();
   c.page_size = DrawPageSize();
-  c.pool_pages_per_rank = *rc::gen::inRange<int64_t>(2, 13);
+  c.pages_per_rank = *rc::gen::inRange<int64_t>(1, 12);
   c.num_layers = *rc::gen::inRange<int64_t>(1, 5);
   c.row_words = *rc::gen::inRange<int64_t>(1, 3);
   const int64_t n = c.shard_size, ps = c.page_size;
   s.extra_slots = *rc::gen::container<V>(*rc::gen::inRange<int64_t>(0, 4),
-                                         rc::gen::inRange<int64_t>(0, n * c.pool_pages_per_rank * ps));
+                                         rc::gen::inRange<int64_t>(0, n * (c.pages_per_rank + 1) * ps));
   s.initial = *GenOpRecipes(false, c.num_layers, 3);
-  const int64_t ppr = c.pool_pages_per_rank, layers = c.num_layers;
+  const int64_t ppr = c.pages_per_rank, layers = c.num_layers;
   const auto epoch = rc::gen::resize(100, rc::gen::exec([n, ps, ppr, layers] {
     WritePlanRecipe::Epoch e;
     e.requests = DrawRequests(n, ps, ppr).requests;
@@ -246,7 +246,7 @@ WritePlanRecipe DrawWritePlanRecipe() {
 // Rank r's persisted rows equal the baseline's rows of the locs they hold, for every rank, layer and row.
 void AssertPersistedEqualsBaseline(const ref::ShardedPool& pool, const ref::UnshardedPool& base,
                                    const ref::ShardedPoolConfig& c) {
-  const int64_t n = c.shard_size, ps = c.page_size, rows = c.pool_pages_per_rank * ps;
+  const int64_t n = c.shard_size, ps = c.page_size, rows = (c.pages_per_rank + 1) * ps;
   for (int64_t r = 0; r < n; ++r) {
     V locs(rows);
     for (int64_t row = 0; row < rows; ++row) locs[row] = (row / ps) * n * ps + r * ps + row % ps;
@@ -383,7 +383,7 @@ KVSHARD_PROP(PoolProps, ResidencyMissesExactlyWhenLayerAheadOrderIsBroken, ()) {
   const ExtendBatch b = DrawFullSizeBatch();
   const int64_t layers = *rc::gen::inRange<int64_t>(1, 6);
   ref::ShardedPool pool = RC_VALUE(ref::ShardedPool::Create(
-      {b.shard_size, b.page_size, b.pool_pages_per_rank, b.max_prefix_tokens, b.chunk_tokens, layers, 1}));
+      {b.shard_size, b.page_size, b.pages_per_rank, b.max_prefix_tokens, b.chunk_tokens, layers, 1}));
   RC_ASSERT_OK(pool.BeginShardExtend(b.requests));
   const bool has_prefix = pool.plan().block_pages > 0;
   std::pair<int64_t, int64_t> model[2] = {{has_prefix ? 0 : -1, has_prefix ? 1 : -1}, {-1, -1}};
@@ -405,10 +405,10 @@ KVSHARD_PROP(PoolProps, ResidencyMissesExactlyWhenLayerAheadOrderIsBroken, ()) {
 // Owner-filtered writes: the owner's local row holds the row, every other rank's row is untouched; the
 // owner filter is computed once per (locs, epoch).
 KVSHARD_PROP(PoolProps, WritesPersistOnlyOwnedRowsWithCachedWritePlan, ()) {
-  const int64_t n = DrawShardSize(), ps = DrawPageSize(), ppr = *rc::gen::inRange<int64_t>(1, 9);
+  const int64_t n = DrawShardSize(), ps = DrawPageSize(), ppr = *rc::gen::inRange<int64_t>(0, 8);
   const int64_t layers = *rc::gen::inRange<int64_t>(1, 4);
   ref::ShardedPool pool = RC_VALUE(ref::ShardedPool::Create({n, ps, ppr, 0, 0, layers, 1}));
-  auto locs = *rc::gen::container<V>(rc::gen::inRange<int64_t>(0, n * ppr * ps));
+  auto locs = *rc::gen::container<V>(rc::gen::inRange<int64_t>(0, n * (ppr + 1) * ps));
   std::sort(locs.begin(), locs.end());
   locs.erase(std::unique(locs.begin(), locs.end()), locs.end());
   for (int64_t l = 0; l < layers; ++l) RC_ASSERT_OK(pool.Write(l, locs, ref::RowValues(l, locs, 3, 1)));

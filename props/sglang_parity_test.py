@@ -342,9 +342,9 @@ def alloc_case(case, sg, rng, stats):
 class PagePool:
     """Distinct logical pages by owner class, drawn at random (an allocator-like pool, order scrambled)."""
 
-    def __init__(self, rng, n, pool_pages_per_rank):
+    def __init__(self, rng, n, pages_per_rank):
         self.n = n
-        self.free = [[i * n + c for i in range(1, pool_pages_per_rank)] for c in range(n)]
+        self.free = [[i * n + c for i in range(1, pages_per_rank + 1)] for c in range(n)]
         for lst in self.free:
             rng.shuffle(lst)
 
@@ -364,7 +364,7 @@ class PagePool:
 
 def gen_batch(rng):
     n, ps = rng.choice([1, 2, 2, 3, 4, 4, 5, 8]), rng.choice([1, 2, 3, 4, 16])
-    ppr = rng.randint(2, 12)
+    ppr = rng.randint(1, 11)  # allocatable pages per rank (each rank's local page 0 is the trash page)
     pool = PagePool(rng, n, ppr)
     chains = [pool.cyclic_run(rng.randrange(n), rng.randint(0, 3 * n)) for _ in range(rng.randint(1, 3))]
     reqs = []
@@ -377,7 +377,7 @@ def gen_batch(rng):
         reqs.append(dict(prefix_len=k * ps, seq_len=seq, pages=chain[:k] + chunk))
     block = sum(-(-r["prefix_len"] // ps // n) for r in reqs)
     chunk_pages = sum(len(r["pages"]) - r["prefix_len"] // ps for r in reqs)
-    batch = dict(shard_size=n, page_size=ps, pool_pages_per_rank=ppr,
+    batch = dict(shard_size=n, page_size=ps, pages_per_rank=ppr,
                  max_prefix_tokens=n * ps * (block + rng.randint(0, 2)),
                  chunk_tokens=ps * (chunk_pages + rng.randint(0, 3)), requests=reqs)
     inject_faults(rng, batch, block, chunk_pages)
@@ -419,7 +419,7 @@ def sglang_plans(shard_plan, torch, batch):
     pools = []
     for rank in range(n):
         spec = shard_plan.Spec(rank, n, ps, batch["max_prefix_tokens"], batch["chunk_tokens"])
-        pool = shard_plan.Pool(spec, (batch["pool_pages_per_rank"] - 1) * ps)
+        pool = shard_plan.Pool(spec, batch["pages_per_rank"] * ps)  # SGLang's size excludes the trash page
         try:
             pool.begin_shard_extend(req_to_token, list(range(len(reqs))), prefix, seq)
         except AssertionError as e:
@@ -438,9 +438,9 @@ def gather_error_needles(message):
 
 
 def translate_slots(rng, batch):
-    n, ps, ppr = batch["shard_size"], batch["page_size"], batch["pool_pages_per_rank"]
+    n, ps, ppr = batch["shard_size"], batch["page_size"], batch["pages_per_rank"]
     slots = {p * ps + o for r in batch["requests"] for p in r["pages"] for o in range(ps)}
-    limit = n * (ppr + 1) * ps
+    limit = n * (ppr + 2) * ps  # page_pos covers N * (pages_per_rank + 2) pages
     slots |= {rng.randrange(limit) for _ in range(16)} | {0, limit - 1}
     return sorted(slots)
 

@@ -10,7 +10,7 @@ namespace {
 ref::ShardedPoolConfig PoolConfig(const StreamConfig& c) {
   const int64_t max_pages = (c.max_len + c.page_size - 1) / c.page_size;
   const int64_t block = c.max_batch * ((max_pages + c.shard_size - 1) / c.shard_size);
-  return {c.shard_size, c.page_size, c.pages_per_rank + 1, c.shard_size * c.page_size * block,
+  return {c.shard_size, c.page_size, c.pages_per_rank, c.shard_size * c.page_size * block,
           c.page_size * c.max_batch * max_pages, c.num_layers, c.row_words};
 }
 

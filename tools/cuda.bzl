@@ -21,7 +21,12 @@ NVCC_FLAGS = [
 ]
 
 def cuda_library(name, srcs = [], hdrs = [], cuda_hdrs = [], deps = [], copts = [], **kwargs):
-    """Compiles `srcs` (.cu) with nvcc; `cuda_hdrs` are .cuh visible to those sources only."""
+    """Compiles `srcs` (.cu) with nvcc; `cuda_hdrs` are .cuh visible to those sources only.
+
+    The nvcc genrules read every core/ header through //core:all_headers, which is visible to //gpu only:
+    calling cuda_library from another package needs that package added to its visibility. `visibility` and
+    other kwargs go to the cc_library.
+    """
     if not CUDA_AVAILABLE:
         return
     objs = []
@@ -40,6 +45,8 @@ def cuda_library(name, srcs = [], hdrs = [], cuda_hdrs = [], deps = [], copts = 
                 src = src,
             ),
             message = "nvcc " + src,
+            # The object files are internal to the cc_library below, whatever the package's default visibility.
+            visibility = ["//visibility:private"],
         )
         objs.append(obj)
     native.cc_library(

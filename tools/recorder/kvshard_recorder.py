@@ -1,5 +1,6 @@
 """Records what an SGLang engine decided as a kvshard trace (docs/trace-format.md, version 1, JSON Lines), so
-`kvshard replay` can check every decision against the reference model. Standard library only; torch optional."""
+`kvshard replay` can check every decision against the reference model. Standard library only; torch optional.
+Usage: docs/trace-format.md, "Recording from SGLang"; tested end to end by //props:sglang_recorder_test."""
 import json
 
 TRACE_VERSION = 1
@@ -47,7 +48,8 @@ class AllocatorRecorder:
 
     def __init__(self, alloc, writer):
         self.alloc, self.writer = alloc, writer
-        self._group = None
+        self._group = None  # the frees of the open free group, or None outside one
+        self._closing = False  # inside free_group_end, whose flush calls free() again: not a free of its own
         self._alloc_extend, self._free = alloc.alloc_extend, alloc.free
         self._group_begin, self._group_end = alloc.free_group_begin, alloc.free_group_end
         alloc.alloc_extend, alloc.free = self.alloc_extend, self.free
@@ -82,6 +84,8 @@ class AllocatorRecorder:
         return pages
 
     def free(self, free_index):
+        if self._closing:  # SGLang's free_group_end frees the group's concatenated slots through self.free
+            return self._free(free_index)
         if self._group is not None:
             self._group.append([int(x) for x in _plain(free_index)])
             return self._free(free_index)
@@ -95,24 +99,38 @@ class AllocatorRecorder:
         return self._group_begin()
 
     def free_group_end(self):
-        frees, self._group = self._group, None
-        result = self._group_end()
+        frees, self._group, self._closing = self._group, None, True
+        try:
+            result = self._group_end()
+        finally:
+            self._closing = False
         self.writer.record("free_group", expect={"op": "free_group", **self._state()}, frees=frees)
         return result
 
 
-def record_gather_plan(writer, pools, req_to_token, req_pool_indices, prefix_lens, seq_lens, pages_per_rank):
-    """Records one begin_shard_extend that `pools` (SGLang shard pools, one per rank or only some ranks, all
-    of one shard group) have just run: the batch and the plan fields each pool holds."""
-    spec = pools[0].shard_spec
+def extend_batch(spec, req_to_token, req_pool_indices, prefix_lens, seq_lens, pages_per_rank):
+    """The record's "batch" (the object `kvshard gather-plan --batch` reads) for one begin_shard_extend call on
+    pools of `spec` (their PageShardSpec); `pages_per_rank` as in record_gather_plan."""
     ps, n = spec.page_size, spec.shard_size
     requests = []
     for i, (prefix, seq) in enumerate(zip(prefix_lens, seq_lens)):
-        row = _plain(req_to_token[req_pool_indices[i]])
+        row = _plain(req_to_token[int(req_pool_indices[i])])
         requests.append({"prefix_len": int(prefix), "seq_len": int(seq),
                          "pages": [int(row[k]) // ps for k in range(0, int(seq), ps)]})
-    batch = {"shard_size": n, "page_size": ps, "pages_per_rank": pages_per_rank,
-             "max_prefix_tokens": spec.max_prefix_tokens, "chunk_tokens": spec.chunk_tokens, "requests": requests}
+    return {"shard_size": n, "page_size": ps, "pages_per_rank": int(pages_per_rank),
+            "max_prefix_tokens": int(spec.max_prefix_tokens), "chunk_tokens": int(spec.chunk_tokens),
+            "requests": requests}
+
+
+def record_gather_plan(writer, pools, req_to_token, req_pool_indices, prefix_lens, seq_lens, pages_per_rank):
+    """Records one begin_shard_extend that `pools` (SGLang shard pools, one per rank or only some ranks, all
+    of one shard group) have just run: the batch and the plan fields each pool holds. `pages_per_rank` is the
+    pool's size // page_size: allocatable pages per rank, the trash page (local page 0) not counted. Where
+    begin_shard_extend raised e instead:
+    record_error(writer, "gather_plan", error_text(e), batch=extend_batch(spec, req_to_token, ...))."""
+    spec = pools[0].shard_spec
+    ps, n = spec.page_size, spec.shard_size
+    batch = extend_batch(spec, req_to_token, req_pool_indices, prefix_lens, seq_lens, pages_per_rank)
     p0 = pools[0]
     trash = p0._trash_base // ps
     ranks = [{} for _ in range(n)]  # a subset: ranks not recorded match anything
@@ -130,8 +148,26 @@ def record_split(writer, plan, extend_lens, prefix_lens, page_size, cp_size, cp_
                   extend_lens=list(extend_lens), prefix_lens=list(prefix_lens))
 
 
+FAIL_FAST = "[CP_SHARED_KV_FAIL_FAST]"
+_CAPACITY_TAGS = ("exceeds the scratch prefix capacity", "exceeds the scratch chunk capacity")
+
+
+def error_text(error):
+    """The part of an SGLang rejection (an exception or its message) that kvshard's error message carries
+    too: a CP fail-fast's "[CP_SHARED_KV_FAIL_FAST][<reason>]" tag, a scratch capacity assertion's tag (kvshard
+    adds the sizes), otherwise the whole message (alignment, cyclic owners)."""
+    text = str(error)
+    if text.startswith(FAIL_FAST) and "]" in text[len(FAIL_FAST):]:
+        return text[:text.index("]", len(FAIL_FAST)) + 1]
+    for tag in _CAPACITY_TAGS:
+        if tag in text:
+            return tag
+    return text
+
+
 def record_error(writer, op, message, **inputs):
-    """Records a call SGLang rejected: the record must be rejected with a message containing `message`."""
+    """Records a call SGLang rejected, with the inputs its record would carry: replay requires the record to
+    be rejected with a message containing `message` (error_text(e) of SGLang's exception e)."""
     writer.record(op, expect={"error": message}, **inputs)
 
 

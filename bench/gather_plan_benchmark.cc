@@ -13,8 +13,8 @@ constexpr int64_t kN = 8, kPs = 64, kReqs = 256, kPrefixPages = 2048 / kPs, kChu
 // Each request: a cyclic prefix run (shared or its own) plus one fresh chunk page.
 ExtendBatch MakeBatch(bool shared) {
   const int64_t chunk_local_base = 1 + kPrefixPages / kN * (kReqs + 1);  // past every prefix page
-  const int64_t ppr = chunk_local_base + kReqs * kChunkPages / kN + 1;
-  ExtendBatch b{kN, kPs, ppr, 0, kReqs * kChunkPages * kPs, {}};
+  const int64_t pages_per_rank = chunk_local_base + kReqs * kChunkPages / kN;  // past every chunk page
+  ExtendBatch b{kN, kPs, pages_per_rank, 0, kReqs * kChunkPages * kPs, {}};
   int64_t next_local = 1;  // local page handed out next, same for every owner
   std::vector<int64_t> shared_prefix;
   for (int64_t k = 0; k < kPrefixPages; ++k) shared_prefix.push_back((next_local + k / kN) * kN + k % kN);

@@ -1,8 +1,8 @@
 // JSON readers and writers of the pool-model inputs and outputs: extend batches (`gather-plan --batch`),
 // allocator scripts (`alloc --script`), gather plans and allocator results. Field names are SGLang's.
 // Readers validate completely: every malformed input is a Status naming the field (CLI exit 2).
-#ifndef KVSHARD_CORE_TRACE_JSON_H_
-#define KVSHARD_CORE_TRACE_JSON_H_
+#ifndef KVSHARD_CORE_POOL_JSON_H_
+#define KVSHARD_CORE_POOL_JSON_H_
 
 #include <cstdint>
 #include <string>
@@ -14,7 +14,8 @@
 
 namespace kvshard {
 
-// Reads and structurally validates an extend batch (see ValidateExtendBatch).
+// Reads and structurally validates an extend batch (see ValidateExtendBatch); the pre-rename key
+// pool_pages_per_rank (which counted the trash page) is rejected, saying what changed.
 StatusOr<ExtendBatch> ExtendBatchFromJson(const Json& j);
 // Writes an extend batch in the form ExtendBatchFromJson reads.
 Json ExtendBatchToJson(const ExtendBatch& batch);
@@ -36,4 +37,4 @@ Json AllocOpResultToJson(const AllocOpResult& result);
 
 }  // namespace kvshard
 
-#endif  // KVSHARD_CORE_TRACE_JSON_H_
+#endif  // KVSHARD_CORE_POOL_JSON_H_

@@ -1,5 +1,5 @@
 // JSON readers/writers for batches, allocator scripts, plans and allocator results.
-#include "core/trace_json.h"
+#include "core/pool_json.h"
 
 #include <string>
 
@@ -76,7 +76,11 @@ StatusOr<ExtendBatch> ExtendBatchFromJson(const Json& j) {
   ExtendBatch b;
   KVSHARD_ASSIGN_OR_RETURN(b.shard_size, JsonInt(j, "shard_size", "", 1, kMaxShardSize));
   KVSHARD_ASSIGN_OR_RETURN(b.page_size, JsonInt(j, "page_size", "", 1, kMaxPageSize));
-  KVSHARD_ASSIGN_OR_RETURN(b.pool_pages_per_rank, JsonInt(j, "pool_pages_per_rank", "", 1, kMaxPoolLogicalPages));
+  if (j.contains("pool_pages_per_rank")) {
+    return InvalidArgument("pool_pages_per_rank: renamed to pages_per_rank, which excludes the trash page "
+                           "(pages_per_rank = pool_pages_per_rank - 1)");
+  }
+  KVSHARD_ASSIGN_OR_RETURN(b.pages_per_rank, JsonInt(j, "pages_per_rank", "", 0, kMaxPoolLogicalPages - 1));
   KVSHARD_ASSIGN_OR_RETURN(b.max_prefix_tokens, JsonInt(j, "max_prefix_tokens", "", 0, kMaxSlot - 1));
   KVSHARD_ASSIGN_OR_RETURN(b.chunk_tokens, JsonInt(j, "chunk_tokens", "", 0, kMaxSlot - 1));
   if (!j.contains("requests")) return InvalidArgument("requests: missing");
@@ -102,7 +106,7 @@ Json ExtendBatchToJson(const ExtendBatch& b) {
   Json j;
   j["shard_size"] = b.shard_size;
   j["page_size"] = b.page_size;
-  j["pool_pages_per_rank"] = b.pool_pages_per_rank;
+  j["pages_per_rank"] = b.pages_per_rank;
   j["max_prefix_tokens"] = b.max_prefix_tokens;
   j["chunk_tokens"] = b.chunk_tokens;
   j["requests"] = Json::array();

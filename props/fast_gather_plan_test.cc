@@ -1,5 +1,6 @@
-// The fast planner's own paths against the reference on literal batches: whole bitmap words of consecutive runs
-// (closed form when N divides 64), shared heads, scattered cyclic runs, and the fused validation's error order.
+// cpu_fast/'s gather planner against the reference on literal batches (in props/: cpu_fast/ may not depend on
+// cpu_ref/): whole bitmap words of consecutive runs (closed form when N divides 64), shared heads,
+// scattered cyclic runs, and the fused validation's error order.
 #include "cpu_fast/gather_plan.h"
 
 #include <functional>
@@ -16,7 +17,7 @@ using V = std::vector<int64_t>;
 
 // The spec §3 batch: N=4, ps=16, a base-2 chain with a 7-page prefix.
 ExtendBatch SpecBatch() {
-  return {4, 16, 33, 4096, 512, {{112, 251, {22, 23, 20, 21, 26, 27, 24, 25, 30, 31, 28, 29, 34, 35, 32, 33}}}};
+  return {4, 16, 32, 4096, 512, {{112, 251, {22, 23, 20, 21, 26, 27, 24, 25, 30, 31, 28, 29, 34, 35, 32, 33}}}};
 }
 
 // The spec chain, a consecutive prefix run and a request sharing that run's head, each with fresh chunk pages.
@@ -39,8 +40,8 @@ TEST(FastGatherPlanTest, SpecWorkedExampleEqualsReference) {
 // pages inside prefix words, for N that divides 64 and N that does not; each build reuses the planner's state.
 TEST(FastGatherPlanTest, DenseAndScatteredRunsEqualReference) {
   for (int64_t n : {1, 2, 3, 8, 64}) {
-    const int64_t ps = 4, ppr = 20000 / n + 100, reqs = 12;
-    ExtendBatch b{n, ps, ppr, 0, 0, {}};
+    const int64_t ps = 4, pages_per_rank = 20000 / n + 99, reqs = 12;
+    ExtendBatch b{n, ps, pages_per_rank, 0, 0, {}};
     int64_t next = n, block = 0, chunks = 0;  // next free logical page for consecutive runs
     for (int64_t i = 0; i < reqs; ++i) {
       const int64_t k = 50 + 37 * i % 150;
@@ -65,7 +66,7 @@ TEST(FastGatherPlanTest, DenseAndScatteredRunsEqualReference) {
       chunks += static_cast<int64_t>(r.pages.size()) - r.prefix_len / ps;
       b.requests.push_back(r);
     }
-    ASSERT_LT(next, n * ppr);
+    ASSERT_LT(next, n * (pages_per_rank + 1));
     b.max_prefix_tokens = n * block * ps;
     b.chunk_tokens = chunks * ps;
     const GatherPlan want = ref::BuildGatherPlan(b).value();

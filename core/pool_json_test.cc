@@ -1,6 +1,6 @@
 // JSON readers: round trips and one error per malformed-input class (missing key, wrong type,
-// negative or overflowing number, inconsistent lengths, pages out of pool range).
-#include "core/trace_json.h"
+// negative or overflowing number, inconsistent lengths, pages out of pool range, the renamed pool key).
+#include "core/pool_json.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@ namespace kvshard {
 namespace {
 
 Json Batch() {
-  return Json::parse(R"({"shard_size":4,"page_size":16,"pool_pages_per_rank":33,"max_prefix_tokens":4096,
+  return Json::parse(R"({"shard_size":4,"page_size":16,"pages_per_rank":32,"max_prefix_tokens":4096,
     "chunk_tokens":512,"requests":[{"prefix_len":16,"seq_len":40,"pages":[22,23,20]}]})");
 }
 
@@ -32,13 +32,13 @@ std::string ScriptError(const std::function<void(Json&)>& edit) {
   return s.ok() ? "ok" : s.status().message();
 }
 
-TEST(TraceJsonTest, BatchRoundTrip) {
+TEST(PoolJsonTest, BatchRoundTrip) {
   ExtendBatch b = ExtendBatchFromJson(Batch()).value();
   EXPECT_EQ(b.requests[0].pages, (std::vector<int64_t>{22, 23, 20}));
   EXPECT_EQ(ExtendBatchFromJson(ExtendBatchToJson(b)).value(), b);
 }
 
-TEST(TraceJsonTest, BatchErrorsNameTheField) {
+TEST(PoolJsonTest, BatchErrorsNameTheField) {
   EXPECT_EQ(BatchError([](Json& j) { j.erase("chunk_tokens"); }), "chunk_tokens: missing");
   EXPECT_EQ(BatchError([](Json& j) { j["shard_size"] = "4"; }), "shard_size: must be an integer");
   EXPECT_EQ(BatchError([](Json& j) { j["requests"][0]["seq_len"] = 8; }),
@@ -62,7 +62,28 @@ TEST(TraceJsonTest, BatchErrorsNameTheField) {
   EXPECT_EQ(BatchError([](Json& j) { j = Json::array(); }), "input: must be a JSON object");
 }
 
-TEST(TraceJsonTest, ScriptRoundTrip) {
+TEST(PoolJsonTest, BatchRejectsThePreRenamePoolKeySayingWhatChanged) {
+  const std::string renamed =
+      "pool_pages_per_rank: renamed to pages_per_rank, which excludes the trash page "
+      "(pages_per_rank = pool_pages_per_rank - 1)";
+  EXPECT_EQ(BatchError([](Json& j) {
+              j.erase("pages_per_rank");
+              j["pool_pages_per_rank"] = 33;
+            }),
+            renamed);
+  EXPECT_EQ(BatchError([](Json& j) { j["pool_pages_per_rank"] = 33; }), renamed);  // both keys: still rejected
+  EXPECT_EQ(BatchError([](Json& j) { j.erase("pages_per_rank"); }), "pages_per_rank: missing");
+  EXPECT_EQ(BatchError([](Json& j) { j["pages_per_rank"] = -1; }), "pages_per_rank: must be in [0, 16777215], got -1");
+  // page_pos has shard_size*(pages_per_rank+2) entries, at most 2^24: for N = 4, pages_per_rank < 2^22 - 1.
+  EXPECT_EQ(BatchError([](Json& j) { j["pages_per_rank"] = (1 << 22) - 2; }), "ok");
+  EXPECT_EQ(BatchError([](Json& j) { j["pages_per_rank"] = (1 << 22) - 1; }),
+            "pages_per_rank: must be in [0, 4194303) so that page_pos, shard_size*(pages_per_rank+2) entries, stays "
+            "<= 2^24, got 4194303");
+  EXPECT_TRUE(ExtendBatchToJson(ExtendBatchFromJson(Batch()).value()).contains("pages_per_rank"));
+  EXPECT_FALSE(ExtendBatchToJson(ExtendBatchFromJson(Batch()).value()).contains("pool_pages_per_rank"));
+}
+
+TEST(PoolJsonTest, ScriptRoundTrip) {
   AllocScript s = AllocScriptFromJson(Script()).value();
   ASSERT_EQ(s.ops.size(), 3u);
   EXPECT_EQ(s.ops[0].alloc.rotation_bases, (std::vector<int64_t>{kNewChain}));
@@ -70,7 +91,7 @@ TEST(TraceJsonTest, ScriptRoundTrip) {
   EXPECT_EQ(AllocScriptFromJson(AllocScriptToJson(s)).value(), s);
 }
 
-TEST(TraceJsonTest, ScriptErrorsNameTheField) {
+TEST(PoolJsonTest, ScriptErrorsNameTheField) {
   EXPECT_EQ(ScriptError([](Json& j) { j["ops"][0].erase("last_locs"); }), "ops[0].last_locs: missing");
   EXPECT_EQ(ScriptError([](Json& j) { j["ops"][0]["seq_lens"] = {122, 5}; }),
             "ops[0].seq_lens: has 2 entries, prefix_lens has 1");
@@ -89,7 +110,7 @@ TEST(TraceJsonTest, ScriptErrorsNameTheField) {
             "pages_per_rank: must be in [0, 4194303], got 8388608");
 }
 
-TEST(TraceJsonTest, PlanAndResultWritersUseSglangNames) {
+TEST(PoolJsonTest, PlanAndResultWritersUseSglangNames) {
   GatherPlan p;
   p.block_pages = 1;
   p.mapped_pages = {5};

@@ -1,5 +1,6 @@
-// The fast rerange's streaming-store path (outputs >= 32 MiB, out of reach of the properties' small batches)
-// and its reused output buffer, against the reference. Calls are qualified: ADL would pick ref:: for ref tensors.
+// cpu_fast/'s rerange against the reference (in props/: cpu_fast/ may not depend on cpu_ref/): its streaming-store
+// path (outputs >= 32 MiB, out of reach of the properties' small batches) and its reused output buffer. Calls are
+// qualified: ADL would pick ref:: for ref tensors.
 #include "cpu_fast/cp_data.h"
 
 #include <gtest/gtest.h>

@@ -1,0 +1,634 @@
+# End-to-end test of the SGLang recorder (tools/recorder/kvshard_recorder.py): SGLang's own code (loaded at run time
+# from ../shared/sglang_ref, never copied here) runs a seeded serving stream through the recorder into kvshard traces,
+# and `kvshard replay` must pass every one of them. Then deliberately broken variants of SGLang's code (patched here,
+# at run time, in this test only) are recorded, and replay must fail at the exact line and field where the broken
+# decision was recorded: that line is computed by re-running the broken trace's own inputs through unpatched SGLang.
+import argparse
+import collections
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import xml.sax.saxutils
+
+SUITE = "sglang_recorder_test"
+
+
+# ---- environment: where things are, skipping, JUnit XML ----------------------------------------------------
+
+def workspace_root():
+    """The source tree: the real path of this script (a runfile symlink under Bazel) is props/<me>.py."""
+    return os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+
+
+def runfile(rel):
+    """A file of this workspace: Bazel's runfile when there is one, else the source tree's."""
+    srcdir = os.environ.get("TEST_SRCDIR")
+    if srcdir:
+        path = os.path.join(srcdir, os.environ.get("TEST_WORKSPACE", "kvshard"), rel)
+        if os.path.exists(path):
+            return path
+    return os.path.join(workspace_root(), rel)
+
+
+def sglang_ref_dir():
+    return os.environ.get("KVSHARD_SGLANG_REF") or os.path.join(workspace_root(), "..", "shared", "sglang_ref")
+
+
+def kvshard_binary():
+    srcdir = os.environ.get("TEST_SRCDIR")
+    if srcdir:
+        path = os.path.join(srcdir, os.environ.get("TEST_WORKSPACE", "kvshard"), "cli", "kvshard")
+        if os.path.exists(path):
+            return path
+    return os.environ.get("KVSHARD_BIN") or os.path.join(workspace_root(), "bazel-bin", "cli", "kvshard")
+
+
+def write_xml(cases):
+    """cases: [(name, status, message)] with status in passed|failed|skipped; written only under Bazel."""
+    path = os.environ.get("XML_OUTPUT_FILE")
+    if not path:
+        return
+    esc = xml.sax.saxutils.quoteattr
+    failures = sum(s == "failed" for _, s, _ in cases)
+    skips = sum(s == "skipped" for _, s, _ in cases)
+    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
+             f'<testsuites tests="{len(cases)}" failures="{failures}" skipped="{skips}">',
+             f'<testsuite name="{SUITE}" tests="{len(cases)}" failures="{failures}" skipped="{skips}">']
+    for name, status, message in cases:
+        body = {"passed": "", "failed": f"<failure message={esc(message)}/>",
+                "skipped": f"<skipped message={esc(message)}/>"}[status]
+        result = ' result="skipped"' if status == "skipped" else ""
+        lines.append(f'<testcase classname="SglangRecorder" name="{name}"{result}>{body}</testcase>')
+    lines += ["</testsuite>", "</testsuites>"]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def skip(why):
+    print(f"SKIPPED: {why}")
+    write_xml([("all", "skipped", why)])
+    sys.exit(0)
+
+
+def load_module(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Sglang:
+    """SGLang's reference modules, imported from the folder at run time."""
+
+    def __init__(self, ref_dir, torch):
+        sys.path.insert(0, ref_dir)
+        import allocator, cp_planning, shard_plan  # noqa: E401 (modules of ../shared/sglang_ref)
+        self.torch, self.Alloc, self.shard_plan, self.cp = torch, allocator.load_allocator(), shard_plan, cp_planning
+
+    def new_allocator(self, n, ps, pages_per_rank, need_sort):
+        return self.Alloc(size=pages_per_rank * ps, physical_page_size=ps, shard_size=n, dtype=self.torch.int64,
+                          device="cpu", kvcache=None, need_sort=need_sort)
+
+    def tensor(self, values):
+        return self.torch.tensor(values, dtype=self.torch.int64)
+
+    def begin_extend(self, n, ps, pages_per_rank, max_prefix_tokens, chunk_tokens, req_to_token, indices, prefix,
+                     seq):
+        """One SGLang Pool per rank runs begin_shard_extend: (pools, None), or (None, the AssertionError)."""
+        pools = []
+        for rank in range(n):
+            spec = self.shard_plan.Spec(rank, n, ps, max_prefix_tokens, chunk_tokens)
+            pool = self.shard_plan.Pool(spec, pages_per_rank * ps)
+            try:
+                pool.begin_shard_extend(req_to_token, indices, prefix, seq)
+            except AssertionError as e:
+                return None, e
+            pools.append(pool)
+        return pools, None
+
+    def split_plan(self, extend, prefix, ps, cp_size, cp_rank):
+        """SGLang's in-seq batch plan: (plan, None), or (None, the fail-fast RuntimeError)."""
+        try:
+            return self.cp.build_batch_page_aligned_in_seq_split_plan(
+                extend_lens=list(extend), prefix_lens=list(prefix), page_size=ps, cp_size=cp_size,
+                cp_rank=cp_rank), None
+        except RuntimeError as e:
+            if not str(e).startswith("[CP_SHARED_KV_FAIL_FAST]"):
+                raise
+            return None, e
+
+
+# ---- recording SGLang's decisions (shared by the stream and the oracle) ----------------------------------------
+
+def record_begin_extend(sg, rec, writer, n, ps, ppr, mpt, ct, req_to_token, indices, prefix, seq, ranks=None):
+    """Runs begin_shard_extend on one pool per rank and records the plan (of `ranks` only, if given) or the
+    error. Returns True when SGLang planned the batch."""
+    pools, error = sg.begin_extend(n, ps, ppr, mpt, ct, req_to_token, indices, prefix, seq)
+    if error is not None:
+        spec = sg.shard_plan.Spec(0, n, ps, mpt, ct)
+        rec.record_error(writer, "gather_plan", rec.error_text(error),
+                         batch=rec.extend_batch(spec, req_to_token, indices, prefix, seq, ppr))
+        return False
+    rec.record_gather_plan(writer, pools if ranks is None else [pools[r] for r in ranks], req_to_token, indices,
+                           prefix, seq, ppr)
+    return True
+
+
+def record_split(sg, rec, writer, extend, prefix, ps, cp_size, cp_rank):
+    plan, error = sg.split_plan(extend, prefix, ps, cp_size, cp_rank)
+    if error is not None:
+        rec.record_error(writer, "split", rec.error_text(error), cp_size=cp_size, cp_rank=cp_rank, page_size=ps,
+                         extend_lens=list(extend), prefix_lens=list(prefix))
+        return None, rec.error_text(error)
+    rec.record_split(writer, plan, extend, prefix, ps, cp_size, cp_rank)
+    return plan, None
+
+
+def record_rerange(sg, rec, writer, extend, prefix, ps, cp_size):
+    """SGLang's batch rerange of an arange all-gather buffer: output row k holds its source row's index."""
+    plan, error = sg.split_plan(extend, prefix, ps, cp_size, 0)
+    if error is not None:
+        rec.record_error(writer, "rerange", rec.error_text(error), cp_size=cp_size, page_size=ps,
+                         extend_lens=list(extend), prefix_lens=list(prefix))
+        return False
+    _, max_rank = sg.cp.max_rank_len_from_plan(plan)
+    gathered = sg.torch.arange(cp_size * max_rank, dtype=sg.torch.int64)
+    rows = sg.cp.torch_batch_rerange(gathered, plan["request_split_lists"], max_rank, cp_size).tolist()
+    rec.record_rerange(writer, rows, max_rank, extend, prefix, ps, cp_size)
+    return True
+
+
+# ---- 1. the seeded serving stream ---------------------------------------------------------------------------------
+
+class Stream:
+    """One SGLang allocator (one trace: its header carries the allocator) driven by a seeded serving loop: alloc
+    batches (new chains with null or explicit bases, extensions of live page-aligned chains with their last_loc),
+    and for each committed batch its gather plan (one pool per rank), its in-seq split for a random cp_rank and
+    its rerange; frees of tail pages or whole chains, free groups. Everything goes through the recorder."""
+
+    def __init__(self, sg, rec, rng, out, need_sort, merge_impl=None, tag=""):
+        self.sg, self.rec, self.rng = sg, rec, rng
+        self.n, self.ps = rng.randint(2, 6), rng.choice([1] + [2, 3, 4, 16] * 2)  # ps 1: every CP split falls back
+        self.ppr, self.need_sort = rng.randint(3, 12), need_sort
+        self.alloc = sg.new_allocator(self.n, self.ps, self.ppr, need_sort)
+        self.writer = rec.TraceWriter(out, allocator=rec.allocator_header(self.alloc),
+                                      generator={"tool": "props/sglang_recorder_test.py", "stream": tag})
+        rec.AllocatorRecorder(self.alloc, self.writer)
+        self.stats = collections.Counter()
+        self.chains = []  # dicts: base, length (tokens), pages (position order)
+        self.merge_impl = merge_impl
+        self.first_skipped_merge_line = None  # broken merge: where it first left a non-short class unmerged
+        self.plan_changes = None  # broken split: the list its patch appends to when it changes a plan
+        self.changed_split_lines = []  # broken split: the split records whose plan the patch changed
+        self._orig_merge = self.alloc.merge_and_sort_free
+        self.alloc.merge_and_sort_free = self._merge
+
+    def next_line(self):
+        return self.writer.records + 2  # the header is line 1
+
+    def _merge(self):
+        """SGLang's alloc_extend merges the release lists under need_sort; counted here (`needs` read from
+        alloc_extend's frame), and replaced by the broken variant's merge when the test runs one."""
+        a = self.alloc
+        needs = sys._getframe(1).f_locals.get("needs")
+        if needs is None:
+            raise RuntimeError("harness: merge_and_sort_free was not called from alloc_extend (no `needs`)")
+        self.stats["need_sort merges"] += 1
+        wide = any(len(a.class_release_pages[c]) and need <= len(a.class_free_pages[c])
+                   for c, need in enumerate(needs))
+        self.stats["need_sort merges of a non-short class"] += wide
+        if self.merge_impl is None:
+            return self._orig_merge()
+        if wide and self.first_skipped_merge_line is None:
+            self.first_skipped_merge_line = self.next_line()
+        return self.merge_impl(a, needs)
+
+    # -- allocator ops --
+
+    def new_request(self):
+        base = None if self.rng.random() < 0.7 else self.rng.randrange(self.n)
+        self.stats["new chains" if base is None else "new chains with an explicit base"] += 1
+        return dict(chain=None, prefix=0, seq=self.rng.randint(1, max(1, self.n * self.ps * self.ppr // 4)),
+                    base=base, last_loc=0)
+
+    def extend_request(self, chain):
+        self.stats["extensions"] += 1
+        ps = self.ps
+        return dict(chain=chain, prefix=chain["length"], seq=chain["length"] + self.rng.randint(1, self.n * ps),
+                    base=chain["base"], last_loc=chain["pages"][-1] * ps + ps - 1)
+
+    def alloc_step(self):
+        rng = self.rng
+        aligned = [c for c in self.chains if c["length"] % self.ps == 0]
+        rng.shuffle(aligned)
+        reqs = [self.extend_request(aligned.pop()) if aligned and rng.random() < 0.5 else self.new_request()
+                for _ in range(rng.choice([1, 1, 2, 3, 4]))]
+        prefix, seq = [r["prefix"] for r in reqs], [r["seq"] for r in reqs]
+        bases = [r["base"] for r in reqs]  # SGLang resolves the None entries in place
+        t = self.sg.tensor
+        out = self.alloc.alloc_extend(t(prefix), t(prefix), t(seq), t(seq), t([r["last_loc"] for r in reqs]),
+                                      sum(seq) - sum(prefix), rotation_bases=bases)
+        self.stats["alloc batches"] += 1
+        if out is None:
+            self.stats["deferred batches"] += 1
+            return
+        slots, cursor = out.tolist(), 0
+        for r, base in zip(reqs, bases):
+            mine = [s // self.ps for s in slots[cursor:cursor + r["seq"] - r["prefix"]:self.ps]]
+            cursor += r["seq"] - r["prefix"]
+            if r["chain"] is None:
+                r["chain"] = dict(base=base, length=r["seq"], pages=mine)
+                self.chains.append(r["chain"])
+            else:
+                r["chain"]["pages"] += mine
+                r["chain"]["length"] = r["seq"]
+        self.batch_follow_ups(reqs, prefix, seq)
+
+    def pick_free(self, chain):
+        """Frees the whole chain or its tail pages; returns the slots (shuffled, or one slot per page)."""
+        n_pages = len(chain["pages"])
+        keep = 0 if n_pages == 1 or self.rng.random() < 0.5 else self.rng.randint(1, n_pages - 1)
+        locs = [chain["pages"][k // self.ps] * self.ps + k % self.ps for k in range(keep * self.ps, chain["length"])]
+        if self.rng.random() < 0.3:
+            locs = locs[::self.ps]
+        self.rng.shuffle(locs)
+        if keep == 0:
+            self.chains.remove(chain)
+            self.stats["frees of whole chains"] += 1
+        else:
+            chain["pages"], chain["length"] = chain["pages"][:keep], keep * self.ps
+            self.stats["frees of tail pages"] += 1
+        return locs
+
+    def free_step(self):
+        locs = [] if self.rng.random() < 0.03 else self.pick_free(self.rng.choice(self.chains))
+        self.stats["empty frees (not recorded)" if not locs else "free ops"] += 1
+        self.alloc.free(self.sg.tensor(locs))
+
+    def free_group_step(self):
+        frees = [self.pick_free(c) for c in self.rng.sample(self.chains, self.rng.randint(1, min(4, len(self.chains))))]
+        if self.rng.random() < 0.1:
+            frees.insert(self.rng.randint(0, len(frees)), [])
+        self.stats["free groups"] += 1
+        self.alloc.free_group_begin()
+        for locs in frees:
+            self.alloc.free(self.sg.tensor(locs))
+        self.alloc.free_group_end()
+
+    # -- the committed batch's gather plan, split and rerange --
+
+    def batch_follow_ups(self, reqs, prefix, seq):
+        sg, rec, rng, n, ps = self.sg, self.rec, self.rng, self.n, self.ps
+        # req_to_token rows at random pool indices, as SGLang's req_to_token_pool hands them out
+        rows = rng.sample(range(len(reqs) + 3), len(reqs))
+        width = max(len(r["chain"]["pages"]) for r in reqs) * ps
+        req_to_token = sg.torch.zeros((len(reqs) + 3, width), dtype=sg.torch.int32)
+        for row, r in zip(rows, reqs):
+            slots = [p * ps + o for p in r["chain"]["pages"] for o in range(ps)]
+            req_to_token[row, :len(slots)] = sg.torch.tensor(slots, dtype=sg.torch.int32)
+        block = sum(-(-(p // ps) // n) for p in prefix)
+        chunk_pages = sum(-(-s // ps) - p // ps for p, s in zip(prefix, seq))
+        mpt = n * ps * (block + rng.choice([0, 0, 1, 2]))
+        ct = ps * (chunk_pages + rng.choice([0, 0, 1, 3]))
+        if rng.random() < 0.08:  # one page under the bound: SGLang's capacity assertion
+            if block and rng.random() < 0.5:
+                mpt = n * ps * (block - 1)
+            else:
+                ct = ps * (chunk_pages - 1)
+        ranks = sorted(rng.sample(range(n), rng.randint(1, n))) if rng.random() < 0.15 else None
+        planned = record_begin_extend(sg, rec, self.writer, n, ps, self.ppr, mpt, ct, req_to_token, rows,
+                                      prefix, seq, ranks)
+        self.stats["gather plans" if planned else "gather plan errors"] += 1
+        extend = [s - p for p, s in zip(prefix, seq)]
+        prefix = list(prefix)
+        roll = rng.random()
+        if roll < 0.05:
+            extend[rng.randrange(len(extend))] = 0
+        elif roll < 0.1 and ps > 1:
+            prefix[rng.randrange(len(prefix))] += rng.randint(1, ps - 1)
+        cp_size = rng.randint(1, 8)
+        cp_rank = rng.randrange(cp_size)
+        line, changes = self.next_line(), len(self.plan_changes or [])
+        plan, error = record_split(sg, rec, self.writer, extend, prefix, ps, cp_size, cp_rank)
+        if len(self.plan_changes or []) > changes:
+            self.changed_split_lines.append(line)
+        if error is not None:
+            self.stats[f"split errors {error}"] += 1
+        else:
+            self.stats["splits"] += 1
+            self.stats["splits with compute padding"] += plan["compute_padding_enabled"]
+        self.stats["reranges" if record_rerange(sg, rec, self.writer, extend, prefix, ps, cp_size)
+                   else "rerange errors"] += 1
+
+    def step(self):
+        """Allocates more while the pool is emptier, so batches commit, defer and hit the need_sort merge."""
+        free_share = self.alloc.aggregate_free_size() / (self.n * self.ppr * self.ps)
+        if not self.chains or self.rng.random() < 0.2 + 0.6 * free_share:
+            return self.alloc_step()
+        return self.free_step() if self.rng.random() < 0.5 else self.free_group_step()
+
+    def run(self, steps):
+        for _ in range(steps):
+            self.step()
+        return self
+
+
+# ---- 2. replay -----------------------------------------------------------------------------------------------------
+
+def replay(kvshard, path):
+    """Runs `kvshard replay FILE --json`: (exit status, summary or None, stderr)."""
+    p = subprocess.run([kvshard, "replay", path, "--json"], capture_output=True, text=True)
+    try:
+        summary = json.loads(p.stdout) if p.stdout.strip() else None
+    except ValueError:
+        summary = None
+    return p.returncode, summary, p.stderr
+
+
+class Failure(Exception):
+    pass
+
+
+def keep(path):
+    """Keeps a trace for the failure report (Bazel: undeclared test outputs)."""
+    keep_dir = os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR") or tempfile.gettempdir()
+    kept = os.path.join(keep_dir, os.path.basename(path))
+    if os.path.abspath(kept) != os.path.abspath(path):
+        shutil.copyfile(path, kept)
+    return kept
+
+
+def clean_case(args, seed, sg, rec, kvshard, tmpdir, coverage):
+    """Streams alternating need_sort off and on; each trace must replay with exit 0 and 0 mismatches."""
+    records = fields = 0
+    for k in range(args.streams):
+        path = os.path.join(tmpdir, f"sglang_recorder_seed{seed}_stream{k}.jsonl")
+        with open(path, "w") as f:
+            s = Stream(sg, rec, random.Random(f"{seed}/clean/{k}"), f, need_sort=bool(k % 2), tag=f"clean/{k}")
+            s.run(args.steps)
+        coverage.update(s.stats)
+        rc, summary, err = replay(kvshard, path)
+        where = f"stream {k} (N={s.n} ps={s.ps} pages_per_rank={s.ppr} need_sort={s.need_sort}; trace kept at "
+        if rc != 0 or summary is None or summary.get("mismatches") != 0:
+            raise Failure(f"{where}{keep(path)}): replay exit {rc}, summary {summary}: {err.strip()}")
+        if summary["records"] != s.writer.records:
+            raise Failure(f"{where}{keep(path)}): replay read {summary['records']} records, "
+                          f"the recorder wrote {s.writer.records}")
+        print(f"  clean stream {k}: N={s.n} ps={s.ps} pages_per_rank={s.ppr} need_sort={str(s.need_sort).lower()}: "
+              f"replayed {summary['records']} records, {summary['fields_checked']} fields checked, "
+              f"{summary['mismatches']} mismatches")
+        records += summary["records"]
+        fields += summary["fields_checked"]
+    return records, fields
+
+
+# ---- 3. broken variants: the oracle and the expected mismatch line ---------------------------------------------
+
+def short_json(value, max_chars=120):
+    """kvshard's ShortJson: compact JSON, cut to max_chars with '...'."""
+    s = json.dumps(value, separators=(",", ":"))
+    return s[:max_chars] + "..." if len(s) > max_chars else s
+
+
+def first_difference(expect, got, path=""):
+    """replay's expect matcher (core/trace.cc): the first (path, expected, got) where `got` does not match."""
+    if isinstance(expect, dict) and isinstance(got, dict):
+        for key, value in expect.items():
+            sub = key if not path else f"{path}.{key}"
+            if key not in got:
+                return sub, short_json(value), "(absent)"
+            d = first_difference(value, got[key], sub)
+            if d:
+                return d
+        return None
+    if isinstance(expect, list) and isinstance(got, list) and len(expect) == len(got):
+        for i, (e, g) in enumerate(zip(expect, got)):
+            d = first_difference(e, g, f"{path}[{i}]")
+            if d:
+                return d
+        return None
+    return None if json.dumps(expect) == json.dumps(got) else (path, short_json(expect), short_json(got))
+
+
+def oracle_mismatch(sg, rec, text):
+    """Re-records the trace's own inputs, record by record, through unpatched SGLang code and the recorder;
+    returns the mismatch line replay must print for the first record whose decision differs (None if none)."""
+    lines = text.splitlines()
+    header = json.loads(lines[0])
+    h = header["allocator"]
+    alloc = sg.new_allocator(h["shard_size"], h["page_size"], h["pages_per_rank"], h["need_sort"])
+    buf = io.StringIO()
+    writer = rec.TraceWriter(buf, **header)
+    rec.AllocatorRecorder(alloc, writer)
+    for number, line in enumerate(lines[1:], start=2):
+        r = json.loads(line)
+        try:
+            rerecord(sg, rec, writer, alloc, r)
+        except Exception as e:
+            raise Failure(f"oracle: line {number}: {r['op']}: SGLang raised {e!r} on the recorded inputs") from e
+        again = json.loads(buf.getvalue().splitlines()[-1])
+        if again == r:
+            continue
+        op = r["op"]
+        if {k: v for k, v in again.items() if k != "expect"} != {k: v for k, v in r.items() if k != "expect"}:
+            raise RuntimeError(f"harness: line {number}: the oracle re-recorded other inputs: {again} vs {r}")
+        want, got = r["expect"], again["expect"]
+        if "error" in want or "error" in got:
+            return number, op, f"line {number}: {op}: error: "  # a prefix: the message's wording is kvshard's
+        path, expected, actual = first_difference(want, got)
+        return number, op, f"line {number}: {op}: {path}: expected {expected}, got {actual}"
+    return None
+
+
+def rerecord(sg, rec, writer, alloc, r):
+    """Runs one record's inputs through SGLang's code; the recorder writes the record again."""
+    t, op = sg.tensor, r["op"]
+    if op == "alloc":
+        prefix, seq = r["prefix_lens"], r["seq_lens"]
+        alloc.alloc_extend(t(prefix), t(prefix), t(seq), t(seq), t(r["last_locs"]), sum(seq) - sum(prefix),
+                           rotation_bases=list(r["rotation_bases"]))
+    elif op == "free":
+        alloc.free(t(r["locs"]))
+    elif op == "free_group":
+        alloc.free_group_begin()
+        for locs in r["frees"]:
+            alloc.free(t(locs))
+        alloc.free_group_end()
+    elif op == "gather_plan":
+        b = r["batch"]
+        n, ps, reqs = b["shard_size"], b["page_size"], b["requests"]
+        req_to_token = sg.torch.zeros((len(reqs), max([len(q["pages"]) * ps for q in reqs] + [1])),
+                                      dtype=sg.torch.int32)
+        for i, q in enumerate(reqs):
+            slots = [p * ps + o for p in q["pages"] for o in range(ps)]
+            req_to_token[i, :len(slots)] = sg.torch.tensor(slots, dtype=sg.torch.int32)
+        ranks = r["expect"].get("ranks")
+        ranks = None if ranks is None else [i for i, x in enumerate(ranks) if x]
+        record_begin_extend(sg, rec, writer, n, ps, b["pages_per_rank"], b["max_prefix_tokens"],
+                            b["chunk_tokens"], req_to_token, list(range(len(reqs))),
+                            [q["prefix_len"] for q in reqs], [q["seq_len"] for q in reqs], ranks)
+    elif op == "split":
+        record_split(sg, rec, writer, r["extend_lens"], r["prefix_lens"], r["page_size"], r["cp_size"],
+                     r["cp_rank"])
+    elif op == "rerange":
+        record_rerange(sg, rec, writer, r["extend_lens"], r["prefix_lens"], r["page_size"], r["cp_size"])
+    else:
+        raise RuntimeError(f"harness: the oracle does not know op {op!r}")
+
+
+@contextlib.contextmanager
+def patched(obj, name, value):
+    saved = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, saved)
+
+
+def merge_only_short(torch):
+    """Broken need_sort merge: merges the release list only into the classes whose free list is too short for
+    this batch (SGLang merges every class with released pages, so later pops take the smallest page)."""
+    def merge(a, needs):
+        for r in range(a.shard_size):
+            if len(a.class_release_pages[r]) and needs[r] > len(a.class_free_pages[r]):
+                a.class_free_pages[r], _ = torch.sort(torch.cat((a.class_free_pages[r], a.class_release_pages[r])))
+                a.class_release_pages[r] = torch.empty((0,), dtype=torch.int64)
+    return merge
+
+
+def kv_lens_from_compute_split(original, changed):
+    """Broken in-seq plan: request_kv_len_prev/next (the KV a rank's two segments attend to) summed over the
+    compute (padded) split list instead of the valid one; differs only where compute padding is on."""
+    def plan(**kwargs):
+        p = original(**kwargs)
+        rank, segments = p["cp_rank"], 2 * p["cp_size"]
+        for i, compute in enumerate(p["request_compute_split_lists"]):
+            prev, nxt = sum(compute[:rank + 1]), sum(compute[:segments - rank])
+            if (prev, nxt) != (p["request_kv_len_prev"][i], p["request_kv_len_next"][i]):
+                changed.append(i)
+            p["request_kv_len_prev"][i], p["request_kv_len_next"][i] = prev, nxt
+        return p
+    return plan
+
+
+def broken_case(name, args, seed, sg, rec, kvshard, tmpdir, coverage):
+    """Records streams under the broken variant until one records a decision that differs from SGLang's (the
+    oracle finds the line); replay must exit 1 naming that line, op and field. Returns (line, message)."""
+    for attempt in range(args.broken_attempts):
+        rng = random.Random(f"{seed}/{name}/{attempt}")
+        path = os.path.join(tmpdir, f"sglang_recorder_seed{seed}_{name}{attempt}.jsonl")
+        changed, hint = [], None
+        with open(path, "w") as f:
+            if name == "broken_merge":
+                s = Stream(sg, rec, rng, f, need_sort=True, merge_impl=merge_only_short(sg.torch), tag=name)
+                s.run(args.steps)
+                hint = s.first_skipped_merge_line
+            else:
+                fn = sg.cp.build_batch_page_aligned_in_seq_split_plan
+                with patched(sg.cp, "build_batch_page_aligned_in_seq_split_plan",
+                             kv_lens_from_compute_split(fn, changed)):
+                    s = Stream(sg, rec, rng, f, need_sort=bool(attempt % 2), tag=name)
+                    s.plan_changes = changed  # the split records it changed (its rerange calls don't count)
+                    s.run(args.steps)
+                hint = s.changed_split_lines[0] if s.changed_split_lines else None
+        coverage.update({f"{name}: " + k: v for k, v in s.stats.items() if "merge" in k})
+        with open(path) as f:
+            want = oracle_mismatch(sg, rec, f.read())
+        if want is None:
+            continue
+        line, op, message = want
+        rc, summary, err = replay(kvshard, path)
+        got = err.strip().splitlines()[-1] if err.strip() else ""
+        prefix = "kvshard: mismatch: "
+        ok = rc == 1 and got.startswith(prefix + message) and (message.endswith(": ") or got == prefix + message)
+        if not ok:
+            raise Failure(f"{name}: replay of {keep(path)} must exit 1 with '{prefix}{message}', got exit {rc}: "
+                          f"{err.strip()[:500]}")
+        if summary is None or not str(summary.get("first_mismatch", "")).startswith(f"line {line}: "):
+            raise Failure(f"{name}: the --json summary names another first mismatch: {summary}")
+        detail = ""
+        if name == "broken_merge":
+            if hint is None or line < hint or op != "alloc":
+                raise Failure(f"{name}: the first difference (line {line}, {op}) is not an alloc at or after the "
+                              f"first merge the patch changed (line {hint}); trace {keep(path)}")
+            detail = f" (the broken merge first skipped a class at line {hint})"
+        else:
+            if op != "split" or line != hint:
+                raise Failure(f"{name}: the first difference (line {line}, {op}) is not the first split record "
+                              f"whose plan the patch changed (line {hint}); trace {keep(path)}")
+            detail = " (the first split record whose plan the patch changed)"
+        print(f"  {name}: attempt {attempt}, N={s.n} ps={s.ps} pages_per_rank={s.ppr} need_sort="
+              f"{str(s.need_sort).lower()}, {s.writer.records} records: caught at line {line}{detail}: {got}")
+        return line, got
+    raise Failure(f"{name}: the broken variant never recorded a decision different from SGLang's in "
+                  f"{args.broken_attempts} streams of {args.steps} steps (harness: raise --steps)")
+
+
+# ---- driver ----------------------------------------------------------------------------------------------------
+
+def parse_args():
+    p = argparse.ArgumentParser(description="Records SGLang's decisions through tools/recorder and replays them.")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: time-based, printed)")
+    p.add_argument("--streams", type=int, default=8, help="clean streams (traces), need_sort alternating off/on")
+    p.add_argument("--steps", type=int, default=500, help="serving-loop steps per stream")
+    p.add_argument("--broken-attempts", type=int, default=30, help="streams tried per broken variant")
+    return p.parse_args()
+
+
+def main():
+    args = parse_args()
+    ref_dir = os.path.realpath(sglang_ref_dir())
+    if not os.path.isfile(os.path.join(ref_dir, "allocator.py")):
+        skip(f"SGLang reference folder not found at {ref_dir} (set KVSHARD_SGLANG_REF)")
+    try:
+        import torch
+    except ImportError:
+        skip(f"torch is not importable by {sys.executable} (Debian: apt-get install python3-torch)")
+    kvshard = kvshard_binary()
+    if not os.access(kvshard, os.X_OK):
+        sys.exit(f"kvshard binary not found at {kvshard} (bazel build //cli:kvshard)")
+    recorder_file = runfile(os.path.join("tools", "recorder", "kvshard_recorder.py"))
+    rec = load_module("kvshard_recorder", recorder_file)
+    sg = Sglang(ref_dir, torch)
+    seed = args.seed if args.seed is not None else int(time.time() * 1000) % 1_000_000_007
+    print(f"{SUITE}: seed {seed} (rerun: --seed {seed} --streams {args.streams} --steps {args.steps}), "
+          f"SGLang code from {ref_dir}, recorder {recorder_file}")
+    cases, coverage, start = [], collections.Counter(), time.time()
+    totals = [0, 0]
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmpdir:
+        for name in ("clean", "broken_merge", "broken_split"):
+            try:
+                if name == "clean":
+                    totals = clean_case(args, seed, sg, rec, kvshard, tmpdir, coverage)
+                else:
+                    broken_case(name, args, seed, sg, rec, kvshard, tmpdir, coverage)
+                cases.append((name, "passed", ""))
+            except Exception as e:  # Failure, or SGLang/harness raising: reported, and the other cases still run
+                if not isinstance(e, Failure):
+                    traceback.print_exc()
+                print(f"FAILED: {name}: {e}")
+                cases.append((name, "failed", str(e) or repr(e)))
+    print("  coverage: " + ", ".join(f"{key} {coverage[key]}" for key in sorted(coverage)))
+    ok = all(status == "passed" for _, status, _ in cases)
+    status = dict((n, s) for n, s, _ in cases)
+    clean = (f"{totals[0]} records, {totals[1]} fields checked, 0 mismatches in {args.streams} clean traces"
+             if status["clean"] == "passed" else "clean traces FAILED")
+    caught = sum(1 for n, s in status.items() if n != "clean" and s == "passed")
+    print(f"{SUITE}: {'PASS' if ok else 'FAIL'}: {clean}; broken variants caught at their line and field: "
+          f"{caught} of {len(status) - 1} ({time.time() - start:.1f} s, seed {seed})")
+    write_xml(cases)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
