@@ -17,66 +17,25 @@ import sys
 import tempfile
 import time
 import traceback
-import xml.sax.saxutils
 
 SUITE = "sglang_recorder_test"
 
 
 # ---- environment: where things are, skipping, JUnit XML ----------------------------------------------------
 
-def workspace_root():
-    """The source tree: the real path of this script (a runfile symlink under Bazel) is props/<me>.py."""
-    return os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sglang_env  # noqa: E402 (props/sglang_env.py, beside this file: paths, skipping, JUnit XML)
+from sglang_env import kvshard_binary, runfile, sglang_ref_dir  # noqa: E402
 
-
-def runfile(rel):
-    """A file of this workspace: Bazel's runfile when there is one, else the source tree's."""
-    srcdir = os.environ.get("TEST_SRCDIR")
-    if srcdir:
-        path = os.path.join(srcdir, os.environ.get("TEST_WORKSPACE", "kvshard"), rel)
-        if os.path.exists(path):
-            return path
-    return os.path.join(workspace_root(), rel)
-
-
-def sglang_ref_dir():
-    return os.environ.get("KVSHARD_SGLANG_REF") or os.path.join(workspace_root(), "..", "shared", "sglang_ref")
-
-
-def kvshard_binary():
-    srcdir = os.environ.get("TEST_SRCDIR")
-    if srcdir:
-        path = os.path.join(srcdir, os.environ.get("TEST_WORKSPACE", "kvshard"), "cli", "kvshard")
-        if os.path.exists(path):
-            return path
-    return os.environ.get("KVSHARD_BIN") or os.path.join(workspace_root(), "bazel-bin", "cli", "kvshard")
+CLASSNAME = "SglangRecorder"
 
 
 def write_xml(cases):
-    """cases: [(name, status, message)] with status in passed|failed|skipped; written only under Bazel."""
-    path = os.environ.get("XML_OUTPUT_FILE")
-    if not path:
-        return
-    esc = xml.sax.saxutils.quoteattr
-    failures = sum(s == "failed" for _, s, _ in cases)
-    skips = sum(s == "skipped" for _, s, _ in cases)
-    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
-             f'<testsuites tests="{len(cases)}" failures="{failures}" skipped="{skips}">',
-             f'<testsuite name="{SUITE}" tests="{len(cases)}" failures="{failures}" skipped="{skips}">']
-    for name, status, message in cases:
-        body = {"passed": "", "failed": f"<failure message={esc(message)}/>",
-                "skipped": f"<skipped message={esc(message)}/>"}[status]
-        result = ' result="skipped"' if status == "skipped" else ""
-        lines.append(f'<testcase classname="SglangRecorder" name="{name}"{result}>{body}</testcase>')
-    lines += ["</testsuite>", "</testsuites>"]
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    sglang_env.write_xml(SUITE, CLASSNAME, cases)
 
 
 def skip(why):
-    print(f"SKIPPED: {why}")
-    write_xml([("all", "skipped", why)])
-    sys.exit(0)
+    sglang_env.skip(SUITE, CLASSNAME, why)
 
 
 def load_module(name, path):

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# sh_test wrapper of sglang_recorder_test.py: runs it with the first python that imports torch ($KVSHARD_PYTHON,
-# /usr/bin/python3, python3); without one it prints "SKIPPED: <why>", writes a skipped JUnit case and exits 0.
+# sh_test wrapper of the SGLang comparison tests: `sglang_python_test.sh <script>.py [args]` runs props/<script>.py
+# with the first python that imports torch ($KVSHARD_PYTHON, /usr/bin/python3, python3); without any python it
+# prints "SKIPPED: <why>", writes a skipped JUnit case and exits 0 (a python without torch skips in the script).
 set -u
 here="${0%/*}"; [[ "$0" == */* ]] || here=.  # bash only: this path must work without coreutils on PATH
-script="$here/sglang_recorder_test.py"
-[[ -f "$script" ]] || script="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-kvshard}/props/sglang_recorder_test.py"
+name="${1:?usage: sglang_python_test.sh SCRIPT.py [args]}"; shift
+script="$here/$name"
+[[ -f "$script" ]] || script="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-kvshard}/props/$name"
 
 tried=()
 for py in ${KVSHARD_PYTHON:-} /usr/bin/python3 python3; do
@@ -22,9 +24,10 @@ fi
 why="no python3 found (tried \$KVSHARD_PYTHON, /usr/bin/python3, python3); needs python3 with torch"
 echo "SKIPPED: $why"
 if [[ -n "${XML_OUTPUT_FILE:-}" ]]; then
+  suite="${name%.py}"
   printf '%s\n' '<?xml version="1.0" encoding="UTF-8"?>' \
-    '<testsuites tests="1" failures="0" skipped="1"><testsuite name="sglang_recorder_test" tests="1" failures="0" skipped="1">' \
-    "<testcase classname=\"SglangRecorder\" name=\"all\" result=\"skipped\"><skipped message=\"$why\"/></testcase>" \
+    "<testsuites tests=\"1\" failures=\"0\" skipped=\"1\"><testsuite name=\"$suite\" tests=\"1\" failures=\"0\" skipped=\"1\">" \
+    "<testcase classname=\"$suite\" name=\"all\" result=\"skipped\"><skipped message=\"$why\"/></testcase>" \
     '</testsuite></testsuites>' > "$XML_OUTPUT_FILE"
 fi
 exit 0
