@@ -7,6 +7,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "core/host_tensor.h"
 #include "cpu_fast/cp_data.h"
 #include "cpu_fast/cp_split.h"
 #include "cpu_ref/cp_data.h"
@@ -76,7 +77,7 @@ BENCHMARK_CAPTURE(BM_BatchPlanAndMetadata, ref, false)->Args({256, 8, 64})->Unit
 // Rerange setup: 64 requests, cp=8, ps=64, rows of `row_bytes` (1152 = a bf16 576-wide MLA latent row).
 struct RerangeCase {
   NSAContextParallelMetadata metadata;
-  ref::HostTensor gathered;
+  HostTensor gathered;
   int64_t out_bytes = 0;
 };
 
@@ -86,13 +87,13 @@ RerangeCase MakeRerangeCase(int64_t row_bytes) {
   CPSharedKVBatchPlan plan = ref::BuildBatchPageAlignedInSeqSplitPlan(extend, prefix, 64, 8, 0).value();
   RerangeCase c;
   c.metadata = ref::BuildBatchMetadataFromPlan(plan).value();
-  c.gathered = ref::HostTensor::Zeros(c.metadata.total_seq_lens, row_bytes);
+  c.gathered = HostTensor::Zeros(c.metadata.total_seq_lens, row_bytes);
   for (size_t i = 0; i < c.gathered.data.size(); ++i) c.gathered.data[i] = static_cast<uint8_t>(i * 31);
   for (int64_t e : extend) c.out_bytes += e * row_bytes;
   return c;
 }
 
-Status RerangeInto(bool fast, const RerangeCase& c, ref::HostTensor* out) {
+Status RerangeInto(bool fast, const RerangeCase& c, HostTensor* out) {
   return fast ? fast::BatchInSeqAllGatherRerangeInto(c.gathered, c.metadata, 8, out)
               : ref::BatchInSeqAllGatherRerangeInto(c.gathered, c.metadata, 8, out);
 }
@@ -101,8 +102,8 @@ Status RerangeInto(bool fast, const RerangeCase& c, ref::HostTensor* out) {
 void BM_HostBatchRerange(benchmark::State& state, bool fast) {
   RerangeCase c = MakeRerangeCase(state.range(0));
   for (auto _ : state) {
-    StatusOr<ref::HostTensor> out = fast ? fast::BatchInSeqAllGatherRerange(c.gathered, c.metadata, 8)
-                                         : ref::BatchInSeqAllGatherRerange(c.gathered, c.metadata, 8);
+    StatusOr<HostTensor> out = fast ? fast::BatchInSeqAllGatherRerange(c.gathered, c.metadata, 8)
+                                    : ref::BatchInSeqAllGatherRerange(c.gathered, c.metadata, 8);
     benchmark::DoNotOptimize(out);
   }
   state.SetBytesProcessed(state.iterations() * c.out_bytes);
@@ -116,7 +117,7 @@ BENCHMARK_CAPTURE(BM_HostBatchRerange, ref, false)->Arg(1152)->Arg(128)->Unit(be
 // be charged to every repetition.
 void BM_HostBatchRerangeInto(benchmark::State& state, bool fast) {
   RerangeCase c = MakeRerangeCase(state.range(0));
-  ref::HostTensor out;
+  HostTensor out;
   if (!RerangeInto(fast, c, &out).ok()) {
     state.SkipWithError("rerange failed");
     return;

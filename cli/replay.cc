@@ -15,7 +15,7 @@ namespace kvshard::cli {
 namespace {
 
 // The JSON shape of a record field, checked before anything runs (a wrong shape is a malformed trace).
-enum class Shape { kInt, kIntList, kBaseList, kObject, kString, kFrees };
+enum class Shape { kInt, kIntList, kBaseList, kObject, kString, kFrees, kBool, kObjectList };
 struct FieldShape {
   const char* key;
   Shape shape;
@@ -42,6 +42,8 @@ const char* ShapeText(Shape s) {
     case Shape::kObject: return "an object";
     case Shape::kString: return "a string";
     case Shape::kFrees: return "an array of slot arrays or {\"request\": K} objects";
+    case Shape::kBool: return "true or false";
+    case Shape::kObjectList: return "an array of objects";
   }
   return "?";
 }
@@ -54,6 +56,8 @@ bool HasShape(const Json& v, Shape s) {
     case Shape::kObject: return v.is_object();
     case Shape::kString: return v.is_string();
     case Shape::kFrees: return v.is_array() && std::all_of(v.begin(), v.end(), IsFreeSpec);
+    case Shape::kBool: return v.is_boolean();
+    case Shape::kObjectList: return v.is_array() && std::all_of(v.begin(), v.end(), [](const Json& e) { return e.is_object(); });
   }
   return false;
 }
@@ -73,6 +77,15 @@ const std::map<std::string, std::vector<FieldShape>>& OpShapes() {
                  {"rotation_bases", Shape::kBaseList, true}, {"last_locs", Shape::kIntList, true}}},
       {"free", {{"locs", Shape::kIntList, false}, {"request", Shape::kInt, false}}},
       {"free_group", {{"frees", Shape::kFrees, true}}},
+      {"match_prefix", {{"tokens", Shape::kIntList, true}, {"lock", Shape::kBool, false}}},
+      {"dec_lock_ref", {{"match", Shape::kInt, true}}},
+      {"insert", {{"tokens", Shape::kIntList, true}, {"pages", Shape::kIntList, true},
+                  {"rotation_base", Shape::kInt, true}}},
+      {"evict", {{"num_pages", Shape::kInt, true}}},
+      {"begin_shard_extend", {{"requests", Shape::kObjectList, true}}},
+      {"set_kv_buffer", {{"layer", Shape::kInt, true}, {"locs", Shape::kIntList, false}}},
+      {"get_key_buffer", {{"layer", Shape::kInt, true}, {"locs", Shape::kIntList, false}}},
+      {"end_shard_extend", {}},
   };
   return *shapes;
 }
@@ -100,7 +113,9 @@ Status CheckShape(const Json& rec, const std::string& op) {
   const auto it = OpShapes().find(op);
   if (it == OpShapes().end()) {
     return InvalidArgument("op: unknown op \"", op,
-                           "\" (place, split, rerange, gather_plan, alloc, free, free_group)");
+                           "\" (place, split, rerange, gather_plan, alloc, free, free_group, match_prefix, "
+                           "dec_lock_ref, insert, evict, begin_shard_extend, set_kv_buffer, get_key_buffer, "
+                           "end_shard_extend)");
   }
   std::vector<std::string> keys;
   for (const FieldShape& f : it->second) keys.push_back(f.key);
@@ -167,11 +182,11 @@ StatusOr<Json> RunGatherPlan(const Json& rec) {
 }  // namespace
 
 const std::vector<std::string>& TraceHeaderKeys() {
-  static const auto* keys = new std::vector<std::string>{"allocator", "generator"};
+  static const auto* keys = new std::vector<std::string>{"allocator", "pool", "generator"};
   return *keys;
 }
 
-StatusOr<std::unique_ptr<Replayer>> Replayer::Create(const Json& header) {
+StatusOr<std::unique_ptr<Replayer>> Replayer::Create(const Json& header, ReplayOptions options) {
   std::unique_ptr<Replayer> r(new Replayer());
   if (header.contains("allocator")) {
     Json script = header.at("allocator");
@@ -188,6 +203,21 @@ StatusOr<std::unique_ptr<Replayer>> Replayer::Create(const Json& header) {
                                                                    s->need_sort, s->check_last_loc}));
     r->holder_.assign(a.num_logical_pages(), -1);
     r->allocator_.emplace(std::move(a));
+    r->cache_ = std::make_unique<ref::RadixCache>(&*r->allocator_);
+  }
+  if (header.contains("pool")) {
+    if (!r->allocator_) return InvalidArgument("line 1: pool: needs the header's \"allocator\" (its geometry)");
+    const auto& c = r->allocator_->config();
+    StatusOr<PoolGeometry> g = PoolGeometryFromJson(header.at("pool"), c.shard_size, c.page_size, c.pages_per_rank);
+    if (!g.ok()) return InvalidArgument("line 1: ", g.status().message());
+    std::unique_ptr<PoolDataPath> device;
+    if (options.backend != Backend::kRef) {
+      if (!options.make_device) return Unavailable("--backend: the GPU backend is not built into this binary");
+      KVSHARD_ASSIGN_OR_RETURN(device, options.make_device(*g));
+    }
+    StatusOr<std::unique_ptr<PoolReplay>> pool = PoolReplay::Create(*g, options.backend, std::move(device));
+    if (!pool.ok()) return Status(pool.status().code(), StrCat("line 1: ", pool.status().message()));
+    r->pool_ = std::move(*pool);
   }
   return r;
 }
@@ -199,8 +229,26 @@ StatusOr<Json> Replayer::Execute(const TraceRecord& record, const Json* only) {
   if (record.op == "split") return RunSplit(rec, only);
   if (record.op == "rerange") return RunRerange(rec);
   if (record.op == "gather_plan") return RunGatherPlan(rec);
+  if (PoolReplay::Handles(record.op)) {
+    if (!pool_) return InvalidArgument(record.op, ": pipeline records need the header's \"pool\"");
+    KVSHARD_ASSIGN_OR_RETURN(Json result, pool_->Execute(record.op, rec, only));
+    if (record.op == "begin_shard_extend") {  // an extend runs on pages the allocator handed out
+      const Json& reqs = rec.at("requests");
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        const std::vector<int64_t> pages = reqs[i].at("pages").get<std::vector<int64_t>>();
+        for (size_t k = 0; k < pages.size(); ++k) {
+          if (pages[k] >= 0 && pages[k] < static_cast<int64_t>(holder_.size()) && holder_[pages[k]] == -1) {
+            return Mismatch("invariant: requests[", i, "].pages[", k, "]: page ", pages[k],
+                            " is free (the allocator has not handed it out)");
+          }
+        }
+      }
+    }
+    return result;
+  }
   if (!allocator_) return InvalidArgument(record.op, ": allocator records need the header's \"allocator\"");
   if (record.op == "alloc") return RunAlloc(rec);
+  if (record.op != "free" && record.op != "free_group") return RunRadix(record.op, rec);
   return RunFree(rec, record.op == "free_group");
 }
 
@@ -273,6 +321,10 @@ void Replayer::Release(const std::vector<int64_t>& locs) {
     int64_t& h = holder_[loc / allocator_->config().page_size];
     if (h == -1) continue;
     --held_pages_;
+    if (h == kCached) {
+      h = -1;
+      continue;
+    }
     const auto it = held_.find(h);
     if (--it->second.live == 0) held_.erase(it);
     h = -1;
@@ -348,8 +400,10 @@ Status Replayer::Replay(const TraceRecord& record) {
       return Mismatch(where, m->path, ": expected ", m->expected, ", got ", m->got);
     }
   }
-  if (allocator_ && (record.op == "alloc" || record.op == "free" || record.op == "free_group")) {
+  if (allocator_ && !PoolReplay::Handles(record.op) && record.op != "place" && record.op != "split" &&
+      record.op != "rerange" && record.op != "gather_plan") {
     if (Status s = CheckAllocatorInvariants(record.json, *got); !s.ok()) return Mismatch(where, s.message());
+    if (Status s = CheckCacheInvariants(); !s.ok()) return Mismatch(where, s.message());
   }
   return Status::Ok();
 }

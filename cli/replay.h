@@ -4,6 +4,7 @@
 #define KVSHARD_CLI_REPLAY_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,7 +14,9 @@
 #include "core/json.h"
 #include "core/status.h"
 #include "core/trace.h"
+#include "cli/pool_replay.h"
 #include "cpu_ref/allocator.h"
+#include "cpu_ref/radix_cache.h"
 
 namespace kvshard::cli {
 
@@ -28,11 +31,19 @@ struct ReplaySummary {
 // The header keys a trace may carry.
 const std::vector<std::string>& TraceHeaderKeys();
 
-// The reference state of one trace (the header's allocator and the pages each alloc request holds).
+// Where a replay runs the pool pipeline's data moves: the backend and, for gpu/diff, how to make the device
+// data path for the header's pool geometry (cli/gpu_pool_path.h).
+struct ReplayOptions {
+  Backend backend = Backend::kRef;
+  std::function<StatusOr<std::unique_ptr<PoolDataPath>>(const PoolGeometry&)> make_device;
+};
+
+// The reference state of one trace: the header's allocator, the pages each alloc request holds, the radix
+// prefix cache over that allocator, and the sharded pool pipeline.
 class Replayer {
  public:
   // Builds the state the header describes; errors name the header field ("line 1: allocator.page_size: ...").
-  static StatusOr<std::unique_ptr<Replayer>> Create(const Json& header);
+  static StatusOr<std::unique_ptr<Replayer>> Create(const Json& header, ReplayOptions options = {});
 
   // The --json result of one record (for allocator records, its `alloc --json` results entry); with `only` (an
   // object), results may leave out top-level keys it does not name. A malformed record is InvalidArgument
@@ -46,6 +57,8 @@ class Replayer {
 
   // Counts so far.
   ReplaySummary& summary() { return summary_; }
+  // KV rows the pipeline records compared (0 without pool records).
+  int64_t rows_compared() const { return pool_ ? pool_->rows_compared() : 0; }
 
  private:
   Replayer() = default;
@@ -55,14 +68,26 @@ class Replayer {
   Status CheckAllocatorInvariants(const Json& rec, const Json& result) const;
   Json AllocatorState(const char* op) const;
   void Release(const std::vector<int64_t>& locs);
+  // Radix cache records (cli/replay_radix.cc).
+  StatusOr<Json> RunRadix(const std::string& op, const Json& rec);
+  StatusOr<Json> RunMatch(const Json& rec);
+  StatusOr<Json> RunInsert(const Json& rec);
+  StatusOr<Json> RunEvict(const Json& rec);
+  StatusOr<Json> RunDecLockRef(const Json& rec);
+  Status CheckCacheInvariants() const;
 
   std::optional<ref::PageInterleaveAllocator> allocator_;
+  std::unique_ptr<ref::RadixCache> cache_;     // over *allocator_ (whose address is stable: Replayer never moves)
+  std::unordered_map<int64_t, int64_t> locks_;  // locked match K -> the node it locked
+  int64_t matches_ = 0;                        // locking matches so far (the next one's K)
+  std::unique_ptr<PoolReplay> pool_;           // with the header's "pool"
   // Pages an alloc request was handed, and how many of them it still holds.
   struct Held {
     std::vector<int64_t> pages;
     int64_t live = 0;
   };
-  std::vector<int64_t> holder_;                // per logical page: the alloc request holding it, or -1
+  static constexpr int64_t kCached = -2;
+  std::vector<int64_t> holder_;                // per logical page: the alloc request holding it, kCached, or -1
   std::unordered_map<int64_t, Held> held_;     // requests that still hold pages (memory flat in trace length)
   int64_t requests_ = 0;                       // alloc requests made so far (the next request's id)
   int64_t held_pages_ = 0;

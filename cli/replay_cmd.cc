@@ -6,6 +6,9 @@
 #include "cli/commands.h"
 #include "cli/replay.h"
 #include "core/trace.h"
+#ifdef KVSHARD_HAVE_CUDA
+#include "cli/gpu_pool_path.h"
+#endif
 
 namespace kvshard::cli {
 namespace {
@@ -14,27 +17,40 @@ void DeclareFlags(po::options_description& flags) {
   flags.add_options()
       ("trace", File(), "the trace (JSON Lines; also given without the flag); - reads standard input")
       ("keep-going", po::bool_switch(), "report every mismatch (one line each on stdout), not only the first")
-      ("json", po::bool_switch(), "print a JSON summary: records, fields_checked, mismatches, first_mismatch");
+      ("json", po::bool_switch(), "print a JSON summary: records, fields_checked, rows_compared, mismatches, "
+                                  "first_mismatch")
+      ("backend", BackendValue(), "where the pool pipeline's records move data: ref, gpu (CUDA; reads checked "
+                                  "against the unsharded pool) or diff (both; every plan and byte compared)")
+      ("gpus", Int(1, 1024)->default_value(1), "with --backend gpu|diff: 1 emulates the trace's N ranks on GPU 0; N drives N "
+                                  "GPUs through NCCL");
 }
 
-void PrintSummary(const ReplaySummary& s, bool json, std::ostream& out) {
+void PrintSummary(const ReplaySummary& s, int64_t rows, bool json, std::ostream& out) {
   if (json) {
     Json j;
     j["records"] = s.records;
     j["fields_checked"] = s.fields;
+    j["rows_compared"] = rows;
     j["mismatches"] = s.mismatches;
     j["first_mismatch"] = s.first_mismatch.empty() ? Json(nullptr) : Json(s.first_mismatch);
     PrintJson(j, out);
   } else {
-    out << "replayed " << s.records << " records, " << s.fields << " fields checked, " << s.mismatches
-        << " mismatches\n";
+    out << "replayed " << s.records << " records, " << s.fields << " fields checked, ";
+    if (rows > 0) out << rows << " KV rows compared, ";
+    out << s.mismatches << " mismatches\n";
   }
 }
 
 Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   TraceReader reader(&in);
   KVSHARD_ASSIGN_OR_RETURN(Json header, reader.ReadHeader(TraceHeaderKeys()));
-  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<Replayer> replayer, Replayer::Create(header));
+  ReplayOptions options;
+  KVSHARD_ASSIGN_OR_RETURN(options.backend, BackendFlag(flags));
+#ifdef KVSHARD_HAVE_CUDA
+  const int gpus = static_cast<int>(flags.Int("gpus"));
+  options.make_device = [gpus](const PoolGeometry& g) { return CreateGpuPoolPath(g, gpus); };
+#endif
+  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<Replayer> replayer, Replayer::Create(header, options));
   ReplaySummary& s = replayer->summary();
   TraceRecord record;
   while (true) {
@@ -45,12 +61,12 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
     if (status.code() != StatusCode::kMismatch) return status;
     if (s.mismatches++ == 0) s.first_mismatch = status.message();
     if (!flags.Bool("keep-going")) {
-      if (flags.Bool("json")) PrintSummary(s, true, out);
+      if (flags.Bool("json")) PrintSummary(s, replayer->rows_compared(), true, out);
       return status;
     }
     out << "mismatch: " << status.message() << "\n";
   }
-  PrintSummary(s, flags.Bool("json"), out);
+  PrintSummary(s, replayer->rows_compared(), flags.Bool("json"), out);
   if (s.mismatches > 0) return Mismatch(s.mismatches, " mismatches in ", s.records, " records; first: ", s.first_mismatch);
   return Status::Ok();
 }
@@ -63,7 +79,7 @@ Status Run(const Flags& flags, std::ostream& out) {
 
 Command ReplayCommand() {
   Command c{"replay", "replay a recorded trace through the reference and report the first decision that differs",
-            "FILE|- [--keep-going] [--json]", DeclareFlags, Run};
+            "FILE|- [--keep-going] [--json] [--backend ref|gpu|diff] [--gpus N]", DeclareFlags, Run};
   c.positional = "trace";
   return c;
 }

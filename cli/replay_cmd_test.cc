@@ -1,6 +1,9 @@
 // kvshard replay: the spec-examples trace replays clean; a corrupted expect is reported at its line and field;
 // --keep-going counts every mismatch; every kind of malformed line exits 2 naming its line.
+#include <filesystem>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -63,7 +66,7 @@ TEST(ReplayCmdTest, MalformedTracesExitTwoNamingTheLine) {
       {"", "line 1: kvshard_trace: the trace is empty"},
       {"{\"kvshard_trace\": 7}\n", "line 1: kvshard_trace: this build reads version 1, got 7"},
       {"{\"kvshard_trace\": 1, \"allocator\": {\"shard_size\": 0}}\n", "line 1: allocator.shard_size: must be in"},
-      {header + "{\"op\": \"evict\"}\n", "line 2: op: unknown op \"evict\""},
+      {header + "{\"op\": \"spill\"}\n", "line 2: op: unknown op \"spill\""},
       {header + "{\"op\": \"place\", \"shard_size\": 2, \"page_size\": 4, \"rank\": 0, \"locs\": [1], \"x\": 1}\n",
        "line 2: x: unknown key for op \"place\""},
       {header + "{\"op\": \"place\", \"shard_size\": 2, \"page_size\": 4, \"rank\": 0}\n", "line 2: locs: missing"},
@@ -104,6 +107,148 @@ TEST(ReplayCmdTest, AnExpectedErrorThatDoesNotHappenIsAMismatch) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "kvshard: mismatch: line 2: split: error: expected an error containing \"batch_gt1_empty_extend\", "
                    "got success\n");
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::string Joined(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const std::string& l : lines) text += l + "\n";
+  return text;
+}
+
+// The first integer leaf of `j` (depth first) incremented; false when there is none.
+bool BumpFirstInt(Json& j) {
+  if (j.is_number_integer()) {
+    j = j.get<int64_t>() + 1;
+    return true;
+  }
+  if (j.is_array() || j.is_object()) {
+    for (auto& v : j) {
+      if (BumpFirstInt(v)) return true;
+    }
+  }
+  return false;
+}
+
+// Every trace in testdata/traces/ replays clean, and a corrupted expect on any of up to 25 of its lines (spread
+// over the trace) is the first mismatch, reported at that line.
+TEST(ReplayCmdTest, EveryTestdataTraceReplaysCleanAndCatchesCorruptionAtItsLine) {
+  int traces = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(RunfilePath("testdata/traces"))) {
+    if (entry.path().extension() != ".jsonl") continue;
+    ++traces;
+    const std::string name = "testdata/traces/" + entry.path().filename().string();
+    const CliResult clean = RunCli({"replay", RunfilePath(name)});
+    EXPECT_EQ(clean.exit_code, 0) << name << ": " << clean.err;
+    EXPECT_NE(clean.out.find(" 0 mismatches"), std::string::npos) << name << ": " << clean.out;
+    const std::vector<std::string> lines = Lines(ReadRunfile(name));
+    std::vector<size_t> with_expect;
+    for (size_t i = 1; i < lines.size(); ++i) {
+      const Json rec = Json::parse(lines[i]);
+      if (rec.contains("expect") && !rec.at("expect").contains("error")) {
+        Json e = rec.at("expect");
+        if (BumpFirstInt(e)) with_expect.push_back(i);
+      }
+    }
+    ASSERT_FALSE(with_expect.empty()) << name << " checks nothing";
+    const size_t step = std::max<size_t>(1, with_expect.size() / 25);
+    for (size_t k = 0; k < with_expect.size(); k += step) {
+      std::vector<std::string> edited = lines;
+      Json rec = Json::parse(edited[with_expect[k]]);
+      BumpFirstInt(rec["expect"]);
+      edited[with_expect[k]] = rec.dump();
+      const CliResult r = RunCli({"replay", "-"}, Joined(edited));
+      const std::string at = "kvshard: mismatch: line " + std::to_string(with_expect[k] + 1) + ": ";
+      EXPECT_EQ(r.exit_code, 1) << name << " line " << with_expect[k] + 1;
+      EXPECT_EQ(r.err.rfind(at, 0), 0u) << name << ": " << r.err;
+    }
+  }
+  EXPECT_GE(traces, 2);
+}
+
+const char kPool[] = "testdata/traces/pool_pipeline.jsonl";
+
+TEST(ReplayCmdTest, PoolPipelineReadsAreCheckedAgainstTheUnshardedPool) {
+  const CliResult r = RunCli({"replay", RunfilePath(kPool), "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["rows_compared"], 132);  // (10 + 12 slots) x 3 layers x 2 ranks
+  std::vector<std::string> lines = Lines(ReadRunfile(kPool));
+  // Reading layer 2 of the second extend before writing it serves layer 0's staged chunk rows.
+  ASSERT_NE(lines[21].find("\"set_kv_buffer\", \"layer\": 2"), std::string::npos) << lines[21];
+  lines.erase(lines.begin() + 21);
+  const CliResult stale = RunCli({"replay", "-"}, Joined(lines));
+  EXPECT_EQ(stale.exit_code, 1);
+  EXPECT_EQ(stale.err.rfind("kvshard: mismatch: line 22: get_key_buffer: invariant: layer 2 rank 0: the sharded read "
+                            "differs from the unsharded pool at locs[8] (slot 16) word 0: got ",
+                            0),
+            0u)
+      << stale.err;
+  // An extend over a page the allocator never handed out.
+  lines = Lines(ReadRunfile(kPool));
+  lines[3].replace(lines[3].find("[2, 3, 4]"), 9, "[2, 3, 6]");
+  const CliResult freed = RunCli({"replay", "-"}, Joined(lines));
+  EXPECT_EQ(freed.exit_code, 1);
+  EXPECT_EQ(freed.err, "kvshard: mismatch: line 4: begin_shard_extend: invariant: requests[0].pages[2]: page 6 is free "
+                       "(the allocator has not handed it out)\n");
+}
+
+TEST(ReplayCmdTest, MalformedPipelineAndRadixRecordsExitTwo) {
+  const std::string alloc = "{\"kvshard_trace\": 1, \"allocator\": {\"shard_size\": 2, \"page_size\": 4, "
+                            "\"pages_per_rank\": 8, \"need_sort\": false}";
+  const std::string pool = ", \"pool\": {\"max_prefix_tokens\": 16, \"chunk_tokens\": 24, \"num_layers\": 2, "
+                           "\"row_words\": 1}}\n";
+  const std::string header = alloc + pool;
+  const std::string begin = "{\"op\": \"alloc\", \"prefix_lens\": [0], \"seq_lens\": [5], \"rotation_bases\": [null], "
+                            "\"last_locs\": [0]}\n{\"op\": \"begin_shard_extend\", \"requests\": [{\"prefix_len\": 0, "
+                            "\"seq_len\": 5, \"pages\": [2, 3]}]}\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {"{\"kvshard_trace\": 1, \"pool\": {}}\n", "line 1: pool: needs the header's \"allocator\""},
+      {alloc + ", \"pool\": {\"max_prefix_tokens\": 16, \"chunk_tokens\": 24, \"num_layers\": 2, \"row_words\": 1, "
+               "\"shard_size\": 2}}\n",
+       "line 1: pool.shard_size: unknown key"},
+      {alloc + ", \"pool\": {\"max_prefix_tokens\": 15, \"chunk_tokens\": 24, \"num_layers\": 2, \"row_words\": 1}}\n",
+       "line 1: pool.max_prefix_tokens"},
+      {alloc + "}\n{\"op\": \"end_shard_extend\"}\n", "line 2: end_shard_extend: pipeline records need the header's \"pool\""},
+      {header + "{\"op\": \"end_shard_extend\"}\n", "line 2: end_shard_extend: no sharded extend in flight"},
+      {header + "{\"op\": \"set_kv_buffer\", \"layer\": 0}\n", "line 2: locs: needed outside an extend"},
+      {header + "{\"op\": \"set_kv_buffer\", \"layer\": 2, \"locs\": [8]}\n", "line 2: layer: must be in [0, 2)"},
+      {header + "{\"op\": \"set_kv_buffer\", \"layer\": 0, \"locs\": [72]}\n", "line 2: locs[0]: must be a slot of the pool"},
+      {header + "{\"op\": \"get_key_buffer\", \"layer\": 0}\n", "line 2: get_key_buffer: no sharded extend in flight"},
+      {header + begin + "{\"op\": \"get_key_buffer\", \"layer\": 0, \"locs\": [40]}\n",
+       "line 4: locs[0]: slot 40 is not a slot of the extend batch"},
+      {header + begin + begin.substr(begin.find('\n') + 1), "line 4: begin_shard_extend: the previous extend was not ended"},
+      {header + "{\"op\": \"begin_shard_extend\", \"requests\": [{\"prefix_len\": 2, \"seq_len\": 5, \"pages\": [2, 3]}]}\n",
+       "line 2: requests[0].prefix_len"},
+      {header + "{\"op\": \"begin_shard_extend\", \"requests\": [1]}\n", "line 2: requests: must be an array of objects"},
+      {header + "{\"op\": \"dec_lock_ref\", \"match\": 0}\n", "line 2: match: no locked match 0"},
+      {header + "{\"op\": \"evict\", \"num_pages\": -1}\n", "line 2: num_pages: must be >= 0"},
+      {header + "{\"op\": \"insert\", \"tokens\": [1, 2, 3, 4], \"pages\": [99], \"rotation_base\": 0}\n",
+       "line 2: pages[0]: must be a logical page"},
+      {header + "{\"op\": \"insert\", \"tokens\": [1, 2, 3, 4], \"pages\": [2], \"rotation_base\": 0}\n",
+       "line 2: pages[0]: page 2 is not an allocated page"},
+      {header + "{\"op\": \"match_prefix\", \"tokens\": [1], \"lock\": 1}\n", "line 2: lock: must be true or false"},
+  };
+  for (const auto& [text, want] : cases) EXPECT_TRUE(FailsWith(RunCli({"replay", "-"}, text), 2, want)) << text;
+}
+
+TEST(ReplayCmdTest, GpuBackendDiffsThePipelineOrSaysWhyNot) {
+  const CliResult r = RunCli({"replay", RunfilePath(kPool), "--backend", "diff"});
+  if (r.exit_code == 3) {
+    EXPECT_NE(r.err.find("--backend diff: "), std::string::npos) << r.err;
+    GTEST_SKIP() << "no GPU here: " << r.err;
+  }
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("264 KV rows compared"), std::string::npos) << r.out;  // both paths
+  const CliResult g = RunCli({"replay", RunfilePath(kPool), "--backend", "gpu"});
+  EXPECT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_NE(g.out.find("132 KV rows compared"), std::string::npos) << g.out;
 }
 
 }  // namespace

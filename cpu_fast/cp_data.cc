@@ -9,6 +9,8 @@
 #define KVSHARD_STREAMING_STORES 1
 #endif
 
+#include "core/cp_limits.h"
+
 namespace kvshard::fast {
 namespace {
 
@@ -17,7 +19,7 @@ Status RerangeError(const char* reason, const Args&... args) {
   return FailFast("batch_gt1_full_rerange_unsupported", "reason=", reason, " ", args...);
 }
 
-// ref::ValidateHostTensor(t, "gathered") on the tensor's shape.
+// ValidateHostTensor(t, "gathered") (core/host_tensor.h) on the tensor's shape.
 Status ValidateGathered(int64_t rows, int64_t row_bytes, size_t bytes) {
   if (row_bytes < 1 || row_bytes > (int64_t{1} << 30)) {
     return InvalidArgument("gathered: row_bytes must be in [1, 2^30], got ", row_bytes);

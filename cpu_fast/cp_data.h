@@ -10,11 +10,11 @@
 
 #include "core/cp_plan.h"
 #include "core/status.h"
-#include "cpu_fast/cp_common.h"
 
 namespace kvshard::fast {
 
-// A row-major host byte tensor shaped like ref::HostTensor: `rows` rows of `row_bytes` bytes in `data`.
+// A row-major host byte tensor shaped like HostTensor (core/host_tensor.h): `rows` rows of `row_bytes` bytes in
+// `data`.
 template <typename T>
 concept HostRows = requires(T t) {
   { t.rows } -> std::convertible_to<int64_t>;
@@ -53,8 +53,9 @@ void CopyRowRuns(const std::vector<RowCopy>& copies, const uint8_t* src, int64_t
 inline constexpr size_t kStreamingCopyBytes = size_t{32} << 20;
 
 // SGLang _torch_batch_in_seq_all_gather_rerange (batch_size > 1) into `out` (reallocated, zero-filled, only
-// when its shape differs); any HostRows tensor (ref::HostTensor). Call it qualified, fast::...: for a
-// ref::HostTensor an unqualified call finds ref::BatchInSeqAllGatherRerangeInto by argument-dependent lookup.
+// when its shape differs); any HostRows tensor (HostTensor). Call it qualified, fast::...: HostTensor and the
+// metadata live in namespace kvshard, where argument-dependent lookup finds no rerange, so an unqualified call
+// resolves by ordinary lookup alone: fast::'s inside kvshard::fast, ref::'s inside kvshard::ref, else none.
 template <HostRows Tensor>
 Status BatchInSeqAllGatherRerangeInto(const Tensor& gathered, const NSAContextParallelMetadata& metadata,
                                       int64_t cp_size, Tensor* out) {
@@ -76,7 +77,9 @@ template <HostRows Tensor>
 StatusOr<Tensor> BatchInSeqAllGatherRerange(const Tensor& gathered, const NSAContextParallelMetadata& metadata,
                                             int64_t cp_size) {
   Tensor out;
-  KVSHARD_RETURN_IF_ERROR(BatchInSeqAllGatherRerangeInto(gathered, metadata, cp_size, &out));
+  // Qualified: an unqualified dependent call would also take overloads found by argument-dependent lookup in
+  // the tensor type's namespace (a non-template exact match there would win over this template).
+  KVSHARD_RETURN_IF_ERROR(fast::BatchInSeqAllGatherRerangeInto(gathered, metadata, cp_size, &out));
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <span>
 
+#include "core/cp_limits.h"
 #include "cpu_fast/divide.h"
 
 namespace kvshard::fast {

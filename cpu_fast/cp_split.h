@@ -8,7 +8,6 @@
 
 #include "core/cp_plan.h"
 #include "core/status.h"
-#include "cpu_fast/cp_common.h"
 
 namespace kvshard::fast {
 

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "core/cp_limits.h"
 #include "cpu_ref/cp_split.h"
 
 namespace kvshard::ref {

@@ -10,26 +10,11 @@
 #include <vector>
 
 #include "core/cp_plan.h"
+#include "core/host_tensor.h"
 #include "core/status.h"
 
+// The tensors are kvshard::HostTensor (core/host_tensor.h).
 namespace kvshard::ref {
-
-// A row-major host tensor: `rows` rows of `row_bytes` bytes each (dim 0 is the token dimension).
-struct HostTensor {
-  int64_t rows = 0;
-  int64_t row_bytes = 1;
-  std::vector<uint8_t> data;  // rows * row_bytes bytes
-
-  // A zero-filled tensor.
-  static HostTensor Zeros(int64_t rows, int64_t row_bytes);
-  // Pointer to row i.
-  uint8_t* row(int64_t i) { return data.data() + i * row_bytes; }
-  const uint8_t* row(int64_t i) const { return data.data() + i * row_bytes; }
-  bool operator==(const HostTensor&) const = default;
-};
-
-// OK iff row_bytes >= 1, rows >= 0 and data holds rows * row_bytes bytes (message names `field`).
-Status ValidateHostTensor(const HostTensor& t, const char* field);
 
 // How split_tensor_by_cp_batch_plan pads: data/1d pad with zero rows, position continues last + 1
 // (a position tensor is 1-D int64: 8-byte little-endian rows).

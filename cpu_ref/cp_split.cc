@@ -47,12 +47,6 @@ void PageRanges(const Int64List& counts, int64_t base_page, Int64List* starts, I
   }
 }
 
-Status ValidatePageSize(int64_t page_size) {
-  if (page_size <= 0) return InvalidArgument("page_size: must be positive, got ", page_size);
-  if (page_size > kMaxCpPageSize) return InvalidArgument("page_size: must be at most ", kMaxCpPageSize, ", got ", page_size);
-  return Status::Ok();
-}
-
 Status ValidateTokens(const char* field, int64_t value) {
   if (value < 0) return InvalidArgument(field, ": must be non-negative, got ", value);
   if (value > kMaxCpTokens) return InvalidArgument(field, ": must be at most 2^48, got ", value);
@@ -60,17 +54,6 @@ Status ValidateTokens(const char* field, int64_t value) {
 }
 
 }  // namespace
-
-Status ValidateCpSize(int64_t cp_size) {
-  if (cp_size <= 0) return InvalidArgument("cp_size: must be positive, got ", cp_size);
-  if (cp_size > kMaxCpSize) return InvalidArgument("cp_size: must be at most ", kMaxCpSize, ", got ", cp_size);
-  return Status::Ok();
-}
-
-Status ValidateCpRank(int64_t cp_rank, int64_t cp_size) {
-  if (cp_rank < 0 || cp_rank >= cp_size) return InvalidArgument("cp_rank: must be in [0, ", cp_size, "), got ", cp_rank);
-  return Status::Ok();
-}
 
 StatusOr<Int64List> BuildTokenBalancedInSeqSplitList(int64_t total_len, int64_t cp_size) {
   KVSHARD_RETURN_IF_ERROR(ValidateCpSize(cp_size));

@@ -9,22 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "core/cp_limits.h"
 #include "core/cp_plan.h"
 #include "core/status.h"
 
+// The model limits (kMaxCp*), FailFast and the cp_size/cp_rank/page_size checks are in core/cp_limits.h.
 namespace kvshard::ref {
-
-// Model limits keeping every derived int64 exact (SGLang has none; inputs beyond them are errors).
-inline constexpr int64_t kMaxCpSize = int64_t{1} << 16;
-inline constexpr int64_t kMaxCpPageSize = int64_t{1} << 20;
-inline constexpr int64_t kMaxCpTokens = int64_t{1} << 48;     // any length and any batch total
-inline constexpr int64_t kMaxCpSegments = int64_t{1} << 24;   // batch_size * 2 * cp_size
-
-// "[CP_SHARED_KV_FAIL_FAST][<tag>] <details>" as an InvalidArgument (SGLang's RuntimeError text).
-template <typename... Args>
-Status FailFast(const char* tag, const Args&... args) {
-  return InvalidArgument("[CP_SHARED_KV_FAIL_FAST][", tag, "] ", args...);
-}
 
 // SGLang build_token_balanced_in_seq_split_list: 2N segments of total_len//2N, +1 for the first total_len%2N.
 StatusOr<Int64List> BuildTokenBalancedInSeqSplitList(int64_t total_len, int64_t cp_size);
@@ -114,11 +104,6 @@ StatusOr<RoundRobinQSeqs> RoundRobinSplitQSeqs(const Int64List& extend_lens, int
 // Round-robin last-token owners: global last index g of each request -> (g % N, g // N).
 // Tag batch_gt1_empty_extend for a non-positive length.
 StatusOr<std::vector<LastTokenLocation>> RoundRobinLastTokenLocations(const Int64List& extend_lens, int64_t cp_size);
-
-// OK iff 1 <= cp_size <= kMaxCpSize (message names cp_size).
-Status ValidateCpSize(int64_t cp_size);
-// OK iff 0 <= cp_rank < cp_size.
-Status ValidateCpRank(int64_t cp_rank, int64_t cp_size);
 
 }  // namespace kvshard::ref
 

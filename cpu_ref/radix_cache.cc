@@ -41,6 +41,7 @@ RadixCache::Match RadixCache::MatchPrefix(const std::vector<int64_t>& tokens) {
 }
 
 Status RadixCache::FreePages(const std::vector<int64_t>& pages) {
+  last_freed_ = pages;
   std::vector<int64_t> locs;
   locs.reserve(pages.size());
   for (int64_t p : pages) locs.push_back(p * ps_);

@@ -54,6 +54,10 @@ class RadixCache {
   StatusOr<int64_t> Evict(int64_t num_pages);
   // Pages held by the tree.
   int64_t cached_pages() const { return cached_pages_; }
+  // True iff `page` is one of the tree's pages.
+  bool holds(int64_t page) const { return page >= 0 && page < static_cast<int64_t>(node_of_page_.size()) && node_of_page_[page] >= 0; }
+  // The pages the last Insert or Evict returned to the allocator, in the order it freed them.
+  const std::vector<int64_t>& last_freed() const { return last_freed_; }
   // Every root-to-leaf chain with its base.
   std::vector<Chain> Chains() const;
   // Checks the invariants: chains cyclic under their base, one base per chain, no page cached twice,
@@ -81,6 +85,7 @@ class RadixCache {
   std::vector<int64_t> node_of_page_;  // per logical page: its node, or -1
   int64_t cached_pages_ = 0;
   uint64_t clock_ = 0;
+  std::vector<int64_t> last_freed_;
 };
 
 }  // namespace kvshard::ref

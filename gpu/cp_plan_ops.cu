@@ -1,15 +1,12 @@
 // CP plan adapters and host-vector runners.
 #include <cuda_runtime.h>
 
+#include "core/cp_limits.h"
 #include "gpu/cp_plan_ops.h"
 #include "gpu/device.h"
 
 namespace kvshard::gpu {
 namespace {
-
-Status Tagged(const char* tag, const std::string& detail) {
-  return InvalidArgument("[CP_SHARED_KV_FAIL_FAST][", tag, "] ", detail);
-}
 
 Status CheckBadCounter(const DeviceBuffer& bad) {
   KVSHARD_ASSIGN_OR_RETURN(std::vector<int64_t> v, Download<int64_t>(bad.data(), 1));
@@ -24,28 +21,28 @@ StatusOr<SegmentTable> SplitSegments(const CPSharedKVBatchPlan& plan, SplitKind 
   const int64_t n = plan.cp_size, s = 2 * n, r = plan.cp_rank;
   if (t.batch_size != static_cast<int64_t>(plan.request_extend_lens.size()) ||
       static_cast<int64_t>(t.split_lens.size()) != t.batch_size * s) {
-    return Tagged("batch_gt1_missing_split_metadata", "CP shared-KV batch split requires per-request split metadata.");
+    return FailFast("batch_gt1_missing_split_metadata", "CP shared-KV batch split requires per-request split metadata.");
   }
   const int64_t expected = t.input_row_offsets.back();
   const bool compute_pad = kind == SplitKind::kCompute && plan.compute_padding_enabled;
   if (input_rows != expected && !(compute_pad && input_rows > expected && input_rows <= t.target_offsets.back())) {
-    return Tagged("batch_gt1_split_input_len_mismatch", StrCat("input tokens=", input_rows, " expected=", expected));
+    return FailFast("batch_gt1_split_input_len_mismatch", StrCat("input tokens=", input_rows, " expected=", expected));
   }
   SegmentTable out;
   out.out_start.push_back(0);
   for (int64_t q = 0; q < t.batch_size; ++q) {
     const int64_t extend = plan.request_extend_lens[q], target = t.target_lens[q];
     if (target < extend) {
-      return Tagged("batch_gt1_compute_padding_len_mismatch", StrCat("req_id=", q, " target_len=", target,
+      return FailFast("batch_gt1_compute_padding_len_mismatch", StrCat("req_id=", q, " target_len=", target,
                                                                      " current_len=", extend));
     }
     if (target > extend && extend <= 0) {
-      return Tagged("batch_gt1_compute_padding_empty_request", StrCat("req_id=", q));
+      return FailFast("batch_gt1_compute_padding_empty_request", StrCat("req_id=", q));
     }
     int64_t split_total = 0;
     for (int64_t k = 0; k < s; ++k) split_total += t.split_lens[q * s + k];
     if (split_total != target) {
-      return Tagged("batch_gt1_split_target_len_mismatch", StrCat("req_id=", q, " split_total=", split_total,
+      return FailFast("batch_gt1_split_target_len_mismatch", StrCat("req_id=", q, " split_total=", split_total,
                                                                   " request_rows=", target));
     }
     for (int64_t seg : {r, s - 1 - r}) {
@@ -68,7 +65,7 @@ StatusOr<SegmentTable> ValidRowSegments(const CPSharedKVBatchPlan& plan, int64_t
   const Int64Table& compute = pad ? plan.request_compute_split_lists : plan.request_split_lists;
   const Int64Table& valid = plan.request_split_lists;
   if (compute.rows() != plan.batch_size || valid.rows() != plan.batch_size || compute.width != s || valid.width != s) {
-    return Tagged("cache_write_valid_selector_metadata",
+    return FailFast("cache_write_valid_selector_metadata",
                   "CP shared-KV cache writes require valid and compute split metadata when compute padding is enabled.");
   }
   SegmentTable out;
@@ -78,7 +75,7 @@ StatusOr<SegmentTable> ValidRowSegments(const CPSharedKVBatchPlan& plan, int64_t
     for (int64_t seg : {r, s - 1 - r}) {
       const int64_t c = compute[q][seg], v = valid[q][seg];
       if (v > c) {
-        return Tagged("cache_write_valid_selector_metadata",
+        return FailFast("cache_write_valid_selector_metadata",
                       StrCat("valid segment is longer than compute segment. req_id=", q, " segment_id=", seg,
                              " valid_len=", v, " compute_len=", c));
       }
@@ -153,7 +150,7 @@ StatusOr<std::vector<uint8_t>> RunCollectLastToken(const std::vector<uint8_t>& h
                                                  d_bad.as<int64_t>(), nullptr));
   KVSHARD_RETURN_IF_ERROR(SyncStream(nullptr));
   KVSHARD_ASSIGN_OR_RETURN(std::vector<int64_t> bad, Download<int64_t>(d_bad.data(), 1));
-  if (bad[0]) return Tagged("batch_gt1_last_token_oob", "in-seq last-token metadata points past local hidden.");
+  if (bad[0]) return FailFast("batch_gt1_last_token_oob", "in-seq last-token metadata points past local hidden.");
   return Download<uint8_t>(d_out.data(), plan.batch_size * row_bytes);
 }
 

@@ -16,8 +16,6 @@
 namespace kvshard::props {
 namespace {
 
-using ref::HostTensor;
-
 HostTensor Split(const HostTensor& x, const CPSharedKVBatchPlan& p, SplitKind kind,
                  ref::SplitMode mode = ref::SplitMode::kData) {
   return RC_VALUE(ref::SplitTensorByCPBatchPlan(x, p, mode, kind));

@@ -13,6 +13,7 @@
 #include <rapidcheck.h>
 
 #include "core/cp_plan.h"
+#include "core/host_tensor.h"
 #include "cpu_ref/cp_data.h"
 #include "cpu_ref/cp_split.h"
 #include "props/rc_status.h"
@@ -133,17 +134,17 @@ inline void WriteRow(uint8_t* row, int64_t row_bytes, int64_t id) {
 }
 
 // The id of a row.
-inline int64_t ReadId(const ref::HostTensor& t, int64_t row) {
+inline int64_t ReadId(const HostTensor& t, int64_t row) {
   int64_t id;
   std::memcpy(&id, t.row(row), 8);
   return id;
 }
 
 // The flattened batch payload: row of (request q, token t) carries RowId(q, t).
-inline ref::HostTensor Payload(const Int64List& extend_lens, int64_t row_bytes) {
+inline HostTensor Payload(const Int64List& extend_lens, int64_t row_bytes) {
   int64_t total = 0;
   for (int64_t e : extend_lens) total += e;
-  ref::HostTensor x = ref::HostTensor::Zeros(total, row_bytes);
+  HostTensor x = HostTensor::Zeros(total, row_bytes);
   int64_t row = 0;
   for (size_t q = 0; q < extend_lens.size(); ++q) {
     for (int64_t t = 0; t < extend_lens[q]; ++t) WriteRow(x.row(row++), row_bytes, RowId(q, t));

@@ -1,8 +1,8 @@
 // Differential properties of cpu_fast/ against the reference cpu_ref/, as the GPU backend is tested: on random
 // valid, edge (N = 1, one request, empty prefixes, partial pages, capacity exactly at the bound) and corrupted
 // inputs, the fast gather planner, CP batch planner and batch rerange return the reference's plans and outputs
-// bit for bit, or its error (same code, same message). Fast calls are qualified: for ref:: argument types,
-// unqualified calls would find the ref:: overloads by argument-dependent lookup.
+// bit for bit, or its error (same code, same message). Calls are qualified, fast:: or ref::: the argument
+// types (HostTensor, plans, specs) live in namespace kvshard, so argument-dependent lookup finds neither.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -13,7 +13,9 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include "core/cp_limits.h"
 #include "core/cp_plan_json.h"
+#include "core/host_tensor.h"
 #include "core/pool_json.h"
 #include "core/spec.h"
 #include "cpu_fast/cp_data.h"
@@ -31,9 +33,6 @@ namespace kvshard::props {
 namespace {
 
 using V = std::vector<int64_t>;
-
-static_assert(fast::kMaxCpSize == ref::kMaxCpSize && fast::kMaxCpPageSize == ref::kMaxCpPageSize &&
-              fast::kMaxCpTokens == ref::kMaxCpTokens && fast::kMaxCpSegments == ref::kMaxCpSegments);
 
 // A fault kind in [0, kinds), uniform at every size (rc::gen::inRange scales with the size, from 0).
 int DrawKind(int kinds) { return *rc::gen::resize(100, rc::gen::inRange(0, kinds)); }
@@ -395,12 +394,12 @@ KVSHARD_PROP(FastVsRefProps, BatchPlanErrorsEqualReference, ()) {
   PlanArgs a{c.extend_lens, c.prefix_lens, c.page_size, c.cp_size};
   int64_t rank = *rc::gen::inRange<int64_t>(0, c.cp_size);
   const size_t q = *rc::gen::inRange<size_t>(0, a.extend_lens.size());
-  const int64_t big = ref::kMaxCpTokens;
+  const int64_t big = kMaxCpTokens;
   const int kind = DrawKind(10);
   if (kind == 0) a.prefix_lens.push_back(0);  // lengths differ
-  if (kind == 1) a.cp_size = Pick({0, -1, ref::kMaxCpSize + 1});
+  if (kind == 1) a.cp_size = Pick({0, -1, kMaxCpSize + 1});
   if (kind == 2) rank = Pick({-1, a.cp_size});
-  if (kind == 3) a.page_size = Pick({0, -3, 1, ref::kMaxCpPageSize + 1});
+  if (kind == 3) a.page_size = Pick({0, -3, 1, kMaxCpPageSize + 1});
   if (kind == 4) a.extend_lens[q] = Pick({0, -5, big + 1});
   if (kind == 5) {  // negative, misaligned, or aligned beyond 2^48
     a.prefix_lens[q] =
@@ -412,7 +411,7 @@ KVSHARD_PROP(FastVsRefProps, BatchPlanErrorsEqualReference, ()) {
     a.prefix_lens.push_back(0);
   }
   if (kind == 7) {  // batch_size * 2 * cp_size beyond 2^24
-    a.cp_size = ref::kMaxCpSize;
+    a.cp_size = kMaxCpSize;
     rank = 0;
     a.extend_lens.assign(129, 1);
     a.prefix_lens.assign(129, 0);
@@ -432,20 +431,20 @@ KVSHARD_PROP(FastVsRefProps, BatchPlanErrorsEqualReference, ()) {
 // Batch rerange.
 
 // The gathered buffer of every rank's rows for `m`, plus `extra` rows, with a byte pattern.
-ref::HostTensor Gathered(const NSAContextParallelMetadata& m, int64_t row_bytes, int64_t extra) {
-  ref::HostTensor g = ref::HostTensor::Zeros(m.total_seq_lens + extra, row_bytes);
+HostTensor Gathered(const NSAContextParallelMetadata& m, int64_t row_bytes, int64_t extra) {
+  HostTensor g = HostTensor::Zeros(m.total_seq_lens + extra, row_bytes);
   for (size_t i = 0; i < g.data.size(); ++i) g.data[i] = static_cast<uint8_t>(i * 131 + (i >> 8));
   return g;
 }
 
 // The copy lists, source rows and reranged tensors (fresh and into a reused buffer) agree, or fail alike.
-void AssertSameRerange(const ref::HostTensor& gathered, const NSAContextParallelMetadata& m, int64_t cp_size) {
-  const StatusOr<ref::HostTensor> want = ref::BatchInSeqAllGatherRerange(gathered, m, cp_size);
-  const StatusOr<ref::HostTensor> got = fast::BatchInSeqAllGatherRerange(gathered, m, cp_size);
+void AssertSameRerange(const HostTensor& gathered, const NSAContextParallelMetadata& m, int64_t cp_size) {
+  const StatusOr<HostTensor> want = ref::BatchInSeqAllGatherRerange(gathered, m, cp_size);
+  const StatusOr<HostTensor> got = fast::BatchInSeqAllGatherRerange(gathered, m, cp_size);
   RC_TAG(CpErrorLabel(want.status()));
   AssertSameStatus(got.status(), want.status());
   const int which = *rc::gen::inRange(0, 3);  // empty, the input's shape, another shape
-  ref::HostTensor reused = which == 0 ? ref::HostTensor{} : which == 1 ? gathered : ref::HostTensor::Zeros(3, 8);
+  HostTensor reused = which == 0 ? HostTensor{} : which == 1 ? gathered : HostTensor::Zeros(3, 8);
   AssertSameStatus(fast::BatchInSeqAllGatherRerangeInto(gathered, m, cp_size, &reused), want.status());
   if (!want.ok()) return;
   RC_ASSERT(*got == *want);
@@ -478,7 +477,7 @@ KVSHARD_PROP(FastVsRefProps, RerangeEqualsReference, ()) {
   RC_CLASSIFY(c.extend_lens.size() == 1, "one request (not_batch error)");
   const NSAContextParallelMetadata m = RC_VALUE(ref::BuildBatchMetadataFromPlan(RankPlan(c, 0)));
   RC_CLASSIFY(m.batch_plan->compute_padding_enabled, "compute padding");
-  const ref::HostTensor gathered = Gathered(m, c.row_bytes, *rc::gen::element<int64_t>(0, 0, 1, 5));
+  const HostTensor gathered = Gathered(m, c.row_bytes, *rc::gen::element<int64_t>(0, 0, 1, 5));
   AssertSameCopies(m.batch_plan->request_split_lists, c.cp_size, m.max_rank_token());
   AssertSameRerange(gathered, m, c.cp_size);
 }
@@ -488,7 +487,7 @@ KVSHARD_PROP(FastVsRefProps, RerangeErrorsEqualReference, ()) {
       *rc::gen::suchThat(GenCPBatchCase(), [](const CPBatchCase& x) { return x.extend_lens.size() > 1; });
   showValue(c, RC_LOG());
   NSAContextParallelMetadata m = RC_VALUE(ref::BuildBatchMetadataFromPlan(RankPlan(c, 0)));
-  ref::HostTensor gathered = Gathered(m, c.row_bytes, 0);
+  HostTensor gathered = Gathered(m, c.row_bytes, 0);
   CPSharedKVBatchPlan plan = *m.batch_plan;
   int64_t cp_size = c.cp_size;
   const int kind = DrawKind(12);
@@ -497,15 +496,15 @@ KVSHARD_PROP(FastVsRefProps, RerangeErrorsEqualReference, ()) {
     case 0: m.batch_size = Pick({0, 1, -1}); break;
     case 1: m.batch_plan = nullptr; break;
     case 2: m.max_rank_len.resize(*rc::gen::inRange<size_t>(0, m.max_rank_len.size() + 1)); break;
-    case 3: m.max_rank_len[0] = Pick({-1, m.max_rank_len[0] - 1, ref::kMaxCpTokens + 1}); break;
-    case 4: cp_size = Pick({0, -1, cp_size + 1, ref::kMaxCpSize + 1}); break;
+    case 3: m.max_rank_len[0] = Pick({-1, m.max_rank_len[0] - 1, kMaxCpTokens + 1}); break;
+    case 4: cp_size = Pick({0, -1, cp_size + 1, kMaxCpSize + 1}); break;
     case 5:  // one row short
       gathered.rows -= 1;
       gathered.data.resize(gathered.data.size() - gathered.row_bytes);
       break;
     case 6: gathered.row_bytes = 0; break;
     case 7: gathered.data.push_back(0); break;
-    case 8: plan.request_split_lists.values[0] = Pick({-1, ref::kMaxCpTokens + 1}); break;
+    case 8: plan.request_split_lists.values[0] = Pick({-1, kMaxCpTokens + 1}); break;
     case 9: plan.request_split_lists.width += 2; break;
     case 10:
       m.batch_plan = nullptr;
@@ -519,12 +518,12 @@ KVSHARD_PROP(FastVsRefProps, RerangeErrorsEqualReference, ()) {
 
 KVSHARD_PROP(FastVsRefProps, RerangeCopiesEqualReferenceOnArbitraryTables, ()) {
   Int64Table splits;
-  const int64_t cp_size = Pick({1, 2, 3, 1, 2, 3, -1, 0, ref::kMaxCpSize + 1});
+  const int64_t cp_size = Pick({1, 2, 3, 1, 2, 3, -1, 0, kMaxCpSize + 1});
   splits.width = DrawKind(4) == 0 ? *rc::gen::inRange<int64_t>(0, 7) : 2 * std::max<int64_t>(cp_size, 1) % 7;
   splits.values = *rc::gen::container<Int64List>(static_cast<size_t>(splits.width * *rc::gen::inRange<int64_t>(0, 5)),
                                                  rc::gen::weightedOneOf<int64_t>(
                                                      {{8, rc::gen::inRange<int64_t>(0, 6)},
-                                                      {1, rc::gen::element<int64_t>(-1, ref::kMaxCpTokens + 1)}}));
+                                                      {1, rc::gen::element<int64_t>(-1, kMaxCpTokens + 1)}}));
   const int64_t max_rank_token = *rc::gen::resize(100, rc::gen::inRange<int64_t>(-1, 25));
   RC_LOG() << "width=" << splits.width << " values=" << rc::toString(splits.values) << " cp_size=" << cp_size
            << " max_rank_token=" << max_rank_token << "\n";

@@ -19,14 +19,14 @@ namespace {
 
 // Runs the exchange of case `c` on `group` (group.size() == c.cp_size); returns the first mismatch.
 Status Exchange(gpu::RankGroup& group, const CPBatchCase& c) {
-  const ref::HostTensor x = Payload(c.extend_lens, c.row_bytes);
-  std::vector<ref::HostTensor> locals;
+  const HostTensor x = Payload(c.extend_lens, c.row_bytes);
+  std::vector<HostTensor> locals;
   CPSharedKVBatchPlan plan0;
   for (int64_t r = 0; r < c.cp_size; ++r) {
     KVSHARD_ASSIGN_OR_RETURN(CPSharedKVBatchPlan plan, ref::BuildBatchPageAlignedInSeqSplitPlan(
                                                            c.extend_lens, c.prefix_lens, c.page_size, c.cp_size, r));
     if (r == 0) plan0 = plan;
-    KVSHARD_ASSIGN_OR_RETURN(ref::HostTensor local,
+    KVSHARD_ASSIGN_OR_RETURN(HostTensor local,
                              ref::SplitTensorByCPBatchPlan(x, plan, ref::SplitMode::kData, SplitKind::kValid));
     locals.push_back(std::move(local));
   }

@@ -18,8 +18,6 @@
 namespace kvshard::props {
 namespace {
 
-using ref::HostTensor;
-
 // Reports the first differing row (count, index, got vs expected ids) as a RapidCheck failure.
 void AssertRowsEqual(const std::vector<uint8_t>& got, const HostTensor& want, const char* what) {
   if (got == want.data) return;

@@ -1,8 +1,12 @@
 # End-to-end test of the SGLang recorder (tools/recorder/kvshard_recorder.py): SGLang's own code (loaded at run time
-# from ../shared/sglang_ref, never copied here) runs a seeded serving stream through the recorder into kvshard traces,
-# and `kvshard replay` must pass every one of them. Then deliberately broken variants of SGLang's code (patched here,
-# at run time, in this test only) are recorded, and replay must fail at the exact line and field where the broken
-# decision was recorded: that line is computed by re-running the broken trace's own inputs through unpatched SGLang.
+# from ../shared/sglang_ref, never copied here) runs a seeded serving stream through the recorder into kvshard traces
+# (allocator records, gather plans, the sharded pool's pipeline: begin_shard_extend, set_kv_buffer, get_key_buffer,
+# end_shard_extend; CP splits and reranges), and `kvshard replay` must pass every one of them. The worked example
+# tools/recorder/record_sglang_example.py must re-record testdata/traces/sglang_serving_n4_ps16.jsonl byte for byte.
+# Then deliberately broken variants of SGLang's code (patched here, at run time, in this test only: the allocator's
+# merge, the CP split plan, the pool's translate_loc_to_scratch and begin_shard_extend plan) are recorded, and replay
+# must fail at the exact line and field where the broken decision was recorded: that line is computed by re-running
+# the broken trace's own inputs through unpatched SGLang.
 import argparse
 import collections
 import contextlib
@@ -17,6 +21,7 @@ import sys
 import tempfile
 import time
 import traceback
+import types
 
 SUITE = "sglang_recorder_test"
 
@@ -60,6 +65,11 @@ class Sglang:
     def tensor(self, values):
         return self.torch.tensor(values, dtype=self.torch.int64)
 
+    def new_pools(self, n, ps, pages_per_rank, max_prefix_tokens, chunk_tokens):
+        """One SGLang shard pool per rank (seed 000's plan state), as a shard group holds them."""
+        return [self.shard_plan.Pool(self.shard_plan.Spec(rank, n, ps, max_prefix_tokens, chunk_tokens),
+                                     pages_per_rank * ps) for rank in range(n)]
+
     def begin_extend(self, n, ps, pages_per_rank, max_prefix_tokens, chunk_tokens, req_to_token, indices, prefix,
                      seq):
         """One SGLang Pool per rank runs begin_shard_extend: (pools, None), or (None, the AssertionError)."""
@@ -102,6 +112,24 @@ def record_begin_extend(sg, rec, writer, n, ps, ppr, mpt, ct, req_to_token, indi
     return True
 
 
+def record_pipeline_begin(rec, writer, pools, req_to_token, indices, prefix, seq, out_cache_loc=None, ranks=None):
+    """Every rank's persistent pool runs begin_shard_extend; records the plan (of `ranks` only, if given), the
+    epoch and out_cache_loc, or SGLang's rejection (which changes no pool). Returns True when SGLang planned."""
+    try:
+        for pool in pools:
+            pool.begin_shard_extend(req_to_token, indices, prefix, seq)
+    except AssertionError as e:
+        if pool is not pools[0]:
+            raise RuntimeError(f"harness: rank {pool.shard_rank} rejected a batch rank 0 planned: {e}") from e
+        rec.record_error(writer, "begin_shard_extend", rec.error_text(e),
+                         requests=rec.extend_requests(pools[0].shard_spec.page_size, req_to_token, indices, prefix,
+                                                      seq))
+        return False
+    rec.record_begin_shard_extend(writer, pools if ranks is None else [pools[r] for r in ranks], req_to_token,
+                                  indices, prefix, seq, out_cache_loc=out_cache_loc)
+    return True
+
+
 def record_split(sg, rec, writer, extend, prefix, ps, cp_size, cp_rank):
     plan, error = sg.split_plan(extend, prefix, ps, cp_size, cp_rank)
     if error is not None:
@@ -129,17 +157,26 @@ def record_rerange(sg, rec, writer, extend, prefix, ps, cp_size):
 # ---- 1. the seeded serving stream ---------------------------------------------------------------------------------
 
 class Stream:
-    """One SGLang allocator (one trace: its header carries the allocator) driven by a seeded serving loop: alloc
-    batches (new chains with null or explicit bases, extensions of live page-aligned chains with their last_loc),
-    and for each committed batch its gather plan (one pool per rank), its in-seq split for a random cp_rank and
-    its rerange; frees of tail pages or whole chains, free groups. Everything goes through the recorder."""
+    """One SGLang allocator and one shard group of persistent SGLang pools (one trace: its header carries the
+    allocator and the pool) driven by a seeded serving loop: alloc batches (new chains with null or explicit
+    bases, extensions of live page-aligned chains with their last_loc), and for each committed batch its
+    stateless gather plan (fresh pools, random capacities), the pipeline on the persistent pools
+    (begin_shard_extend, per layer set_kv_buffer then get_key_buffer, end_shard_extend), its in-seq split for
+    a random cp_rank and its rerange; frees of tail pages or whole chains, free groups, and writes outside an
+    extend (decode-like) to live chains. Everything goes through the recorder."""
 
     def __init__(self, sg, rec, rng, out, need_sort, merge_impl=None, tag=""):
         self.sg, self.rec, self.rng = sg, rec, rng
         self.n, self.ps = rng.randint(2, 6), rng.choice([1] + [2, 3, 4, 16] * 2)  # ps 1: every CP split falls back
         self.ppr, self.need_sort = rng.randint(3, 12), need_sort
         self.alloc = sg.new_allocator(self.n, self.ps, self.ppr, need_sort)
-        self.writer = rec.TraceWriter(out, allocator=rec.allocator_header(self.alloc),
+        # the pipeline's scratch: most batches fit, some hit SGLang's capacity assertions (error records)
+        n, ps, ppr = self.n, self.ps, self.ppr
+        self.pools = sg.new_pools(n, ps, ppr, n * ps * rng.randint(max(1, ppr // 3), ppr),
+                                  ps * rng.randint(max(1, n * ppr // 3), n * ppr))
+        self.num_layers = rng.randint(1, 3)
+        pool = rec.pool_header(self.pools[0], self.num_layers, rng.randint(1, 4), rng.randrange(1 << 32), self.alloc)
+        self.writer = rec.TraceWriter(out, allocator=rec.allocator_header(self.alloc), pool=pool,
                                       generator={"tool": "props/sglang_recorder_test.py", "stream": tag})
         rec.AllocatorRecorder(self.alloc, self.writer)
         self.stats = collections.Counter()
@@ -148,6 +185,8 @@ class Stream:
         self.first_skipped_merge_line = None  # broken merge: where it first left a non-short class unmerged
         self.plan_changes = None  # broken split: the list its patch appends to when it changes a plan
         self.changed_split_lines = []  # broken split: the split records whose plan the patch changed
+        self.pipeline_changes = None  # broken pipeline: the list its patch appends to when it changes an answer
+        self.changed_pipeline_lines = []  # broken pipeline: the records whose answer the patch changed
         self._orig_merge = self.alloc.merge_and_sort_free
         self.alloc.merge_and_sort_free = self._merge
 
@@ -201,6 +240,7 @@ class Stream:
             self.stats["deferred batches"] += 1
             return
         slots, cursor = out.tolist(), 0
+        self.out_cache_loc = slots  # SGLang's forward_batch.out_cache_loc of this batch: the allocator's answer
         for r, base in zip(reqs, bases):
             mine = [s // self.ps for s in slots[cursor:cursor + r["seq"] - r["prefix"]:self.ps]]
             cursor += r["seq"] - r["prefix"]
@@ -267,6 +307,7 @@ class Stream:
         planned = record_begin_extend(sg, rec, self.writer, n, ps, self.ppr, mpt, ct, req_to_token, rows,
                                       prefix, seq, ranks)
         self.stats["gather plans" if planned else "gather plan errors"] += 1
+        self.pipeline(req_to_token, rows, prefix, seq)
         extend = [s - p for p, s in zip(prefix, seq)]
         prefix = list(prefix)
         roll = rng.random()
@@ -288,11 +329,58 @@ class Stream:
         self.stats["reranges" if record_rerange(sg, rec, self.writer, extend, prefix, ps, cp_size)
                    else "rerange errors"] += 1
 
+    def watched(self, record):
+        """Runs record() (one recorder call); notes its line when a broken pipeline patch changed its answer."""
+        line, changes = self.next_line(), len(self.pipeline_changes or [])
+        result = record()
+        if len(self.pipeline_changes or []) > changes:
+            self.changed_pipeline_lines.append(line)
+        return result
+
+    def pipeline(self, req_to_token, rows, prefix, seq):
+        """The batch on the shard group's persistent pools, as SGLang's model forward runs it: begin_shard_extend
+        (its plan, epoch and out_cache_loc recorded), then for each layer set_kv_buffer of out_cache_loc and
+        get_key_buffer (scratch_rows: SGLang's translate_loc_to_scratch of every batch slot, or of a random
+        subset in random order, repeats allowed; sometimes read twice, as get_key/get_value_buffer do), then
+        end_shard_extend."""
+        sg, rec, rng, w = self.sg, self.rec, self.rng, self.writer
+        ranks = sorted(rng.sample(range(self.n), rng.randint(1, self.n))) if rng.random() < 0.15 else None
+        if not self.watched(lambda: record_pipeline_begin(rec, w, self.pools, req_to_token, rows, prefix, seq,
+                                                          self.out_cache_loc, ranks)):
+            self.stats["pipeline extends rejected (capacity)"] += 1
+            return
+        self.stats["pipeline extends"] += 1
+        self.stats["pipeline extends with a prefix gather"] += self.pools[0]._block_pages > 0
+        every = w.extend["locs"]
+        for layer in range(self.num_layers):
+            rec.record_set_kv_buffer(w, layer, sg.tensor(self.out_cache_loc))
+            for _ in range(2 if rng.random() < 0.15 else 1):
+                locs = None
+                if rng.random() < 0.3:
+                    locs = sg.tensor([rng.choice(every) for _ in range(rng.randint(1, len(every)))])
+                    self.stats["get_key_buffer records with explicit locs"] += 1
+                pool = self.pools[rng.randrange(self.n)]  # any rank's: the plan is mirrored
+                self.watched(lambda: rec.record_get_key_buffer(w, pool, layer, locs))
+                self.stats["get_key_buffer records"] += 1
+        rec.record_end_shard_extend(w)
+
+    def write_step(self):
+        """A write outside an extend (decode-like: owner-filtered, no staging) to a live chain's last slots, of
+        one layer; later extends of the chain must gather the new rows."""
+        chain = self.rng.choice(self.chains)
+        k = self.rng.randint(1, chain["length"])
+        locs = [chain["pages"][p // self.ps] * self.ps + p % self.ps
+                for p in range(chain["length"] - k, chain["length"])]
+        self.rec.record_set_kv_buffer(self.writer, self.rng.randrange(self.num_layers), self.sg.tensor(locs))
+        self.stats["set_kv_buffer records outside an extend"] += 1
+
     def step(self):
         """Allocates more while the pool is emptier, so batches commit, defer and hit the need_sort merge."""
         free_share = self.alloc.aggregate_free_size() / (self.n * self.ppr * self.ps)
         if not self.chains or self.rng.random() < 0.2 + 0.6 * free_share:
             return self.alloc_step()
+        if self.rng.random() < 0.1:
+            return self.write_step()
         return self.free_step() if self.rng.random() < 0.5 else self.free_group_step()
 
     def run(self, steps):
@@ -347,7 +435,48 @@ def clean_case(args, seed, sg, rec, kvshard, tmpdir, coverage):
               f"{summary['mismatches']} mismatches")
         records += summary["records"]
         fields += summary["fields_checked"]
+    for what in ("pipeline extends with a prefix gather", "get_key_buffer records with explicit locs",
+                 "pipeline extends rejected (capacity)", "set_kv_buffer records outside an extend"):
+        if not coverage[what]:
+            raise Failure(f"the clean streams recorded no {what} (harness: raise --steps or --streams)")
     return records, fields
+
+
+EXAMPLE_TRACE = os.path.join("testdata", "traces", "sglang_serving_n4_ps16.jsonl")
+
+
+def example_case(sg_ref_dir, kvshard, tmpdir):
+    """tools/recorder/record_sglang_example.py records its session from SGLang's code again: the trace must replay
+    with 0 mismatches, hold every pipeline op with expects, and equal the committed EXAMPLE_TRACE byte for byte
+    (else SGLang's reference code or the recorder changed: re-record it, testdata/README.md says how)."""
+    example = load_module("record_sglang_example",
+                          runfile(os.path.join("tools", "recorder", "record_sglang_example.py")))
+    path = os.path.join(tmpdir, "sglang_serving_n4_ps16.jsonl")
+    with open(path, "w") as f:
+        stats = example.record_session(f, sg_ref_dir)
+    rc, summary, err = replay(kvshard, path)
+    if rc != 0 or summary is None or summary.get("mismatches") != 0:
+        raise Failure(f"example: replay of {keep(path)} exit {rc}, summary {summary}: {err.strip()}")
+    with open(path) as f:
+        text = f.read()
+    ops = collections.Counter(json.loads(line).get("op", "header") for line in text.splitlines())
+    for op in ("alloc", "free", "free_group", "begin_shard_extend", "set_kv_buffer", "get_key_buffer",
+               "end_shard_extend"):
+        if not ops[op]:
+            raise Failure(f"example: the recorded session {keep(path)} has no {op} record")
+    if not stats["extends with a prefix gather"]:
+        raise Failure(f"example: no extend of {keep(path)} gathers a prefix")
+    committed = runfile(EXAMPLE_TRACE)
+    if not os.path.isfile(committed):
+        raise Failure(f"example: {EXAMPLE_TRACE} is missing (runfile {committed})")
+    with open(committed) as f:
+        if f.read() != text:
+            raise Failure(f"example: {EXAMPLE_TRACE} is not what record_sglang_example.py records from SGLang's code "
+                          f"now ({keep(path)}); re-record it: /usr/bin/python3 tools/recorder/record_sglang_example.py "
+                          f"--out {EXAMPLE_TRACE}")
+    print(f"  example: {EXAMPLE_TRACE} re-recorded from SGLang's code byte for byte ({len(text)} bytes), replayed "
+          f"{summary['records']} records, {summary['fields_checked']} fields checked, 0 mismatches: "
+          + ", ".join(f"{op} {ops[op]}" for op in sorted(ops) if op != "header"))
 
 
 # ---- 3. broken variants: the oracle and the expected mismatch line ---------------------------------------------
@@ -385,13 +514,17 @@ def oracle_mismatch(sg, rec, text):
     header = json.loads(lines[0])
     h = header["allocator"]
     alloc = sg.new_allocator(h["shard_size"], h["page_size"], h["pages_per_rank"], h["need_sort"])
+    pools = None
+    if "pool" in header:
+        pools = sg.new_pools(h["shard_size"], h["page_size"], h["pages_per_rank"], header["pool"]["max_prefix_tokens"],
+                             header["pool"]["chunk_tokens"])
     buf = io.StringIO()
     writer = rec.TraceWriter(buf, **header)
     rec.AllocatorRecorder(alloc, writer)
     for number, line in enumerate(lines[1:], start=2):
         r = json.loads(line)
         try:
-            rerecord(sg, rec, writer, alloc, r)
+            rerecord(sg, rec, writer, alloc, pools, r)
         except Exception as e:
             raise Failure(f"oracle: line {number}: {r['op']}: SGLang raised {e!r} on the recorded inputs") from e
         again = json.loads(buf.getvalue().splitlines()[-1])
@@ -408,8 +541,18 @@ def oracle_mismatch(sg, rec, text):
     return None
 
 
-def rerecord(sg, rec, writer, alloc, r):
-    """Runs one record's inputs through SGLang's code; the recorder writes the record again."""
+def req_to_token_of(sg, reqs, ps):
+    """A req_to_token table (row i: request i's slots, page by page) for recorded requests {..., pages}."""
+    req_to_token = sg.torch.zeros((len(reqs), max([len(q["pages"]) * ps for q in reqs] + [1])), dtype=sg.torch.int32)
+    for i, q in enumerate(reqs):
+        slots = [p * ps + o for p in q["pages"] for o in range(ps)]
+        req_to_token[i, :len(slots)] = sg.torch.tensor(slots, dtype=sg.torch.int32)
+    return req_to_token
+
+
+def rerecord(sg, rec, writer, alloc, pools, r):
+    """Runs one record's inputs through SGLang's code (the allocator and the shard group's pools carry their
+    state from record to record); the recorder writes the record again."""
     t, op = sg.tensor, r["op"]
     if op == "alloc":
         prefix, seq = r["prefix_lens"], r["seq_lens"]
@@ -425,16 +568,25 @@ def rerecord(sg, rec, writer, alloc, r):
     elif op == "gather_plan":
         b = r["batch"]
         n, ps, reqs = b["shard_size"], b["page_size"], b["requests"]
-        req_to_token = sg.torch.zeros((len(reqs), max([len(q["pages"]) * ps for q in reqs] + [1])),
-                                      dtype=sg.torch.int32)
-        for i, q in enumerate(reqs):
-            slots = [p * ps + o for p in q["pages"] for o in range(ps)]
-            req_to_token[i, :len(slots)] = sg.torch.tensor(slots, dtype=sg.torch.int32)
+        req_to_token = req_to_token_of(sg, reqs, ps)
         ranks = r["expect"].get("ranks")
         ranks = None if ranks is None else [i for i, x in enumerate(ranks) if x]
         record_begin_extend(sg, rec, writer, n, ps, b["pages_per_rank"], b["max_prefix_tokens"],
                             b["chunk_tokens"], req_to_token, list(range(len(reqs))),
                             [q["prefix_len"] for q in reqs], [q["seq_len"] for q in reqs], ranks)
+    elif op == "begin_shard_extend":
+        reqs = r["requests"]
+        ranks = None if "error" in r.get("expect", {}) else r["expect"].get("ranks")
+        ranks = None if ranks is None else [i for i, x in enumerate(ranks) if x]
+        record_pipeline_begin(rec, writer, pools, req_to_token_of(sg, reqs, alloc.page_size),
+                              list(range(len(reqs))), [q["prefix_len"] for q in reqs], [q["seq_len"] for q in reqs],
+                              ranks=ranks)
+    elif op == "set_kv_buffer":
+        rec.record_set_kv_buffer(writer, r["layer"], r.get("locs"))
+    elif op == "get_key_buffer":
+        rec.record_get_key_buffer(writer, pools[0], r["layer"], r.get("locs"))
+    elif op == "end_shard_extend":
+        rec.record_end_shard_extend(writer)
     elif op == "split":
         record_split(sg, rec, writer, r["extend_lens"], r["prefix_lens"], r["page_size"], r["cp_size"],
                      r["cp_rank"])
@@ -480,6 +632,44 @@ def kv_lens_from_compute_split(original, changed):
     return plan
 
 
+def translate_offset_in_logical_page(torch, original, changed):
+    """Broken translate_loc_to_scratch: the in-page offset taken within the logical page (loc % (N*ps)) instead
+    of the physical page (loc % ps); differs for every slot of a page that rank 0 does not own."""
+    def translate(self, loc):
+        want = original(self, loc)
+        spec, loc64 = self.shard_spec, loc.long()
+        got = self._page_pos[loc64 // spec.page_size].long() * spec.page_size + loc64 % spec.logical_page_size
+        if not torch.equal(got, want):
+            changed.append(1)
+        return got
+    return translate
+
+
+def prefix_block_reversed(torch, original, changed):
+    """Broken begin_shard_extend plan: each owner's prefix pages laid out in its scratch block in descending
+    instead of ascending local-page order (page_pos permuted within a block; send_rows left as SGLang packs
+    them); differs wherever one rank owns two or more prefix pages of the batch."""
+    def begin(self, *args):
+        original(self, *args)
+        block, pos = self._block_pages, self._page_pos
+        for owner in range(self.shard_spec.shard_size):
+            mapped = ((pos >= owner * block) & (pos < (owner + 1) * block)).nonzero().flatten()
+            if mapped.numel() > 1:
+                order = torch.argsort(pos[mapped])
+                pos[mapped[order]] = pos[mapped[order]].flip(0)
+                changed.append(owner)
+    return begin
+
+
+# broken pipeline variants: (the method of SGLang's shard pool it replaces on the stream's persistent pools only, so
+# the stateless gather_plan records stay SGLang's; the patch; the op and field it must be caught at)
+PIPELINE_BREAKS = {
+    "broken_translate": ("translate_loc_to_scratch", translate_offset_in_logical_page, "get_key_buffer",
+                         "scratch_rows["),
+    "broken_plan": ("begin_shard_extend", prefix_block_reversed, "begin_shard_extend", "page_pos["),
+}
+
+
 def broken_case(name, args, seed, sg, rec, kvshard, tmpdir, coverage):
     """Records streams under the broken variant until one records a decision that differs from SGLang's (the
     oracle finds the line); replay must exit 1 naming that line, op and field. Returns (line, message)."""
@@ -492,6 +682,15 @@ def broken_case(name, args, seed, sg, rec, kvshard, tmpdir, coverage):
                 s = Stream(sg, rec, rng, f, need_sort=True, merge_impl=merge_only_short(sg.torch), tag=name)
                 s.run(args.steps)
                 hint = s.first_skipped_merge_line
+            elif name in PIPELINE_BREAKS:
+                attr, make, _, _ = PIPELINE_BREAKS[name]
+                s = Stream(sg, rec, rng, f, need_sort=bool(attempt % 2), tag=name)
+                broken = make(sg.torch, getattr(sg.shard_plan.Pool, attr), changed)
+                for pool in s.pools:
+                    setattr(pool, attr, types.MethodType(broken, pool))
+                s.pipeline_changes = changed  # the pipeline records whose answer it changed
+                s.run(args.steps)
+                hint = s.changed_pipeline_lines[0] if s.changed_pipeline_lines else None
             else:
                 fn = sg.cp.build_batch_page_aligned_in_seq_split_plan
                 with patched(sg.cp, "build_batch_page_aligned_in_seq_split_plan",
@@ -500,7 +699,8 @@ def broken_case(name, args, seed, sg, rec, kvshard, tmpdir, coverage):
                     s.plan_changes = changed  # the split records it changed (its rerange calls don't count)
                     s.run(args.steps)
                 hint = s.changed_split_lines[0] if s.changed_split_lines else None
-        coverage.update({f"{name}: " + k: v for k, v in s.stats.items() if "merge" in k})
+        if name == "broken_merge":
+            coverage.update({f"{name}: " + k: v for k, v in s.stats.items() if "merge" in k})
         with open(path) as f:
             want = oracle_mismatch(sg, rec, f.read())
         if want is None:
@@ -521,6 +721,12 @@ def broken_case(name, args, seed, sg, rec, kvshard, tmpdir, coverage):
                 raise Failure(f"{name}: the first difference (line {line}, {op}) is not an alloc at or after the "
                               f"first merge the patch changed (line {hint}); trace {keep(path)}")
             detail = f" (the broken merge first skipped a class at line {hint})"
+        elif name in PIPELINE_BREAKS:
+            _, _, want_op, field = PIPELINE_BREAKS[name]
+            if op != want_op or line != hint or not message.startswith(f"line {line}: {op}: {field}"):
+                raise Failure(f"{name}: the first difference ({message}) is not the {field}...] of the first "
+                              f"{want_op} record whose answer the patch changed (line {hint}); trace {keep(path)}")
+            detail = f" (the first {want_op} record whose answer the patch changed)"
         else:
             if op != "split" or line != hint:
                 raise Failure(f"{name}: the first difference (line {line}, {op}) is not the first split record "
@@ -565,10 +771,12 @@ def main():
     cases, coverage, start = [], collections.Counter(), time.time()
     totals = [0, 0]
     with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmpdir:
-        for name in ("clean", "broken_merge", "broken_split"):
+        for name in ("clean", "example", "broken_merge", "broken_split", *PIPELINE_BREAKS):
             try:
                 if name == "clean":
                     totals = clean_case(args, seed, sg, rec, kvshard, tmpdir, coverage)
+                elif name == "example":
+                    example_case(ref_dir, kvshard, tmpdir)
                 else:
                     broken_case(name, args, seed, sg, rec, kvshard, tmpdir, coverage)
                 cases.append((name, "passed", ""))
@@ -582,9 +790,11 @@ def main():
     status = dict((n, s) for n, s, _ in cases)
     clean = (f"{totals[0]} records, {totals[1]} fields checked, 0 mismatches in {args.streams} clean traces"
              if status["clean"] == "passed" else "clean traces FAILED")
-    caught = sum(1 for n, s in status.items() if n != "clean" and s == "passed")
-    print(f"{SUITE}: {'PASS' if ok else 'FAIL'}: {clean}; broken variants caught at their line and field: "
-          f"{caught} of {len(status) - 1} ({time.time() - start:.1f} s, seed {seed})")
+    caught = sum(1 for n, s in status.items() if n.startswith("broken_") and s == "passed")
+    example = "example trace re-recorded and replayed" if status["example"] == "passed" else "example FAILED"
+    broken = sum(n.startswith("broken_") for n in status)
+    print(f"{SUITE}: {'PASS' if ok else 'FAIL'}: {clean}; {example}; broken variants caught at their line and "
+          f"field: {caught} of {broken} ({time.time() - start:.1f} s, seed {seed})")
     write_xml(cases)
     return 0 if ok else 1
 

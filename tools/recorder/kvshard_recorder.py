@@ -1,6 +1,9 @@
 """Records what an SGLang engine decided as a kvshard trace (docs/trace-format.md, version 1, JSON Lines), so
-`kvshard replay` can check every decision against the reference model. Standard library only; torch optional.
-Usage: docs/trace-format.md, "Recording from SGLang"; tested end to end by //props:sglang_recorder_test."""
+`kvshard replay` can check every decision against the reference model: allocator records, gather plans, CP splits
+and reranges, and the sharded pool's pipeline (begin_shard_extend, set_kv_buffer, get_key_buffer,
+end_shard_extend). Standard library only; torch optional (imported only to hand a list of slots to SGLang's
+translate_loc_to_scratch). Usage: docs/trace-format.md, "Recording from SGLang"; a worked example:
+record_sglang_example.py beside this file; tested end to end by //props:sglang_recorder_test."""
 import json
 
 TRACE_VERSION = 1
@@ -23,6 +26,7 @@ class TraceWriter:
     def __init__(self, out, **header):
         self._out = out
         self.records = 0
+        self.extend = None  # the sharded extend in flight (record_begin_shard_extend .. record_end_shard_extend)
         self._write({"kvshard_trace": TRACE_VERSION, **_plain(header)})
 
     def _write(self, obj):
@@ -108,38 +112,150 @@ class AllocatorRecorder:
         return result
 
 
-def extend_batch(spec, req_to_token, req_pool_indices, prefix_lens, seq_lens, pages_per_rank):
-    """The record's "batch" (the object `kvshard gather-plan --batch` reads) for one begin_shard_extend call on
-    pools of `spec` (their PageShardSpec); `pages_per_rank` as in record_gather_plan."""
-    ps, n = spec.page_size, spec.shard_size
-    requests = []
-    for i, (prefix, seq) in enumerate(zip(prefix_lens, seq_lens)):
+def extend_requests(page_size, req_to_token, req_pool_indices, prefix_lens, seq_lens):
+    """The batch's "requests" ([{prefix_len, seq_len, pages}], `pages` the page of every page_size-th slot of the
+    request's req_to_token row) for one begin_shard_extend(req_to_token, req_pool_indices, prefix_lens, seq_lens)."""
+    ps, requests = page_size, []
+    for i, (prefix, seq) in enumerate(zip(_plain(prefix_lens), _plain(seq_lens))):
         row = _plain(req_to_token[int(req_pool_indices[i])])
         requests.append({"prefix_len": int(prefix), "seq_len": int(seq),
                          "pages": [int(row[k]) // ps for k in range(0, int(seq), ps)]})
-    return {"shard_size": n, "page_size": ps, "pages_per_rank": int(pages_per_rank),
+    return requests
+
+
+def extend_batch(spec, req_to_token, req_pool_indices, prefix_lens, seq_lens, pages_per_rank):
+    """The record's "batch" (the object `kvshard gather-plan --batch` reads) for one begin_shard_extend call on
+    pools of `spec` (their PageShardSpec); `pages_per_rank` as in record_gather_plan."""
+    return {"shard_size": spec.shard_size, "page_size": spec.page_size, "pages_per_rank": int(pages_per_rank),
             "max_prefix_tokens": int(spec.max_prefix_tokens), "chunk_tokens": int(spec.chunk_tokens),
-            "requests": requests}
+            "requests": extend_requests(spec.page_size, req_to_token, req_pool_indices, prefix_lens, seq_lens)}
+
+
+def _plan_expect(pools):
+    """The plan fields SGLang's shard pools hold after begin_shard_extend, under kvshard's names: block_pages,
+    trash_page, chunk_base_page, page_pos (the mapped pages, ascending) and, for each pool given, its rank's
+    send_rows and send_local_pages (the local page of every page_size-th send row); ranks whose pool is not
+    given are {} (they match anything). The plan is mirrored, so the shared fields come from pools[0]."""
+    spec = pools[0].shard_spec
+    ps, n = spec.page_size, spec.shard_size
+    p0 = pools[0]
+    trash = p0._trash_base // ps
+    ranks = [{} for _ in range(n)]
+    for pool in pools:
+        rows = [] if pool._send_rows is None else [int(x) for x in _plain(pool._send_rows)]
+        ranks[pool.shard_rank] = {"rank": pool.shard_rank, "send_local_pages": [r // ps for r in rows[::ps]],
+                                  "send_rows": rows}
+    return {"block_pages": int(p0._block_pages), "trash_page": trash, "chunk_base_page": p0._chunk_base // ps,
+            "page_pos": [[l, s] for l, s in enumerate(_plain(p0._page_pos)) if s != trash], "ranks": ranks}
 
 
 def record_gather_plan(writer, pools, req_to_token, req_pool_indices, prefix_lens, seq_lens, pages_per_rank):
     """Records one begin_shard_extend that `pools` (SGLang shard pools, one per rank or only some ranks, all
-    of one shard group) have just run: the batch and the plan fields each pool holds. `pages_per_rank` is the
-    pool's size // page_size: allocatable pages per rank, the trash page (local page 0) not counted. Where
-    begin_shard_extend raised e instead:
+    of one shard group) have just run, as a stateless gather_plan record: the batch and the plan fields each
+    pool holds. `pages_per_rank` is the pool's size // page_size: allocatable pages per rank, the trash page
+    (local page 0) not counted. Where begin_shard_extend raised e instead:
     record_error(writer, "gather_plan", error_text(e), batch=extend_batch(spec, req_to_token, ...))."""
-    spec = pools[0].shard_spec
-    ps, n = spec.page_size, spec.shard_size
-    batch = extend_batch(spec, req_to_token, req_pool_indices, prefix_lens, seq_lens, pages_per_rank)
-    p0 = pools[0]
-    trash = p0._trash_base // ps
-    ranks = [{} for _ in range(n)]  # a subset: ranks not recorded match anything
-    for pool in pools:
-        rows = [] if pool._send_rows is None else _plain(pool._send_rows)
-        ranks[pool.shard_rank] = {"rank": pool.shard_rank, "send_rows": rows}
-    expect = {"block_pages": p0._block_pages, "trash_page": trash, "chunk_base_page": p0._chunk_base // ps,
-              "page_pos": [[l, s] for l, s in enumerate(_plain(p0._page_pos)) if s != trash], "ranks": ranks}
-    writer.record("gather_plan", expect=expect, batch=batch)
+    batch = extend_batch(pools[0].shard_spec, req_to_token, req_pool_indices, prefix_lens, seq_lens, pages_per_rank)
+    writer.record("gather_plan", expect=_plan_expect(pools), batch=batch)
+
+
+# ---- pipeline records: the sharded pool (docs/trace-format.md, "Pipeline records: the sharded pool") ----------
+
+def pool_header(pool, num_layers, row_words, payload_seed=None, allocator=None):
+    """The header's "pool" object for an SGLang shard pool (its shard_spec carries the scratch capacities
+    max_prefix_tokens and chunk_tokens). Replay simulates the rows: `num_layers` layers of `row_words` 32-bit
+    words per KV row, filled from `payload_seed` (the model's real row width is not needed). With `allocator`
+    (the PageInterleavePoolAllocator whose allocator_header the trace carries) the geometries must agree:
+    replay takes shard_size, page_size and pages_per_rank from the header's "allocator"."""
+    spec = pool.shard_spec
+    if allocator is not None:
+        want = allocator_header(allocator)
+        got = {"shard_size": spec.shard_size, "page_size": spec.page_size,
+               "pages_per_rank": pool.size // spec.page_size}
+        if any(want[k] != v for k, v in got.items()):
+            raise ValueError(f"pool_header: the pool's geometry {got} differs from the allocator's {want}")
+    header = {"max_prefix_tokens": int(spec.max_prefix_tokens), "chunk_tokens": int(spec.chunk_tokens),
+              "num_layers": int(num_layers), "row_words": int(row_words)}
+    if payload_seed is not None:
+        header["payload_seed"] = int(payload_seed)
+    return header
+
+
+def _slots(page_size, req_to_token, req_pool_indices, prefix_lens, seq_lens):
+    """(every slot of the batch, its chunk slots): req_to_token[row, 0:seq] and [prefix:seq], request-major."""
+    every, chunk = [], []
+    for i, (prefix, seq) in enumerate(zip(_plain(prefix_lens), _plain(seq_lens))):
+        row = [int(x) for x in _plain(req_to_token[int(req_pool_indices[i])])[:int(seq)]]
+        every += row
+        chunk += row[int(prefix):]
+    return every, chunk
+
+
+def record_begin_shard_extend(writer, pools, req_to_token, req_pool_indices, prefix_lens, seq_lens,
+                              out_cache_loc=None, epoch=True):
+    """Records one begin_shard_extend(req_to_token, req_pool_indices, prefix_lens, seq_lens) that `pools` (one
+    per rank, or only some ranks, of one shard group) have just run, and opens the extend that the following
+    record_set_kv_buffer / record_get_key_buffer calls default to. expect: the plan fields (as
+    record_gather_plan), SGLang's `_epoch` (pass epoch=False unless every begin_shard_extend of these pools
+    since their start is recorded: replay counts from 1) and `out_cache_loc` (the batch's forward_batch
+    .out_cache_loc, i.e. the allocator's answer; default: the chunk slots read from req_to_token). Where
+    begin_shard_extend raised e instead: record_error(writer, "begin_shard_extend", error_text(e),
+    requests=extend_requests(page_size, req_to_token, ...)), and no extend opens."""
+    ps = pools[0].shard_spec.page_size
+    requests = extend_requests(ps, req_to_token, req_pool_indices, prefix_lens, seq_lens)
+    every, chunk = _slots(ps, req_to_token, req_pool_indices, prefix_lens, seq_lens)
+    expect = _plan_expect(pools)
+    if epoch:
+        expect["epoch"] = int(pools[0]._epoch)
+    expect["out_cache_loc"] = chunk if out_cache_loc is None else [int(x) for x in _plain(out_cache_loc)]
+    writer.record("begin_shard_extend", expect=expect, requests=requests)
+    writer.extend = {"locs": every, "out_cache_loc": chunk}
+
+
+def record_set_kv_buffer(writer, layer, locs=None, expect=None):
+    """Records a set_kv_buffer(layer, loc, ...) of every rank. `locs` (the loc tensor or list) is written only
+    where it differs from the extend's out_cache_loc (replay's default); outside an extend it is required. No
+    expect by default: SGLang's write plan (_get_write_plan's owned_idx/local_rows) is not in the reference
+    code this recorder is tested against; pass `expect` (docs: owned_counts, ranks, staged, generation) to
+    record one."""
+    inputs = {"layer": int(layer)}
+    if locs is not None:
+        locs = [int(x) for x in _plain(locs)]
+        if writer.extend is None or locs != writer.extend["out_cache_loc"]:
+            inputs["locs"] = locs
+    elif writer.extend is None:
+        raise ValueError("record_set_kv_buffer: locs are required outside a sharded extend")
+    writer.record("set_kv_buffer", expect=expect, **inputs)
+
+
+def _loc_tensor(pool, locs):
+    if hasattr(locs, "long"):
+        return locs
+    import torch  # only to hand a list of slots to SGLang's translate_loc_to_scratch
+    return torch.tensor(locs, dtype=torch.int64, device=getattr(pool, "device", "cpu"))
+
+
+def record_get_key_buffer(writer, pool, layer, locs=None):
+    """Records a read of layer `layer` inside the extend: expect.scratch_rows is SGLang's
+    pool.translate_loc_to_scratch(locs) (`pool`: any rank's pool; the plan is mirrored). `locs` (tensor or
+    list; default: every slot of the extend, prefix and chunk, request-major, replay's default) is written only
+    where it differs from that default. Every locs entry must be a slot of the batch: translate maps any other
+    slot to the trash page, which replay rejects as a malformed record."""
+    if writer.extend is None:
+        raise ValueError("record_get_key_buffer: no sharded extend in flight (record_begin_shard_extend first)")
+    default = writer.extend["locs"]
+    plain = default if locs is None else [int(x) for x in _plain(locs)]
+    rows = pool.translate_loc_to_scratch(_loc_tensor(pool, default if locs is None else locs))
+    inputs = {"layer": int(layer)}
+    if plain != default:
+        inputs["locs"] = plain
+    writer.record("get_key_buffer", expect={"scratch_rows": [int(x) for x in _plain(rows)]}, **inputs)
+
+
+def record_end_shard_extend(writer):
+    """Records the end of the sharded extend (SGLang's end_shard_extend) and closes it in the writer."""
+    writer.record("end_shard_extend")
+    writer.extend = None
 
 
 def record_split(writer, plan, extend_lens, prefix_lens, page_size, cp_size, cp_rank):

@@ -1,7 +1,7 @@
-// Argument checks of the fast CP paths (messages as cpu_ref/cp_split.cc).
-#include "cpu_fast/cp_common.h"
+// The CP argument checks; their messages are compared byte for byte by goldens and the SGLang parity test.
+#include "core/cp_limits.h"
 
-namespace kvshard::fast {
+namespace kvshard {
 
 Status ValidateCpSize(int64_t cp_size) {
   if (cp_size <= 0) return InvalidArgument("cp_size: must be positive, got ", cp_size);
@@ -10,7 +10,9 @@ Status ValidateCpSize(int64_t cp_size) {
 }
 
 Status ValidateCpRank(int64_t cp_rank, int64_t cp_size) {
-  if (cp_rank < 0 || cp_rank >= cp_size) return InvalidArgument("cp_rank: must be in [0, ", cp_size, "), got ", cp_rank);
+  if (cp_rank < 0 || cp_rank >= cp_size) {
+    return InvalidArgument("cp_rank: must be in [0, ", cp_size, "), got ", cp_rank);
+  }
   return Status::Ok();
 }
 
@@ -22,4 +24,4 @@ Status ValidatePageSize(int64_t page_size) {
   return Status::Ok();
 }
 
-}  // namespace kvshard::fast
+}  // namespace kvshard

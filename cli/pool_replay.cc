@@ -1,0 +1,269 @@
+// Pipeline records on the reference pool and a device data path: plans, owner-filtered writes, staged chunks
+// and layer-ahead gathered prefixes, every read compared with the unsharded baseline and across paths.
+#include "cli/pool_replay.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <utility>
+
+#include "cli/results.h"
+#include "core/pool_json.h"
+#include "core/spec.h"
+#include "cpu_ref/gather_plan.h"
+
+namespace kvshard::cli {
+namespace {
+
+uint64_t Mix(uint64_t x) {  // splitmix64 finalizer
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+Json OwnerWritePlanJson(const std::vector<int64_t>& locs, int64_t n, int64_t ps, const Json* only) {
+  Json j;
+  std::vector<int64_t> counts(n, 0);
+  for (int64_t loc : locs) ++counts[(loc % (n * ps)) / ps];
+  j["owned_counts"] = counts;
+  if (only == nullptr || only->contains("ranks")) {  // SGLang's _get_write_plan of every rank
+    std::vector<Json> ranks(n);
+    for (int64_t r = 0; r < n; ++r) ranks[r] = Json{{"owned_idx", Json::array()}, {"local_rows", Json::array()}};
+    for (size_t i = 0; i < locs.size(); ++i) {
+      const int64_t owner = (locs[i] % (n * ps)) / ps;
+      ranks[owner]["owned_idx"].push_back(static_cast<int64_t>(i));
+      ranks[owner]["local_rows"].push_back((locs[i] / (n * ps)) * ps + locs[i] % ps);
+    }
+    j["ranks"] = ranks;
+  }
+  return j;
+}
+
+// The first differing row of two rank-major read results, as text.
+std::string FirstRowDiff(const std::vector<uint32_t>& got, const std::vector<uint32_t>& want, int64_t w,
+                         const std::vector<int64_t>& locs, size_t* row) {
+  size_t i = 0;
+  while (i < got.size() && got[i] == want[i]) ++i;
+  *row = i / w;
+  return StrCat("locs[", *row, "] (slot ", locs[*row], ") word ", i % w, ": got ", got[i], ", expected ", want[i]);
+}
+
+}  // namespace
+
+uint32_t PayloadWord(uint64_t seed, int64_t layer, int64_t loc, int64_t generation, int64_t word) {
+  return static_cast<uint32_t>(
+      Mix(Mix(Mix(seed ^ Mix(static_cast<uint64_t>(layer))) ^ static_cast<uint64_t>(loc)) ^
+          (static_cast<uint64_t>(generation) << 20 | static_cast<uint64_t>(word))));
+}
+
+const std::vector<std::string>& PoolHeaderKeys() {
+  static const auto* keys =
+      new std::vector<std::string>{"max_prefix_tokens", "chunk_tokens", "num_layers", "row_words", "payload_seed"};
+  return *keys;
+}
+
+StatusOr<PoolGeometry> PoolGeometryFromJson(const Json& pool, int64_t shard_size, int64_t page_size,
+                                            int64_t pages_per_rank) {
+  if (!pool.is_object()) return InvalidArgument("pool: must be an object");
+  for (const auto& [key, value] : pool.items()) {
+    if (std::find(PoolHeaderKeys().begin(), PoolHeaderKeys().end(), key) == PoolHeaderKeys().end()) {
+      return InvalidArgument("pool.", key, ": unknown key (max_prefix_tokens, chunk_tokens, num_layers, row_words, "
+                             "payload_seed; shard_size, page_size and pages_per_rank come from \"allocator\")");
+    }
+  }
+  PoolGeometry g;
+  g.shard_size = shard_size;
+  g.page_size = page_size;
+  g.pages_per_rank = pages_per_rank;
+  KVSHARD_ASSIGN_OR_RETURN(g.max_prefix_tokens, JsonInt(pool, "max_prefix_tokens", "pool.", 0, kMaxSlot - 1));
+  KVSHARD_ASSIGN_OR_RETURN(g.chunk_tokens, JsonInt(pool, "chunk_tokens", "pool.", 0, kMaxSlot - 1));
+  KVSHARD_ASSIGN_OR_RETURN(g.num_layers, JsonInt(pool, "num_layers", "pool.", 1, 4096));
+  KVSHARD_ASSIGN_OR_RETURN(g.row_words, JsonInt(pool, "row_words", "pool.", 1, 4096));
+  int64_t seed = 0;
+  if (pool.contains("payload_seed")) {
+    KVSHARD_ASSIGN_OR_RETURN(seed, JsonInt(pool, "payload_seed", "pool.", 0, INT64_MAX));
+  }
+  g.payload_seed = static_cast<uint64_t>(seed);
+  return g;
+}
+
+StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, Backend backend,
+                                                         std::unique_ptr<PoolDataPath> device) {
+  std::unique_ptr<PoolReplay> r(new PoolReplay(g, backend));
+  const ref::ShardedPoolConfig config{g.shard_size,   g.page_size,  g.pages_per_rank, g.max_prefix_tokens,
+                                      g.chunk_tokens, g.num_layers, g.row_words};
+  auto pool = ref::ShardedPool::Create(config);
+  if (!pool.ok()) return InvalidArgument("pool.", pool.status().message());
+  if (backend != Backend::kGpu) r->pool_.emplace(std::move(*pool));
+  auto baseline = ref::UnshardedPool::Create(config);
+  if (!baseline.ok()) return InvalidArgument("pool.", baseline.status().message());
+  r->baseline_.emplace(std::move(*baseline));
+  if (backend != Backend::kRef && device == nullptr) return Internal("pool replay: no device data path");
+  r->device_ = std::move(device);
+  return r;
+}
+
+bool PoolReplay::Handles(const std::string& op) {
+  return op == "begin_shard_extend" || op == "set_kv_buffer" || op == "get_key_buffer" || op == "end_shard_extend";
+}
+
+StatusOr<Json> PoolReplay::Execute(const std::string& op, const Json& rec, const Json* only) {
+  if (op == "begin_shard_extend") return Begin(rec, only);
+  if (op == "set_kv_buffer") return Write(rec, only);
+  if (op == "get_key_buffer") return Read(rec, only);
+  return End();
+}
+
+StatusOr<Json> PoolReplay::Begin(const Json& rec, const Json* only) {
+  (void)only;
+  Json batch_json = {{"shard_size", geometry_.shard_size},
+                     {"page_size", geometry_.page_size},
+                     {"pages_per_rank", geometry_.pages_per_rank},
+                     {"max_prefix_tokens", geometry_.max_prefix_tokens},
+                     {"chunk_tokens", geometry_.chunk_tokens},
+                     {"requests", rec.at("requests")}};
+  StatusOr<ExtendBatch> batch = ExtendBatchFromJson(batch_json);
+  if (!batch.ok()) return InvalidArgument(batch.status().message());
+  if (active_) return FailedPrecondition("begin_shard_extend: the previous extend was not ended (end_shard_extend)");
+  const int64_t ps = geometry_.page_size;
+  std::vector<int64_t> chunk, all;
+  for (const ExtendRequest& r : batch->requests) {
+    for (int64_t pos = 0; pos < r.seq_len && pos / ps < static_cast<int64_t>(r.pages.size()); ++pos) {
+      const int64_t loc = r.pages[pos / ps] * ps + pos % ps;
+      all.push_back(loc);
+      if (pos >= r.prefix_len) chunk.push_back(loc);
+    }
+  }
+  GatherPlan plan;
+  if (pool_) {
+    KVSHARD_RETURN_IF_ERROR(pool_->BeginShardExtend(batch->requests));
+    plan = pool_->plan();
+  }
+  if (device_) {
+    StatusOr<GatherPlan> device_plan = device_->Begin(*batch, chunk);
+    if (!device_plan.ok()) {
+      if (pool_) return Mismatch("diff: begin_shard_extend: the reference accepted the batch, ", device_->Name(),
+                                 " failed: ", device_plan.status().message());
+      return device_plan.status();
+    }
+    if (pool_ && !(*device_plan == plan)) {
+      const Json want = GatherPlanToJson(plan), got = GatherPlanToJson(*device_plan);
+      for (const auto& [key, value] : want.items()) {
+        if (got.at(key) != value) return Mismatch("diff: ", device_->Name(), " plan field ", key, " differs from the reference");
+      }
+      return Mismatch("diff: ", device_->Name(), " plan differs from the reference");
+    }
+    if (!pool_) plan = std::move(*device_plan);
+  }
+  active_ = true;
+  ++epoch_;
+  out_cache_loc_ = std::move(chunk);
+  batch_locs_ = std::move(all);
+  page_pos_ = ref::DensePagePos(plan);
+  Json j = GatherPlanToJson(plan);
+  j["epoch"] = epoch_;
+  j["out_cache_loc"] = out_cache_loc_;
+  return j;
+}
+
+StatusOr<Json> PoolReplay::Write(const Json& rec, const Json* only) {
+  const int64_t layer = rec.at("layer").get<int64_t>();
+  const std::vector<int64_t> locs = rec.contains("locs") ? rec.at("locs").get<std::vector<int64_t>>() : out_cache_loc_;
+  if (!rec.contains("locs") && !active_) return InvalidArgument("locs: needed outside an extend (no out_cache_loc)");
+  if (layer < 0 || layer >= geometry_.num_layers) {
+    return InvalidArgument("layer: must be in [0, ", geometry_.num_layers, "), got ", layer);
+  }
+  const int64_t slots = geometry_.shard_size * (geometry_.pages_per_rank + 1) * geometry_.page_size;
+  for (size_t i = 0; i < locs.size(); ++i) {
+    if (locs[i] < 0 || locs[i] >= slots) {
+      return InvalidArgument("locs[", i, "]: must be a slot of the pool, in [0, ", slots, "), got ", locs[i]);
+    }
+  }
+  const int64_t w = geometry_.row_words;
+  ++generation_;
+  std::vector<uint32_t> rows(locs.size() * w);
+  for (size_t i = 0; i < locs.size(); ++i) {
+    for (int64_t k = 0; k < w; ++k) rows[i * w + k] = PayloadWord(geometry_.payload_seed, layer, locs[i], generation_, k);
+  }
+  KVSHARD_RETURN_IF_ERROR(baseline_->Write(layer, locs, rows));
+  if (pool_) KVSHARD_RETURN_IF_ERROR(pool_->Write(layer, locs, rows));
+  if (device_) {
+    if (Status s = device_->Write(layer, locs, rows); !s.ok()) {
+      return Status(s.code(), StrCat(device_->Name(), ": ", s.message()));
+    }
+  }
+  Json j = OwnerWritePlanJson(locs, geometry_.shard_size, geometry_.page_size, only);
+  j["staged"] = active_;
+  j["generation"] = generation_;
+  return j;
+}
+
+StatusOr<Json> PoolReplay::Read(const Json& rec, const Json* only) {
+  (void)only;
+  const int64_t layer = rec.at("layer").get<int64_t>();
+  if (!active_) return FailedPrecondition("get_key_buffer: no sharded extend in flight (begin_shard_extend not called?)");
+  if (layer < 0 || layer >= geometry_.num_layers) {
+    return InvalidArgument("layer: must be in [0, ", geometry_.num_layers, "), got ", layer);
+  }
+  const std::vector<int64_t> locs = rec.contains("locs") ? rec.at("locs").get<std::vector<int64_t>>() : batch_locs_;
+  const int64_t ps = geometry_.page_size, trash = page_pos_.empty() ? 0 : page_pos_.back();
+  std::vector<int64_t> scratch_rows(locs.size());
+  for (size_t i = 0; i < locs.size(); ++i) {
+    const int64_t page = locs[i] < 0 ? -1 : locs[i] / ps;
+    if (page < 0 || page >= static_cast<int64_t>(page_pos_.size()) || page_pos_[page] == trash) {
+      return InvalidArgument("locs[", i, "]: slot ", locs[i], " is not a slot of the extend batch (translate would "
+                             "read the trash page)");
+    }
+    scratch_rows[i] = page_pos_[page] * ps + locs[i] % ps;
+  }
+  KVSHARD_ASSIGN_OR_RETURN(std::vector<uint32_t> want, baseline_->Read(layer, locs));
+  const int64_t w = geometry_.row_words;
+  std::vector<std::vector<uint32_t>> ref_rows, dev_rows;
+  if (pool_) {
+    KVSHARD_ASSIGN_OR_RETURN(ref_rows, pool_->Read(layer, locs));
+  }
+  if (device_) {
+    StatusOr<std::vector<std::vector<uint32_t>>> got = device_->Read(layer, locs);
+    if (!got.ok()) {
+      if (pool_) return Mismatch("diff: get_key_buffer: the reference read layer ", layer, ", ", device_->Name(),
+                                 " failed: ", got.status().message());
+      return Status(got.status().code(), StrCat(device_->Name(), ": ", got.status().message()));
+    }
+    dev_rows = std::move(*got);
+  }
+  for (size_t r = 0; r < ref_rows.size() && r < dev_rows.size(); ++r) {  // diff: every byte of both paths
+    if (dev_rows[r] != ref_rows[r]) {
+      size_t row = 0;
+      const std::string what = FirstRowDiff(dev_rows[r], ref_rows[r], w, locs, &row);
+      return Mismatch("diff: layer ", layer, " rank ", r, ": ", device_->Name(), " read differs from the reference at ",
+                      what);
+    }
+  }
+  const auto& checked = pool_ ? ref_rows : dev_rows;
+  for (size_t r = 0; r < checked.size(); ++r) {
+    if (checked[r] != want) {
+      size_t row = 0;
+      const std::string what = FirstRowDiff(checked[r], want, w, locs, &row);
+      return Mismatch("invariant: layer ", layer, " rank ", r, ": the sharded read differs from the unsharded pool at ",
+                      what, " (the prefix gather or the chunk staging of this layer is wrong or stale)");
+    }
+    rows_compared_ += static_cast<int64_t>(locs.size()) * (pool_ && device_ ? 2 : 1);
+  }
+  Json j;
+  j["slot"] = layer % 2;
+  j["scratch_rows"] = scratch_rows;
+  return j;
+}
+
+StatusOr<Json> PoolReplay::End() {
+  if (!active_) return FailedPrecondition("end_shard_extend: no sharded extend in flight");
+  if (pool_) pool_->EndShardExtend();
+  if (device_) KVSHARD_RETURN_IF_ERROR(device_->End());
+  active_ = false;
+  out_cache_loc_.clear();
+  batch_locs_.clear();
+  return Json{{"op", "end_shard_extend"}};
+}
+
+}  // namespace kvshard::cli

@@ -1,0 +1,100 @@
+// The sharded-pool pipeline records of a trace (begin_shard_extend, set_kv_buffer, get_key_buffer,
+// end_shard_extend): run on the reference pool and/or a GPU data path, every read checked against an
+// unsharded baseline, and in diff mode every plan and every byte of the two paths compared.
+#ifndef KVSHARD_CLI_POOL_REPLAY_H_
+#define KVSHARD_CLI_POOL_REPLAY_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/cli_util.h"
+#include "core/gather_plan.h"
+#include "core/json.h"
+#include "core/status.h"
+#include "cpu_ref/sharded_pool.h"
+
+namespace kvshard::cli {
+
+// The trace header's "pool" object completed with the allocator's geometry.
+struct PoolGeometry {
+  int64_t shard_size = 1;
+  int64_t page_size = 1;
+  int64_t pages_per_rank = 0;     // allocatable pages per rank (the allocator's), excluding the trash page
+  int64_t max_prefix_tokens = 0;  // scratch prefix region rows
+  int64_t chunk_tokens = 0;       // scratch chunk region rows
+  int64_t num_layers = 1;
+  int64_t row_words = 1;          // 32-bit words per KV row (row bytes = 4 * row_words)
+  uint64_t payload_seed = 0;      // the S of every payload word W(S, layer, slot, generation, word)
+};
+
+// The header keys of "pool".
+const std::vector<std::string>& PoolHeaderKeys();
+
+// Reads the header's "pool" object (errors "pool.<field>: ..."); shard geometry comes from the allocator.
+StatusOr<PoolGeometry> PoolGeometryFromJson(const Json& pool, int64_t shard_size, int64_t page_size,
+                                            int64_t pages_per_rank);
+
+// Word `word` of the row set_kv_buffer writes for `loc` of `layer` in write generation `generation`: every
+// (seed, layer, slot, generation) gives other bytes, so a misplaced or stale row is visible.
+uint32_t PayloadWord(uint64_t seed, int64_t layer, int64_t loc, int64_t generation, int64_t word);
+
+// A data path of the pipeline (the GPU backend implements it in cli/gpu_pool_path.h).
+class PoolDataPath {
+ public:
+  virtual ~PoolDataPath() = default;
+  // "gpu (emulated, N ranks on device 0)" and the like, for messages.
+  virtual std::string Name() const = 0;
+  // begin_shard_extend of `batch`: builds the path's own plan and returns it (errors as the reference's).
+  virtual StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) = 0;
+  // set_kv_buffer on every rank; `rows` holds locs.size() * row_words words; `active` = inside an extend.
+  virtual Status Write(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& rows) = 0;
+  // get_key_buffer(layer) then the rows at translate_loc_to_scratch(locs) on every rank (rank-major).
+  virtual StatusOr<std::vector<std::vector<uint32_t>>> Read(int64_t layer, const std::vector<int64_t>& locs) = 0;
+  // end_shard_extend on every rank.
+  virtual Status End() = 0;
+};
+
+// The pipeline state of one trace.
+class PoolReplay {
+ public:
+  // The reference pool (unless backend == kGpu) and `device` (required unless backend == kRef).
+  static StatusOr<std::unique_ptr<PoolReplay>> Create(const PoolGeometry& geometry, Backend backend,
+                                                      std::unique_ptr<PoolDataPath> device);
+
+  // True for the ops this class runs.
+  static bool Handles(const std::string& op);
+
+  // Runs one pipeline record; the result is what its expect is checked against. A read that differs from the
+  // unsharded baseline, or (diff) between the paths, is a Mismatch "invariant: ..." / "diff: ...".
+  StatusOr<Json> Execute(const std::string& op, const Json& rec, const Json* only);
+
+  // Rows compared so far (reads against the baseline, and between paths in diff mode).
+  int64_t rows_compared() const { return rows_compared_; }
+
+ private:
+  PoolReplay(const PoolGeometry& g, Backend backend) : geometry_(g), backend_(backend) {}
+  StatusOr<Json> Begin(const Json& rec, const Json* only);
+  StatusOr<Json> Write(const Json& rec, const Json* only);
+  StatusOr<Json> Read(const Json& rec, const Json* only);
+  StatusOr<Json> End();
+
+  PoolGeometry geometry_;
+  Backend backend_;
+  std::optional<ref::ShardedPool> pool_;     // the reference path (absent for kGpu)
+  std::optional<ref::UnshardedPool> baseline_;
+  std::unique_ptr<PoolDataPath> device_;     // the GPU path (absent for kRef)
+  bool active_ = false;
+  std::vector<int64_t> out_cache_loc_;       // the current extend's chunk slots (set_kv_buffer's default locs)
+  std::vector<int64_t> batch_locs_;          // every slot of the current extend (get_key_buffer's default locs)
+  std::vector<int64_t> page_pos_;            // the current plan's dense page_pos
+  int64_t epoch_ = 0;                        // extends begun so far
+  int64_t generation_ = 0;                   // set_kv_buffer records so far
+  int64_t rows_compared_ = 0;
+};
+
+}  // namespace kvshard::cli
+
+#endif  // KVSHARD_CLI_POOL_REPLAY_H_

@@ -1,0 +1,104 @@
+// Radix prefix cache records of a trace (match_prefix, dec_lock_ref, insert, evict) on the reference cache
+// over the trace's allocator; pages move between alloc requests, the cache and the free lists.
+#include <algorithm>
+#include <utility>
+
+#include "cli/replay.h"
+
+namespace kvshard::cli {
+
+StatusOr<Json> Replayer::RunRadix(const std::string& op, const Json& rec) {
+  if (op == "match_prefix") return RunMatch(rec);
+  if (op == "insert") return RunInsert(rec);
+  if (op == "evict") return RunEvict(rec);
+  return RunDecLockRef(rec);
+}
+
+StatusOr<Json> Replayer::RunMatch(const Json& rec) {
+  const std::vector<int64_t> tokens = rec.at("tokens").get<std::vector<int64_t>>();
+  const ref::RadixCache::Match m = cache_->MatchPrefix(tokens);
+  const int64_t ps = allocator_->config().page_size;
+  Json j;
+  j["prefix_len"] = m.prefix_len;
+  j["pages"] = m.pages;
+  j["rotation_base"] = m.rotation_base == kNewChain ? Json(nullptr) : Json(m.rotation_base);
+  j["last_loc"] = m.pages.empty() ? 0 : m.pages.back() * ps + ps - 1;
+  if (rec.contains("lock") && rec.at("lock").get<bool>()) {
+    cache_->Lock(m.node);
+    locks_[matches_] = m.node;
+    j["match"] = matches_++;
+  }
+  return j;
+}
+
+StatusOr<Json> Replayer::RunDecLockRef(const Json& rec) {
+  const int64_t k = rec.at("match").get<int64_t>();
+  const auto it = locks_.find(k);
+  if (it == locks_.end()) {
+    return InvalidArgument("match: no locked match ", k, " (", matches_, " locking matches so far; each unlocks once)");
+  }
+  KVSHARD_RETURN_IF_ERROR(cache_->Unlock(it->second));
+  locks_.erase(it);
+  return Json{{"op", "dec_lock_ref"}, {"locked_matches", static_cast<int64_t>(locks_.size())}};
+}
+
+StatusOr<Json> Replayer::RunInsert(const Json& rec) {
+  const std::vector<int64_t> tokens = rec.at("tokens").get<std::vector<int64_t>>();
+  const std::vector<int64_t> pages = rec.at("pages").get<std::vector<int64_t>>();
+  const int64_t limit = allocator_->num_logical_pages();
+  for (size_t k = 0; k < pages.size(); ++k) {
+    if (pages[k] < 0 || pages[k] >= limit) {
+      return InvalidArgument("pages[", k, "]: must be a logical page in [0, ", limit, "), got ", pages[k]);
+    }
+  }
+  KVSHARD_ASSIGN_OR_RETURN(ref::RadixCache::InsertResult ins,
+                           cache_->Insert(tokens, pages, rec.at("rotation_base").get<int64_t>()));
+  // Pages the tree now holds leave their alloc request; pages it freed leave the handed-out set.
+  const int64_t full = static_cast<int64_t>(tokens.size()) / allocator_->config().page_size;
+  for (int64_t k = 0; k < full; ++k) {
+    int64_t& h = holder_[pages[k]];
+    if (h < 0 || !cache_->holds(pages[k])) continue;
+    const auto it = held_.find(h);
+    if (--it->second.live == 0) held_.erase(it);
+    h = kCached;
+  }
+  std::vector<int64_t> freed_locs;
+  for (int64_t p : cache_->last_freed()) freed_locs.push_back(p * allocator_->config().page_size);
+  Release(freed_locs);
+  Json j;
+  j["declined"] = ins.declined;
+  j["new_pages"] = ins.new_pages;
+  j["freed_pages"] = ins.freed_pages;
+  j["cached_pages"] = cache_->cached_pages();
+  return j;
+}
+
+StatusOr<Json> Replayer::RunEvict(const Json& rec) {
+  const int64_t num_pages = rec.at("num_pages").get<int64_t>();
+  if (num_pages < 0) return InvalidArgument("num_pages: must be >= 0, got ", num_pages);
+  KVSHARD_ASSIGN_OR_RETURN(int64_t evicted, cache_->Evict(num_pages));
+  std::vector<int64_t> freed_locs;
+  for (int64_t p : cache_->last_freed()) freed_locs.push_back(p * allocator_->config().page_size);
+  Release(freed_locs);
+  Json j;
+  j["evicted_pages"] = evicted;
+  j["freed"] = cache_->last_freed();
+  j["cached_pages"] = cache_->cached_pages();
+  return j;
+}
+
+Status Replayer::CheckCacheInvariants() const {
+  if (!cache_ || cache_->cached_pages() == 0) return Status::Ok();
+  if (Status s = cache_->CheckInvariants(); !s.ok()) return Mismatch("invariant: radix cache: ", s.message());
+  for (const ref::RadixCache::Chain& chain : cache_->Chains()) {
+    for (int64_t p : chain.pages) {
+      if (holder_[p] != kCached) {
+        return Mismatch("invariant: page ", p, " is cached but ",
+                        holder_[p] == -1 ? "was freed" : StrCat("is held by alloc request ", holder_[p]));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvshard::cli
