@@ -71,14 +71,16 @@ inline std::string ReadRunfile(const std::string& path) {
 
 // Runs every line of testdata/cp/golden_commands.txt ("golden file|kvshard arguments") whose arguments start with
 // `command`; every key of the SGLang-made golden must equal the CLI's (the CLI may add keys). Returns the count.
-inline int CheckCpGoldens(const std::string& command) {
+// `extra` arguments are appended to every command (e.g. {"--impl", "fast"}).
+inline int CheckCpGoldens(const std::string& command, const std::vector<std::string>& extra = {}) {
   std::istringstream lines(ReadRunfile("testdata/cp/golden_commands.txt"));
   int checked = 0;
   for (std::string line; std::getline(lines, line);) {
     const size_t bar = line.find('|');
     if (line.empty() || line[0] == '#' || bar == std::string::npos) continue;
-    const std::vector<std::string> args = Words(line.substr(bar + 1));
+    std::vector<std::string> args = Words(line.substr(bar + 1));
     if (args.empty() || args[0] != command) continue;
+    args.insert(args.end(), extra.begin(), extra.end());
     const CliResult r = RunCli(args);
     EXPECT_EQ(r.exit_code, 0) << line << ": " << r.err;
     const Json want = Json::parse(ReadRunfile("testdata/cp/" + line.substr(0, bar)));

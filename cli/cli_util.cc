@@ -56,6 +56,10 @@ std::string ListText(const std::vector<int64_t>& v) {
   return os.str();
 }
 
+po::typed_value<std::string>* ImplValue() { return Choice({"ref", "fast"})->default_value("ref"); }
+
+Impl ImplFlag(const Flags& flags) { return flags.String("impl") == "fast" ? Impl::kFast : Impl::kRef; }
+
 po::typed_value<std::string>* BackendValue() { return Choice({"ref", "gpu", "diff"})->default_value("ref"); }
 
 StatusOr<Backend> BackendFlag(const Flags& flags) {

@@ -38,6 +38,14 @@ std::string ListText(const std::vector<int64_t>& v);
 
 // Which implementation a command runs: the reference, the GPU backend, or both with a bit-exact diff.
 enum class Backend { kRef, kGpu, kDiff };
+
+// Which host implementation builds plans: the reference (the executable spec) or cpu_fast/'s optimized paths
+// (the same fields and errors, differential-tested in props/; `--impl fast` where speed matters).
+enum class Impl { kRef, kFast };
+// --impl: ref (default) or fast, for the plan-building commands.
+po::typed_value<std::string>* ImplValue();
+// The --impl flag's value.
+Impl ImplFlag(const Flags& flags);
 // The --backend flag's value type: ref|gpu|diff, default ref.
 po::typed_value<std::string>* BackendValue();
 // The --backend choice; gpu/diff fail (exit 3) with a clear line when GPU support is not built or no device

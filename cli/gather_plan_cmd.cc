@@ -81,6 +81,7 @@ void DeclareFlags(po::options_description& flags) {
       ("translate", IntList(), "logical slots to translate to scratch rows")
       ("backend", BackendValue(),
        "ref, gpu (device plan build) or diff (both; exit 1 and the first differing field on a mismatch)")
+      ("impl", ImplValue(), "host plan built by ref (the reference) or fast (cpu_fast/, identical output)")
       ("json", po::bool_switch(), "print JSON instead of tables");
 }
 
@@ -89,7 +90,8 @@ Status Run(const Flags& flags, std::ostream& out) {
   const std::vector<int64_t> locs = flags.Has("translate") ? flags.IntList("translate") : std::vector<int64_t>{};
   KVSHARD_ASSIGN_OR_RETURN(ExtendBatch batch, ExtendBatchFromJson(json));
   KVSHARD_ASSIGN_OR_RETURN(Backend backend, BackendFlag(flags));
-  KVSHARD_ASSIGN_OR_RETURN(GatherPlan plan, ref::BuildGatherPlan(batch));
+  KVSHARD_ASSIGN_OR_RETURN(PlanAndRows built, BuildGatherPlanAndRows(batch, locs, "--translate", ImplFlag(flags)));
+  GatherPlan& plan = built.plan;
 #ifdef KVSHARD_HAVE_CUDA
   if (backend != Backend::kRef) {
     KVSHARD_ASSIGN_OR_RETURN(GatherPlan device_plan, DevicePlan(batch));

@@ -25,6 +25,12 @@ TEST(GatherPlanCmdTest, MatchesTheGoldens) {
   EXPECT_NE(table.out.find("rank 1:  2<-21/5  3<-pad"), std::string::npos);
   CliResult from_stdin = RunCli(Words("gather-plan --batch - --translate 0,336,400,1000 --json"), ReadRunfile(kBatch));
   EXPECT_EQ(from_stdin.out, json.out);
+  // The fast host planner (cpu_fast/) prints the same goldens and the same errors.
+  EXPECT_EQ(RunCli(Words(args + " --json --impl fast")).out, json.out);
+  EXPECT_EQ(RunCli(Words(args + " --impl fast")).out, table.out);
+  const CliResult bad = RunCli(Words("gather-plan --batch " + RunfilePath(kBatch) + " --translate 99999999 --impl fast"));
+  EXPECT_EQ(bad.err, RunCli(Words("gather-plan --batch " + RunfilePath(kBatch) + " --translate 99999999")).err);
+  EXPECT_EQ(bad.exit_code, 2);
 }
 
 TEST(GatherPlanCmdTest, ScratchRowsOnlyWithTranslate) {

@@ -151,7 +151,7 @@ StatusOr<Json> RunPlace(const Json& rec) {
   return PlacementJson(r);
 }
 
-StatusOr<Json> RunSplit(const Json& rec, const Json* only) {
+StatusOr<Json> RunSplit(const Json& rec, const Json* only, Impl impl) {
   const std::string mode = rec.contains("mode") ? rec.at("mode").get<std::string>() : "in-seq";
   const std::vector<int64_t> extend = Ints(rec, "extend_lens");
   if (mode == "round-robin") return RoundRobinSplitJson(extend, Int(rec, "cp_size"), Int(rec, "cp_rank"));
@@ -159,24 +159,23 @@ StatusOr<Json> RunSplit(const Json& rec, const Json* only) {
   const std::vector<int64_t> prefix =
       rec.contains("prefix_lens") ? Ints(rec, "prefix_lens") : std::vector<int64_t>(extend.size(), 0);
   KVSHARD_ASSIGN_OR_RETURN(InSeqSplit s,
-                           BuildInSeqSplit(extend, prefix, Int(rec, "page_size"), Int(rec, "cp_size"), Int(rec, "cp_rank")));
+                           BuildInSeqSplit(extend, prefix, Int(rec, "page_size"), Int(rec, "cp_size"), Int(rec, "cp_rank"), impl));
   return InSeqSplitJson(s, only);
 }
 
-StatusOr<Json> RunRerange(const Json& rec) {
+StatusOr<Json> RunRerange(const Json& rec, Impl impl) {
   const std::vector<int64_t> extend = Ints(rec, "extend_lens");
   const std::vector<int64_t> prefix =
       rec.contains("prefix_lens") ? Ints(rec, "prefix_lens") : std::vector<int64_t>(extend.size(), 0);
-  KVSHARD_ASSIGN_OR_RETURN(Rerange r, BuildRerange(Int(rec, "cp_size"), Int(rec, "page_size"), extend, prefix));
+  KVSHARD_ASSIGN_OR_RETURN(Rerange r, BuildRerange(Int(rec, "cp_size"), Int(rec, "page_size"), extend, prefix, impl));
   return RerangeJson(r);
 }
 
-StatusOr<Json> RunGatherPlan(const Json& rec) {
+StatusOr<Json> RunGatherPlan(const Json& rec, Impl impl) {
   StatusOr<ExtendBatch> batch = ExtendBatchFromJson(rec.at("batch"));
   if (!batch.ok()) return Status(batch.status().code(), "batch." + batch.status().message());
-  KVSHARD_ASSIGN_OR_RETURN(GatherPlan plan, ref::BuildGatherPlan(*batch));
-  KVSHARD_ASSIGN_OR_RETURN(std::vector<int64_t> rows, ref::Translate(plan, Ints(rec, "translate"), "translate"));
-  return GatherPlanJson(plan, rows, rec.contains("translate"));
+  KVSHARD_ASSIGN_OR_RETURN(PlanAndRows r, BuildGatherPlanAndRows(*batch, Ints(rec, "translate"), "translate", impl));
+  return GatherPlanJson(r.plan, r.rows, rec.contains("translate"));
 }
 
 }  // namespace
@@ -188,6 +187,7 @@ const std::vector<std::string>& TraceHeaderKeys() {
 
 StatusOr<std::unique_ptr<Replayer>> Replayer::Create(const Json& header, ReplayOptions options) {
   std::unique_ptr<Replayer> r(new Replayer());
+  r->impl_ = options.impl;
   if (header.contains("allocator")) {
     Json script = header.at("allocator");
     if (!script.is_object()) return InvalidArgument("line 1: allocator: must be an object");
@@ -226,9 +226,9 @@ StatusOr<Json> Replayer::Execute(const TraceRecord& record, const Json* only) {
   const Json& rec = record.json;
   KVSHARD_RETURN_IF_ERROR(CheckShape(rec, record.op));
   if (record.op == "place") return RunPlace(rec);
-  if (record.op == "split") return RunSplit(rec, only);
-  if (record.op == "rerange") return RunRerange(rec);
-  if (record.op == "gather_plan") return RunGatherPlan(rec);
+  if (record.op == "split") return RunSplit(rec, only, impl_);
+  if (record.op == "rerange") return RunRerange(rec, impl_);
+  if (record.op == "gather_plan") return RunGatherPlan(rec, impl_);
   if (PoolReplay::Handles(record.op)) {
     if (!pool_) return InvalidArgument(record.op, ": pipeline records need the header's \"pool\"");
     KVSHARD_ASSIGN_OR_RETURN(Json result, pool_->Execute(record.op, rec, only));

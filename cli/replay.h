@@ -35,6 +35,7 @@ const std::vector<std::string>& TraceHeaderKeys();
 // data path for the header's pool geometry (cli/gpu_pool_path.h).
 struct ReplayOptions {
   Backend backend = Backend::kRef;
+  Impl impl = Impl::kRef;  // who builds gather_plan, split and rerange plans
   std::function<StatusOr<std::unique_ptr<PoolDataPath>>(const PoolGeometry&)> make_device;
 };
 
@@ -81,6 +82,7 @@ class Replayer {
   std::unordered_map<int64_t, int64_t> locks_;  // locked match K -> the node it locked
   int64_t matches_ = 0;                        // locking matches so far (the next one's K)
   std::unique_ptr<PoolReplay> pool_;           // with the header's "pool"
+  Impl impl_ = Impl::kRef;
   // Pages an alloc request was handed, and how many of them it still holds.
   struct Held {
     std::vector<int64_t> pages;

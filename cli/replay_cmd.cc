@@ -21,6 +21,8 @@ void DeclareFlags(po::options_description& flags) {
                                   "first_mismatch")
       ("backend", BackendValue(), "where the pool pipeline's records move data: ref, gpu (CUDA; reads checked "
                                   "against the unsharded pool) or diff (both; every plan and byte compared)")
+      ("impl", ImplValue(), "who builds gather_plan, split and rerange plans: ref (the reference) or fast "
+                            "(cpu_fast/; replaying a recorded trace with it diffs the fast paths against the engine)")
       ("gpus", Int(1, 1024)->default_value(1), "with --backend gpu|diff: 1 emulates the trace's N ranks on GPU 0; N drives N "
                                   "GPUs through NCCL");
 }
@@ -46,6 +48,7 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   KVSHARD_ASSIGN_OR_RETURN(Json header, reader.ReadHeader(TraceHeaderKeys()));
   ReplayOptions options;
   KVSHARD_ASSIGN_OR_RETURN(options.backend, BackendFlag(flags));
+  options.impl = ImplFlag(flags);
 #ifdef KVSHARD_HAVE_CUDA
   const int gpus = static_cast<int>(flags.Int("gpus"));
   options.make_device = [gpus](const PoolGeometry& g) { return CreateGpuPoolPath(g, gpus); };
@@ -79,7 +82,7 @@ Status Run(const Flags& flags, std::ostream& out) {
 
 Command ReplayCommand() {
   Command c{"replay", "replay a recorded trace through the reference and report the first decision that differs",
-            "FILE|- [--keep-going] [--json] [--backend ref|gpu|diff] [--gpus N]", DeclareFlags, Run};
+            "FILE|- [--keep-going] [--json] [--impl ref|fast] [--backend ref|gpu|diff] [--gpus N]", DeclareFlags, Run};
   c.positional = "trace";
   return c;
 }

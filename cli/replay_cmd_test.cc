@@ -147,6 +147,9 @@ TEST(ReplayCmdTest, EveryTestdataTraceReplaysCleanAndCatchesCorruptionAtItsLine)
     const CliResult clean = RunCli({"replay", RunfilePath(name)});
     EXPECT_EQ(clean.exit_code, 0) << name << ": " << clean.err;
     EXPECT_NE(clean.out.find(" 0 mismatches"), std::string::npos) << name << ": " << clean.out;
+    const CliResult fast = RunCli({"replay", RunfilePath(name), "--impl", "fast"});  // cpu_fast/ plans agree
+    EXPECT_EQ(fast.exit_code, 0) << name << ": " << fast.err;
+    EXPECT_EQ(fast.out, clean.out) << name;
     const std::vector<std::string> lines = Lines(ReadRunfile(name));
     std::vector<size_t> with_expect;
     for (size_t i = 1; i < lines.size(); ++i) {

@@ -25,6 +25,7 @@ void DeclareFlags(po::options_description& flags) {
       ("prefix-lens", IntList(), "cached prefix tokens per request (default: all 0)")
       ("backend", BackendValue(),
        "ref, gpu (fused rerange kernel on a buffer whose rows carry their index) or diff (both; exit 1 on a mismatch)")
+      ("impl", ImplValue(), "host plan built by ref (the reference) or fast (cpu_fast/, identical output)")
       ("json", po::bool_switch(), "print JSON instead of a table");
 }
 
@@ -33,7 +34,7 @@ Status Run(const Flags& flags, std::ostream& out) {
   const int64_t cp_size = flags.Int("cp-size"), page_size = flags.Int("page-size");
   const std::vector<int64_t>& extend = flags.IntList("extend-lens");
   const std::vector<int64_t> prefix = PrefixLens(flags, extend.size());
-  StatusOr<Rerange> result = BuildRerange(cp_size, page_size, extend, prefix);
+  StatusOr<Rerange> result = BuildRerange(cp_size, page_size, extend, prefix, ImplFlag(flags));
   if (!result.ok()) return CpModelError(result.status());
   const int64_t max_rank_token = result->max_rank_token;
   KVSHARD_ASSIGN_OR_RETURN(Backend backend, BackendFlag(flags));

@@ -39,6 +39,11 @@ TEST(RerangeCmdTest, Errors) {
 
 TEST(RerangeCmdTest, MatchesSglangGoldens) { EXPECT_EQ(CheckCpGoldens("rerange"), 2); }
 
+// The fast host paths (cpu_fast/) print the same goldens.
+TEST(RerangeCmdTest, FastImplMatchesSglangGoldens) {
+  EXPECT_EQ(CheckCpGoldens("rerange", {"--impl", "fast"}), 2);
+}
+
 TEST(RerangeCmdTest, GpuBackends) { ExpectGpuBackendsMatchReference(std::string(kRerange) + " --json"); }
 
 }  // namespace

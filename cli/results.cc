@@ -1,11 +1,15 @@
-// The commands' --json results from typed inputs, computed by the reference model.
+// The commands' --json results from typed inputs, computed by the reference model (or, with Impl::kFast, the
+// plans by cpu_fast/).
 #include "cli/results.h"
 
 #include <utility>
 
 #include "core/cp_plan_json.h"
 #include "core/pool_json.h"
+#include "cpu_fast/cp_split.h"
+#include "cpu_fast/gather_plan.h"
 #include "cpu_ref/cp_split.h"
+#include "cpu_ref/gather_plan.h"
 
 namespace kvshard::cli {
 
@@ -19,10 +23,15 @@ Json PlacementJson(const PlacementResult& r) {
 }
 
 StatusOr<InSeqSplit> BuildInSeqSplit(const std::vector<int64_t>& extend_lens, const std::vector<int64_t>& prefix_lens,
-                                     int64_t page_size, int64_t cp_size, int64_t cp_rank) {
+                                     int64_t page_size, int64_t cp_size, int64_t cp_rank, Impl impl) {
   InSeqSplit s;
-  KVSHARD_ASSIGN_OR_RETURN(s.plan,
-                           ref::BuildBatchPageAlignedInSeqSplitPlan(extend_lens, prefix_lens, page_size, cp_size, cp_rank));
+  if (impl == Impl::kFast) {
+    KVSHARD_ASSIGN_OR_RETURN(
+        s.plan, fast::BuildBatchPageAlignedInSeqSplitPlan(extend_lens, prefix_lens, page_size, cp_size, cp_rank));
+  } else {
+    KVSHARD_ASSIGN_OR_RETURN(
+        s.plan, ref::BuildBatchPageAlignedInSeqSplitPlan(extend_lens, prefix_lens, page_size, cp_size, cp_rank));
+  }
   KVSHARD_ASSIGN_OR_RETURN(s.metadata, ref::BuildBatchMetadataFromPlan(s.plan));
   return s;
 }
@@ -49,8 +58,8 @@ StatusOr<Json> TokenBalancedSplitJson(int64_t total_len, int64_t cp_size) {
 }
 
 StatusOr<Rerange> BuildRerange(int64_t cp_size, int64_t page_size, const std::vector<int64_t>& extend_lens,
-                               const std::vector<int64_t>& prefix_lens) {
-  KVSHARD_ASSIGN_OR_RETURN(InSeqSplit s, BuildInSeqSplit(extend_lens, prefix_lens, page_size, cp_size, 0));
+                               const std::vector<int64_t>& prefix_lens, Impl impl) {
+  KVSHARD_ASSIGN_OR_RETURN(InSeqSplit s, BuildInSeqSplit(extend_lens, prefix_lens, page_size, cp_size, 0, impl));
   Rerange r;
   r.max_rank_token = s.metadata.max_rank_token();
   r.per_rank_actual_token = s.metadata.per_rank_actual_token;
@@ -69,6 +78,19 @@ Json RerangeJson(const Rerange& r) {
   j["compute_padding_enabled"] = r.plan.compute_padding_enabled;
   j["per_rank_actual_token"] = r.per_rank_actual_token;
   return j;
+}
+
+StatusOr<PlanAndRows> BuildGatherPlanAndRows(const ExtendBatch& batch, const std::vector<int64_t>& locs,
+                                             const char* field, Impl impl) {
+  PlanAndRows r;
+  if (impl == Impl::kFast) {
+    KVSHARD_ASSIGN_OR_RETURN(r.plan, fast::BuildGatherPlan(batch));
+    KVSHARD_ASSIGN_OR_RETURN(r.rows, fast::Translate(r.plan, locs, field));
+  } else {
+    KVSHARD_ASSIGN_OR_RETURN(r.plan, ref::BuildGatherPlan(batch));
+    KVSHARD_ASSIGN_OR_RETURN(r.rows, ref::Translate(r.plan, locs, field));
+  }
+  return r;
 }
 
 Json GatherPlanJson(const GatherPlan& plan, const std::vector<int64_t>& rows, bool with_rows) {

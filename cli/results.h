@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cli/cli_util.h"
 #include "core/cp_plan.h"
 #include "core/gather_plan.h"
 #include "core/json.h"
@@ -25,7 +26,7 @@ struct InSeqSplit {
   NSAContextParallelMetadata metadata;
 };
 StatusOr<InSeqSplit> BuildInSeqSplit(const std::vector<int64_t>& extend_lens, const std::vector<int64_t>& prefix_lens,
-                                     int64_t page_size, int64_t cp_size, int64_t cp_rank);
+                                     int64_t page_size, int64_t cp_size, int64_t cp_rank, Impl impl = Impl::kRef);
 // `split --json` (in-seq): every CPSharedKVBatchPlan field plus nsa_cp_metadata; with `only` (an object), just
 // the top-level keys it names (what a trace's expect checks).
 Json InSeqSplitJson(const InSeqSplit& split, const Json* only = nullptr);
@@ -43,9 +44,17 @@ struct Rerange {
   std::vector<int64_t> source_rows;            // output row k <- gathered row source_rows[k]
 };
 StatusOr<Rerange> BuildRerange(int64_t cp_size, int64_t page_size, const std::vector<int64_t>& extend_lens,
-                               const std::vector<int64_t>& prefix_lens);
+                               const std::vector<int64_t>& prefix_lens, Impl impl = Impl::kRef);
 // `rerange --json`: max_rank_token, per_rank_tokens, source_rows, compute_padding_enabled, per_rank_actual_token.
 Json RerangeJson(const Rerange& rerange);
+
+// The extend batch's gather plan and the translate of `locs` (errors name `field`).
+struct PlanAndRows {
+  GatherPlan plan;
+  std::vector<int64_t> rows;
+};
+StatusOr<PlanAndRows> BuildGatherPlanAndRows(const ExtendBatch& batch, const std::vector<int64_t>& locs,
+                                             const char* field, Impl impl = Impl::kRef);
 
 // `gather-plan --json`: the plan and, when `with_rows`, scratch_rows (translate of `locs`).
 Json GatherPlanJson(const GatherPlan& plan, const std::vector<int64_t>& rows, bool with_rows);

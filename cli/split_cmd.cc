@@ -40,7 +40,7 @@ Status RunInSeq(const Flags& flags, std::ostream& out) {
   KVSHARD_RETURN_IF_ERROR(flags.Require({"cp-size", "page-size", "extend-lens"}));
   const std::vector<int64_t>& extend = flags.IntList("extend-lens");
   StatusOr<InSeqSplit> split = BuildInSeqSplit(extend, PrefixLens(flags, extend.size()), flags.Int("page-size"),
-                                               flags.Int("cp-size"), flags.Int("cp-rank"));
+                                               flags.Int("cp-size"), flags.Int("cp-rank"), ImplFlag(flags));
   if (!split.ok()) return CpModelError(split.status());
   if (flags.Bool("json")) {
     PrintJson(InSeqSplitJson(*split), out);
@@ -88,6 +88,7 @@ void DeclareFlags(po::options_description& flags) {
       ("extend-lens", IntList()->AllowEmpty(), "extend (new) tokens per request")
       ("prefix-lens", IntList(), "cached prefix tokens per request (default: all 0; in-seq)")
       ("total-len", NonNegative(), "tokens to split (token-balanced)")
+      ("impl", ImplValue(), "in-seq plan built by ref (the reference) or fast (cpu_fast/, identical output)")
       ("json", po::bool_switch(), "print JSON (SGLang field names) instead of a table");
 }
 

@@ -11,6 +11,11 @@ constexpr char kInSeq[] = "split --cp-size 2 --cp-rank 1 --page-size 4 --extend-
 
 TEST(SplitCmdTest, MatchesSglangGoldens) { EXPECT_EQ(CheckCpGoldens("split"), 5); }
 
+// The fast host paths (cpu_fast/) print the same goldens.
+TEST(SplitCmdTest, FastImplMatchesSglangGoldens) {
+  EXPECT_EQ(CheckCpGoldens("split", {"--impl", "fast"}), 5);
+}
+
 TEST(SplitCmdTest, InSeqJsonCarriesThePlanAndItsMetadata) {
   const Json j = JsonOf(std::string(kInSeq) + " --json");
   for (const char* key : {"batch_size", "request_split_lists", "request_compute_split_lists", "output_collect_mode",
