@@ -23,7 +23,7 @@ void PrintUsage(std::ostream& os) {
 
 const std::vector<Command>& CommandTable() {
   static const std::vector<Command> table = {PlaceCommand(),   AllocCommand(),  GatherPlanCommand(), SplitCommand(),
-                                             RerangeCommand(), ReplayCommand(), GenCommand(),   BenchCommand()};
+                                             RerangeCommand(), ReplayCommand(), GenCommand(), SimulateCommand(),   BenchCommand()};
   return table;
 }
 

@@ -24,6 +24,8 @@ Command RerangeCommand();
 Command ReplayCommand();
 // kvshard gen: writes a seeded synthetic trace with expect filled by the reference.
 Command GenCommand();
+// kvshard simulate (simulate_cmd.cc).
+Command SimulateCommand();
 // kvshard bench: GPU benchmarks, each verified and reported against a limit measured in the same run.
 Command BenchCommand();
 

@@ -1,6 +1,7 @@
 // Typed flag values: parsing with core/parse.h, range and choice checks, help names; Flags accessors.
 #include "cli/flags.h"
 
+#include <cmath>
 #include <fstream>
 #include <istream>
 #include <sstream>
@@ -39,6 +40,13 @@ std::string IntName(int64_t lo, int64_t hi) {
   return "INT in [" + BoundText(lo) + ", " + BoundText(hi) + "]";
 }
 
+// A real bound as help and messages print it ("0", "0.5", "1e+06").
+std::string FormatReal(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
 // The single token of a non-repeatable flag (Boost's own checks: given once, one value).
 const std::string& SingleToken(const boost::any& store, const std::vector<std::string>& tokens) {
   po::validators::check_first_occurrence(store);
@@ -75,6 +83,30 @@ void IntValue::xparse(boost::any& store, const std::vector<std::string>& tokens)
   if (*v < lo_ || *v > hi_) throw FlagValueError(": " + RangeRule(lo_, hi_) + ", got " + std::to_string(*v));
   store = *v;
 }
+
+RealValue::RealValue(double lo, double hi, bool lo_open)
+    : po::typed_value<double>(nullptr), lo_(lo), hi_(hi), lo_open_(lo_open) {
+  value_name(lo_open ? "REAL>" + FormatReal(lo) : "REAL>=" + FormatReal(lo));
+}
+
+void RealValue::xparse(boost::any& store, const std::vector<std::string>& tokens) const {
+  const std::string& text = SingleToken(store, tokens);
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || !std::isfinite(v)) throw FlagValueError(": not a real number");
+  if (v < lo_ || (lo_open_ && v == lo_) || v > hi_) {
+    throw FlagValueError(": must be " + std::string(lo_open_ ? "> " : ">= ") + FormatReal(lo_) + " and <= " +
+                         FormatReal(hi_) + ", got " + text);
+  }
+  store = v;
+}
+
+RealValue* Real(double lo, double hi, bool lo_open) { return new RealValue(lo, hi, lo_open); }
 
 IntListValue::IntListValue() : po::typed_value<std::vector<int64_t>>(nullptr) { value_name("INT,..."); }
 

@@ -47,6 +47,18 @@ class IntValue : public po::typed_value<int64_t> {
   int64_t lo_, hi_;
 };
 
+// A finite real-number flag in [lo, hi] (help: "REAL>0" style names); strict: the whole token must parse.
+class RealValue : public po::typed_value<double> {
+ public:
+  RealValue(double lo, double hi, bool lo_open);
+  // Parses the flag's one token; throws FlagValueError on junk, inf/nan or a value outside the range.
+  void xparse(boost::any& store, const std::vector<std::string>& tokens) const override;
+
+ private:
+  double lo_, hi_;
+  bool lo_open_;
+};
+
 // A comma-separated int64 list flag ("1,2,3"): strict items, no trailing comma, non-empty unless allowed.
 class IntListValue : public po::typed_value<std::vector<int64_t>> {
  public:
@@ -87,6 +99,8 @@ class ChoiceListValue : public po::typed_value<std::vector<std::string>> {
 
 // Integer in [lo, hi] (help: "INT", "INT>=1", "INT in [1, 65536]").
 IntValue* Int(int64_t lo = kNoMin, int64_t hi = kNoMax);
+// Real number in [lo, hi], or (lo, hi] when lo_open.
+RealValue* Real(double lo, double hi, bool lo_open = false);
 // Integer >= 1.
 IntValue* Positive();
 // Integer >= 0.
@@ -115,6 +129,8 @@ class Flags {
   bool Given(const std::string& name) const { return Has(name) && !vm_[name].defaulted(); }
   // The value of an Int/Positive/NonNegative flag.
   int64_t Int(const std::string& name) const { return Get<int64_t>(name); }
+  // The value of a Real flag.
+  double Double(const std::string& name) const { return Get<double>(name); }
   // The value of an IntList flag.
   const std::vector<int64_t>& IntList(const std::string& name) const { return Get<std::vector<int64_t>>(name); }
   // The value of a Choice or File flag.

@@ -22,9 +22,17 @@ void DeclareFlags(po::options_description& flags) {
       ("cp-size", Int(1, kMaxShardSize)->default_value(4), "context-parallel ranks of the split and rerange records")
       ("batch-size", Int(1, 4096)->default_value(8), "most requests per alloc batch")
       ("max-len", Int(1, int64_t{1} << 32)->default_value(512), "most tokens of a new request or an extension")
-      ("share-percent", Int(0, 100)->default_value(40), "chance (%) that a request extends a live chain")
+      ("share-percent", Int(0, 100)->default_value(40),
+       "chance (%) that a request extends a live chain or revisits a recent document")
       ("edge-heavy", po::bool_switch(),
        "lengths at page and CP edges, one-request batches, capacities at and one page under the bound")
+      ("layers", Int(0, 4096)->default_value(2),
+       "pool layers: each committed batch runs begin_shard_extend, per layer set_kv_buffer and get_key_buffer, "
+       "end_shard_extend; 0 writes no pipeline records and no header \"pool\"")
+      ("row-words", Int(1, 4096)->default_value(4), "32-bit words per KV row of the header's pool")
+      ("no-radix", po::bool_switch(),
+       "no radix cache records: every request is an allocator chain (without it, about half the requests are "
+       "document requests: match_prefix with lock, alloc, insert, tail free, dec_lock_ref; evict on deferral)")
       ("out", po::value<std::string>()->value_name("FILE"), "write the trace here instead of standard output");
 }
 
@@ -41,6 +49,9 @@ Status Run(const Flags& flags, std::ostream& out) {
   o.max_len = flags.Int("max-len");
   o.share_percent = flags.Int("share-percent");
   o.edge_heavy = flags.Bool("edge-heavy");
+  o.num_layers = flags.Int("layers");
+  o.row_words = flags.Int("row-words");
+  o.radix = !flags.Bool("no-radix");
   KVSHARD_RETURN_IF_ERROR(ValidateTraceGenOptions(o));
   if (!flags.Has("out")) return GenerateTrace(o, out);
   std::ofstream file(flags.String("out"));
@@ -56,7 +67,7 @@ Status Run(const Flags& flags, std::ostream& out) {
 Command GenCommand() {
   return {"gen", "write a seeded synthetic trace, expect filled by the reference (same seed, same bytes)",
           "[--seed INT] [--records INT] [--shard-size INT] [--page-size INT] [--cp-size INT] [--batch-size INT] "
-          "[--edge-heavy] [--out FILE]",
+          "[--edge-heavy] [--layers INT] [--row-words INT] [--no-radix] [--out FILE]",
           DeclareFlags, Run};
 }
 

@@ -1,5 +1,7 @@
-// Trace properties (docs/trace-format.md): every `kvshard gen` trace replays clean on the reference; a corrupted
-// expect scalar anywhere is reported at its line and field; reading and re-writing a trace is the identity.
+// Trace properties (docs/trace-format.md): every `kvshard gen` trace replays clean on the reference, with and
+// without its pipeline and radix records; a corrupted expect scalar anywhere, and in particular in a pipeline or
+// radix cache record, is reported at its line; reading and re-writing a trace is the identity.
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -32,7 +34,32 @@ TraceGenOptions GenOptions() {
   o.max_len = *rc::gen::element<int64_t>(1, 7, 64, 300);
   o.share_percent = *rc::gen::inRange<int64_t>(0, 101);
   o.edge_heavy = *rc::gen::arbitrary<bool>();
+  o.num_layers = *rc::gen::inRange<int64_t>(0, 4);
+  o.row_words = *rc::gen::inRange<int64_t>(1, 5);
+  o.radix = *rc::gen::arbitrary<bool>();
   return o;
+}
+
+const std::vector<std::string>& PipelineOps() {
+  static const auto* ops =
+      new std::vector<std::string>{"begin_shard_extend", "set_kv_buffer", "get_key_buffer", "end_shard_extend"};
+  return *ops;
+}
+
+const std::vector<std::string>& RadixOps() {
+  static const auto* ops = new std::vector<std::string>{"match_prefix", "dec_lock_ref", "insert", "evict"};
+  return *ops;
+}
+
+bool HasOp(const std::string& text, const std::string& op) {
+  return text.find("{\"op\":\"" + op + "\"") != std::string::npos;
+}
+
+// The op of a record line ("" for the header).
+std::string OpOf(const std::string& line) {
+  const std::string head = "{\"op\":\"";
+  if (line.rfind(head, 0) != 0) return "";
+  return line.substr(head.size(), line.find('"', head.size()) - head.size());
 }
 
 std::vector<std::string> Lines(const std::string& text) {
@@ -70,6 +97,21 @@ KVSHARD_PROP(TraceProps, GeneratedTracesReplayClean, ()) {
   RC_TAG(o.edge_heavy ? "edge-heavy" : "plain");
   RC_CLASSIFY(text.find("\"error\":") != std::string::npos, "has rejected records");
   RC_CLASSIFY(text.find("\"ok\":false") != std::string::npos, "has deferred batches");
+  RC_CLASSIFY(HasOp(text, "begin_shard_extend"), "has pipeline records");
+  RC_CLASSIFY(text.find("\"declined\":true") != std::string::npos, "has declined grafts");
+  RC_CLASSIFY(HasOp(text, "evict"), "has evictions");
+  // The options decide the header's pool and which records may appear.
+  RC_ASSERT((Lines(text).at(0).find("\"pool\":") != std::string::npos) == (o.num_layers > 0));
+  for (const std::string& op : PipelineOps()) RC_ASSERT(o.num_layers > 0 || !HasOp(text, op));
+  for (const std::string& op : RadixOps()) RC_ASSERT(o.radix || !HasOp(text, op));
+  // Only the CP plans and the gather plans' edge capacities are meant to be rejected: the generated serving loop
+  // (allocs, frees, the cache, the pipeline under the header's pool) never is.
+  for (const std::string& line : Lines(text)) {
+    if (line.find("\"expect\":{\"error\"") == std::string::npos) continue;
+    RC_LOG() << line << "\n";
+    const std::string op = OpOf(line);
+    RC_ASSERT(op == "gather_plan" || op == "split" || op == "rerange");
+  }
   int64_t records = 0;
   RC_ASSERT_OK(ReplayText(text, &records));
   RC_ASSERT(records == o.records);
@@ -103,6 +145,43 @@ KVSHARD_PROP(TraceProps, CorruptedExpectIsReportedAtItsLine, ()) {
   const Status s = ReplayText(corrupted, &records);
   RC_ASSERT(s.code() == StatusCode::kMismatch);
   RC_ASSERT(s.message().rfind("line " + std::to_string(line + 1) + ": ", 0) == 0);
+}
+
+// The same for pipeline and radix cache records: their expect subsets (plan fields, owned counts, scratch rows,
+// matches, inserts, unlocks, evictions) are checked, so a changed value stops the replay at its line.
+KVSHARD_PROP(TraceProps, CorruptedPipelineOrRadixExpectIsReportedAtItsLine, ()) {
+  TraceGenOptions o = GenOptions();
+  o.records = *rc::gen::inRange<int64_t>(10, 120);
+  o.num_layers = *rc::gen::inRange<int64_t>(1, 4);
+  o.radix = true;
+  std::vector<std::string> lines = Lines(Generate(o));
+  std::vector<size_t> candidates;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const std::string op = OpOf(lines[i]);
+    const bool new_op = std::count(PipelineOps().begin(), PipelineOps().end(), op) > 0 ||
+                        std::count(RadixOps().begin(), RadixOps().end(), op) > 0;
+    const size_t e = lines[i].find("\"expect\":{");
+    if (new_op && e != std::string::npos && lines[i].find_first_of("0123456789", e) != std::string::npos &&
+        lines[i].find("\"expect\":{\"error\"") == std::string::npos) {
+      candidates.push_back(i);
+    }
+  }
+  RC_PRE(!candidates.empty());
+  const size_t line = *rc::gen::elementOf(candidates);
+  std::string& text = lines[line];
+  RC_TAG(OpOf(text));
+  const size_t e = text.find("\"expect\":{");
+  const size_t from = *rc::gen::inRange<size_t>(e, text.size());
+  size_t digit = text.find_first_of("0123456789", from);
+  if (digit == std::string::npos) digit = text.find_first_of("0123456789", e);
+  text.insert(digit, "7");
+  std::string corrupted;
+  for (const std::string& l : lines) corrupted += l + "\n";
+  RC_LOG() << "line " << line + 1 << ": " << text << "\n";
+  int64_t records = 0;
+  const Status s = ReplayText(corrupted, &records);
+  RC_ASSERT(s.code() == StatusCode::kMismatch);
+  RC_ASSERT(s.message().rfind("line " + std::to_string(line + 1) + ": " + OpOf(text) + ": ", 0) == 0);
 }
 
 KVSHARD_PROP(TraceProps, ReadThenWriteIsIdentity, ()) {

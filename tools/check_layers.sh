@@ -23,8 +23,9 @@ cpu_ref: core
 cpu_fast: core
 gpu: core
 bench: core cpu_ref cpu_fast gpu
-cli: core cpu_ref cpu_fast gpu bench
-props: core cpu_ref cpu_fast gpu bench cli
+sim: core cpu_ref cpu_fast
+cli: core cpu_ref cpu_fast gpu bench sim
+props: core cpu_ref cpu_fast gpu bench cli sim
 testdata:
 tools:
 third_party:

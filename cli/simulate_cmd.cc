@@ -1,0 +1,154 @@
+// kvshard simulate: a recorded serving workload (Mooncake, Azure, BurstGPT, Qwen) through the sharded pool and
+// the CP planner (sim/simulator.h): prefix hit rates, per-rank pages, gathered bytes, CP padding, predicted time.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <ostream>
+
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "core/workload.h"
+#include "sim/simulator.h"
+
+namespace kvshard::cli {
+namespace {
+
+void DeclareFlags(po::options_description& flags) {
+  flags.add_options()
+      ("workload", File(), "the workload file (also given without the flag); - reads standard input")
+      ("format", Choice({"auto", "mooncake", "azure", "burstgpt", "qwen"})->default_value("auto"),
+       "its format (auto: detected from the first line)")
+      ("shard-size", Int(1, 4096)->default_value(8), "N, KV shard ranks")
+      ("page-size", Int(1, 4096)->default_value(64), "ps, tokens per page")
+      ("cp-size", Int(1, 1024)->default_value(1), "context-parallel ranks (> 1: a CP split plan per batch)")
+      ("cache-tokens", NonNegative()->default_value(0), "KV pool capacity in tokens over all ranks; 0 = unbounded")
+      ("chunk-tokens", Positive()->default_value(8192), "most prefill tokens of one request per batch (multiple of ps)")
+      ("max-batch-tokens", Positive()->default_value(16384), "most prefill tokens per batch")
+      ("max-batch-requests", Positive()->default_value(256), "most requests per batch")
+      ("time-scale", Real(0, 1e6)->default_value(1.0), "arrival times are multiplied by this (0.5: twice the rate)")
+      ("decode-tokens-per-s", Real(0, 1e9, true)->default_value(50.0), "decode speed per request: a request holds "
+                                                                         "its pages output_length / rate seconds")
+      ("kv-bytes", Positive()->default_value(1152), "bytes of one token's KV row per layer (MLA bf16: 1152)")
+      ("layers", Int(1, 4096)->default_value(61), "model layers (the cost model's per-layer phases)")
+      ("need-sort", po::bool_switch(), "the allocator's need_sort mode")
+      ("quiet", po::bool_switch(), "no progress bar on standard error")
+      ("json", po::bool_switch(), "print one JSON object instead of the summary");
+}
+
+double Ratio(int64_t a, int64_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b); }
+
+Json ResultJson(const sim::SimResult& r, const sim::SimConfig& c) {
+  auto dist = [](const sim::Distribution& d) { return Json{{"total", d.total}, {"p50", d.p50}, {"p99", d.p99}, {"max", d.max}}; };
+  Json j;
+  j["requests"] = r.requests;
+  j["batches"] = r.batches;
+  j["prefix_hit_rate_blocks"] = Ratio(r.hit_blocks, r.hash_blocks);
+  j["prefix_hit_rate_tokens"] = Ratio(r.cached_tokens, r.input_tokens);
+  j["hash_blocks"] = r.hash_blocks;
+  j["hit_blocks"] = r.hit_blocks;
+  j["input_tokens"] = r.input_tokens;
+  j["cached_tokens"] = r.cached_tokens;
+  j["extend_tokens"] = r.extend_tokens;
+  j["violations"] = r.violations;
+  j["first_violation"] = r.violations ? Json(r.first_violation) : Json(nullptr);
+  j["pool_pages_per_rank"] = r.pool_pages_per_rank;
+  j["pages_in_use"] = {{"max", r.pages_in_use_max}, {"mean", r.pages_in_use_mean},
+                       {"skew_max", r.pages_in_use_skew_max}, {"skew_mean", r.pages_in_use_skew_mean}};
+  j["deferrals"] = r.deferrals;
+  j["declined_grafts"] = r.declined_grafts;
+  j["duplicate_pages"] = r.duplicate_pages;
+  j["evictions"] = r.evicted_pages;
+  j["gathered_bytes_per_layer"] = dist(r.gathered_bytes_layer);
+  j["cp_padding_fraction"] = Ratio(r.cp_padding_tokens, r.cp_compute_tokens);
+  j["batch_time_us"] = dist(r.batch_time_us);
+  j["simulated_s"] = r.simulated_s;
+  j["cost_model"] = c.cost.source;
+  j["config"] = {{"shard_size", c.shard_size}, {"page_size", c.page_size}, {"cp_size", c.cp_size},
+                 {"cache_tokens", c.cache_tokens}, {"chunk_tokens", c.chunk_tokens},
+                 {"max_batch_tokens", c.max_batch_tokens}, {"layers", c.cost.layers}};
+  return j;
+}
+
+void PrintSummary(const sim::SimResult& r, const sim::SimConfig& c, std::ostream& out) {
+  out << std::fixed << std::setprecision(3);
+  out << "simulated " << r.requests << " requests in " << r.batches << " batches (N=" << c.shard_size
+      << " ps=" << c.page_size << " cp=" << c.cp_size << " cache="
+      << (c.cache_tokens ? std::to_string(c.cache_tokens) + " tokens" : std::string("unbounded")) << ")\n";
+  out << "prefix hit rate: " << Ratio(r.hit_blocks, r.hash_blocks) << " of hash blocks, "
+      << Ratio(r.cached_tokens, r.input_tokens) << " of prompt tokens (" << r.cached_tokens << " / "
+      << r.input_tokens << ")\n";
+  out << "pages in use per rank: max " << r.pages_in_use_max << " of " << r.pool_pages_per_rank << ", mean "
+      << r.pages_in_use_mean << ", skew (max/mean) worst " << r.pages_in_use_skew_max << " mean "
+      << r.pages_in_use_skew_mean << "\n";
+  out << "deferrals " << r.deferrals << ", declined grafts " << r.declined_grafts << ", duplicate pages "
+      << r.duplicate_pages << ", evicted pages " << r.evicted_pages << "\n";
+  out << "gathered bytes per layer per batch: total " << r.gathered_bytes_layer.total << ", p50 "
+      << r.gathered_bytes_layer.p50 << ", p99 " << r.gathered_bytes_layer.p99 << "\n";
+  if (c.cp_size > 1) out << "CP compute padding: " << Ratio(r.cp_padding_tokens, r.cp_compute_tokens) << " of computed tokens\n";
+  out << "predicted batch time (" << c.cost.source << "): p50 " << r.batch_time_us.p50 << " us, p99 "
+      << r.batch_time_us.p99 << " us, total " << r.batch_time_us.total / 1e6 << " s; simulated clock "
+      << r.simulated_s << " s\n";
+  out << "invariant violations: " << r.violations << "\n";
+}
+
+Status Run(const Flags& flags, std::ostream& out) {
+  KVSHARD_RETURN_IF_ERROR(flags.Require({"workload"}));
+  sim::SimConfig c;
+  c.shard_size = flags.Int("shard-size");
+  c.page_size = flags.Int("page-size");
+  c.cp_size = flags.Int("cp-size");
+  c.cache_tokens = flags.Int("cache-tokens");
+  c.chunk_tokens = flags.Int("chunk-tokens");
+  c.max_batch_tokens = flags.Int("max-batch-tokens");
+  c.max_batch_requests = flags.Int("max-batch-requests");
+  c.time_scale = flags.Double("time-scale");
+  c.decode_tokens_per_s = flags.Double("decode-tokens-per-s");
+  c.kv_bytes_per_token_layer = flags.Int("kv-bytes");
+  c.cost.layers = flags.Int("layers");
+  c.need_sort = flags.Bool("need-sort");
+  KVSHARD_RETURN_IF_ERROR(sim::ValidateSimConfig(c));
+  KVSHARD_ASSIGN_OR_RETURN(WorkloadFormat format, ParseWorkloadFormat(flags.String("format")));
+  Workload workload;
+  KVSHARD_RETURN_IF_ERROR(flags.WithInput("workload", [&](std::istream& in) -> Status {
+    StatusOr<Workload> w = ReadWorkload(in, format);
+    if (!w.ok()) return InvalidArgument("--workload: ", w.status().message());
+    workload = std::move(*w);
+    return Status::Ok();
+  }));
+  // A progress bar on a terminal, once the run has taken a second.
+  const bool bar = !flags.Bool("quiet") && isatty(STDERR_FILENO);
+  const auto start = std::chrono::steady_clock::now();
+  bool drawn = false;
+  sim::SimProgress progress = [&](int64_t done, int64_t total) {
+    if (!bar || (done % 64 != 0 && done != total)) return;
+    if (std::chrono::steady_clock::now() - start < std::chrono::seconds(1)) return;
+    std::fprintf(stderr, "\rsimulating: %lld / %lld requests (%3d%%)", static_cast<long long>(done),
+                 static_cast<long long>(total), static_cast<int>(100 * done / total));
+    drawn = true;
+  };
+  StatusOr<sim::SimResult> r = sim::Simulate(workload, c, progress);
+  if (drawn) std::fprintf(stderr, "\n");
+  if (!r.ok()) return r.status();
+  if (flags.Bool("json")) {
+    PrintJson(ResultJson(*r, c), out);
+  } else {
+    PrintSummary(*r, c, out);
+  }
+  if (r->violations > 0) return Mismatch("invariant violated: ", r->first_violation);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Command SimulateCommand() {
+  Command c{"simulate", "simulate a serving workload through the sharded pool and the CP planner",
+            "FILE|- [--format F] [--shard-size N] [--page-size P] [--cp-size C] [--cache-tokens T] [--json]",
+            DeclareFlags, Run};
+  c.positional = "workload";
+  return c;
+}
+
+}  // namespace kvshard::cli

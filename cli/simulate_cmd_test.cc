@@ -1,0 +1,72 @@
+// kvshard simulate: the JSON contract, the summary, format detection, standard input and bad input (exit 2).
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cli/cli_test_util.h"
+
+namespace kvshard::cli {
+namespace {
+
+const char kTwoTurns[] =
+    "{\"timestamp\": 0, \"input_length\": 1100, \"output_length\": 5, \"hash_ids\": [7, 8, 9]}\n"
+    "{\"timestamp\": 1000, \"input_length\": 1500, \"output_length\": 5, \"hash_ids\": [7, 8, 10]}\n";
+
+TEST(SimulateCmdTest, JsonCarriesTheContractKeys) {
+  const Json j = JsonOf("simulate - --format mooncake --shard-size 8 --page-size 64 --cache-tokens 0 --json", kTwoTurns);
+  for (const char* key : {"requests", "prefix_hit_rate_blocks", "prefix_hit_rate_tokens", "violations",
+                          "pages_in_use", "deferrals", "declined_grafts", "evictions", "gathered_bytes_per_layer",
+                          "cp_padding_fraction", "batch_time_us"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["requests"], 2);
+  EXPECT_EQ(j["violations"], 0);
+  EXPECT_DOUBLE_EQ(j["prefix_hit_rate_blocks"].get<double>(), 2.0 / 6.0);
+  EXPECT_DOUBLE_EQ(j["prefix_hit_rate_tokens"].get<double>(), 1024.0 / 2600.0);
+  for (const char* key : {"max", "mean", "skew_max", "skew_mean"}) EXPECT_TRUE(j["pages_in_use"].contains(key)) << key;
+  for (const char* key : {"total", "p50", "p99"}) {
+    EXPECT_TRUE(j["gathered_bytes_per_layer"].contains(key)) << key;
+    EXPECT_TRUE(j["batch_time_us"].contains(key)) << key;
+  }
+  // 16 prefix pages of 64 tokens x 1152 bytes gathered by the second batch, on N = 8 (2 pages per owner).
+  EXPECT_EQ(j["gathered_bytes_per_layer"]["max"].get<double>(), 8.0 * 2 * 64 * 1152);
+}
+
+TEST(SimulateCmdTest, SummaryAndDetection) {
+  const CliResult r = RunCli({"simulate", "-", "--shard-size", "4", "--cp-size", "2"}, kTwoTurns);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("simulated 2 requests"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("prefix hit rate: 0.333 of hash blocks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CP compute padding"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("invariant violations: 0"), std::string::npos) << r.out;
+  const Json azure = JsonOf("simulate " + RunfilePath("testdata/workloads/azure2023_AzureLLMInferenceTrace_code.csv") +
+                            " --json --quiet");
+  EXPECT_EQ(azure["requests"], 8819);
+  EXPECT_EQ(azure["prefix_hit_rate_tokens"], 0.0);  // no prefix information: nothing is shared
+  EXPECT_EQ(azure["violations"], 0);
+}
+
+TEST(SimulateCmdTest, BadInputExitsTwoNamingLineAndField) {
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"simulate", "-", "--format", "mooncake"}, "--workload: line 1: "},
+      {{"simulate", "-", "--page-size", "0"}, "--page-size: must be in [1, 4096]"},
+      {{"simulate", "-", "--chunk-tokens", "100"}, "--chunk-tokens: must be a positive multiple of --page-size"},
+      {{"simulate", "-", "--time-scale", "x"}, "--time-scale: not a real number"},
+      {{"simulate", "-", "--decode-tokens-per-s", "0"}, "--decode-tokens-per-s: must be > 0"},
+      {{"simulate", "-", "--format", "csv"}, "--format: must be"},
+      {{"simulate", "/nonexistent.jsonl"}, "--workload: /nonexistent.jsonl: cannot open file"},
+      {{"simulate"}, "--workload: required"},
+  };
+  for (const auto& [args, want] : cases) {
+    EXPECT_TRUE(FailsWith(RunCli(args, "{\"timestamp\": 0}\n"), 2, want)) << args[2 % args.size()];
+  }
+  const std::string bad_line = std::string(kTwoTurns) + "{\"timestamp\": 5, \"input_length\": -1, \"output_length\": 1, "
+                               "\"hash_ids\": []}\n";
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-"}, bad_line), 2, "--workload: line 3: input_length: "));
+  // A bounded pool too small for one prompt: exit 2 naming --cache-tokens.
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--cache-tokens", "512", "--shard-size", "4"}, kTwoTurns), 2,
+                        "--cache-tokens: "));
+}
+
+}  // namespace
+}  // namespace kvshard::cli

@@ -1,0 +1,433 @@
+// The simulation loop: arrivals, chunked-prefill batches admitted by the allocator (defer, evict, retry),
+// per-batch plans and cost, decode as a hold time, then the prompt's full pages cached and its tail freed.
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <memory>
+#include <queue>
+#include <utility>
+
+#include "core/alloc_script.h"
+#include "core/gather_plan.h"
+#include "cpu_fast/cp_split.h"
+#include "cpu_fast/gather_plan.h"
+#include "cpu_ref/allocator.h"
+#include "sim/prefix_cache.h"
+
+namespace kvshard::sim {
+namespace {
+
+uint64_t Mix(uint64_t x) {  // splitmix64 finalizer
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// One request in flight.
+struct Req {
+  int64_t id = 0;
+  const WorkloadRequest* w = nullptr;
+  std::vector<uint64_t> fps;        // fingerprint of each full prompt page
+  bool matched = false;
+  int64_t done = 0;                 // prompt tokens in the KV pool (cached prefix + prefilled)
+  int64_t base = kNewChain;
+  std::vector<int64_t> pages;       // position pages so far
+  int64_t own_pages = 0;            // pages allocated to this request (not the cached prefix it matched)
+  int64_t lock_node = 0;
+  double finish_us = 0;
+};
+
+// Page fingerprints of a prompt: the (block id, offset) runs each page covers, hashed; without block ids the
+// request's own id makes every page unique.
+std::vector<uint64_t> Fingerprints(const WorkloadRequest& w, int64_t id, int64_t block_tokens, int64_t ps) {
+  const int64_t full = w.input_tokens / ps;
+  std::vector<uint64_t> fps(full);
+  for (int64_t k = 0; k < full; ++k) {
+    if (block_tokens == 0 || w.block_hashes.empty()) {
+      fps[k] = Mix(Mix(static_cast<uint64_t>(id) ^ 0x5bd1e995ull) ^ static_cast<uint64_t>(k));
+      continue;
+    }
+    uint64_t fp = 0x243f6a8885a308d3ull;
+    for (int64_t pos = k * ps; pos < (k + 1) * ps;) {
+      const int64_t block = pos / block_tokens, offset = pos % block_tokens;
+      const int64_t len = std::min((k + 1) * ps - pos, block_tokens - offset);
+      fp = Mix(fp ^ Mix(static_cast<uint64_t>(w.block_hashes[block])) ^ (static_cast<uint64_t>(offset) << 32 | len));
+      pos += len;
+    }
+    fps[k] = fp;
+  }
+  return fps;
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * v.size())) - (q > 0 ? 1 : 0));
+  std::nth_element(v.begin(), v.begin() + i, v.end());
+  return v[i];
+}
+
+Distribution Summarize(const std::vector<double>& v) {
+  Distribution d;
+  for (double x : v) {
+    d.total += x;
+    d.max = std::max(d.max, x);
+  }
+  d.p50 = Percentile(v, 0.5);
+  d.p99 = Percentile(v, 0.99);
+  return d;
+}
+
+class Simulation {
+ public:
+  Simulation(const Workload& w, const SimConfig& c, const SimProgress& p)
+      : w_(w), c_(c), progress_(p), cache_(c.shard_size) {}
+
+  StatusOr<SimResult> Run();
+
+ private:
+  Status Setup();
+  void Violation(const std::string& what);
+  void Match(Req& r);
+  // Tries to allocate `batch` (evicting for it when the pool is short); false when deferred.
+  StatusOr<bool> Allocate(const std::vector<std::pair<Req*, int64_t>>& batch, ref::ExtendPages* out);
+  Status RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, const ref::ExtendPages& out);
+  Status Complete(Req& r);
+  Status FreePages(const std::vector<int64_t>& pages);
+  void CheckConservation(const char* where);
+  void SamplePages();
+
+  const Workload& w_;
+  const SimConfig& c_;
+  const SimProgress& progress_;
+  std::unique_ptr<ref::PageInterleaveAllocator> alloc_;
+  PrefixCache cache_;
+  fast::GatherPlanner planner_;
+  GatherPlan plan_;
+  CPSharedKVBatchPlan cp_plan_;
+  std::vector<std::unique_ptr<Req>> live_;
+  std::deque<Req*> waiting_;
+  using Finish = std::pair<double, Req*>;
+  std::priority_queue<Finish, std::vector<Finish>, std::greater<Finish>> decoding_;
+  double now_us_ = 0;
+  int64_t step_ = 0, own_pages_ = 0, finished_ = 0, samples_ = 0;
+  double in_use_sum_ = 0, skew_sum_ = 0;
+  std::vector<double> gathered_, batch_us_;
+  SimResult r_;
+};
+
+Status Simulation::Setup() {
+  const int64_t n = c_.shard_size, ps = c_.page_size;
+  int64_t pages_per_rank;
+  if (c_.cache_tokens > 0) {
+    pages_per_rank = c_.cache_tokens / (n * ps);
+  } else {  // 8x every prompt's pages spread evenly (classes fill unevenly at large N), within the 2^24 pages
+    int64_t pages = 0;
+    for (const WorkloadRequest& q : w_.requests) pages += (q.input_tokens + ps - 1) / ps;
+    pages_per_rank = 8 * ((pages + n - 1) / n) + c_.max_batch_requests + 16;
+    pages_per_rank = std::min(pages_per_rank, (int64_t{1} << 24) / n - 2);  // page_pos: N * (ppr + 2) <= 2^24
+  }
+  if (pages_per_rank < 1) {
+    return InvalidArgument("--cache-tokens: ", c_.cache_tokens, " tokens give less than one page per rank (N * ps = ",
+                           n * ps, ")");
+  }
+  if (n * (pages_per_rank + 2) > (int64_t{1} << 24)) {
+    return InvalidArgument(c_.cache_tokens > 0 ? "--cache-tokens" : "--page-size", ": the pool would have ",
+                           n * (pages_per_rank + 1), " logical pages, more than the allocator's 2^24 (use a larger "
+                           "--page-size or a bounded --cache-tokens)");
+  }
+  ref::AllocatorConfig ac;
+  ac.shard_size = n;
+  ac.page_size = ps;
+  ac.pages_per_rank = pages_per_rank;
+  ac.need_sort = c_.need_sort;
+  ac.check_last_loc = true;
+  KVSHARD_ASSIGN_OR_RETURN(ref::PageInterleaveAllocator a, ref::PageInterleaveAllocator::Create(ac));
+  alloc_ = std::make_unique<ref::PageInterleaveAllocator>(std::move(a));
+  r_.pool_pages_per_rank = pages_per_rank;
+  return Status::Ok();
+}
+
+void Simulation::Violation(const std::string& what) {
+  if (r_.violations++ == 0) r_.first_violation = StrCat("step ", step_, ": ", what);
+}
+
+void Simulation::Match(Req& r) {
+  const int64_t ps = c_.page_size;
+  const PrefixCache::Match m = cache_.MatchPrefix(r.fps, (r.w->input_tokens - 1) / ps);
+  r.matched = true;
+  r.pages = m.pages;
+  r.done = m.pages_matched * ps;
+  r.base = m.rotation_base;
+  r.lock_node = m.node;
+  cache_.Lock(m.node);
+  r_.cached_tokens += r.done;
+  if (w_.block_tokens > 0) {
+    r_.hit_blocks += std::min<int64_t>(static_cast<int64_t>(r.w->block_hashes.size()), r.done / w_.block_tokens);
+  }
+}
+
+Status Simulation::FreePages(const std::vector<int64_t>& pages) {
+  if (pages.empty()) return Status::Ok();
+  std::vector<int64_t> locs;
+  locs.reserve(pages.size());
+  for (int64_t p : pages) locs.push_back(p * c_.page_size);
+  return alloc_->Free(locs);
+}
+
+StatusOr<bool> Simulation::Allocate(const std::vector<std::pair<Req*, int64_t>>& batch, ref::ExtendPages* out) {
+  const int64_t ps = c_.page_size;
+  AllocBatch ab;
+  int64_t need = 0;
+  for (const auto& [r, chunk] : batch) {
+    ab.prefix_lens.push_back(r->done);
+    ab.seq_lens.push_back(r->done + chunk);
+    ab.rotation_bases.push_back(r->base);
+    ab.last_locs.push_back(r->pages.empty() ? 0 : r->pages.back() * ps + ps - 1);
+    need += (r->done + chunk + ps - 1) / ps - r->done / ps;
+  }
+  KVSHARD_ASSIGN_OR_RETURN(bool ok, alloc_->AllocExtend(ab, out));
+  if (ok) return true;
+  std::vector<int64_t> freed;
+  r_.evicted_pages += cache_.Evict(need * c_.shard_size, &freed);
+  KVSHARD_RETURN_IF_ERROR(FreePages(freed));
+  if (freed.empty()) return false;
+  return alloc_->AllocExtend(ab, out);
+}
+
+void Simulation::CheckConservation(const char* where) {
+  int64_t free_pages = 0;
+  for (int64_t x : alloc_->class_free_page_counts()) free_pages += x;
+  const int64_t total = c_.shard_size * r_.pool_pages_per_rank;
+  if (free_pages + own_pages_ + cache_.cached_pages() != total) {
+    Violation(StrCat(where, ": ", free_pages, " free + ", own_pages_, " held by requests + ", cache_.cached_pages(),
+                     " cached pages != the pool's ", total, " (a page leaked or was freed twice)"));
+  }
+}
+
+void Simulation::SamplePages() {
+  const std::vector<int64_t> counts = alloc_->class_free_page_counts();
+  int64_t max = 0, sum = 0;
+  for (int64_t free_pages : counts) {
+    const int64_t used = r_.pool_pages_per_rank - free_pages;
+    max = std::max(max, used);
+    sum += used;
+  }
+  const double mean = static_cast<double>(sum) / counts.size();
+  r_.pages_in_use_max = std::max(r_.pages_in_use_max, max);
+  in_use_sum_ += mean;
+  const double skew = mean > 0 ? max / mean : 1.0;
+  r_.pages_in_use_skew_max = std::max(r_.pages_in_use_skew_max, skew);
+  skew_sum_ += skew;
+  ++samples_;
+}
+
+Status Simulation::RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, const ref::ExtendPages& out) {
+  const int64_t n = c_.shard_size, ps = c_.page_size;
+  ExtendBatch eb;
+  eb.shard_size = n;
+  eb.page_size = ps;
+  eb.pages_per_rank = r_.pool_pages_per_rank;
+  BatchWork work;
+  std::vector<int64_t> extend_lens, prefix_lens;
+  int64_t prefix_pages = 0, chunk_pages = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Req& r = *batch[i].first;
+    const int64_t chunk = batch[i].second;
+    const int64_t base = out.rotation_bases[i];
+    if (r.base != kNewChain && r.base != base) Violation(StrCat("request ", r.id, ": rotation base changed"));
+    r.base = base;
+    const int64_t first = static_cast<int64_t>(r.pages.size());
+    r.pages.insert(r.pages.end(), out.pages.begin() + out.offsets[i], out.pages.begin() + out.offsets[i + 1]);
+    r.own_pages += out.offsets[i + 1] - out.offsets[i];
+    own_pages_ += out.offsets[i + 1] - out.offsets[i];
+    for (int64_t k = first; k < static_cast<int64_t>(r.pages.size()); ++k) {
+      if (r.pages[k] % n != (base + k) % n) {
+        Violation(StrCat("request ", r.id, ": page ", r.pages[k], " at position ", k,
+                         " breaks the cyclic owners of base ", base));
+        break;
+      }
+    }
+    eb.requests.push_back({r.done, r.done + chunk, r.pages});
+    prefix_pages += r.done / ps;
+    chunk_pages += (r.done + chunk + ps - 1) / ps - r.done / ps;
+    extend_lens.push_back(chunk);
+    prefix_lens.push_back(r.done);
+    work.context_tokens += r.done + chunk;
+    r.done += chunk;
+  }
+  eb.max_prefix_tokens = n * ps * std::max<int64_t>(1, prefix_pages);
+  eb.chunk_tokens = ps * chunk_pages;
+  if (Status s = planner_.Build(eb, &plan_, /*with_send_rows=*/false); !s.ok()) {
+    Violation(StrCat("gather plan: ", s.message()));
+  }
+  work.requests = static_cast<int64_t>(batch.size());
+  for (int64_t x : extend_lens) work.extend_tokens += x;
+  work.compute_tokens = work.extend_tokens;
+  work.prefix_pages = static_cast<int64_t>(plan_.mapped_pages.size()) - chunk_pages;
+  work.gathered_bytes_layer = n * plan_.block_pages * ps * c_.kv_bytes_per_token_layer;
+  work.staged_bytes_layer = work.extend_tokens * c_.kv_bytes_per_token_layer;
+  if (c_.cp_size > 1) {
+    if (Status s = fast::BuildBatchPageAlignedInSeqSplitPlanInto(extend_lens, prefix_lens, ps, c_.cp_size, 0, &cp_plan_);
+        !s.ok()) {
+      Violation(StrCat("CP split plan: ", s.message()));
+    } else {
+      int64_t padded = 0, padding = 0;
+      for (size_t q = 0; q < extend_lens.size(); ++q) {
+        padded += cp_plan_.request_compute_padded_tokens[q];
+        padding += cp_plan_.request_compute_padding_tokens[q];
+      }
+      r_.cp_compute_tokens += padded;
+      r_.cp_padding_tokens += padding;
+      work.compute_tokens = padded;
+      work.rerange_bytes_layer = padded * c_.kv_bytes_per_token_layer;
+    }
+  }
+  gathered_.push_back(static_cast<double>(work.gathered_bytes_layer));
+  const BatchTime t = c_.cost.Predict(work, n, c_.cp_size);
+  batch_us_.push_back(t.total_us);
+  now_us_ += t.total_us;
+  r_.extend_tokens += work.extend_tokens;
+  ++r_.batches;
+  for (const auto& [r, chunk] : batch) {
+    if (r->done == r->w->input_tokens) {
+      r->finish_us = now_us_ + 1e6 * static_cast<double>(r->w->output_tokens) / c_.decode_tokens_per_s;
+      decoding_.push({r->finish_us, r});
+    }
+  }
+  return Status::Ok();
+}
+
+Status Simulation::Complete(Req& r) {
+  const int64_t full = static_cast<int64_t>(r.fps.size());
+  KVSHARD_ASSIGN_OR_RETURN(PrefixCache::InsertResult ins, cache_.Insert(r.fps, r.pages, r.base));
+  r_.declined_grafts += ins.declined;
+  r_.duplicate_pages += ins.declined ? 0 : static_cast<int64_t>(ins.freed.size());
+  std::vector<int64_t> to_free = ins.freed;
+  to_free.insert(to_free.end(), r.pages.begin() + full, r.pages.end());  // the partial tail page
+  KVSHARD_RETURN_IF_ERROR(FreePages(to_free));
+  own_pages_ -= r.own_pages;
+  KVSHARD_RETURN_IF_ERROR(cache_.Unlock(r.lock_node));
+  ++finished_;
+  r.fps = {};
+  r.pages = {};
+  return Status::Ok();
+}
+
+StatusOr<SimResult> Simulation::Run() {
+  KVSHARD_RETURN_IF_ERROR(Setup());
+  const int64_t total = static_cast<int64_t>(w_.requests.size()), ps = c_.page_size;
+  r_.requests = total;
+  size_t next = 0;
+  auto arrival = [&](size_t i) { return static_cast<double>(w_.requests[i].arrival_us) * c_.time_scale; };
+  while (finished_ < total) {
+    while (next < w_.requests.size() && arrival(next) <= now_us_) {
+      auto r = std::make_unique<Req>();
+      r->id = static_cast<int64_t>(next);
+      r->w = &w_.requests[next];
+      r->fps = Fingerprints(*r->w, r->id, w_.block_tokens, ps);
+      r_.input_tokens += r->w->input_tokens;
+      r_.hash_blocks += static_cast<int64_t>(r->w->block_hashes.size());
+      waiting_.push_back(r.get());
+      live_.push_back(std::move(r));
+      ++next;
+    }
+    while (!decoding_.empty() && decoding_.top().first <= now_us_) {
+      Req* r = decoding_.top().second;
+      decoding_.pop();
+      KVSHARD_RETURN_IF_ERROR(Complete(*r));
+      ++step_;
+      CheckConservation("completion");
+      if (progress_) progress_(finished_, total);
+    }
+    if (waiting_.empty()) {
+      double t = next < w_.requests.size() ? arrival(next) : -1;
+      if (!decoding_.empty() && (t < 0 || decoding_.top().first < t)) t = decoding_.top().first;
+      if (t < 0) break;
+      now_us_ = std::max(now_us_, t);
+      continue;
+    }
+    // Chunked prefill: requests in arrival order, each at most chunk_tokens (page-aligned unless it finishes).
+    std::vector<std::pair<Req*, int64_t>> batch;
+    int64_t tokens = 0;
+    for (Req* r : waiting_) {
+      if (static_cast<int64_t>(batch.size()) >= c_.max_batch_requests) break;
+      if (!r->matched) Match(*r);
+      int64_t chunk = std::min({r->w->input_tokens - r->done, c_.chunk_tokens, c_.max_batch_tokens - tokens});
+      if (r->done + chunk < r->w->input_tokens) chunk = chunk / ps * ps;
+      if (chunk <= 0) break;
+      batch.push_back({r, chunk});
+      tokens += chunk;
+    }
+    if (batch.empty()) {  // the first request's remainder exceeds the batch budget: a page-aligned piece of it
+      Req* r = waiting_.front();
+      batch.push_back({r, std::min(r->w->input_tokens - r->done, std::max(ps, c_.max_batch_tokens / ps * ps))});
+    }
+    ref::ExtendPages out;
+    KVSHARD_ASSIGN_OR_RETURN(bool ok, Allocate(batch, &out));
+    if (!ok && batch.size() > 1) {
+      batch.resize(1);
+      KVSHARD_ASSIGN_OR_RETURN(ok, Allocate(batch, &out));
+    }
+    if (!ok) {
+      ++r_.deferrals;
+      if (decoding_.empty()) {
+        const Req& r = *batch[0].first;
+        return InvalidArgument("--cache-tokens: request ", r.id, " (", r.w->input_tokens, " prompt tokens) cannot "
+                               "be admitted: the pool (", r_.pool_pages_per_rank, " pages per rank) is full of "
+                               "locked prefixes and no request is running to free pages");
+      }
+      now_us_ = std::max(now_us_, decoding_.top().first);
+      continue;
+    }
+    ++step_;
+    KVSHARD_RETURN_IF_ERROR(RunBatch(batch, out));
+    waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(),
+                                  [](const Req* r) { return r->done == r->w->input_tokens; }),
+                   waiting_.end());
+    CheckConservation("extend batch");
+    SamplePages();
+  }
+  if (Status s = cache_.CheckInvariants(); !s.ok()) Violation(StrCat("prefix cache: ", s.message()));
+  CheckConservation("end");
+  r_.simulated_s = now_us_ / 1e6;
+  r_.pages_in_use_mean = samples_ ? in_use_sum_ / samples_ : 0;
+  r_.pages_in_use_skew_mean = samples_ ? skew_sum_ / samples_ : 0;
+  r_.gathered_bytes_layer = Summarize(gathered_);
+  r_.batch_time_us = Summarize(batch_us_);
+  return r_;
+}
+
+}  // namespace
+
+Status ValidateSimConfig(const SimConfig& c) {
+  if (c.shard_size < 1 || c.shard_size > 4096) return InvalidArgument("--shard-size: must be in [1, 4096], got ", c.shard_size);
+  if (c.page_size < 1 || c.page_size > 4096) return InvalidArgument("--page-size: must be in [1, 4096], got ", c.page_size);
+  if (c.cp_size < 1 || c.cp_size > 1024) return InvalidArgument("--cp-size: must be in [1, 1024], got ", c.cp_size);
+  if (c.cache_tokens < 0) return InvalidArgument("--cache-tokens: must be >= 0, got ", c.cache_tokens);
+  if (c.chunk_tokens < c.page_size || c.chunk_tokens % c.page_size != 0) {
+    return InvalidArgument("--chunk-tokens: must be a positive multiple of --page-size (", c.page_size, "), got ",
+                           c.chunk_tokens);
+  }
+  if (c.max_batch_tokens < c.page_size) {
+    return InvalidArgument("--max-batch-tokens: must be at least --page-size (", c.page_size, "), got ",
+                           c.max_batch_tokens);
+  }
+  if (c.max_batch_requests < 1) return InvalidArgument("--max-batch-requests: must be >= 1");
+  if (!(c.time_scale >= 0) || !std::isfinite(c.time_scale)) return InvalidArgument("--time-scale: must be >= 0");
+  if (!(c.decode_tokens_per_s > 0) || !std::isfinite(c.decode_tokens_per_s)) {
+    return InvalidArgument("--decode-tokens-per-s: must be > 0");
+  }
+  if (c.kv_bytes_per_token_layer < 1) return InvalidArgument("--kv-bytes: must be >= 1");
+  return Status::Ok();
+}
+
+StatusOr<SimResult> Simulate(const Workload& workload, const SimConfig& config, const SimProgress& progress) {
+  KVSHARD_RETURN_IF_ERROR(ValidateSimConfig(config));
+  Simulation sim(workload, config, progress);
+  return sim.Run();
+}
+
+}  // namespace kvshard::sim

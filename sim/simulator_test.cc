@@ -1,0 +1,110 @@
+// kvshard simulate's model on small workloads with known answers, and on the bundled Mooncake trace.
+#include "sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace kvshard::sim {
+namespace {
+
+Workload Mooncake(const std::string& text) {
+  std::istringstream in(text);
+  StatusOr<Workload> w = ReadWorkload(in, WorkloadFormat::kMooncake);
+  EXPECT_TRUE(w.ok()) << w.status().ToString();
+  return *w;
+}
+
+SimConfig Small() {
+  SimConfig c;
+  c.shard_size = 4;
+  c.page_size = 64;
+  c.chunk_tokens = 1024;
+  c.max_batch_tokens = 2048;
+  return c;
+}
+
+TEST(SimulatorTest, SecondRequestHitsTheFirstOnesPrefix) {
+  // Request 1 arrives after request 0 finished (0.1 s decode at 50 tok/s = 5 tokens): it shares blocks 0 and 1.
+  const Workload w = Mooncake(
+      "{\"timestamp\": 0, \"input_length\": 1100, \"output_length\": 5, \"hash_ids\": [7, 8, 9]}\n"
+      "{\"timestamp\": 1000, \"input_length\": 1500, \"output_length\": 5, \"hash_ids\": [7, 8, 10]}\n");
+  StatusOr<SimResult> r = Simulate(w, Small());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->violations, 0) << r->first_violation;
+  EXPECT_EQ(r->requests, 2);
+  EXPECT_EQ(r->hash_blocks, 6);
+  EXPECT_EQ(r->hit_blocks, 2);          // blocks 7 and 8: 1024 tokens = 16 pages of 64
+  EXPECT_EQ(r->cached_tokens, 1024);
+  EXPECT_EQ(r->input_tokens, 2600);
+  EXPECT_EQ(r->extend_tokens, 2600 - 1024);
+  EXPECT_EQ(r->declined_grafts, 0);
+  EXPECT_GT(r->gathered_bytes_layer.max, 0);  // the second batch gathers its 16 prefix pages
+}
+
+TEST(SimulatorTest, ConcurrentRequestsDuplicateOrDecline) {
+  // Both arrive at once: neither finds the other's prefix; the second insert frees its duplicates (same base)
+  // or is declined (another base).
+  const Workload w = Mooncake(
+      "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 1, \"hash_ids\": [1, 2]}\n"
+      "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 1, \"hash_ids\": [1, 2]}\n");
+  StatusOr<SimResult> r = Simulate(w, Small());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->violations, 0) << r->first_violation;
+  EXPECT_EQ(r->hit_blocks, 0);
+  EXPECT_EQ(r->declined_grafts + (r->duplicate_pages > 0 ? 1 : 0), 1);
+}
+
+TEST(SimulatorTest, BoundedCacheEvictsAndDefersButFinishes) {
+  std::string text;
+  for (int i = 0; i < 40; ++i) {
+    text += "{\"timestamp\": " + std::to_string(i * 10) + ", \"input_length\": 1000, \"output_length\": 20, "
+            "\"hash_ids\": [" + std::to_string(3 * i) + ", " + std::to_string(3 * i + 1) + "]}\n";
+  }
+  SimConfig c = Small();
+  c.cache_tokens = 4 * 64 * 40;  // 40 pages per rank: a few requests at a time
+  StatusOr<SimResult> r = Simulate(Mooncake(text), c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->violations, 0) << r->first_violation;
+  EXPECT_GT(r->evicted_pages, 0);
+  EXPECT_LE(r->pages_in_use_max, 40);
+  c.cache_tokens = 4 * 64 * 3;  // 3 pages per rank: a 16-page prompt never fits
+  StatusOr<SimResult> small = Simulate(Mooncake(text), c);
+  ASSERT_FALSE(small.ok());
+  EXPECT_NE(small.status().message().find("--cache-tokens: request 0"), std::string::npos) << small.status().message();
+}
+
+TEST(SimulatorTest, CpPlansCountPadding) {
+  const Workload w = Mooncake("{\"timestamp\": 0, \"input_length\": 100, \"output_length\": 1, \"hash_ids\": [1]}\n");
+  SimConfig c = Small();
+  c.cp_size = 4;  // 100 tokens = 2 pages of 64, computed as max(2, 4) = 4 full pages: 156 padding tokens
+  StatusOr<SimResult> r = Simulate(w, c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->cp_compute_tokens, 256);
+  EXPECT_EQ(r->cp_padding_tokens, 156);
+}
+
+TEST(SimulatorTest, BadConfigNamesTheFlag) {
+  SimConfig c = Small();
+  c.chunk_tokens = 100;
+  EXPECT_EQ(ValidateSimConfig(c).message().rfind("--chunk-tokens: must be a positive multiple of --page-size", 0), 0u);
+}
+
+TEST(SimulatorTest, BundledMooncakeTraceRunsClean) {
+  const char* dir = std::getenv("TEST_SRCDIR");
+  std::ifstream in(std::string(dir ? dir : ".") + "/kvshard/testdata/workloads/mooncake_conversation_trace.jsonl");
+  ASSERT_TRUE(in) << "bundled trace not found";
+  StatusOr<Workload> w = ReadWorkload(in, WorkloadFormat::kAuto);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  StatusOr<SimResult> r = Simulate(*w, SimConfig{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->violations, 0) << r->first_violation;
+  EXPECT_EQ(r->requests, 12031);
+  EXPECT_GT(r->hit_blocks, r->hash_blocks / 5);  // ~37 % of block references repeat an earlier block
+  EXPECT_LT(r->hit_blocks, r->hash_blocks / 2);
+}
+
+}  // namespace
+}  // namespace kvshard::sim
