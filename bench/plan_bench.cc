@@ -1,6 +1,8 @@
 // Device gather-plan build (SGLang's begin_shard_extend) for c.opt.batch requests x 2,048-token prefixes
 // (distinct cyclic chains, random bases) plus one chunk page each, N = 8, ps = 64: the time of the single plan
-// launch (page rows already resident, as req_to_token is), checked field by field against the reference plan.
+// launch (page rows already resident, as req_to_token is), checked field by field against the reference plan;
+// and the host planner (cpu_fast/, as kvshard simulate plans) on the same batch, timed on the GPU host's CPU.
+#include <chrono>
 #include <random>
 #include <string>
 #include <utility>
@@ -9,6 +11,7 @@
 
 #include "bench/ops.h"
 #include "core/gather_plan.h"
+#include "cpu_fast/gather_plan.h"
 #include "cpu_ref/gather_plan.h"
 #include "gpu/gather_plan.h"
 #include "gpu/timing.h"
@@ -53,6 +56,23 @@ Status BenchPlan(BenchContext& c) {
   r.wrong = got == want ? 0 : 1;
   r.note = std::to_string(reqs) + " requests x 2048-token prefixes, N=8, ps=64 (size = prefix page refs); one launch";
   c.rows->push_back(r);
+
+  // The host planner without send rows (the simulator's call), mean of iters builds after warmup.
+  fast::GatherPlanner host;
+  GatherPlan host_plan;
+  for (int i = 0; i < c.opt.warmup; ++i) KVSHARD_RETURN_IF_ERROR(host.Build(b, &host_plan, /*with_send_rows=*/false));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < c.opt.iters; ++i) KVSHARD_RETURN_IF_ERROR(host.Build(b, &host_plan, /*with_send_rows=*/false));
+  const double host_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / c.opt.iters;
+  for (RankSend& rank : want.ranks) rank.send_rows.clear();  // the host build was asked for no send rows
+  BenchRow h = r;
+  h.op = "host_gather_plan_build";
+  h.time_us = host_us;
+  h.wrong = host_plan == want ? 0 : 1;
+  h.note = std::to_string(reqs) + " requests x 2048-token prefixes, N=8, ps=64 (size = prefix page refs); cpu_fast, "
+           "no send rows, host CPU";
+  c.rows->push_back(h);
   return Status::Ok();
 }
 

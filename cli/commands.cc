@@ -23,7 +23,8 @@ void PrintUsage(std::ostream& os) {
 
 const std::vector<Command>& CommandTable() {
   static const std::vector<Command> table = {PlaceCommand(),   AllocCommand(),  GatherPlanCommand(), SplitCommand(),
-                                             RerangeCommand(), ReplayCommand(), GenCommand(), SimulateCommand(),   BenchCommand()};
+                                             RerangeCommand(), ReplayCommand(), GenCommand(),
+                                             SimulateCommand(), CalibrateCommand(), BenchCommand()};
   return table;
 }
 

@@ -26,6 +26,8 @@ Command ReplayCommand();
 Command GenCommand();
 // kvshard simulate (simulate_cmd.cc).
 Command SimulateCommand();
+// kvshard calibrate: fits the simulator's cost model to measured operation times (calibrate_cmd.cc).
+Command CalibrateCommand();
 // kvshard bench: GPU benchmarks, each verified and reported against a limit measured in the same run.
 Command BenchCommand();
 

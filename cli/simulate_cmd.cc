@@ -11,6 +11,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "core/workload.h"
+#include "sim/calibration.h"
 #include "sim/simulator.h"
 
 namespace kvshard::cli {
@@ -33,6 +34,8 @@ void DeclareFlags(po::options_description& flags) {
                                                                          "its pages output_length / rate seconds")
       ("kv-bytes", Positive()->default_value(1152), "bytes of one token's KV row per layer (MLA bf16: 1152)")
       ("layers", Int(1, 4096)->default_value(61), "model layers (the cost model's per-layer phases)")
+      ("calibration", File(), "a cost-model calibration (testdata/calibration/h200.json; kvshard calibrate shows "
+                              "its fits); without it the cost model uses physical limits")
       ("need-sort", po::bool_switch(), "the allocator's need_sort mode")
       ("quiet", po::bool_switch(), "no progress bar on standard error")
       ("json", po::bool_switch(), "print one JSON object instead of the summary");
@@ -110,6 +113,14 @@ Status Run(const Flags& flags, std::ostream& out) {
   c.cost.layers = flags.Int("layers");
   c.need_sort = flags.Bool("need-sort");
   KVSHARD_RETURN_IF_ERROR(sim::ValidateSimConfig(c));
+  if (flags.Has("calibration")) {
+    KVSHARD_RETURN_IF_ERROR(flags.WithInput("calibration", [&](std::istream& in) -> Status {
+      StatusOr<sim::Calibration> cal = sim::ReadCalibration(in);
+      if (!cal.ok()) return InvalidArgument("--calibration: ", cal.status().message());
+      c.cost = sim::Calibrated(c.cost, *cal, "calibrated on " + cal->device + " (" + flags.String("calibration") + ")");
+      return Status::Ok();
+    }));
+  }
   KVSHARD_ASSIGN_OR_RETURN(WorkloadFormat format, ParseWorkloadFormat(flags.String("format")));
   Workload workload;
   KVSHARD_RETURN_IF_ERROR(flags.WithInput("workload", [&](std::istream& in) -> Status {

@@ -256,6 +256,7 @@ Status Simulation::RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, 
     extend_lens.push_back(chunk);
     prefix_lens.push_back(r.done);
     work.context_tokens += r.done + chunk;
+    work.attention_pairs += chunk * (r.done + (chunk + 1) / 2);
     r.done += chunk;
   }
   eb.max_prefix_tokens = n * ps * std::max<int64_t>(1, prefix_pages);
