@@ -1,12 +1,14 @@
 // SVG chart rendering: data mapped into a fixed plot area, clipped to it; ticks at 1-2-5 steps; the legend in
-// the plot's top-left corner.
+// the plot corner that covers the fewest data points.
 #include "sim/svg_chart.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 namespace kvshard::sim {
 namespace {
@@ -47,10 +49,38 @@ void AxisEnds(Range data, std::optional<double> fixed_lo, std::optional<double> 
   if (data.empty()) data.lo = 0, data.hi = 1;
   if (from_zero && data.lo >= 0) data.lo = 0;
   if (data.hi <= data.lo) data.hi = data.lo + (data.lo == 0 ? 1 : std::fabs(data.lo));
+  if (from_zero) data.hi += 0.04 * (data.hi - data.lo);  // headroom above the highest value
   const double step = TickStep(data.lo, data.hi, 6);
   *lo = fixed_lo ? *fixed_lo : std::floor(data.lo / step + 1e-9) * step;
   *hi = fixed_hi ? *fixed_hi : std::ceil(data.hi / step - 1e-9) * step;
   if (*hi <= *lo) *hi = *lo + step;
+}
+
+// A drawn piece of data on screen (a line segment; a point when both ends agree).
+struct Segment {
+  double x0, y0, x1, y1;
+};
+
+// Whether segment `g` meets the box [bx, bx + bw] x [by, by + bh] (Liang-Barsky clipping).
+bool Meets(const Segment& g, double bx, double by, double bw, double bh) {
+  double t0 = 0, t1 = 1;
+  const double dx = g.x1 - g.x0, dy = g.y1 - g.y0;
+  const double p[4] = {-dx, dx, -dy, dy};
+  const double q[4] = {g.x0 - bx, bx + bw - g.x0, g.y0 - by, by + bh - g.y0};
+  for (int i = 0; i < 4; ++i) {
+    if (p[i] == 0) {
+      if (q[i] < 0) return false;
+      continue;
+    }
+    const double t = q[i] / p[i];
+    if (p[i] < 0) {
+      t0 = std::max(t0, t);
+    } else {
+      t1 = std::min(t1, t);
+    }
+    if (t0 > t1) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -195,11 +225,15 @@ std::string RenderSvg(const SvgChart& c) {
   s << "<text x=\"22\" y=\"" << Fmt((py0 + py1) / 2) << "\" text-anchor=\"middle\" font-size=\"14\" "
     << "transform=\"rotate(-90 22 " << Fmt((py0 + py1) / 2) << ")\">" << XmlEscape(c.y_label) << "</text>\n";
   // The data, clipped to the plot area: bands under bars under lines.
+  std::vector<Segment> drawn;  // the data on screen, for placing the legend
   s << "<g clip-path=\"url(#plot-area)\">\n";
   for (const SvgBand& raw : c.bands) {
     const SvgBand b = DecimateBand(raw, kMaxSeriesPoints);
     s << "<polygon fill=\"" << XmlEscape(b.color) << "\" fill-opacity=\"0.22\" stroke=\"none\" points=\"";
-    for (size_t i = 0; i < b.x.size(); ++i) s << Fmt(X(b.x[i])) << ',' << Fmt(Y(b.hi[i])) << ' ';
+    for (size_t i = 0; i < b.x.size(); ++i) {
+      s << Fmt(X(b.x[i])) << ',' << Fmt(Y(b.hi[i])) << ' ';
+      drawn.push_back({X(b.x[i]), Y(b.lo[i]), X(b.x[i]), Y(b.hi[i])});
+    }
     for (size_t i = b.x.size(); i-- > 0;) s << Fmt(X(b.x[i])) << ',' << Fmt(Y(b.lo[i])) << ' ';
     s << "\"/>\n";
   }
@@ -209,15 +243,28 @@ std::string RenderSvg(const SvgChart& c) {
       if (b.values[i] <= 0) continue;
       s << 'M' << Fmt(X(b.edges[i])) << ' ' << Fmt(Y(0)) << 'V' << Fmt(Y(b.values[i])) << 'H'
         << Fmt(X(b.edges[i + 1])) << 'V' << Fmt(Y(0)) << 'Z';
+      for (double e : {b.edges[i], b.edges[i + 1]}) drawn.push_back({X(e), Y(0), X(e), Y(b.values[i])});
+      drawn.push_back({X(b.edges[i]), Y(b.values[i]), X(b.edges[i + 1]), Y(b.values[i])});
     }
     s << "\"/>\n";
+    // Each bar's count above it, so small bars stay readable.
+    s << "<g font-size=\"10\" fill=\"#333\" text-anchor=\"middle\">";
+    for (size_t i = 0; i + 1 < b.edges.size() && i < b.values.size(); ++i) {
+      if (b.values[i] <= 0) continue;
+      s << "<text x=\"" << Fmt(X((b.edges[i] + b.edges[i + 1]) / 2)) << "\" y=\"" << Fmt(Y(b.values[i]) - 3) << "\">"
+        << TickLabel(b.values[i]) << "</text>";
+    }
+    s << "</g>\n";
   }
   for (const SvgLine& l : c.lines) {
     std::vector<double> dx, dy;
     Decimate(l.x, l.y, kMaxSeriesPoints, &dx, &dy);
     s << "<polyline fill=\"none\" stroke=\"" << XmlEscape(l.color) << "\" stroke-width=\"1.5\""
       << (l.dashed ? " stroke-dasharray=\"6 4\"" : "") << " points=\"";
-    for (size_t i = 0; i < dx.size(); ++i) s << Fmt(X(dx[i])) << ',' << Fmt(Y(dy[i])) << ' ';
+    for (size_t i = 0; i < dx.size(); ++i) {
+      s << Fmt(X(dx[i])) << ',' << Fmt(Y(dy[i])) << ' ';
+      if (i > 0) drawn.push_back({X(dx[i - 1]), Y(dy[i - 1]), X(dx[i]), Y(dy[i])});
+    }
     s << "\"/>\n";
   }
   s << "</g>\n";
@@ -235,7 +282,15 @@ std::string RenderSvg(const SvgChart& c) {
     size_t longest = 0;
     for (const Entry& e : entries) longest = std::max(longest, e.name.size());
     const double lw = 44 + 7.0 * static_cast<double>(longest), lh = 10 + 18.0 * entries.size();
-    const double lx = px0 + 10, ly = py0 + 10;
+    // The corner (top-left, top-right, bottom-right, bottom-left) whose box meets the fewest data segments.
+    double lx = px0 + 10, ly = py0 + 10;
+    size_t best = SIZE_MAX;
+    for (const auto& [cx, cy] : {std::pair{px0 + 10, py0 + 10}, {px1 - 10 - lw, py0 + 10},
+                                 {px1 - 10 - lw, py1 - 10 - lh}, {px0 + 10, py1 - 10 - lh}}) {
+      size_t covered = 0;
+      for (const Segment& g : drawn) covered += Meets(g, cx, cy, lw, lh);
+      if (covered < best) best = covered, lx = cx, ly = cy;
+    }
     s << "<g font-size=\"12\">\n<rect x=\"" << Fmt(lx) << "\" y=\"" << Fmt(ly) << "\" width=\"" << Fmt(lw)
       << "\" height=\"" << Fmt(lh) << "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#bbb\"/>\n";
     for (size_t i = 0; i < entries.size(); ++i) {

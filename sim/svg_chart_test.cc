@@ -38,6 +38,21 @@ TEST(SvgChartTest, WellFormedWithOneElementPerSeries) {
   EXPECT_NE(svg.find(">time (s)</text>"), std::string::npos);
 }
 
+// The x of the legend's box.
+double LegendX(const std::string& svg) {
+  const size_t at = svg.rfind("<rect x=\"", svg.find("fill-opacity=\"0.85\""));
+  return std::stod(svg.substr(at + 9));
+}
+
+TEST(SvgChartTest, LegendAvoidsTheData) {
+  SvgChart c;
+  c.y_max = 10;
+  c.lines.push_back({"falling", "#000", {0, 1, 2, 3, 4}, {9.5, 9.4, 9.3, 0.2, 0.1}, false});
+  EXPECT_GT(LegendX(RenderSvg(c)), 400);  // top-left is covered: the legend goes right
+  c.lines[0].y = {0.1, 0.2, 0.3, 9.4, 9.5};
+  EXPECT_LT(LegendX(RenderSvg(c)), 200);  // rising data: top-left is free
+}
+
 TEST(SvgChartTest, EmptyChartIsStillAnSvg) {
   const XmlShape shape = CheckXml(RenderSvg(SvgChart{}));
   EXPECT_EQ(shape.error, "");
