@@ -119,7 +119,8 @@ inline XmlShape CheckXml(const std::string& text) {
     const bool closing = i + 1 < text.size() && text[i + 1] == '/';
     size_t j = i + (closing ? 2 : 1);
     const size_t name_start = j;
-    while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '-' || text[j] == ':')) ++j;
+    auto name_char = [&](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == ':'; };
+    while (j < text.size() && name_char(text[j])) ++j;
     const std::string name = text.substr(name_start, j - name_start);
     if (name.empty()) return fail("tag without a name");
     std::map<std::string, std::string> attrs;

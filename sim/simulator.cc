@@ -113,7 +113,13 @@ class Simulation {
   std::vector<std::unique_ptr<Req>> live_;
   std::deque<Req*> waiting_;
   using Finish = std::pair<double, Req*>;
-  std::priority_queue<Finish, std::vector<Finish>, std::greater<Finish>> decoding_;
+  // Earliest finish first; equal times in request order (not pointer order, which depends on the heap layout).
+  struct FinishesLater {
+    bool operator()(const Finish& a, const Finish& b) const {
+      return a.first != b.first ? a.first > b.first : a.second->id > b.second->id;
+    }
+  };
+  std::priority_queue<Finish, std::vector<Finish>, FinishesLater> decoding_;
   double now_us_ = 0;
   int64_t step_ = 0, own_pages_ = 0, finished_ = 0, samples_ = 0;
   double in_use_sum_ = 0, skew_sum_ = 0;
