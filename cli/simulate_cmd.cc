@@ -10,6 +10,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/simulate_outputs.h"
 #include "core/workload.h"
 #include "sim/calibration.h"
 #include "sim/simulator.h"
@@ -39,6 +40,7 @@ void DeclareFlags(po::options_description& flags) {
       ("need-sort", po::bool_switch(), "the allocator's need_sort mode")
       ("quiet", po::bool_switch(), "no progress bar on standard error")
       ("json", po::bool_switch(), "print one JSON object instead of the summary");
+  DeclareSimulateOutputFlags(flags);
 }
 
 double Ratio(int64_t a, int64_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b); }
@@ -121,6 +123,7 @@ Status Run(const Flags& flags, std::ostream& out) {
       return Status::Ok();
     }));
   }
+  KVSHARD_ASSIGN_OR_RETURN(SimulateOutputs outputs, SimulateOutputs::Prepare(flags));
   KVSHARD_ASSIGN_OR_RETURN(WorkloadFormat format, ParseWorkloadFormat(flags.String("format")));
   Workload workload;
   KVSHARD_RETURN_IF_ERROR(flags.WithInput("workload", [&](std::istream& in) -> Status {
@@ -140,7 +143,8 @@ Status Run(const Flags& flags, std::ostream& out) {
                  static_cast<long long>(total), static_cast<int>(100 * done / total));
     drawn = true;
   };
-  StatusOr<sim::SimResult> r = sim::Simulate(workload, c, progress);
+  sim::SimRecord record;  // filled only when an output file was asked for
+  StatusOr<sim::SimResult> r = sim::Simulate(workload, c, progress, outputs.any() ? &record : nullptr);
   if (drawn) std::fprintf(stderr, "\n");
   if (!r.ok()) return r.status();
   if (flags.Bool("json")) {
@@ -148,6 +152,7 @@ Status Run(const Flags& flags, std::ostream& out) {
   } else {
     PrintSummary(*r, c, out);
   }
+  if (outputs.any()) KVSHARD_RETURN_IF_ERROR(outputs.Write(record));
   if (r->violations > 0) return Mismatch("invariant violated: ", r->first_violation);
   return Status::Ok();
 }

@@ -1,4 +1,8 @@
 // kvshard simulate: the JSON contract, the summary, format detection, standard input and bad input (exit 2).
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -66,6 +70,71 @@ TEST(SimulateCmdTest, BadInputExitsTwoNamingLineAndField) {
   // A bounded pool too small for one prompt: exit 2 naming --cache-tokens.
   EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--cache-tokens", "512", "--shard-size", "4"}, kTwoTurns), 2,
                         "--cache-tokens: "));
+}
+
+// A fresh directory under the test's temporary directory.
+std::string TempPath(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(tmp ? tmp : "/tmp") + "/" + name;
+  std::filesystem::remove_all(path);
+  return path;
+}
+
+std::string FileText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+TEST(SimulateCmdTest, OutputFilesAreWritten) {
+  const std::string dir = TempPath("simulate_outputs");
+  const std::string timeline = dir + "/trace.json", csv = dir + "/csv", plots = dir + "/nested/plots";
+  std::filesystem::create_directories(dir);
+  const CliResult r = RunCli({"simulate", "-", "--shard-size", "4", "--cp-size", "2", "--timeline", timeline, "--csv",
+                              csv, "--plots", plots}, kTwoTurns);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("simulated 2 requests"), std::string::npos) << r.out;  // the summary as without the flags
+  const Json trace = Json::parse(FileText(timeline), nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(trace.is_discarded());
+  int slices = 0, counters = 0;
+  for (const Json& e : trace["traceEvents"]) {
+    slices += e["ph"] == "X";
+    counters += e["ph"] == "C";
+  }
+  EXPECT_GT(slices, 0);
+  EXPECT_EQ(counters, 2 * (4 + 1));  // two batches: each rank's counter and the min/mean/max one
+  const std::string requests = FileText(csv + "/requests.csv");
+  EXPECT_EQ(requests.rfind("request_id,arrived_at,", 0), 0u) << requests;
+  EXPECT_EQ(std::count(requests.begin(), requests.end(), '\n'), 3);
+  const std::string batches = FileText(csv + "/batches.csv");
+  EXPECT_EQ(std::count(batches.begin(), batches.end(), '\n'), 3);
+  EXPECT_EQ(FileText(csv + "/rank_pages.csv").rfind("batch_id,end,rank_0,rank_1,rank_2,rank_3\n", 0), 0u);
+  for (const char* svg : {"pages_in_use.svg", "prefix_hit_rate.svg", "gathered_bytes.svg", "cp_padding.svg"}) {
+    const std::string text = FileText(plots + "/" + svg);
+    EXPECT_NE(text.find("<svg xmlns="), std::string::npos) << svg;
+    EXPECT_NE(text.find("</svg>"), std::string::npos) << svg;
+  }
+  // An existing directory is reused (files overwritten).
+  EXPECT_EQ(RunCli({"simulate", "-", "--csv", csv, "--json"}, kTwoTurns).exit_code, 0);
+}
+
+TEST(SimulateCmdTest, BadOutputPathsExitTwoNamingTheFlag) {
+  const std::string dir = TempPath("simulate_bad_outputs");
+  std::filesystem::create_directories(dir);
+  const std::string file = dir + "/a_file";
+  std::ofstream(file) << "x";
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--csv", file}, kTwoTurns), 2,
+                        "--csv: " + file + ": exists and is not a directory"));
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--plots", file}, kTwoTurns), 2,
+                        "--plots: " + file + ": exists and is not a directory"));
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--plots", file + "/sub"}, kTwoTurns), 2,
+                        "--plots: " + file + "/sub: cannot create directory"));
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--timeline", dir}, kTwoTurns), 2,
+                        "--timeline: '" + dir + "': needs a file name, not a directory"));
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--timeline", dir + "/missing/t.json"}, kTwoTurns), 2,
+                        "--timeline: " + dir + "/missing/t.json: cannot open for writing"));
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--csv", ""}, kTwoTurns), 2, "--csv: needs a directory name"));
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "cpu_fast/gather_plan.h"
 #include "cpu_ref/allocator.h"
 #include "sim/prefix_cache.h"
+#include "sim/recorder.h"
 
 namespace kvshard::sim {
 namespace {
@@ -82,8 +83,10 @@ Distribution Summarize(const std::vector<double>& v) {
 
 class Simulation {
  public:
-  Simulation(const Workload& w, const SimConfig& c, const SimProgress& p)
-      : w_(w), c_(c), progress_(p), cache_(c.shard_size) {}
+  Simulation(const Workload& w, const SimConfig& c, const SimProgress& p, SimRecord* record)
+      : w_(w), c_(c), progress_(p), cache_(c.shard_size) {
+    if (record) rec_ = std::make_unique<SimRecorder>(record);
+  }
 
   StatusOr<SimResult> Run();
 
@@ -110,12 +113,19 @@ class Simulation {
   std::vector<std::unique_ptr<Req>> live_;
   std::deque<Req*> waiting_;
   using Finish = std::pair<double, Req*>;
-  std::priority_queue<Finish, std::vector<Finish>, std::greater<Finish>> decoding_;
+  // Earliest finish first; equal times in request order (not pointer order, which depends on the heap layout).
+  struct FinishesLater {
+    bool operator()(const Finish& a, const Finish& b) const {
+      return a.first != b.first ? a.first > b.first : a.second->id > b.second->id;
+    }
+  };
+  std::priority_queue<Finish, std::vector<Finish>, FinishesLater> decoding_;
   double now_us_ = 0;
   int64_t step_ = 0, own_pages_ = 0, finished_ = 0, samples_ = 0;
   double in_use_sum_ = 0, skew_sum_ = 0;
   std::vector<double> gathered_, batch_us_;
   SimResult r_;
+  std::unique_ptr<SimRecorder> rec_;  // only when asked to record
 };
 
 Status Simulation::Setup() {
@@ -167,6 +177,7 @@ void Simulation::Match(Req& r) {
   if (w_.block_tokens > 0) {
     r_.hit_blocks += std::min<int64_t>(static_cast<int64_t>(r.w->block_hashes.size()), r.done / w_.block_tokens);
   }
+  if (rec_) rec_->OnMatch(r.id, r.done, r.w->input_tokens, static_cast<int64_t>(r.w->block_hashes.size()));
 }
 
 Status Simulation::FreePages(const std::vector<int64_t>& pages) {
@@ -222,6 +233,7 @@ void Simulation::SamplePages() {
   r_.pages_in_use_skew_max = std::max(r_.pages_in_use_skew_max, skew);
   skew_sum_ += skew;
   ++samples_;
+  if (rec_) rec_->OnPages(counts, r_.pool_pages_per_rank);
 }
 
 Status Simulation::RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, const ref::ExtendPages& out) {
@@ -289,6 +301,7 @@ Status Simulation::RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, 
   gathered_.push_back(static_cast<double>(work.gathered_bytes_layer));
   const BatchTime t = c_.cost.Predict(work, n, c_.cp_size);
   batch_us_.push_back(t.total_us);
+  if (rec_) rec_->OnBatch(now_us_, work, t, r_.deferrals, r_.evicted_pages, r_.cached_tokens, r_.hit_blocks);
   now_us_ += t.total_us;
   r_.extend_tokens += work.extend_tokens;
   ++r_.batches;
@@ -297,6 +310,7 @@ Status Simulation::RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, 
       r->finish_us = now_us_ + 1e6 * static_cast<double>(r->w->output_tokens) / c_.decode_tokens_per_s;
       decoding_.push({r->finish_us, r});
     }
+    if (rec_) rec_->OnChunk(r->id, r->base, r->done == r->w->input_tokens ? r->finish_us : -1);
   }
   return Status::Ok();
 }
@@ -319,6 +333,7 @@ Status Simulation::Complete(Req& r) {
 
 StatusOr<SimResult> Simulation::Run() {
   KVSHARD_RETURN_IF_ERROR(Setup());
+  if (rec_) rec_->Begin(w_, c_, r_.pool_pages_per_rank);
   const int64_t total = static_cast<int64_t>(w_.requests.size()), ps = c_.page_size;
   r_.requests = total;
   size_t next = 0;
@@ -426,8 +441,13 @@ Status ValidateSimConfig(const SimConfig& c) {
 }
 
 StatusOr<SimResult> Simulate(const Workload& workload, const SimConfig& config, const SimProgress& progress) {
+  return Simulate(workload, config, progress, nullptr);
+}
+
+StatusOr<SimResult> Simulate(const Workload& workload, const SimConfig& config, const SimProgress& progress,
+                             SimRecord* record) {
   KVSHARD_RETURN_IF_ERROR(ValidateSimConfig(config));
-  Simulation sim(workload, config, progress);
+  Simulation sim(workload, config, progress, record);
   return sim.Run();
 }
 

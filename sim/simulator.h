@@ -12,6 +12,7 @@
 #include "core/status.h"
 #include "core/workload.h"
 #include "sim/cost_model.h"
+#include "sim/record.h"
 
 namespace kvshard::sim {
 
@@ -64,6 +65,11 @@ Status ValidateSimConfig(const SimConfig& config);
 // Runs the workload; an input error (e.g. a request larger than the bounded pool) is InvalidArgument. Invariant
 // violations are counted in the result (the first one described), not errors.
 StatusOr<SimResult> Simulate(const Workload& workload, const SimConfig& config, const SimProgress& progress = nullptr);
+
+// Simulate, and with a non-null `record` also one row per request and per batch (sim/record.h) for the
+// timeline, CSV and plot writers; the result is the same as without.
+StatusOr<SimResult> Simulate(const Workload& workload, const SimConfig& config, const SimProgress& progress,
+                             SimRecord* record);
 
 }  // namespace kvshard::sim
 

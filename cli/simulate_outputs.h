@@ -1,0 +1,37 @@
+// kvshard simulate's output files: --timeline FILE (trace-event JSON), --csv DIR (CSV tables) and --plots DIR
+// (SVG charts), from the run's SimRecord; the flags, the checks done before the run, and the writing.
+#ifndef KVSHARD_CLI_SIMULATE_OUTPUTS_H_
+#define KVSHARD_CLI_SIMULATE_OUTPUTS_H_
+
+#include <fstream>
+#include <memory>
+
+#include "cli/flags.h"
+#include "core/status.h"
+#include "sim/record.h"
+
+namespace kvshard::cli {
+
+// Adds --timeline, --csv and --plots to the simulate command's flags.
+void DeclareSimulateOutputFlags(po::options_description& flags);
+
+// The output files one run writes.
+class SimulateOutputs {
+ public:
+  // Checks the flags before the run (so a bad path fails at once): creates the --csv and --plots directories
+  // when missing and opens the --timeline file; errors name the flag (exit 2).
+  static StatusOr<SimulateOutputs> Prepare(const Flags& flags);
+
+  // True when any output was asked for (the run must then record).
+  bool any() const { return timeline_ != nullptr || !csv_dir_.empty() || !plots_dir_.empty(); }
+  // Writes every requested output of `record`.
+  Status Write(const sim::SimRecord& record);
+
+ private:
+  std::string timeline_path_, csv_dir_, plots_dir_;
+  std::unique_ptr<std::ofstream> timeline_;
+};
+
+}  // namespace kvshard::cli
+
+#endif  // KVSHARD_CLI_SIMULATE_OUTPUTS_H_
