@@ -11,7 +11,7 @@ const char kRequestsCsvHeader[] =
     "cached_tokens,num_chunks,ttft,e2e_time,rotation_base";
 const char kBatchesCsvHeader[] =
     "batch_id,start,end,num_requests,num_prefill_tokens,compute_tokens,cp_padding_tokens,prefix_pages,"
-    "gathered_bytes_per_layer,plan_us,gather_us,stage_us,compute_us,rerange_us,total_us,pages_in_use_min,"
+    "gathered_bytes_per_layer,plan_us,gather_us,pack_us,stage_us,compute_us,rerange_us,total_us,pages_in_use_min,"
     "pages_in_use_max,pages_in_use_mean,deferrals,evicted_pages,prefix_hit_rate_tokens";
 
 namespace {
@@ -56,7 +56,7 @@ Status WriteBatchesCsv(const SimRecord& rec, std::ostream& out) {
     const double hit = b.matched_prompt_tokens ? static_cast<double>(b.cached_tokens) / b.matched_prompt_tokens : 0;
     out << b.batch_id << ',' << Sec(b.start_us) << ',' << Sec(b.end_us) << ',' << b.requests << ','
         << b.prefill_tokens << ',' << b.compute_tokens << ',' << b.cp_padding_tokens << ',' << b.prefix_pages << ','
-        << b.gathered_bytes_layer << ',' << Fixed(b.plan_us, 3) << ',' << Fixed(b.gather_us, 3) << ','
+        << b.gathered_bytes_layer << ',' << Fixed(b.plan_us, 3) << ',' << Fixed(b.gather_us, 3) << ',' << Fixed(b.pack_us, 3) << ','
         << Fixed(b.stage_us, 3) << ',' << Fixed(b.compute_us, 3) << ',' << Fixed(b.rerange_us, 3) << ','
         << Fixed(b.total_us, 3) << ',' << b.pages_in_use_min << ',' << b.pages_in_use_max << ','
         << Fixed(b.pages_in_use_mean, 3) << ',' << b.deferrals << ',' << b.evicted_pages << ',' << Fixed(hit, 6)

@@ -33,6 +33,7 @@ struct BatchRow {
   int64_t prefix_pages = 0;            // distinct prefix pages gathered
   int64_t gathered_bytes_layer = 0;    // all-gather output per rank and layer
   double plan_us = 0, gather_us = 0, stage_us = 0, compute_us = 0, rerange_us = 0, total_us = 0;
+  double pack_us = 0;                  // the send-block packing part of gather_us (the rest is the all-gather)
   int64_t pages_in_use_min = 0, pages_in_use_max = 0;
   double pages_in_use_mean = 0;        // over ranks, sampled after the batch
   int64_t deferrals = 0;               // batches deferred so far

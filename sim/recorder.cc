@@ -45,6 +45,7 @@ void SimRecorder::OnBatch(double start_us, const BatchWork& work, const BatchTim
   b.gathered_bytes_layer = work.gathered_bytes_layer;
   b.plan_us = t.plan_us;
   b.gather_us = t.gather_us;
+  b.pack_us = t.pack_us;
   b.stage_us = t.stage_us;
   b.compute_us = t.compute_us;
   b.rerange_us = t.rerange_us;

@@ -84,6 +84,7 @@ Status WriteTimeline(const SimRecord& rec, std::ostream& out) {
     const double gather_layer = b.gather_us / layers;
     const int64_t start = Ns(b.start_us), end = std::max(start, Ns(b.end_us));
     const int64_t plan_end = std::min(end, Ns(b.start_us + b.plan_us));
+    const int64_t pack_end = std::min(end, Ns(b.start_us + b.plan_us + b.pack_us));
     const int64_t gather_end = std::min(end, Ns(b.start_us + b.plan_us + b.gather_us));
     const int64_t compute_start = std::min(end, Ns(b.start_us + b.plan_us + gather_layer));
     const int64_t compute_end = std::min(end, Ns(b.start_us + b.plan_us + gather_layer + b.compute_us));
@@ -100,7 +101,8 @@ Status WriteTimeline(const SimRecord& rec, std::ostream& out) {
       // The ranks run in lockstep: rank 0's batch slice carries the batch's figures.
       w.Slice(r, kHostTid, name.c_str(), start, end, r == 0 ? args : "");
       w.Slice(r, kHostTid, "plan", start, plan_end);
-      w.Slice(r, kCommTid, "all-gather", plan_end, gather_end);
+      w.Slice(r, kCommTid, "pack", plan_end, pack_end);
+      w.Slice(r, kCommTid, "all-gather", pack_end, gather_end);
       w.Slice(r, kComputeTid, "compute", compute_start, compute_end);
       w.Slice(r, kComputeTid, "stage", compute_end, stage_end);
       w.Slice(r, kComputeTid, "rerange", stage_end, rerange_end);

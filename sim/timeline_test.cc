@@ -38,7 +38,7 @@ void CheckTimeline(const Recorded& run) {
   std::map<int64_t, int64_t> batch_end;  // ns
   std::map<int64_t, size_t> counters, batches;
   std::map<std::pair<int64_t, std::string>, double> busy;  // per rank and slice name: Σ dur
-  const std::set<std::string> names = {"plan", "all-gather", "compute", "stage", "rerange"};
+  const std::set<std::string> names = {"plan", "pack", "all-gather", "compute", "stage", "rerange"};
   std::pair<int64_t, int64_t> open_batch{0, 0};  // ns
   for (const Json& e : j["traceEvents"]) {
     const std::string ph = e["ph"];
@@ -83,7 +83,7 @@ void CheckTimeline(const Recorded& run) {
       continue;
     }
     ASSERT_TRUE(names.count(name)) << name;
-    EXPECT_EQ(tid, name == "plan" ? kHostTid : name == "all-gather" ? kCommTid : kComputeTid) << name;
+    EXPECT_EQ(tid, name == "plan" ? kHostTid : (name == "all-gather" || name == "pack") ? kCommTid : kComputeTid) << name;
     // Inside the current batch, and in order on its track without overlap.
     EXPECT_GE(t0, open_batch.first);
     EXPECT_LE(t1, open_batch.second);
@@ -102,11 +102,14 @@ void CheckTimeline(const Recorded& run) {
   }
   EXPECT_EQ(process_names.size(), static_cast<size_t>(rec.ranks_recorded) + 1);  // + the min/mean/max process
   EXPECT_EQ(counters[rec.shard_size], rec.batches.size());
-  double compute = 0, gather = 0, rerange = 0;
-  for (const BatchRow& b : rec.batches) compute += b.compute_us, gather += b.gather_us, rerange += b.rerange_us;
+  double compute = 0, gather = 0, pack = 0, rerange = 0;
+  for (const BatchRow& b : rec.batches) {
+    compute += b.compute_us, gather += b.gather_us - b.pack_us, pack += b.pack_us, rerange += b.rerange_us;
+  }
   const double tol = 2e-3 * static_cast<double>(rec.batches.size());
   EXPECT_NEAR(busy[std::make_pair(int64_t{0}, std::string("compute"))], compute, tol);
   EXPECT_NEAR(busy[std::make_pair(int64_t{0}, std::string("all-gather"))], gather, tol);
+  EXPECT_NEAR(busy[std::make_pair(int64_t{0}, std::string("pack"))], pack, tol);
   EXPECT_NEAR(busy[std::make_pair(int64_t{0}, std::string("rerange"))], rerange, tol);
   EXPECT_GT(gather, 0);  // the conversations share prefixes: later batches gather
 }
