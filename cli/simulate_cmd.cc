@@ -10,6 +10,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/sim_sweep.h"
 #include "core/workload.h"
 #include "sim/simulator.h"
 
@@ -36,10 +37,14 @@ void DeclareFlags(po::options_description& flags) {
       ("need-sort", po::bool_switch(), "the allocator's need_sort mode")
       ("quiet", po::bool_switch(), "no progress bar on standard error")
       ("json", po::bool_switch(), "print one JSON object instead of the summary");
+  DeclareSweepFlags(flags);  // cli/sim_sweep.h
 }
 
 double Ratio(int64_t a, int64_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b); }
 
+}  // namespace
+
+// Declared in cli/sim_sweep.h: every sweep row carries these keys.
 Json ResultJson(const sim::SimResult& r, const sim::SimConfig& c) {
   auto dist = [](const sim::Distribution& d) { return Json{{"total", d.total}, {"p50", d.p50}, {"p99", d.p99}, {"max", d.max}}; };
   Json j;
@@ -71,6 +76,8 @@ Json ResultJson(const sim::SimResult& r, const sim::SimConfig& c) {
                  {"max_batch_tokens", c.max_batch_tokens}, {"layers", c.cost.layers}};
   return j;
 }
+
+namespace {
 
 void PrintSummary(const sim::SimResult& r, const sim::SimConfig& c, std::ostream& out) {
   out << std::fixed << std::setprecision(3);
@@ -109,6 +116,7 @@ Status Run(const Flags& flags, std::ostream& out) {
   c.kv_bytes_per_token_layer = flags.Int("kv-bytes");
   c.cost.layers = flags.Int("layers");
   c.need_sort = flags.Bool("need-sort");
+  if (flags.Has("sweep")) return RunSweep(flags, c, DeclareFlags, out);  // cli/sim_sweep.h
   KVSHARD_RETURN_IF_ERROR(sim::ValidateSimConfig(c));
   KVSHARD_ASSIGN_OR_RETURN(WorkloadFormat format, ParseWorkloadFormat(flags.String("format")));
   Workload workload;
@@ -145,7 +153,8 @@ Status Run(const Flags& flags, std::ostream& out) {
 
 Command SimulateCommand() {
   Command c{"simulate", "simulate a serving workload through the sharded pool and the CP planner",
-            "FILE|- [--format F] [--shard-size N] [--page-size P] [--cp-size C] [--cache-tokens T] [--json]",
+            "FILE|- [--format F] [--shard-size N] [--page-size P] [--cp-size C] [--cache-tokens T] [--json]\n"
+            "FILE --sweep FLAG=V,V,... [--sweep FLAG=V,...] [--threads T] [--json] [--csv OUT.csv]",
             DeclareFlags, Run};
   c.positional = "workload";
   return c;
