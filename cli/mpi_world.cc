@@ -4,9 +4,11 @@
 
 #include <dlfcn.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -23,6 +25,8 @@ struct MpiWorld::Api {
   int (*comm_size)(void*, int*) = nullptr;
   int (*gather)(const void*, int, void*, void*, int, void*, int, void*) = nullptr;
   int (*gatherv)(const void*, int, void*, void*, const int*, const int*, void*, int, void*) = nullptr;
+  int (*ibarrier)(void*, void**) = nullptr;  // MPI_Request is a pointer in Open MPI
+  int (*test)(void**, int*, void*) = nullptr;  // status: MPI_STATUS_IGNORE (null)
 };
 
 namespace {
@@ -76,7 +80,8 @@ StatusOr<std::unique_ptr<MpiWorld>> MpiWorld::Init() {
   }
   if (!Bind(api->lib, "MPI_Init_thread", &api->init_thread) || !Bind(api->lib, "MPI_Finalize", &api->finalize) ||
       !Bind(api->lib, "MPI_Comm_rank", &api->comm_rank) || !Bind(api->lib, "MPI_Comm_size", &api->comm_size) ||
-      !Bind(api->lib, "MPI_Gather", &api->gather) || !Bind(api->lib, "MPI_Gatherv", &api->gatherv)) {
+      !Bind(api->lib, "MPI_Gather", &api->gather) || !Bind(api->lib, "MPI_Gatherv", &api->gatherv) ||
+      !Bind(api->lib, "MPI_Ibarrier", &api->ibarrier) || !Bind(api->lib, "MPI_Test", &api->test)) {
     return Unavailable("--sweep: libmpi lacks an MPI function: ", dlerror());
   }
   int provided = 0;
@@ -100,6 +105,14 @@ MpiWorld::~MpiWorld() {
 
 StatusOr<std::vector<std::string>> MpiWorld::GatherToRoot(const std::string& mine) {
   if (mine.size() > static_cast<size_t>(INT_MAX)) return Internal("--sweep: rank ", rank_, "'s rows exceed 2 GiB");
+  // Ranks that finish early wait here sleeping: Open MPI's blocking collectives busy-poll, which would take a
+  // core from the ranks still simulating on the same host.
+  void* barrier = nullptr;
+  if (api_->ibarrier(api_->comm_world, &barrier) != kMpiSuccess) return Internal("--sweep: MPI_Ibarrier failed");
+  for (int done = 0; !done;) {
+    if (api_->test(&barrier, &done, nullptr) != kMpiSuccess) return Internal("--sweep: MPI_Test failed");
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   const int length = static_cast<int>(mine.size());
   std::vector<int> lengths(rank_ == 0 ? size_ : 0);
   if (api_->gather(&length, 1, api_->mpi_int, lengths.data(), 1, api_->mpi_int, 0, api_->comm_world) != kMpiSuccess) {
