@@ -114,7 +114,8 @@ std::vector<Json> RunLocal(const Workload& workload, const std::vector<std::pair
   return rows;
 }
 
-// The sweep's outcome as a status: bad input first, then environment failures, then violations.
+}  // namespace
+
 Status SweepStatus(const std::vector<Json>& rows) {
   const Json* first[4] = {nullptr, nullptr, nullptr, nullptr};
   size_t count[4] = {0, 0, 0, 0};
@@ -136,8 +137,6 @@ Status SweepStatus(const std::vector<Json>& rows) {
   }
   return Status::Ok();
 }
-
-}  // namespace
 
 void DeclareSweepFlags(po::options_description& flags) {
   flags.add_options()

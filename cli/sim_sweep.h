@@ -37,6 +37,11 @@ StatusOr<std::vector<SweepAxis>> ParseSweep(const std::vector<std::string>& args
 StatusOr<std::vector<std::pair<sim::SimConfig, Json>>> SweepConfigs(const std::vector<SweepAxis>& axes,
                                                                     const sim::SimConfig& base);
 
+// The sweep's outcome from its rows: InvalidArgument when a row had bad input (exit 2), else Internal when one
+// failed in the environment (exit 3), else Mismatch when one violated an invariant (exit 1), else OK; the message
+// counts them and quotes the first.
+Status SweepStatus(const std::vector<Json>& rows);
+
 // Runs `kvshard simulate --sweep ...`: `base` is the configuration the other flags give, `declare` simulate's
 // flag table. Exit status: 2 when a row had bad input, 1 when a row violated an invariant.
 Status RunSweep(const Flags& flags, const sim::SimConfig& base, void (*declare)(po::options_description&),

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli_test_util.h"
+#include "cli/sim_sweep.h"
 
 namespace kvshard::cli {
 namespace {
@@ -120,6 +121,19 @@ TEST(SimSweepTest, CsvHasOneLinePerRow) {
   const auto col = std::find(header.begin(), header.end(), "batch_time_us.p99") - header.begin();
   ASSERT_LT(col, static_cast<long>(row1.size()));
   EXPECT_EQ(row1[col], j["rows"][1]["batch_time_us"]["p99"].dump());
+}
+
+TEST(SimSweepTest, ExitStatusFromTheRows) {
+  const Json ok = {{"index", 0}, {"violations", 0}, {"first_violation", nullptr}};
+  const Json violated = {{"index", 1}, {"violations", 2}, {"first_violation", "step 7: pages leaked"}};
+  const Json bad = {{"index", 2}, {"error", "--cache-tokens: too small"}, {"exit_code", 2}};
+  EXPECT_TRUE(SweepStatus({ok, ok}).ok());
+  const Status v = SweepStatus({ok, violated});
+  EXPECT_EQ(ExitCodeFor(v), 1);
+  EXPECT_EQ(v.message(), "invariant violated in 1 of 2 configurations; first, row 1: step 7: pages leaked");
+  const Status b = SweepStatus({violated, bad, ok});
+  EXPECT_EQ(ExitCodeFor(b), 2);  // bad input wins over a violation
+  EXPECT_EQ(b.message(), "--sweep: bad input in 1 of 3 configurations; first, row 2: --cache-tokens: too small");
 }
 
 TEST(SimSweepTest, BadSweepSyntaxExitsTwoNamingSweep) {
