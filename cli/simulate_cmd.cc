@@ -11,6 +11,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/simulate_outputs.h"
+#include "cli/sim_sweep.h"
 #include "core/workload.h"
 #include "sim/calibration.h"
 #include "sim/simulator.h"
@@ -41,10 +42,14 @@ void DeclareFlags(po::options_description& flags) {
       ("quiet", po::bool_switch(), "no progress bar on standard error")
       ("json", po::bool_switch(), "print one JSON object instead of the summary");
   DeclareSimulateOutputFlags(flags);
+  DeclareSweepFlags(flags);  // cli/sim_sweep.h
 }
 
 double Ratio(int64_t a, int64_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b); }
 
+}  // namespace
+
+// Declared in cli/sim_sweep.h: every sweep row carries these keys.
 Json ResultJson(const sim::SimResult& r, const sim::SimConfig& c) {
   auto dist = [](const sim::Distribution& d) { return Json{{"total", d.total}, {"p50", d.p50}, {"p99", d.p99}, {"max", d.max}}; };
   Json j;
@@ -76,6 +81,8 @@ Json ResultJson(const sim::SimResult& r, const sim::SimConfig& c) {
                  {"max_batch_tokens", c.max_batch_tokens}, {"layers", c.cost.layers}};
   return j;
 }
+
+namespace {
 
 void PrintSummary(const sim::SimResult& r, const sim::SimConfig& c, std::ostream& out) {
   out << std::fixed << std::setprecision(3);
@@ -114,7 +121,6 @@ Status Run(const Flags& flags, std::ostream& out) {
   c.kv_bytes_per_token_layer = flags.Int("kv-bytes");
   c.cost.layers = flags.Int("layers");
   c.need_sort = flags.Bool("need-sort");
-  KVSHARD_RETURN_IF_ERROR(sim::ValidateSimConfig(c));
   if (flags.Has("calibration")) {
     KVSHARD_RETURN_IF_ERROR(flags.WithInput("calibration", [&](std::istream& in) -> Status {
       StatusOr<sim::Calibration> cal = sim::ReadCalibration(in);
@@ -123,6 +129,13 @@ Status Run(const Flags& flags, std::ostream& out) {
       return Status::Ok();
     }));
   }
+  if (flags.Has("sweep")) {  // cli/sim_sweep.h; --csv names the rows' CSV file there
+    for (const char* flag : {"timeline", "plots"}) {
+      if (flags.Given(flag)) return InvalidArgument("--", flag, ": not with --sweep (one run's file; run it alone)");
+    }
+    return RunSweep(flags, c, DeclareFlags, out);
+  }
+  KVSHARD_RETURN_IF_ERROR(sim::ValidateSimConfig(c));
   KVSHARD_ASSIGN_OR_RETURN(SimulateOutputs outputs, SimulateOutputs::Prepare(flags));
   KVSHARD_ASSIGN_OR_RETURN(WorkloadFormat format, ParseWorkloadFormat(flags.String("format")));
   Workload workload;
@@ -161,7 +174,8 @@ Status Run(const Flags& flags, std::ostream& out) {
 
 Command SimulateCommand() {
   Command c{"simulate", "simulate a serving workload through the sharded pool and the CP planner",
-            "FILE|- [--format F] [--shard-size N] [--page-size P] [--cp-size C] [--cache-tokens T] [--json]",
+            "FILE|- [--format F] [--shard-size N] [--page-size P] [--cp-size C] [--cache-tokens T] [--json]\n"
+            "FILE --sweep FLAG=V,V,... [--sweep FLAG=V,...] [--threads T] [--json] [--csv OUT.csv]",
             DeclareFlags, Run};
   c.positional = "workload";
   return c;

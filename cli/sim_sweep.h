@@ -1,0 +1,52 @@
+// kvshard simulate --sweep: the cartesian product of swept flag values, run in threads (and divided across
+// processes under mpirun), one summary row per configuration in the product's order.
+#ifndef KVSHARD_CLI_SIM_SWEEP_H_
+#define KVSHARD_CLI_SIM_SWEEP_H_
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "cli/flags.h"
+#include "core/json.h"
+#include "core/status.h"
+#include "sim/simulator.h"
+
+namespace kvshard::cli {
+
+// The single run's --json object of a result (defined in simulate_cmd.cc; every sweep row carries its keys).
+Json ResultJson(const sim::SimResult& r, const sim::SimConfig& c);
+
+// Declares --sweep, --threads and (unless simulate already has it) --csv.
+void DeclareSweepFlags(po::options_description& flags);
+
+// One swept flag: its name and values (as typed, and parsed by the flag's own value type).
+struct SweepAxis {
+  std::string key;
+  std::vector<std::string> texts;
+  std::vector<boost::any> values;
+};
+
+// Parses the --sweep arguments ("shard-size=8,64,1024", one per axis) against simulate's flag table
+// (`declare`): unknown keys, repeated keys, keys also given as flags, malformed lists and values the flag
+// rejects are InvalidArgument naming --sweep.
+StatusOr<std::vector<SweepAxis>> ParseSweep(const std::vector<std::string>& args, const Flags& flags,
+                                            void (*declare)(po::options_description&));
+
+// The configurations of the product (the first axis varies slowest) and each one's swept values as JSON.
+StatusOr<std::vector<std::pair<sim::SimConfig, Json>>> SweepConfigs(const std::vector<SweepAxis>& axes,
+                                                                    const sim::SimConfig& base);
+
+// The sweep's outcome from its rows: InvalidArgument when a row had bad input (exit 2), else Internal when one
+// failed in the environment (exit 3), else Mismatch when one violated an invariant (exit 1), else OK; the message
+// counts them and quotes the first.
+Status SweepStatus(const std::vector<Json>& rows);
+
+// Runs `kvshard simulate --sweep ...`: `base` is the configuration the other flags give, `declare` simulate's
+// flag table. Exit status: 2 when a row had bad input, 1 when a row violated an invariant.
+Status RunSweep(const Flags& flags, const sim::SimConfig& base, void (*declare)(po::options_description&),
+                std::ostream& out);
+
+}  // namespace kvshard::cli
+
+#endif  // KVSHARD_CLI_SIM_SWEEP_H_
