@@ -14,31 +14,12 @@
 #include "core/trace.h"
 #include "props/property.h"
 #include "props/rc_status.h"
+#include "props/trace_testing.h"
 
 namespace kvshard::props {
 namespace {
 
-using cli::Replayer;
 using cli::TraceGenOptions;
-
-TraceGenOptions GenOptions() {
-  TraceGenOptions o;
-  o.seed = *rc::gen::arbitrary<uint64_t>();
-  o.records = *rc::gen::inRange<int64_t>(0, 120);
-  o.shard_size = *rc::gen::element<int64_t>(1, 2, 3, 4, 8);
-  o.page_size = *rc::gen::element<int64_t>(1, 2, 3, 16);
-  o.pages_per_rank = *rc::gen::inRange<int64_t>(1, 40);
-  o.need_sort = *rc::gen::arbitrary<bool>();
-  o.cp_size = *rc::gen::inRange<int64_t>(1, 9);
-  o.batch_size = *rc::gen::inRange<int64_t>(1, 9);
-  o.max_len = *rc::gen::element<int64_t>(1, 7, 64, 300);
-  o.share_percent = *rc::gen::inRange<int64_t>(0, 101);
-  o.edge_heavy = *rc::gen::arbitrary<bool>();
-  o.num_layers = *rc::gen::inRange<int64_t>(0, 4);
-  o.row_words = *rc::gen::inRange<int64_t>(1, 5);
-  o.radix = *rc::gen::arbitrary<bool>();
-  return o;
-}
 
 const std::vector<std::string>& PipelineOps() {
   static const auto* ops =
@@ -69,19 +50,11 @@ std::vector<std::string> Lines(const std::string& text) {
   return lines;
 }
 
-// Replays `text`; returns the first mismatch status (OK when clean) and counts records.
+// Replays `text` on the reference; returns the first mismatch status (OK when clean) and counts records.
 Status ReplayText(const std::string& text, int64_t* records) {
-  std::istringstream in(text);
-  TraceReader reader(&in);
-  KVSHARD_ASSIGN_OR_RETURN(Json header, reader.ReadHeader(cli::TraceHeaderKeys()));
-  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<Replayer> replayer, Replayer::Create(header));
-  TraceRecord record;
-  while (true) {
-    KVSHARD_ASSIGN_OR_RETURN(bool more, reader.Next(&record));
-    if (!more) break;
-    KVSHARD_RETURN_IF_ERROR(replayer->Replay(record));
-  }
-  *records = replayer->summary().records;
+  ReplayCounts counts;
+  KVSHARD_RETURN_IF_ERROR(ReplayTraceText(text, cli::ReplayOptions{}, &counts));
+  *records = counts.records;
   return Status::Ok();
 }
 
@@ -92,7 +65,7 @@ std::string Generate(const TraceGenOptions& o) {
 }
 
 KVSHARD_PROP(TraceProps, GeneratedTracesReplayClean, ()) {
-  const TraceGenOptions o = GenOptions();
+  const TraceGenOptions o = ArbitraryTraceGenOptions();
   const std::string text = Generate(o);
   RC_TAG(o.edge_heavy ? "edge-heavy" : "plain");
   RC_CLASSIFY(text.find("\"error\":") != std::string::npos, "has rejected records");
@@ -119,7 +92,7 @@ KVSHARD_PROP(TraceProps, GeneratedTracesReplayClean, ()) {
 
 // Changes the first integer after a random position inside a record's expect; the replay must stop there.
 KVSHARD_PROP(TraceProps, CorruptedExpectIsReportedAtItsLine, ()) {
-  TraceGenOptions o = GenOptions();
+  TraceGenOptions o = ArbitraryTraceGenOptions();
   o.records = *rc::gen::inRange<int64_t>(1, 80);
   std::vector<std::string> lines = Lines(Generate(o));
   std::vector<size_t> with_number;
@@ -150,7 +123,7 @@ KVSHARD_PROP(TraceProps, CorruptedExpectIsReportedAtItsLine, ()) {
 // The same for pipeline and radix cache records: their expect subsets (plan fields, owned counts, scratch rows,
 // matches, inserts, unlocks, evictions) are checked, so a changed value stops the replay at its line.
 KVSHARD_PROP(TraceProps, CorruptedPipelineOrRadixExpectIsReportedAtItsLine, ()) {
-  TraceGenOptions o = GenOptions();
+  TraceGenOptions o = ArbitraryTraceGenOptions();
   o.records = *rc::gen::inRange<int64_t>(10, 120);
   o.num_layers = *rc::gen::inRange<int64_t>(1, 4);
   o.radix = true;
@@ -185,7 +158,7 @@ KVSHARD_PROP(TraceProps, CorruptedPipelineOrRadixExpectIsReportedAtItsLine, ()) 
 }
 
 KVSHARD_PROP(TraceProps, ReadThenWriteIsIdentity, ()) {
-  const std::string text = Generate(GenOptions());
+  const std::string text = Generate(ArbitraryTraceGenOptions());
   std::istringstream in(text);
   TraceReader reader(&in);
   std::string rewritten = RC_VALUE(reader.ReadHeader(cli::TraceHeaderKeys())).dump() + "\n";

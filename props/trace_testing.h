@@ -1,0 +1,64 @@
+// Shared by the trace properties (reference and GPU replay): arbitrary `kvshard gen` options and an in-memory
+// replay of a trace's text with a chosen backend.
+#ifndef KVSHARD_PROPS_TRACE_TESTING_H_
+#define KVSHARD_PROPS_TRACE_TESTING_H_
+
+#include <cstdint>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <rapidcheck.h>
+
+#include "cli/replay.h"
+#include "cli/trace_gen.h"
+#include "core/trace.h"
+
+namespace kvshard::props {
+
+// gen options reaching the edges: N = 1, ps = 1, one-page pools, one-request batches, edge-heavy lengths.
+inline cli::TraceGenOptions ArbitraryTraceGenOptions() {
+  cli::TraceGenOptions o;
+  o.seed = *rc::gen::arbitrary<uint64_t>();
+  o.records = *rc::gen::inRange<int64_t>(0, 120);
+  o.shard_size = *rc::gen::element<int64_t>(1, 2, 3, 4, 8);
+  o.page_size = *rc::gen::element<int64_t>(1, 2, 3, 16);
+  o.pages_per_rank = *rc::gen::inRange<int64_t>(1, 40);
+  o.need_sort = *rc::gen::arbitrary<bool>();
+  o.cp_size = *rc::gen::inRange<int64_t>(1, 9);
+  o.batch_size = *rc::gen::inRange<int64_t>(1, 9);
+  o.max_len = *rc::gen::element<int64_t>(1, 7, 64, 300);
+  o.share_percent = *rc::gen::inRange<int64_t>(0, 101);
+  o.edge_heavy = *rc::gen::arbitrary<bool>();
+  o.num_layers = *rc::gen::inRange<int64_t>(0, 4);
+  o.row_words = *rc::gen::inRange<int64_t>(1, 5);
+  o.radix = *rc::gen::arbitrary<bool>();
+  return o;
+}
+
+// What an in-memory replay saw.
+struct ReplayCounts {
+  int64_t records = 0;
+  int64_t rows_compared = 0;  // KV rows checked by the pool pipeline (both paths under diff)
+};
+
+// Replays `text` under `options`; the first mismatch (or malformed record) is the status.
+inline Status ReplayTraceText(const std::string& text, const cli::ReplayOptions& options, ReplayCounts* counts) {
+  std::istringstream in(text);
+  TraceReader reader(&in);
+  KVSHARD_ASSIGN_OR_RETURN(Json header, reader.ReadHeader(cli::TraceHeaderKeys()));
+  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<cli::Replayer> replayer, cli::Replayer::Create(header, options));
+  TraceRecord record;
+  while (true) {
+    KVSHARD_ASSIGN_OR_RETURN(bool more, reader.Next(&record));
+    if (!more) break;
+    KVSHARD_RETURN_IF_ERROR(replayer->Replay(record));
+  }
+  counts->records = replayer->summary().records;
+  counts->rows_compared = replayer->rows_compared();
+  return Status::Ok();
+}
+
+}  // namespace kvshard::props
+
+#endif  // KVSHARD_PROPS_TRACE_TESTING_H_
