@@ -223,8 +223,10 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
     }
   }
 
-  int64_t n_prefix = 0;
-  for (int64_t w = lo_word; w <= hi_word; ++w) n_prefix += __builtin_popcountll(pbits[w]);
+  int64_t n_prefix = 0;  // the span is sparse at large N (ranks fill unevenly): skip empty words
+  for (int64_t w = lo_word; w <= hi_word; ++w) {
+    if (pbits[w]) n_prefix += __builtin_popcountll(pbits[w]);
+  }
 
   // Pass 3, per bitmap word in [lo_word, hi_word] (the span pass 1 and 2 touched): first give the word's prefix
   // pages their owner-major slots (ascending, so each owner's pages arrive in local-page order) and their send
