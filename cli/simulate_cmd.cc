@@ -10,6 +10,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/sim_trace.h"
 #include "core/workload.h"
 #include "sim/simulator.h"
 
@@ -36,6 +37,7 @@ void DeclareFlags(po::options_description& flags) {
       ("need-sort", po::bool_switch(), "the allocator's need_sort mode")
       ("quiet", po::bool_switch(), "no progress bar on standard error")
       ("json", po::bool_switch(), "print one JSON object instead of the summary");
+  DeclareEmitTraceFlags(flags);
 }
 
 double Ratio(int64_t a, int64_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b); }
@@ -129,13 +131,22 @@ Status Run(const Flags& flags, std::ostream& out) {
                  static_cast<long long>(total), static_cast<int>(100 * done / total));
     drawn = true;
   };
-  StatusOr<sim::SimResult> r = sim::Simulate(workload, c, progress);
+  Json emitted;  // --emit-trace: the trace written
+  StatusOr<sim::SimResult> r = SimulateForCli(flags, workload, c, progress, &emitted);
   if (drawn) std::fprintf(stderr, "\n");
   if (!r.ok()) return r.status();
   if (flags.Bool("json")) {
-    PrintJson(ResultJson(*r, c), out);
+    Json j = ResultJson(*r, c);
+    if (!emitted.is_null()) j["emitted_trace"] = emitted;
+    PrintJson(j, out);
   } else {
     PrintSummary(*r, c, out);
+    if (!emitted.is_null()) {
+      out << "trace: " << emitted["path"].get<std::string>() << ": " << emitted["records"] << " records, "
+          << emitted["batches"] << " batches" << (emitted["truncated"].get<bool>() ? " (--emit-max-batches)" : "")
+          << ", " << emitted["bytes"] << " bytes; replay it with kvshard replay " << emitted["path"].get<std::string>()
+          << "\n";
+    }
   }
   if (r->violations > 0) return Mismatch("invariant violated: ", r->first_violation);
   return Status::Ok();
@@ -145,7 +156,8 @@ Status Run(const Flags& flags, std::ostream& out) {
 
 Command SimulateCommand() {
   Command c{"simulate", "simulate a serving workload through the sharded pool and the CP planner",
-            "FILE|- [--format F] [--shard-size N] [--page-size P] [--cp-size C] [--cache-tokens T] [--json]",
+            "FILE|- [--format F] [--shard-size N] [--page-size P] [--cp-size C] [--cache-tokens T] [--json] "
+            "[--emit-trace FILE [--emit-max-batches B] [--emit-layers L]]",
             DeclareFlags, Run};
   c.positional = "workload";
   return c;
