@@ -154,6 +154,7 @@ TEST(SimSweepTest, BadSweepSyntaxExitsTwoNamingSweep) {
       {"simulate /nonexistent.jsonl --sweep shard-size=8", "--workload: /nonexistent.jsonl: cannot open file"},
       {"simulate - --sweep shard-size=8 --timeline t.json", "--timeline: not with --sweep"},
       {"simulate - --sweep shard-size=8 --plots p", "--plots: not with --sweep"},
+      {"simulate - --sweep shard-size=8 --emit-trace t.jsonl", "--emit-trace: not with --sweep"},
   }, kTwoTurns);
 }
 

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/simulate_outputs.h"
 #include "cli/sim_sweep.h"
+#include "cli/sim_trace.h"
 #include "core/workload.h"
 #include "sim/calibration.h"
 #include "sim/simulator.h"
@@ -43,6 +44,7 @@ void DeclareFlags(po::options_description& flags) {
       ("json", po::bool_switch(), "print one JSON object instead of the summary");
   DeclareSimulateOutputFlags(flags);
   DeclareSweepFlags(flags);  // cli/sim_sweep.h
+  DeclareEmitTraceFlags(flags);
 }
 
 double Ratio(int64_t a, int64_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b); }
@@ -130,7 +132,7 @@ Status Run(const Flags& flags, std::ostream& out) {
     }));
   }
   if (flags.Has("sweep")) {  // cli/sim_sweep.h; --csv names the rows' CSV file there
-    for (const char* flag : {"timeline", "plots"}) {
+    for (const char* flag : {"timeline", "plots", "emit-trace"}) {
       if (flags.Given(flag)) return InvalidArgument("--", flag, ": not with --sweep (one run's file; run it alone)");
     }
     return RunSweep(flags, c, DeclareFlags, out);
@@ -157,13 +159,23 @@ Status Run(const Flags& flags, std::ostream& out) {
     drawn = true;
   };
   sim::SimRecord record;  // filled only when an output file was asked for
-  StatusOr<sim::SimResult> r = sim::Simulate(workload, c, progress, outputs.any() ? &record : nullptr);
+  Json emitted;           // --emit-trace: the trace written
+  StatusOr<sim::SimResult> r =
+      SimulateForCli(flags, workload, c, progress, outputs.any() ? &record : nullptr, &emitted);
   if (drawn) std::fprintf(stderr, "\n");
   if (!r.ok()) return r.status();
   if (flags.Bool("json")) {
-    PrintJson(ResultJson(*r, c), out);
+    Json j = ResultJson(*r, c);
+    if (!emitted.is_null()) j["emitted_trace"] = emitted;
+    PrintJson(j, out);
   } else {
     PrintSummary(*r, c, out);
+    if (!emitted.is_null()) {
+      out << "trace: " << emitted["path"].get<std::string>() << ": " << emitted["records"] << " records, "
+          << emitted["batches"] << " batches" << (emitted["truncated"].get<bool>() ? " (--emit-max-batches)" : "")
+          << ", " << emitted["bytes"] << " bytes; replay it with kvshard replay " << emitted["path"].get<std::string>()
+          << "\n";
+    }
   }
   if (outputs.any()) KVSHARD_RETURN_IF_ERROR(outputs.Write(record));
   if (r->violations > 0) return Mismatch("invariant violated: ", r->first_violation);
@@ -174,7 +186,8 @@ Status Run(const Flags& flags, std::ostream& out) {
 
 Command SimulateCommand() {
   Command c{"simulate", "simulate a serving workload through the sharded pool and the CP planner",
-            "FILE|- [--format F] [--shard-size N] [--page-size P] [--cp-size C] [--cache-tokens T] [--json]\n"
+            "FILE|- [--format F] [--shard-size N] [--page-size P] [--cp-size C] [--cache-tokens T] [--json] "
+            "[--emit-trace FILE [--emit-max-batches B] [--emit-layers L]]\n"
             "FILE --sweep FLAG=V,V,... [--sweep FLAG=V,...] [--threads T] [--json] [--csv OUT.csv]",
             DeclareFlags, Run};
   c.positional = "workload";

@@ -1,5 +1,6 @@
 // kvshard simulate: the JSON contract, the summary, format detection, standard input and bad input (exit 2).
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -135,6 +136,43 @@ TEST(SimulateCmdTest, BadOutputPathsExitTwoNamingTheFlag) {
   EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--timeline", dir + "/missing/t.json"}, kTwoTurns), 2,
                         "--timeline: " + dir + "/missing/t.json: cannot open for writing"));
   EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--csv", ""}, kTwoTurns), 2, "--csv: needs a directory name"));
+}
+
+TEST(SimulateCmdTest, EmitTraceReplaysCleanThroughTheReplayCommand) {
+  const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  const std::string path = dir + "/emitted.jsonl";
+  const std::string mooncake = RunfilePath("testdata/workloads/mooncake_conversation_trace.jsonl");
+  // The first 40 batches of the bundled Mooncake trace on a bounded pool, with a two-layer pipeline.
+  const Json j = JsonOf("simulate " + mooncake + " --shard-size 4 --page-size 64 --cache-tokens 2000000 --quiet --json "
+                        "--emit-trace " + path + " --emit-max-batches 40 --emit-layers 2");
+  ASSERT_TRUE(j.contains("emitted_trace")) << j.dump();
+  const Json& e = j["emitted_trace"];
+  EXPECT_EQ(e["path"], path);
+  EXPECT_EQ(e["batches"], 40);
+  EXPECT_EQ(e["truncated"], true);
+  EXPECT_EQ(e["bytes"], static_cast<int64_t>(std::filesystem::file_size(path)));
+  EXPECT_EQ(j["requests"], 12031);  // the summary is still the whole workload's
+  const CliResult r = RunCli({"replay", path});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("replayed " + std::to_string(e["records"].get<int64_t>()) + " records"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" 0 mismatches"), std::string::npos) << r.out;
+  // The text summary names the trace; a small workload without a pipeline replays clean too.
+  const CliResult s = RunCli({"simulate", "-", "--shard-size", "4", "--emit-trace", path}, kTwoTurns);
+  EXPECT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_NE(s.out.find("trace: " + path + ": "), std::string::npos) << s.out;
+  EXPECT_EQ(RunCli({"replay", path}).exit_code, 0);
+}
+
+TEST(SimulateCmdTest, EmitTraceBadInputExitsTwoNamingTheFlag) {
+  const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--emit-trace", dir}, kTwoTurns), 2,
+                        "--emit-trace: " + dir + " is a directory"));
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--emit-trace", dir + "/no/such/dir/t.jsonl"}, kTwoTurns), 2,
+                        "--emit-trace: "));
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--emit-trace", "-"}, kTwoTurns), 2, "--emit-trace: give a file"));
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--emit-layers", "2"}, kTwoTurns), 2,
+                        "--emit-layers: needs --emit-trace FILE"));
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--emit-max-batches", "-1"}, kTwoTurns), 2, "--emit-max-batches"));
 }
 
 }  // namespace

@@ -157,6 +157,7 @@ Status Simulation::Setup() {
   KVSHARD_ASSIGN_OR_RETURN(ref::PageInterleaveAllocator a, ref::PageInterleaveAllocator::Create(ac));
   alloc_ = std::make_unique<ref::PageInterleaveAllocator>(std::move(a));
   r_.pool_pages_per_rank = pages_per_rank;
+  if (c_.observer) c_.observer->OnStart(ac);
   return Status::Ok();
 }
 
@@ -173,6 +174,7 @@ void Simulation::Match(Req& r) {
   r.base = m.rotation_base;
   r.lock_node = m.node;
   cache_.Lock(m.node);
+  if (c_.observer) c_.observer->OnMatch(r.id, r.fps, r.w->input_tokens, m);
   r_.cached_tokens += r.done;
   if (w_.block_tokens > 0) {
     r_.hit_blocks += std::min<int64_t>(static_cast<int64_t>(r.w->block_hashes.size()), r.done / w_.block_tokens);
@@ -185,7 +187,9 @@ Status Simulation::FreePages(const std::vector<int64_t>& pages) {
   std::vector<int64_t> locs;
   locs.reserve(pages.size());
   for (int64_t p : pages) locs.push_back(p * c_.page_size);
-  return alloc_->Free(locs);
+  KVSHARD_RETURN_IF_ERROR(alloc_->Free(locs));
+  if (c_.observer) c_.observer->OnFree(pages, *alloc_);
+  return Status::Ok();
 }
 
 StatusOr<bool> Simulation::Allocate(const std::vector<std::pair<Req*, int64_t>>& batch, ref::ExtendPages* out) {
@@ -199,13 +203,25 @@ StatusOr<bool> Simulation::Allocate(const std::vector<std::pair<Req*, int64_t>>&
     ab.last_locs.push_back(r->pages.empty() ? 0 : r->pages.back() * ps + ps - 1);
     need += (r->done + chunk + ps - 1) / ps - r->done / ps;
   }
+  std::vector<int64_t> ids;
+  if (c_.observer) {
+    for (const auto& [r, chunk] : batch) ids.push_back(r->id);
+  }
   KVSHARD_ASSIGN_OR_RETURN(bool ok, alloc_->AllocExtend(ab, out));
+  if (c_.observer) c_.observer->OnAlloc(ids, ab, ok, *out, *alloc_);
   if (ok) return true;
   std::vector<int64_t> freed;
   r_.evicted_pages += cache_.Evict(need * c_.shard_size, &freed);
-  KVSHARD_RETURN_IF_ERROR(FreePages(freed));
+  if (c_.observer) c_.observer->OnEvict(need * c_.shard_size, freed, cache_.cached_pages());
+  if (!freed.empty()) {  // the evicted pages go back to the allocator (not a free of the simulator's own)
+    std::vector<int64_t> locs;
+    for (int64_t p : freed) locs.push_back(p * ps);
+    KVSHARD_RETURN_IF_ERROR(alloc_->Free(locs));
+  }
   if (freed.empty()) return false;
-  return alloc_->AllocExtend(ab, out);
+  KVSHARD_ASSIGN_OR_RETURN(ok, alloc_->AllocExtend(ab, out));
+  if (c_.observer) c_.observer->OnAlloc(ids, ab, ok, *out, *alloc_);
+  return ok;
 }
 
 void Simulation::CheckConservation(const char* where) {
@@ -271,6 +287,11 @@ Status Simulation::RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, 
     work.attention_pairs += chunk * (r.done + (chunk + 1) / 2);
     r.done += chunk;
   }
+  if (c_.observer) {
+    std::vector<int64_t> ids;
+    for (const auto& [r, chunk] : batch) ids.push_back(r->id);
+    c_.observer->OnBatch(ids, eb.requests);
+  }
   eb.max_prefix_tokens = n * ps * std::max<int64_t>(1, prefix_pages);
   eb.chunk_tokens = ps * chunk_pages;
   if (Status s = planner_.Build(eb, &plan_, /*with_send_rows=*/false); !s.ok()) {
@@ -316,15 +337,25 @@ Status Simulation::RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, 
 }
 
 Status Simulation::Complete(Req& r) {
+  // SGLang's cache_finished_req: free the partial tail page, insert the full pages (the cache frees duplicates or,
+  // declined, the request's pages), release the lock. Two frees, as the engine and a replayed trace make them.
   const int64_t full = static_cast<int64_t>(r.fps.size());
+  KVSHARD_RETURN_IF_ERROR(FreePages(std::vector<int64_t>(r.pages.begin() + full, r.pages.end())));
   KVSHARD_ASSIGN_OR_RETURN(PrefixCache::InsertResult ins, cache_.Insert(r.fps, r.pages, r.base));
   r_.declined_grafts += ins.declined;
   r_.duplicate_pages += ins.declined ? 0 : static_cast<int64_t>(ins.freed.size());
-  std::vector<int64_t> to_free = ins.freed;
-  to_free.insert(to_free.end(), r.pages.begin() + full, r.pages.end());  // the partial tail page
-  KVSHARD_RETURN_IF_ERROR(FreePages(to_free));
+  if (c_.observer) {
+    c_.observer->OnInsert(r.id, r.fps, std::vector<int64_t>(r.pages.begin(), r.pages.begin() + full), r.base, ins,
+                          cache_.cached_pages());
+  }
+  if (!ins.freed.empty()) {
+    std::vector<int64_t> locs;
+    for (int64_t p : ins.freed) locs.push_back(p * c_.page_size);
+    KVSHARD_RETURN_IF_ERROR(alloc_->Free(locs));
+  }
   own_pages_ -= r.own_pages;
   KVSHARD_RETURN_IF_ERROR(cache_.Unlock(r.lock_node));
+  if (c_.observer) c_.observer->OnUnlock(r.id);
   ++finished_;
   r.fps = {};
   r.pages = {};
@@ -338,7 +369,7 @@ StatusOr<SimResult> Simulation::Run() {
   r_.requests = total;
   size_t next = 0;
   auto arrival = [&](size_t i) { return static_cast<double>(w_.requests[i].arrival_us) * c_.time_scale; };
-  while (finished_ < total) {
+  while (finished_ < total && !(c_.observer && c_.observer->Done())) {
     while (next < w_.requests.size() && arrival(next) <= now_us_) {
       auto r = std::make_unique<Req>();
       r->id = static_cast<int64_t>(next);

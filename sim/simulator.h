@@ -13,6 +13,7 @@
 #include "core/workload.h"
 #include "sim/cost_model.h"
 #include "sim/record.h"
+#include "sim/observer.h"
 
 namespace kvshard::sim {
 
@@ -30,6 +31,7 @@ struct SimConfig {
   int64_t kv_bytes_per_token_layer = 1152;  // one KV row (MLA: 576 bf16)
   bool need_sort = false;            // the allocator's need_sort mode
   CostModel cost;
+  SimObserver* observer = nullptr;  // not owned; null (the default): no callbacks, no cost
 };
 
 // Distribution summary of a per-batch quantity.

@@ -1,0 +1,57 @@
+// What the simulator tells an optional observer as it runs: every prefix cache call, every allocator call and
+// every committed extend batch, in simulation order (kvshard simulate --emit-trace writes them as a trace).
+#ifndef KVSHARD_SIM_OBSERVER_H_
+#define KVSHARD_SIM_OBSERVER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "core/alloc_script.h"
+#include "core/gather_plan.h"
+#include "cpu_ref/allocator.h"
+#include "sim/prefix_cache.h"
+
+namespace kvshard::sim {
+
+// Callbacks of one simulation; every default does nothing. Requests are named by their workload index.
+class SimObserver {
+ public:
+  virtual ~SimObserver() = default;
+  // The pool was built (before any other call).
+  virtual void OnStart(const ref::AllocatorConfig& allocator) { (void)allocator; }
+  // `request` matched `fingerprints` (one per full prompt page) on at most `max_pages` pages and locked `match`.
+  virtual void OnMatch(int64_t request, const std::vector<uint64_t>& fingerprints, int64_t prompt_tokens,
+                       const PrefixCache::Match& match) {
+    (void)request, (void)fingerprints, (void)prompt_tokens, (void)match;
+  }
+  // One alloc_extend try of `requests` (committed when `ok`; `out` is then its answer); `allocator` after it.
+  virtual void OnAlloc(const std::vector<int64_t>& requests, const AllocBatch& batch, bool ok,
+                       const ref::ExtendPages& out, const ref::PageInterleaveAllocator& allocator) {
+    (void)requests, (void)batch, (void)ok, (void)out, (void)allocator;
+  }
+  // The cache evicted for a deferred batch: asked `num_pages`, freed `freed` (in order) to the allocator.
+  virtual void OnEvict(int64_t num_pages, const std::vector<int64_t>& freed, int64_t cached_pages) {
+    (void)num_pages, (void)freed, (void)cached_pages;
+  }
+  // A committed extend batch of `requests` (its prefix_len, seq_len and pages as begin_shard_extend takes them).
+  virtual void OnBatch(const std::vector<int64_t>& requests, const std::vector<ExtendRequest>& batch) {
+    (void)requests, (void)batch;
+  }
+  // The simulator freed `pages` (one Free call; a finished request's partial tail page), `allocator` after it.
+  virtual void OnFree(const std::vector<int64_t>& pages, const ref::PageInterleaveAllocator& allocator) {
+    (void)pages, (void)allocator;
+  }
+  // A finished request inserted its full pages (pages[k] under fingerprints[k]); the cache freed result.freed.
+  virtual void OnInsert(int64_t request, const std::vector<uint64_t>& fingerprints, const std::vector<int64_t>& pages,
+                        int64_t rotation_base, const PrefixCache::InsertResult& result, int64_t cached_pages) {
+    (void)request, (void)fingerprints, (void)pages, (void)rotation_base, (void)result, (void)cached_pages;
+  }
+  // A finished request released its match's lock.
+  virtual void OnUnlock(int64_t request) { (void)request; }
+  // Polled once a step: true ends the simulation early (the result then covers the steps run).
+  virtual bool Done() const { return false; }
+};
+
+}  // namespace kvshard::sim
+
+#endif  // KVSHARD_SIM_OBSERVER_H_
