@@ -16,6 +16,7 @@
 #include "core/workload.h"
 #include "props/property.h"
 #include "props/rc_status.h"
+#include "props/trace_testing.h"
 
 namespace kvshard::props {
 namespace {
@@ -66,17 +67,8 @@ sim::SimConfig DrawConfig(const Workload& w) {
 
 // Replays `text` through the reference; the first mismatch or malformed line, else OK.
 Status ReplayText(const std::string& text) {
-  std::istringstream in(text);
-  TraceReader reader(&in);
-  KVSHARD_ASSIGN_OR_RETURN(Json header, reader.ReadHeader(cli::TraceHeaderKeys()));
-  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<cli::Replayer> replayer, cli::Replayer::Create(header));
-  TraceRecord record;
-  while (true) {
-    KVSHARD_ASSIGN_OR_RETURN(bool more, reader.Next(&record));
-    if (!more) break;
-    KVSHARD_RETURN_IF_ERROR(replayer->Replay(record));
-  }
-  return Status::Ok();
+  ReplayCounts counts;
+  return ReplayTraceText(text, cli::ReplayOptions{}, &counts);
 }
 
 // Every emitted trace replays with 0 mismatches (also one cut short at --emit-max-batches, and the partial trace
