@@ -47,5 +47,32 @@ TEST(AllocCmdTest, MalformedInputIsOneLineNamingTheField) {
   for (const auto& [script, error] : scripts) ExpectFailures({{"alloc --script -", error}}, script);
 }
 
+TEST(AllocCmdTest, StrictScripts) {
+  const std::string head = R"({"shard_size":4,"page_size":16,"pages_per_rank":32,)";
+  const std::string free = R"({"op":"free","locs":[]})";
+  const std::vector<std::pair<std::string, std::string>> scripts = {
+      // A misspelt flag used to leave need_sort false silently.
+      {head + R"("need_srot":true,"ops":[]})", "need_srot: unknown key"},
+      {Script(free + "," + free + "," + free + R"(,{"op":"free","locs":[],"need_srot":true})"),
+       "ops[3].need_srot: unknown key"},
+      {Script(R"({"op":"alloc","prefix_lens":[0],"seq_lens":[40],"rotation_bases":[1],"last_locs":[0],"locs":[]})"),
+       "ops[0].locs: unknown key"},
+      // The last of a repeated key used to win.
+      {head + R"("need_sort":true,"need_sort":false,"ops":[]})", "--script: need_sort: duplicate key"},
+      {Script(R"({"op":"free","locs":[1],"locs":[2]})"), "--script: ops[0].locs: duplicate key"},
+      {Script(R"({"op":"free","locs":[18446744073709551615]})"),
+       "ops[0].locs[0]: out of range (must be in [0, 281474976710655]), got 18446744073709551615"},
+  };
+  for (const auto& [script, error] : scripts) ExpectFailures({{"alloc --script -", error}}, script);
+}
+
+TEST(AllocCmdTest, ScriptMustBeARegularFile) {
+  const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  ExpectFailures({
+      {"alloc --script " + dir, "--script: " + dir + ": is a directory, not a file"},
+      {"alloc --script /dev/null", "--script: /dev/null: is a device, not a regular file"},
+  });
+}
+
 }  // namespace
 }  // namespace kvshard::cli

@@ -4,6 +4,7 @@
 #include <exception>
 #include <istream>
 #include <ostream>
+#include <string>
 
 namespace kvshard::cli {
 namespace {
@@ -79,11 +80,36 @@ bool WantsHelp(const std::vector<std::string>& args) {
   return false;
 }
 
+// `text` with control bytes escaped (newline as \\n, NUL as \\x00), so input text quoted into a message
+// stays on one line; bytes >= 0x80 pass through (UTF-8 stays intact).
+std::string EscapeControlBytes(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char ch : text) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c != 0x7f) {
+      out += ch;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 int Fail(const Status& status, std::ostream& err) {
-  err << (status.code() == StatusCode::kMismatch ? "kvshard: mismatch: " : "kvshard: error: ") << status.message()
-      << "\n";
+  err << (status.code() == StatusCode::kMismatch ? "kvshard: mismatch: " : "kvshard: error: ")
+      << EscapeControlBytes(status.message()) << "\n";
   return ExitCodeFor(status);
 }
 

@@ -5,8 +5,17 @@
 #include "cli/cli_util.h"
 #include "gtest/gtest.h"
 
+#include <sstream>
+#include <string>
+
 namespace kvshard::cli {
 namespace {
+
+TEST(FailTest, ControlBytesAreEscapedOntoOneLine) {
+  std::ostringstream err;
+  EXPECT_EQ(Fail(InvalidArgument("k: '", std::string("a\0b\nc\td\re", 9), "' \xe2\x9c\x93"), err), 2);
+  EXPECT_EQ(err.str(), "kvshard: error: k: 'a\\x00b\\nc\\td\\re' \xe2\x9c\x93\n");
+}
 
 TEST(DispatchTest, VersionPrintsVersionAndBuildMode) {
   CliResult r = RunCli({"--version"});

@@ -78,7 +78,11 @@ IntValue::IntValue(int64_t lo, int64_t hi) : po::typed_value<int64_t>(nullptr), 
 }
 
 void IntValue::xparse(boost::any& store, const std::vector<std::string>& tokens) const {
-  StatusOr<int64_t> v = ParseInt64(SingleToken(store, tokens), "");
+  const std::string& text = SingleToken(store, tokens);
+  StatusOr<int64_t> v = ParseInt64(text, "");
+  if (!v.ok() && IsOutOfRange(v.status()) && !(lo_ == kNoMin && hi_ == kNoMax)) {
+    throw FlagValueError(": integer out of range: '" + text + "' (" + RangeRule(lo_, hi_) + ")");
+  }
   if (!v.ok()) throw FlagValueError(v.status().message());
   if (*v < lo_ || *v > hi_) throw FlagValueError(": " + RangeRule(lo_, hi_) + ", got " + std::to_string(*v));
   store = *v;
@@ -197,8 +201,9 @@ StatusOr<std::string> Flags::ReadText(const std::string& name) const {
     buf << in_.rdbuf();
     return buf.str();
   }
-  std::ifstream file(path);
-  if (!file) return InvalidArgument("--", name, ": ", path, ": cannot open file");
+  std::ifstream file;
+  const Status opened = OpenInputFile(path, &file);
+  if (!opened.ok()) return InvalidArgument("--", name, ": ", opened.message());
   buf << file.rdbuf();
   return buf.str();
 }
@@ -207,19 +212,16 @@ Status Flags::WithInput(const std::string& name, const std::function<Status(std:
   KVSHARD_RETURN_IF_ERROR(Require({name}));
   const std::string& path = String(name);
   if (path == "-") return body(in_);
-  std::ifstream file(path);
-  if (!file) return InvalidArgument("--", name, ": ", path, ": cannot open file");
+  std::ifstream file;
+  const Status opened = OpenInputFile(path, &file);
+  if (!opened.ok()) return InvalidArgument("--", name, ": ", opened.message());
   return body(file);
 }
 
 StatusOr<Json> Flags::ReadJson(const std::string& name) const {
   KVSHARD_ASSIGN_OR_RETURN(std::string text, ReadText(name));
-  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    const std::string& path = String(name);
-    return InvalidArgument("--", name, ": ", path == "-" ? "standard input" : path, ": not valid JSON");
-  }
-  return j;
+  const std::string& path = String(name);
+  return ParseJsonStrict(text, StrCat("--", name, ": ", path == "-" ? "standard input" : path), StrCat("--", name, ": "));
 }
 
 }  // namespace kvshard::cli

@@ -58,6 +58,22 @@ TEST(GatherPlanCmdTest, BadInputIsOneLineNamingTheField) {
                  Batch(R"({"prefix_len":"0","seq_len":16,"pages":[4]})"));
 }
 
+TEST(GatherPlanCmdTest, StrictBatches) {
+  const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  ExpectFailures({
+      {"gather-plan --batch " + dir, "--batch: " + dir + ": is a directory, not a file"},
+      {"gather-plan --batch /dev/null", "--batch: /dev/null: is a device, not a regular file"},
+  });
+  ExpectFailures({{"gather-plan --batch -", "--batch: requests[0].pages: duplicate key"}},
+                 Batch(R"({"prefix_len":0,"seq_len":16,"pages":[4],"pages":[5]})"));
+  ExpectFailures({{"gather-plan --batch -", "requests[0].page: unknown key"}},
+                 Batch(R"({"prefix_len":0,"seq_len":16,"page":[4]})"));
+  ExpectFailures({{"gather-plan --batch -",
+                   "requests[0].pages[0]: out of range (must be in [-9223372036854775808, 9223372036854775807]), "
+                   "got 18446744073709551615"}},
+                 Batch(R"({"prefix_len":0,"seq_len":16,"pages":[18446744073709551615]})"));
+}
+
 // A batch written before the rename (pool_pages_per_rank counted the trash page) is refused with one line that
 // says what changed, never read with the old meaning.
 TEST(GatherPlanCmdTest, PreRenamePoolKeyIsRefusedSayingWhatChanged) {

@@ -52,6 +52,26 @@ TEST(PlaceCmdTest, LocsFileAndStandardInput) {
   });
 }
 
+TEST(PlaceCmdTest, StrictInputs) {
+  const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  ExpectFailures({
+      // A directory used to read as an empty list (exit 0).
+      {"place --locs-file " + dir, "--locs-file: " + dir + ": is a directory, not a file"},
+      {"place --locs-file /dev/zero", "--locs-file: /dev/zero: is a device, not a regular file"},
+      {"place --shard-size 18446744073709551615 --locs 1",
+       "--shard-size: integer out of range: '18446744073709551615' (must be in [1, 65536])"},
+      {"place --locs 18446744073709551615",
+       "--locs[0]: integer out of range: '18446744073709551615' (an int64 is in [-9223372036854775808, "
+       "9223372036854775807])"},
+  });
+  // Control bytes of the input are escaped: one line, no raw NUL.
+  const CliResult r = RunCli({"place", "--locs", std::string("1,a\0b\nc", 7)});
+  EXPECT_TRUE(FailsWith(r, 2, "--locs[1]: not an integer: 'a\\x00b\\nc'")) << r.err;
+  EXPECT_EQ(r.err.find('\0'), std::string::npos);
+  ExpectFailures({{"place --locs-file -", "--locs-file[1]: not an integer: 'x\\x01\\x7fy\xc3\xa9'"}},
+                 std::string("1 x\1\x7fy\xc3\xa9"));  // UTF-8 (é) passes through
+}
+
 TEST(PlaceCmdTest, BadInputIsOneLineNamingTheFlag) {
   ExpectFailures({
       {"place --shard-size 0 --locs 1", "--shard-size: must be in [1, 65536], got 0"},

@@ -2,10 +2,16 @@
 #ifndef KVSHARD_CORE_JSON_H_
 #define KVSHARD_CORE_JSON_H_
 
+#include <sys/stat.h>
+
+#include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -16,29 +22,117 @@ namespace kvshard {
 
 using Json = nlohmann::ordered_json;
 
-// Reads and parses a JSON file; errors name the path and the parse position.
+// Opens `path` for reading; refuses anything but a readable regular file, naming it: "<path>: is a directory,
+// not a file", "<path>: is a FIFO, not a regular file", "<path>: cannot open file".
+inline Status OpenInputFile(const std::string& path, std::ifstream* file) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) return InvalidArgument(path, ": is a directory, not a file");
+    const char* kind = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket"
+                       : (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) ? "a device" : "not a regular file";
+    return InvalidArgument(path, ": is ", kind, ", not a regular file");
+  }
+  file->open(path, std::ios::binary);
+  if (!*file) return InvalidArgument(path, ": cannot open file");
+  return Status::Ok();
+}
+
+// Parses `text` as JSON and rejects a key given twice in one object (nlohmann keeps the last silently):
+// "<path_prefix><requests[0].pages>: duplicate key". A syntax error is "<where>: not valid JSON".
+inline StatusOr<Json> ParseJsonStrict(const std::string& text, const std::string& where,
+                                      const std::string& path_prefix = "") {
+  struct Frame {
+    bool array = false;
+    size_t next = 0;   // arrays: index of the next element
+    std::string key;   // objects: the key being read
+    std::string path;  // this container's path ("" at the top)
+    std::unordered_set<std::string> keys;
+  };
+  std::vector<Frame> stack;
+  std::string duplicate;
+  const auto child_path = [&]() -> std::string {
+    if (stack.empty()) return "";
+    Frame& f = stack.back();
+    if (f.array) return f.path + "[" + std::to_string(f.next++) + "]";
+    return f.path.empty() ? f.key : f.path + "." + f.key;
+  };
+  const Json::parser_callback_t on_event = [&](int, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start: {
+        Frame f;
+        f.array = event == Json::parse_event_t::array_start;
+        f.path = child_path();
+        stack.push_back(std::move(f));
+        break;
+      }
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
+        if (!stack.empty()) stack.pop_back();
+        break;
+      case Json::parse_event_t::key:
+        if (!stack.empty() && parsed.is_string()) {
+          Frame& f = stack.back();
+          f.key = parsed.get<std::string>();
+          if (!f.keys.insert(f.key).second && duplicate.empty()) {
+            duplicate = f.path.empty() ? f.key : f.path + "." + f.key;
+          }
+        }
+        break;
+      case Json::parse_event_t::value:
+        if (!stack.empty() && stack.back().array) ++stack.back().next;
+        break;
+    }
+    return true;
+  };
+  Json j = Json::parse(text, on_event, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument(where, ": not valid JSON");
+  if (!duplicate.empty()) return InvalidArgument(path_prefix, duplicate, ": duplicate key");
+  return j;
+}
+
+// OK iff every key of object `obj` is in `allowed`; else "<where><key>: unknown key" (where: "ops[3]." or "").
+inline Status JsonCheckKeys(const Json& obj, std::initializer_list<std::string_view> allowed,
+                            const std::string& where) {
+  if (!obj.is_object()) return Status::Ok();
+  for (const auto& [key, value] : obj.items()) {
+    bool known = false;
+    for (std::string_view a : allowed) known = known || a == key;
+    if (!known) return InvalidArgument(where, key, ": unknown key");
+  }
+  return Status::Ok();
+}
+
+// Reads and parses a JSON file (strictly, as ParseJsonStrict); errors name the path.
 inline StatusOr<Json> ReadJsonFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return InvalidArgument(path, ": cannot open file");
+  std::ifstream in;
+  KVSHARD_RETURN_IF_ERROR(OpenInputFile(path, &in));
   std::stringstream buf;
   buf << in.rdbuf();
-  Json j = Json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgument(path, ": not valid JSON");
-  return j;
+  return ParseJsonStrict(buf.str(), path, path + ": ");
+}
+
+// Value `v` (named `name`) as an int64 in [lo, hi]: "must be an integer", "out of range (must be in [lo, hi]),
+// got 18446744073709551615" for integers outside int64, "must be in [lo, hi], got x".
+inline StatusOr<int64_t> JsonIntValue(const Json& v, const std::string& name, int64_t lo, int64_t hi) {
+  const bool too_big_unsigned = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
+  const bool integral_float = v.is_number_float() && std::isfinite(v.get<double>()) &&
+                              std::trunc(v.get<double>()) == v.get<double>() &&
+                              std::fabs(v.get<double>()) >= 9223372036854775808.0;
+  if (too_big_unsigned || integral_float) {
+    return InvalidArgument(name, ": out of range (must be in [", lo, ", ", hi, "]), got ", v.dump());
+  }
+  if (!v.is_number_integer()) return InvalidArgument(name, ": must be an integer");
+  const int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi) return InvalidArgument(name, ": must be in [", lo, ", ", hi, "], got ", x);
+  return x;
 }
 
 // Reads obj[key] as an int64 in [lo, hi]; errors name `where.key`.
 inline StatusOr<int64_t> JsonInt(const Json& obj, const std::string& key, const std::string& where,
                                  int64_t lo, int64_t hi) {
   if (!obj.is_object() || !obj.contains(key)) return InvalidArgument(where, key, ": missing");
-  const Json& v = obj.at(key);
-  if (!v.is_number_integer()) return InvalidArgument(where, key, ": must be an integer");
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-    return InvalidArgument(where, key, ": out of range");
-  }
-  int64_t x = v.get<int64_t>();
-  if (x < lo || x > hi) return InvalidArgument(where, key, ": must be in [", lo, ", ", hi, "], got ", x);
-  return x;
+  return JsonIntValue(obj.at(key), where + key, lo, hi);
 }
 
 // Reads obj[key] as a list of int64 in [lo, hi]; errors name `where.key[i]`.
@@ -50,13 +144,7 @@ inline StatusOr<std::vector<int64_t>> JsonIntList(const Json& obj, const std::st
   std::vector<int64_t> out;
   out.reserve(v.size());
   for (size_t i = 0; i < v.size(); ++i) {
-    const Json& e = v[i];
-    if (!e.is_number_integer() ||
-        (e.is_number_unsigned() && e.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
-      return InvalidArgument(where, key, "[", i, "]: must be an integer");
-    }
-    int64_t x = e.get<int64_t>();
-    if (x < lo || x > hi) return InvalidArgument(where, key, "[", i, "]: must be in [", lo, ", ", hi, "], got ", x);
+    KVSHARD_ASSIGN_OR_RETURN(int64_t x, JsonIntValue(v[i], StrCat(where, key, "[", i, "]"), lo, hi));
     out.push_back(x);
   }
   return out;

@@ -2,6 +2,7 @@
 #include "core/parse.h"
 
 #include <charconv>
+#include <cstdint>
 
 namespace kvshard {
 
@@ -12,12 +13,17 @@ StatusOr<int64_t> ParseInt64(const std::string& text, const std::string& field) 
   if (begin != end && *begin == '+') ++begin;
   auto [ptr, ec] = std::from_chars(begin, end, value);
   if (ec == std::errc::result_out_of_range) {
-    return InvalidArgument(field, ": integer out of range: '", text, "'");
+    return InvalidArgument(field, ": integer out of range: '", text, "' (an int64 is in [", INT64_MIN, ", ", INT64_MAX,
+                           "])");
   }
   if (ec != std::errc() || ptr != end || begin == end) {
     return InvalidArgument(field, ": not an integer: '", text, "'");
   }
   return value;
+}
+
+bool IsOutOfRange(const Status& status) {
+  return !status.ok() && status.message().find(": integer out of range: '") != std::string::npos;
 }
 
 StatusOr<std::vector<int64_t>> ParseInt64List(const std::string& text, const std::string& field) {

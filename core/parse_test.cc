@@ -15,6 +15,11 @@ TEST(ParseTest, Int64) {
   EXPECT_FALSE(ParseInt64(" 4", "x").ok());
   EXPECT_FALSE(ParseInt64("99999999999999999999", "x").ok());
   EXPECT_EQ(ParseInt64("x", "--rank").status().message(), "--rank: not an integer: 'x'");
+  EXPECT_EQ(ParseInt64("18446744073709551615", "--rank").status().message(),
+            "--rank: integer out of range: '18446744073709551615' (an int64 is in [-9223372036854775808, "
+            "9223372036854775807])");
+  EXPECT_TRUE(IsOutOfRange(ParseInt64("-9223372036854775809", "x").status()));
+  EXPECT_FALSE(IsOutOfRange(ParseInt64("9223372036854775807x", "x").status()));
 }
 
 TEST(ParseTest, List) {

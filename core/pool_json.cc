@@ -56,11 +56,8 @@ StatusOr<std::vector<int64_t>> JsonBaseList(const Json& obj, const std::string& 
       out.push_back(kNewChain);
       continue;
     }
-    if (!v[i].is_number_integer() ||
-        (v[i].is_number_unsigned() && v[i].get<uint64_t>() > static_cast<uint64_t>(kI64Max))) {
-      return InvalidArgument(where, key, "[", i, "]: must be an integer or null");
-    }
-    const int64_t b = v[i].get<int64_t>();
+    if (!v[i].is_number()) return InvalidArgument(where, key, "[", i, "]: must be an integer or null");
+    KVSHARD_ASSIGN_OR_RETURN(const int64_t b, JsonIntValue(v[i], StrCat(where, key, "[", i, "]"), kI64Min, kI64Max));
     if (b < 0 || b >= shard_size) {
       return InvalidArgument(where, key, "[", i, "]: must be null or in [0, ", shard_size, "), got ", b);
     }
@@ -80,6 +77,8 @@ StatusOr<ExtendBatch> ExtendBatchFromJson(const Json& j) {
     return InvalidArgument("pool_pages_per_rank: renamed to pages_per_rank, which excludes the trash page "
                            "(pages_per_rank = pool_pages_per_rank - 1)");
   }
+  KVSHARD_RETURN_IF_ERROR(JsonCheckKeys(
+      j, {"shard_size", "page_size", "pages_per_rank", "max_prefix_tokens", "chunk_tokens", "requests"}, ""));
   KVSHARD_ASSIGN_OR_RETURN(b.pages_per_rank, JsonInt(j, "pages_per_rank", "", 0, kMaxPoolLogicalPages - 1));
   KVSHARD_ASSIGN_OR_RETURN(b.max_prefix_tokens, JsonInt(j, "max_prefix_tokens", "", 0, kMaxSlot - 1));
   KVSHARD_ASSIGN_OR_RETURN(b.chunk_tokens, JsonInt(j, "chunk_tokens", "", 0, kMaxSlot - 1));
@@ -89,6 +88,7 @@ StatusOr<ExtendBatch> ExtendBatchFromJson(const Json& j) {
   for (size_t i = 0; i < reqs.size(); ++i) {
     const std::string where = StrCat("requests[", i, "].");
     KVSHARD_RETURN_IF_ERROR(RequireObject(reqs[i], where));
+    KVSHARD_RETURN_IF_ERROR(JsonCheckKeys(reqs[i], {"prefix_len", "seq_len", "pages"}, where));
     ExtendRequest r;
     KVSHARD_ASSIGN_OR_RETURN(r.prefix_len, JsonInt(reqs[i], "prefix_len", where, 0, kMaxSlot - 1));
     KVSHARD_ASSIGN_OR_RETURN(r.seq_len, JsonInt(reqs[i], "seq_len", where, 0, kMaxSlot - 1));
@@ -137,6 +137,8 @@ StatusOr<AllocBatch> AllocBatchFromJson(const Json& o, const std::string& where,
 
 StatusOr<AllocScript> AllocScriptFromJson(const Json& j) {
   KVSHARD_RETURN_IF_ERROR(RequireObject(j, ""));
+  KVSHARD_RETURN_IF_ERROR(
+      JsonCheckKeys(j, {"shard_size", "page_size", "pages_per_rank", "need_sort", "check_last_loc", "ops"}, ""));
   AllocScript s;
   KVSHARD_ASSIGN_OR_RETURN(s.shard_size, JsonInt(j, "shard_size", "", 1, kMaxShardSize));
   KVSHARD_ASSIGN_OR_RETURN(s.page_size, JsonInt(j, "page_size", "", 1, kMaxPageSize));
@@ -157,12 +159,16 @@ StatusOr<AllocScript> AllocScriptFromJson(const Json& j) {
     AllocOp op;
     if (name == "alloc") {
       op.kind = AllocOpKind::kAlloc;
+      KVSHARD_RETURN_IF_ERROR(
+          JsonCheckKeys(o, {"op", "prefix_lens", "seq_lens", "rotation_bases", "last_locs"}, where));
       KVSHARD_ASSIGN_OR_RETURN(op.alloc, AllocBatchFromJson(o, where, s.shard_size));
     } else if (name == "free") {
       op.kind = AllocOpKind::kFree;
+      KVSHARD_RETURN_IF_ERROR(JsonCheckKeys(o, {"op", "locs"}, where));
       KVSHARD_ASSIGN_OR_RETURN(op.locs, JsonIntList(o, "locs", where, 0, kMaxSlot - 1));
     } else if (name == "free_group") {
       op.kind = AllocOpKind::kFreeGroup;
+      KVSHARD_RETURN_IF_ERROR(JsonCheckKeys(o, {"op", "frees"}, where));
       KVSHARD_ASSIGN_OR_RETURN(op.frees, JsonIntListList(o, "frees", where, 0, kMaxSlot - 1));
     } else {
       return InvalidArgument(where, "op: must be \"alloc\", \"free\" or \"free_group\", got \"", name, "\"");

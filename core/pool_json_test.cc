@@ -32,6 +32,16 @@ std::string ScriptError(const std::function<void(Json&)>& edit) {
   return s.ok() ? "ok" : s.status().message();
 }
 
+TEST(PoolJsonTest, UnknownKeysAreRejected) {
+  EXPECT_EQ(BatchError([](Json& j) { j["shard_sise"] = 4; }), "shard_sise: unknown key");
+  EXPECT_EQ(BatchError([](Json& j) { j["requests"][0]["prefix_lens"] = 16; }), "requests[0].prefix_lens: unknown key");
+  EXPECT_EQ(ScriptError([](Json& j) { j["need_srot"] = true; }), "need_srot: unknown key");
+  EXPECT_EQ(ScriptError([](Json& j) { j["ops"][0]["locs"] = {1}; }), "ops[0].locs: unknown key");
+  EXPECT_EQ(ScriptError([](Json& j) { j["ops"][1]["frees"] = Json::array(); }), "ops[1].frees: unknown key");
+  EXPECT_EQ(ScriptError([](Json& j) { j["ops"][2]["locs"] = Json::array(); }), "ops[2].locs: unknown key");
+  EXPECT_EQ(ScriptError([](Json& j) { j["need_sort"] = true; }), "ok");
+}
+
 TEST(PoolJsonTest, BatchRoundTrip) {
   ExtendBatch b = ExtendBatchFromJson(Batch()).value();
   EXPECT_EQ(b.requests[0].pages, (std::vector<int64_t>{22, 23, 20}));
@@ -46,7 +56,7 @@ TEST(PoolJsonTest, BatchErrorsNameTheField) {
   EXPECT_EQ(BatchError([](Json& j) { j["requests"][0]["prefix_len"] = -16; }),
             "requests[0].prefix_len: must be in [0, 281474976710655], got -16");
   EXPECT_EQ(BatchError([](Json& j) { j["requests"][0]["seq_len"] = 18446744073709551615ull; }),
-            "requests[0].seq_len: out of range");
+            "requests[0].seq_len: out of range (must be in [0, 281474976710655]), got 18446744073709551615");
   EXPECT_EQ(BatchError([](Json& j) { j["requests"][0]["pages"] = {22, 23}; }),
             "requests[0].pages: must list ceil(seq_len/page_size) = 3 pages, got 2");
   EXPECT_EQ(BatchError([](Json& j) { j["requests"][0]["pages"][1] = 132; }),

@@ -17,8 +17,7 @@ namespace {
 // Parses one non-empty line as a JSON object.
 StatusOr<Json> ParseLine(const std::string& text) {
   if (text.empty()) return InvalidArgument("record: empty line");
-  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgument("record: not valid JSON");
+  KVSHARD_ASSIGN_OR_RETURN(Json j, ParseJsonStrict(text, "record"));
   if (!j.is_object()) return InvalidArgument("record: must be a JSON object");
   return j;
 }

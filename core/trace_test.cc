@@ -34,6 +34,9 @@ TEST(TraceReaderTest, MalformedLinesNameTheirLine) {
       {"{\"kvshard_trace\": 1}\n[1]\n", "line 2: record: must be a JSON object"},
       {"{\"kvshard_trace\": 1}\n{\"op\": 3}\n", "line 2: op: missing or not a string"},
       {"{\"kvshard_trace\": 1}\n{\"op\": \"x\", \"expect\": 3}\n", "line 2: expect: must be an object"},
+      {"{\"kvshard_trace\": 1, \"kvshard_trace\": 1}\n", "line 1: kvshard_trace: duplicate key"},
+      {"{\"kvshard_trace\": 1}\n{\"op\": \"x\", \"expect\": {\"pages\": [1], \"pages\": [2]}}\n",
+       "line 2: expect.pages: duplicate key"},
   };
   for (const auto& [text, want] : cases) {
     std::istringstream in(text);

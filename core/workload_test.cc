@@ -232,7 +232,7 @@ TEST(WorkloadErrorsTest, MooncakeLines) {
       {kMooncake, R"({"timestamp": 0, "input_length": "600", "output_length": 5, "hash_ids": [1, 2]})",
        "line 1: input_length: must be an integer"},
       {kMooncake, R"({"timestamp": 0, "input_length": 18446744073709551615, "output_length": 5, "hash_ids": []})",
-       "line 1: input_length: out of range"},
+       "line 1: input_length: out of range (must be in [0, 2147483648]), got 18446744073709551615"},
       {kMooncake, R"({"timestamp": 0, "input_length": 1, "output_length": 2147483649, "hash_ids": [1]})",
        "line 1: output_length: must be in [0, 2147483648], got 2147483649"},
       {kMooncake, R"({"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1]})",
