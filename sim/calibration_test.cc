@@ -58,6 +58,7 @@ TEST(Calibration, ReaderIsStrict) {
       {R"({"kvshard_calibration": 2})", "kvshard_calibration: must be 1"},
       {R"({"kvshard_calibration": 1, "device": "d", "rows": []})", "limits: missing"},
       {"{", "not valid JSON"},
+      {std::string(kHeader) + R"([{"op": "copy", "op": "copy", "x": 1, "time_us": 1}]})", "rows[0].op: duplicate key"},
   };
   for (const auto& [text, want] : bad) {
     const StatusOr<Calibration> c = Read(text);
