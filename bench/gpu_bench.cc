@@ -20,6 +20,7 @@ bool Wants(const BenchOptions& opt, const std::string& op) {
 }  // namespace
 
 Status RunGpuBench(const BenchOptions& opt, std::vector<BenchRow>* rows, std::string* device) {
+  if (opt.factor < 2) return InvalidArgument("--factor: must be >= 2, got ", opt.factor);
   std::string why;
   const int visible = gpu::VisibleDeviceCount(&why);
   if (visible == 0) return Unavailable("bench: no CUDA device visible (", why, ")");
@@ -28,7 +29,9 @@ Status RunGpuBench(const BenchOptions& opt, std::vector<BenchRow>* rows, std::st
   if (c.gpus > visible) return InvalidArgument("--gpus: ", c.gpus, " requested, ", visible, " visible");
   *device = std::to_string(c.gpus) + " x " + gpu::DeviceDescription(0);
   if (Wants(opt, "plan")) KVSHARD_RETURN_IF_ERROR(BenchPlan(c));
-  for (int64_t bytes = opt.min_bytes; bytes <= opt.max_bytes; bytes *= opt.factor) {
+  // Overflow-safe growth: stop before bytes * factor could pass max_bytes (or int64).
+  for (int64_t bytes = opt.min_bytes; bytes <= opt.max_bytes;
+       bytes = bytes > opt.max_bytes / opt.factor ? opt.max_bytes + 1 : bytes * opt.factor) {
     const int64_t b = bytes / opt.row_bytes * opt.row_bytes;
     if (b == 0) continue;
     KVSHARD_RETURN_IF_ERROR(BenchCopy(c, b));

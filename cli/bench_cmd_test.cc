@@ -27,6 +27,7 @@ TEST(BenchCmdTest, BadFlagsAreExit2BeforeAnyGpuWork) {
       {"bench --max-bytes 17179869185", "--max-bytes: must be in [1, 2^34], got 17179869185"},
       {"bench --min-bytes 4096 --max-bytes 1024", "--max-bytes: must be >= --min-bytes (4096), got 1024"},
       {"bench --factor 1", "--factor: must be in [2, 1024], got 1"},
+      {"bench --factor 1099511627776", "--factor: must be in [2, 1024], got 1099511627776"},
       {"bench --row-bytes 1150", "--row-bytes: must be a multiple of 4, got 1150"},
       {"bench --gpus -1", "--gpus: must be in [0, 64], got -1"},
       {"bench --iters 0", "--iters: must be in [1, 100000], got 0"},

@@ -1,11 +1,13 @@
 // kvshard rerange: where every output row of the CP batch rerange comes from in the padded all-gather
 // (rank-major blocks of max_rank_token rows; rank r's block holds its valid rows, per request segment r then
 // 2N-1-r), as SGLang's _torch_batch_in_seq_all_gather_rerange reads them.
+#include <algorithm>
 #include <iomanip>
 #include <ostream>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/memory_limit.h"
 #include "cli/results.h"
 #include "cpu_ref/cp_data.h"
 #ifdef KVSHARD_HAVE_CUDA
@@ -27,6 +29,70 @@ void DeclareFlags(po::options_description& flags) {
        "ref, gpu (fused rerange kernel on a buffer whose rows carry their index) or diff (both; exit 1 on a mismatch)")
       ("impl", ImplValue(), "host plan built by ref (the reference) or fast (cpu_fast/, identical output)")
       ("json", po::bool_switch(), "print JSON instead of a table");
+  DeclareMaxMemoryFlag(flags);
+}
+
+// Bytes the in-memory plan holds per segment (the plan's per-segment tables and the rerange tables, with
+// the per-request lists spread over a request's 2N segments): an upper estimate.
+constexpr int64_t kPlanBytesPerSegment = 192;
+// Bytes per row of the GPU/diff path: the gathered buffer, its byte copy, the kernel output, its int64
+// copy and the reference source rows.
+constexpr int64_t kGpuBytesPerRow = 40;
+
+// The sizes --extend-lens implies, checked against --max-memory before the plan is built. The ref text
+// and JSON outputs are streamed per segment, so only the plan (and the GPU path's row buffers) count.
+Status CheckRerangeMemory(const Flags& flags, int64_t cp_size, const std::vector<int64_t>& extend,
+                          bool ref_backend) {
+  const int64_t max_memory = MaxMemory(flags);
+  const int64_t batch = static_cast<int64_t>(extend.size());
+  // cp_size <= 2^16 once validated; cap the product so it stays exact for the check.
+  const int64_t segments = batch > (int64_t{1} << 40) / (2 * std::max<int64_t>(cp_size, 1))
+                               ? (int64_t{1} << 40)
+                               : batch * 2 * cp_size;
+  KVSHARD_RETURN_IF_ERROR(
+      CheckMemory("--extend-lens", "rerange plan", segments, "segments", kPlanBytesPerSegment, max_memory));
+  if (ref_backend) return Status::Ok();
+  int64_t rows = 0;
+  for (int64_t e : extend) rows = e > 0 && rows > (int64_t{1} << 62) - e ? (int64_t{1} << 62) : rows + std::max<int64_t>(e, 0);
+  return CheckMemory("--extend-lens", "rerange rows on the GPU path", rows, "rows", kGpuBytesPerRow, max_memory);
+}
+
+// A list at depth 1 of nlohmann's dump(2) ("[]" when empty), written as produced.
+template <typename Emit>
+void WriteJsonList(std::ostream& out, bool empty, Emit emit) {
+  if (empty) {
+    out << "[]";
+    return;
+  }
+  out << "[\n";
+  bool first = true;
+  emit([&](int64_t v) {
+    out << (first ? "    " : ",\n    ") << v;
+    first = false;
+  });
+  out << "\n  ]";
+}
+
+// `rerange --json` streamed: byte-identical to PrintJson(RerangeJson(r)), with source_rows written segment
+// by segment from the copies instead of held (flat memory at any row count).
+void PrintRerangeJsonStreamed(const Rerange& r, const std::vector<ref::RowCopy>& copies, std::ostream& out) {
+  const auto list = [&](const std::vector<int64_t>& v) {
+    WriteJsonList(out, v.empty(), [&](auto put) {
+      for (int64_t x : v) put(x);
+    });
+  };
+  out << "{\n  \"max_rank_token\": " << r.max_rank_token << ",\n  \"per_rank_tokens\": ";
+  list(r.per_rank_tokens);
+  out << ",\n  \"source_rows\": ";
+  WriteJsonList(out, copies.empty(), [&](auto put) {
+    for (const ref::RowCopy& c : copies) {
+      for (int64_t o = 0; o < c.rows; ++o) put(c.src_row + o);
+    }
+  });
+  out << ",\n  \"compute_padding_enabled\": " << (r.plan.compute_padding_enabled ? "true" : "false")
+      << ",\n  \"per_rank_actual_token\": ";
+  list(r.per_rank_actual_token);
+  out << "\n}\n";
 }
 
 Status Run(const Flags& flags, std::ostream& out) {
@@ -34,10 +100,13 @@ Status Run(const Flags& flags, std::ostream& out) {
   const int64_t cp_size = flags.Int("cp-size"), page_size = flags.Int("page-size");
   const std::vector<int64_t>& extend = flags.IntList("extend-lens");
   const std::vector<int64_t> prefix = PrefixLens(flags, extend.size());
-  StatusOr<Rerange> result = BuildRerange(cp_size, page_size, extend, prefix, ImplFlag(flags));
+  // The size check is a flag check: it precedes the GPU check in BackendFlag.
+  KVSHARD_RETURN_IF_ERROR(CheckRerangeMemory(flags, cp_size, extend, flags.String("backend") == "ref"));
+  KVSHARD_ASSIGN_OR_RETURN(Backend backend, BackendFlag(flags));
+  StatusOr<Rerange> result =
+      BuildRerange(cp_size, page_size, extend, prefix, ImplFlag(flags), /*with_source_rows=*/backend != Backend::kRef);
   if (!result.ok()) return CpModelError(result.status());
   const int64_t max_rank_token = result->max_rank_token;
-  KVSHARD_ASSIGN_OR_RETURN(Backend backend, BackendFlag(flags));
 #ifdef KVSHARD_HAVE_CUDA
   if (backend != Backend::kRef) {
     const Int64Table& splits = result->plan.request_split_lists;
@@ -56,8 +125,15 @@ Status Run(const Flags& flags, std::ostream& out) {
 #else
   (void)backend;
 #endif
+  StatusOr<std::vector<ref::RowCopy>> copies =
+      ref::BatchRerangeCopies(result->plan.request_split_lists, cp_size, max_rank_token);
+  if (!copies.ok()) return CpModelError(copies.status());
   if (flags.Bool("json")) {
-    PrintJson(RerangeJson(*result), out);
+    if (backend == Backend::kRef) {
+      PrintRerangeJsonStreamed(*result, *copies, out);
+    } else {
+      PrintJson(RerangeJson(*result), out);
+    }
     return Status::Ok();
   }
   out << "rerange: cp_size=" << cp_size << " page_size=" << page_size << " max_rank_token=" << max_rank_token
@@ -70,9 +146,6 @@ Status Run(const Flags& flags, std::ostream& out) {
         << std::setw(12) << result->per_rank_tokens[r] << std::setw(12) << max_rank_token - result->per_rank_tokens[r]
         << "\n";
   }
-  StatusOr<std::vector<ref::RowCopy>> copies =
-      ref::BatchRerangeCopies(result->plan.request_split_lists, cp_size, max_rank_token);
-  if (!copies.ok()) return CpModelError(copies.status());
   out << "output rows <- gathered rows\n";
   for (const ref::RowCopy& c : *copies) {
     out << "  [" << c.dst_row << "," << c.dst_row + c.rows << ") <- [" << c.src_row << "," << c.src_row + c.rows
@@ -86,7 +159,7 @@ Status Run(const Flags& flags, std::ostream& out) {
 Command RerangeCommand() {
   return {"rerange", "where each row of the CP batch rerange comes from in the padded all-gather",
           "--cp-size INT --page-size INT --extend-lens INT,... [--prefix-lens INT,...] [--backend ref|gpu|diff] "
-          "[--json]",
+          "[--json] [--max-memory BYTES]",
           DeclareFlags, Run};
 }
 

@@ -1,5 +1,7 @@
 // Tests of `kvshard rerange`: SGLang's goldens, JSON fields, the table, errors and backends.
 #include "cli/cli_test_util.h"
+#include "cli/memory_limit.h"
+#include "cli/results.h"
 #include "core/json.h"
 #include "gtest/gtest.h"
 
@@ -42,6 +44,62 @@ TEST(RerangeCmdTest, MatchesSglangGoldens) { EXPECT_EQ(CheckCpGoldens("rerange")
 // The fast host paths (cpu_fast/) print the same goldens.
 TEST(RerangeCmdTest, FastImplMatchesSglangGoldens) {
   EXPECT_EQ(CheckCpGoldens("rerange", {"--impl", "fast"}), 2);
+}
+
+// The streamed --json is byte-identical to the in-memory JSON (RerangeJson, which replay still uses).
+TEST(RerangeCmdTest, StreamedJsonIsByteIdenticalToTheJsonTree) {
+  struct Case {
+    int64_t cp_size, page_size;
+    std::vector<int64_t> extend, prefix;
+  };
+  for (const Case& c : std::vector<Case>{{2, 4, {5, 37, 3}, {0, 16, 8}},
+                                         {4, 16, {100, 7, 64, 33, 1}, {0, 16, 32, 48, 0}},
+                                         {8, 64, {130}, {128}},
+                                         {3, 2, {1, 1}, {0, 0}},
+                                         {1, 1, {9}, {0}},
+                                         {16, 4, {3, 200, 17, 64}, {0, 4, 8, 0}}}) {
+    const auto join = [](const std::vector<int64_t>& v) {
+      std::string t;
+      for (int64_t x : v) t += (t.empty() ? "" : ",") + std::to_string(x);
+      return t;
+    };
+    const std::string line = "rerange --json --cp-size " + std::to_string(c.cp_size) + " --page-size " +
+                             std::to_string(c.page_size) + " --extend-lens " + join(c.extend) + " --prefix-lens " +
+                             join(c.prefix);
+    const CliResult got = RunCli(Words(line));
+    StatusOr<Rerange> want = BuildRerange(c.cp_size, c.page_size, c.extend, c.prefix);
+    if (!want.ok()) {
+      EXPECT_EQ(got.exit_code, 2) << line;
+      continue;
+    }
+    ASSERT_EQ(got.exit_code, 0) << line << ": " << got.err;
+    std::ostringstream tree;
+    PrintJson(RerangeJson(*want), tree);
+    EXPECT_EQ(got.out, tree.str()) << line;
+  }
+}
+
+// Sizes inside the model's limits but past --max-memory are exit 2 before anything is allocated; the ref
+// table and JSON stream, so a 2^48-token rerange prints its table in flat memory.
+TEST(RerangeCmdTest, MaxMemory) {
+  ExpectFailures({
+      {"rerange --cp-size 2 --page-size 16 --extend-lens 281474976710656 --backend gpu",
+       "--extend-lens: the rerange rows on the GPU path would need 10 PiB (281474976710656 rows x 40 B), over "
+       "--max-memory 4 GiB"},
+      {"rerange --cp-size 4 --page-size 16 --extend-lens 100,7,64,33,1 --max-memory 1000",
+       "--extend-lens: the rerange plan would need 7.5 KiB (40 segments x 192 B), over --max-memory 1000 B"},
+      {std::string(kRerange) + " --max-memory 0", "--max-memory: must be in [1, 2^50], got 0"},
+  });
+  EXPECT_EQ(RunCli(Words("rerange --cp-size 4 --page-size 16 --extend-lens 100,7,64,33,1 --max-memory 7680"))
+                .exit_code,
+            0);
+  const CliResult huge = RunCli(Words("rerange --cp-size 2 --page-size 16 --extend-lens 281474976710656"));
+  ASSERT_EQ(huge.exit_code, 0) << huge.err;
+  EXPECT_NE(huge.out.find("  [211106232532992,281474976710656) <- [70368744177664,140737488355328)\n"),
+            std::string::npos)
+      << huge.out;
+  EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(FormatBytes(512), "512 B");
 }
 
 TEST(RerangeCmdTest, GpuBackends) { ExpectGpuBackendsMatchReference(std::string(kRerange) + " --json"); }

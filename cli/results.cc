@@ -58,14 +58,16 @@ StatusOr<Json> TokenBalancedSplitJson(int64_t total_len, int64_t cp_size) {
 }
 
 StatusOr<Rerange> BuildRerange(int64_t cp_size, int64_t page_size, const std::vector<int64_t>& extend_lens,
-                               const std::vector<int64_t>& prefix_lens, Impl impl) {
+                               const std::vector<int64_t>& prefix_lens, Impl impl, bool with_source_rows) {
   KVSHARD_ASSIGN_OR_RETURN(InSeqSplit s, BuildInSeqSplit(extend_lens, prefix_lens, page_size, cp_size, 0, impl));
   Rerange r;
   r.max_rank_token = s.metadata.max_rank_token();
   r.per_rank_actual_token = s.metadata.per_rank_actual_token;
   r.per_rank_tokens = BuildRerangeTables(s.plan.request_split_lists, cp_size).per_rank_tokens;
-  KVSHARD_ASSIGN_OR_RETURN(r.source_rows,
-                           ref::BatchRerangeSourceRows(s.plan.request_split_lists, cp_size, r.max_rank_token));
+  if (with_source_rows) {
+    KVSHARD_ASSIGN_OR_RETURN(r.source_rows,
+                             ref::BatchRerangeSourceRows(s.plan.request_split_lists, cp_size, r.max_rank_token));
+  }
   r.plan = std::move(s.plan);
   return r;
 }

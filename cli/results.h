@@ -43,8 +43,10 @@ struct Rerange {
   std::vector<int64_t> per_rank_actual_token;  // communication rows per rank
   std::vector<int64_t> source_rows;            // output row k <- gathered row source_rows[k]
 };
+// Without `with_source_rows`, source_rows stays empty (the streamed `rerange` output derives it per segment).
 StatusOr<Rerange> BuildRerange(int64_t cp_size, int64_t page_size, const std::vector<int64_t>& extend_lens,
-                               const std::vector<int64_t>& prefix_lens, Impl impl = Impl::kRef);
+                               const std::vector<int64_t>& prefix_lens, Impl impl = Impl::kRef,
+                               bool with_source_rows = true);
 // `rerange --json`: max_rank_token, per_rank_tokens, source_rows, compute_padding_enabled, per_rank_actual_token.
 Json RerangeJson(const Rerange& rerange);
 

@@ -1,10 +1,12 @@
 // kvshard split: SGLang's CP split plans for one rank: the in-seq zigzag batch plan (CPSharedKVBatchPlan and
 // its communication metadata), round-robin q lengths, or the token-balanced split list.
+#include <algorithm>
 #include <iomanip>
 #include <ostream>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/memory_limit.h"
 #include "cli/results.h"
 
 namespace kvshard::cli {
@@ -36,9 +38,28 @@ void PrintPlanTable(const CPSharedKVBatchPlan& p, const NSAContextParallelMetada
       << " (* = segments computed by cp_rank " << p.cp_rank << ")\n";
 }
 
+// Bytes per segment of the in-memory plan and metadata (an upper estimate; the table is streamed).
+constexpr int64_t kPlanBytesPerSegment = 192;
+// Bytes per segment of `--json` on top of the plan: the JSON tree and its dump(2) text (measured: 12 GB for
+// 16,384 requests x cp 512, i.e. ~715 B per segment).
+constexpr int64_t kJsonBytesPerSegment = 768;
+// Bytes per row of the round-robin split: bs_idx, its JSON value and its dumped text.
+constexpr int64_t kRoundRobinBytesPerRow = 48;
+
+// batch * 2 * cp_size, capped at 2^40 so the product stays exact for the check.
+int64_t Segments(int64_t batch, int64_t cp_size) {
+  cp_size = std::max<int64_t>(cp_size, 1);
+  return batch > (int64_t{1} << 40) / (2 * cp_size) ? (int64_t{1} << 40) : batch * 2 * cp_size;
+}
+
 Status RunInSeq(const Flags& flags, std::ostream& out) {
   KVSHARD_RETURN_IF_ERROR(flags.Require({"cp-size", "page-size", "extend-lens"}));
   const std::vector<int64_t>& extend = flags.IntList("extend-lens");
+  const bool json = flags.Bool("json");
+  KVSHARD_RETURN_IF_ERROR(CheckMemory(
+      "--extend-lens", json ? "split plan and its JSON" : "split plan",
+      Segments(static_cast<int64_t>(extend.size()), flags.Int("cp-size")), "segments",
+      kPlanBytesPerSegment + (json ? kJsonBytesPerSegment : 0), MaxMemory(flags)));
   StatusOr<InSeqSplit> split = BuildInSeqSplit(extend, PrefixLens(flags, extend.size()), flags.Int("page-size"),
                                                flags.Int("cp-size"), flags.Int("cp-rank"), ImplFlag(flags));
   if (!split.ok()) return CpModelError(split.status());
@@ -53,6 +74,12 @@ Status RunInSeq(const Flags& flags, std::ostream& out) {
 Status RunRoundRobin(const Flags& flags, std::ostream& out) {
   KVSHARD_RETURN_IF_ERROR(flags.Require({"cp-size", "extend-lens"}));
   const int64_t cp_size = flags.Int("cp-size"), cp_rank = flags.Int("cp-rank");
+  int64_t tokens = 0;
+  for (int64_t e : flags.IntList("extend-lens")) {
+    tokens = e > 0 && tokens > (int64_t{1} << 62) - e ? (int64_t{1} << 62) : tokens + std::max<int64_t>(e, 0);
+  }
+  KVSHARD_RETURN_IF_ERROR(CheckMemory("--extend-lens", "round-robin split", (tokens + cp_size - 1) / cp_size, "rows",
+                                      kRoundRobinBytesPerRow, MaxMemory(flags)));
   StatusOr<Json> r = RoundRobinSplitJson(flags.IntList("extend-lens"), cp_size, cp_rank);
   if (!r.ok()) return CpModelError(r.status());
   if (flags.Bool("json")) {
@@ -90,6 +117,7 @@ void DeclareFlags(po::options_description& flags) {
       ("total-len", NonNegative(), "tokens to split (token-balanced)")
       ("impl", ImplValue(), "in-seq plan built by ref (the reference) or fast (cpu_fast/, identical output)")
       ("json", po::bool_switch(), "print JSON (SGLang field names) instead of a table");
+  DeclareMaxMemoryFlag(flags);
 }
 
 Status Run(const Flags& flags, std::ostream& out) {
@@ -104,6 +132,7 @@ Status Run(const Flags& flags, std::ostream& out) {
 Command SplitCommand() {
   return {"split", "CP split plans: in-seq zigzag batch plan, round-robin q lengths, token-balanced split",
           "--cp-size INT --page-size INT --extend-lens INT,... [--prefix-lens INT,...] [--cp-rank INT] [--json]\n"
+          "  [--max-memory BYTES]\n"
           "--mode round-robin --cp-size INT --cp-rank INT --extend-lens INT,... [--json]\n"
           "--mode token-balanced --cp-size INT --total-len INT [--json]",
           DeclareFlags, Run};

@@ -1,0 +1,41 @@
+// --max-memory and the one-line refusal the size checks print.
+#include "cli/memory_limit.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace kvshard::cli {
+
+void DeclareMaxMemoryFlag(po::options_description& flags) {
+  flags.add_options()("max-memory", Int(1, int64_t{1} << 50)->default_value(kDefaultMaxMemory),
+                      "bytes this command may allocate for its input-sized tables (default 4 GiB); larger inputs "
+                      "are refused (exit 2) before anything is allocated");
+}
+
+std::string FormatBytes(long double bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 8) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[64];
+  if (bytes == std::floor(bytes)) {
+    std::snprintf(buf, sizeof(buf), "%.0Lf %s", bytes, kUnits[u]);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1Lf %s", bytes, kUnits[u]);
+  }
+  return buf;
+}
+
+Status CheckMemory(const std::string& field, const std::string& what, int64_t count, const std::string& unit,
+                   int64_t bytes_per, int64_t max_memory) {
+  if (count <= 0 || bytes_per <= 0 || count <= max_memory / bytes_per) return Status::Ok();
+  const long double need = static_cast<long double>(count) * static_cast<long double>(bytes_per);
+  return InvalidArgument(field, ": the ", what, " would need ", FormatBytes(need), " (", count, " ", unit, " x ",
+                         bytes_per, " B), over --max-memory ", FormatBytes(static_cast<long double>(max_memory)));
+}
+
+int64_t MaxMemory(const Flags& flags) { return flags.Int("max-memory"); }
+
+}  // namespace kvshard::cli

@@ -1,0 +1,33 @@
+// --max-memory: the commands that allocate in proportion to their inputs check the bytes an input implies
+// against this cap before allocating, so a huge (but in-range) size is exit 2 with one line, never bad_alloc.
+#ifndef KVSHARD_CLI_MEMORY_LIMIT_H_
+#define KVSHARD_CLI_MEMORY_LIMIT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "cli/flags.h"
+#include "core/status.h"
+
+namespace kvshard::cli {
+
+// Default --max-memory: 4 GiB.
+inline constexpr int64_t kDefaultMaxMemory = int64_t{1} << 32;
+
+// Declares --max-memory BYTES on a command.
+void DeclareMaxMemoryFlag(po::options_description& flags);
+
+// "4 GiB", "1.5 MiB", "512 B" (binary units, one decimal unless exact).
+std::string FormatBytes(long double bytes);
+
+// OK iff count * bytes_per <= max_memory; else InvalidArgument "<field>: the <what> would need <bytes>
+// (<count> <unit> x <bytes_per> B), over --max-memory <max>". Overflow-safe.
+Status CheckMemory(const std::string& field, const std::string& what, int64_t count, const std::string& unit,
+                   int64_t bytes_per, int64_t max_memory);
+
+// The --max-memory value of a command that declared it.
+int64_t MaxMemory(const Flags& flags);
+
+}  // namespace kvshard::cli
+
+#endif  // KVSHARD_CLI_MEMORY_LIMIT_H_
