@@ -12,6 +12,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include "cpu_ref/allocator.h"
 #include "cpu_ref/cp_helpers.h"
 #include "cpu_ref/cp_shared_kv.h"
 #include "cpu_ref/cp_split.h"
@@ -153,6 +154,48 @@ KVSHARD_PROP(CpSharedKVProps, CyclicAllocatorFailsExactlyOnReportedPages, ()) {
     if (!result.ok()) {
       RC_ASSERT(result.status().message().find("reason=local_loc_owner_mismatch") != std::string::npos);
     }
+  }
+}
+
+// Owner-plan allocation: every new page from its compute owner's class. The batch commits iff every class has
+// its owners' page count (else it defers, class counts unchanged); committed pages never fail a direct write, and
+// each class gives exactly its owner histogram (the skew the rotated allocator would have spread evenly).
+KVSHARD_PROP(CpSharedKVProps, OwnerPlanAllocationCommitsIffClassesSufficeAndNeverFailsDirectWrites, ()) {
+  const CPBatchCase c = *GenCPBatchCase();
+  const std::vector<Int64List> owners = OwnerClasses(c);
+  Int64List need(static_cast<size_t>(c.cp_size), 0);
+  for (const Int64List& req : owners) {
+    for (int64_t o : req) ++need[o];
+  }
+  const int64_t most = *std::max_element(need.begin(), need.end());
+  ref::AllocatorConfig config{c.cp_size, c.page_size, most + *rc::gen::inRange<int64_t>(-2, 3), false, false};
+  config.need_sort = *rc::gen::arbitrary<bool>();
+  config.pages_per_rank = std::max<int64_t>(config.pages_per_rank, 0);
+  ref::PageInterleaveAllocator a = RC_VALUE(ref::PageInterleaveAllocator::Create(config));
+  AllocBatch batch;
+  for (size_t q = 0; q < c.extend_lens.size(); ++q) {
+    batch.prefix_lens.push_back(c.prefix_lens[q]);
+    batch.seq_lens.push_back(c.prefix_lens[q] + c.extend_lens[q]);
+    batch.rotation_bases.push_back(kNewChain);
+    batch.last_locs.push_back(0);
+  }
+  const Int64List before = a.class_free_page_counts();
+  ref::ExtendPages pages;
+  const bool committed = RC_VALUE(a.AllocExtendByClasses(batch, owners, &pages));
+  RC_CLASSIFY(!committed, "deferred");
+  RC_ASSERT(committed == (most <= config.pages_per_rank));
+  const Int64List after = a.class_free_page_counts();
+  for (int64_t k = 0; k < c.cp_size; ++k) RC_ASSERT(before[k] - after[k] == (committed ? need[k] : 0));
+  if (!committed) return;
+  std::vector<Int64List> extent;
+  for (size_t q = 0; q + 1 < pages.offsets.size(); ++q) {
+    extent.emplace_back(pages.pages.begin() + pages.offsets[q], pages.pages.begin() + pages.offsets[q + 1]);
+  }
+  RC_ASSERT(RC_VALUE(ref::FindDirectWriteOwnerMismatches(RankPlan(c, 0), extent)).empty());
+  const Int64List locs = RC_VALUE(ref::OutCacheLocFromPages(c.extend_lens, extent, c.page_size));
+  for (int64_t r = 0; r < c.cp_size; ++r) {
+    ref::CpSharedKVForwardBatch b = Batch(c, r, locs);
+    RC_ASSERT_OK(ref::GetCpSharedKVLocalOutCacheLoc(&b).status());
   }
 }
 
