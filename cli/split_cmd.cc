@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/memory_limit.h"
 #include "cli/results.h"
+#include "cli/split_owners.h"
 
 namespace kvshard::cli {
 namespace {
@@ -108,7 +109,8 @@ Status RunTokenBalanced(const Flags& flags, std::ostream& out) {
 
 void DeclareFlags(po::options_description& flags) {
   flags.add_options()
-      ("mode", Choice({"in-seq", "round-robin", "token-balanced"})->default_value("in-seq"), "which split to build")
+      ("mode", Choice({"in-seq", "round-robin", "token-balanced", "owners"})->default_value("in-seq"),
+       "which split to build (owners: page compute owners and direct-write locs)")
       ("cp-size", Positive(), "N, context-parallel ranks")
       ("cp-rank", NonNegative()->default_value(0), "rank whose plan to build (in-seq, round-robin)")
       ("page-size", Positive(), "ps, tokens per physical page (in-seq)")
@@ -117,6 +119,7 @@ void DeclareFlags(po::options_description& flags) {
       ("total-len", NonNegative(), "tokens to split (token-balanced)")
       ("impl", ImplValue(), "in-seq plan built by ref (the reference) or fast (cpu_fast/, identical output)")
       ("json", po::bool_switch(), "print JSON (SGLang field names) instead of a table");
+  DeclareSplitOwnerFlags(flags);
   DeclareMaxMemoryFlag(flags);
 }
 
@@ -124,6 +127,7 @@ Status Run(const Flags& flags, std::ostream& out) {
   const std::string& mode = flags.String("mode");
   if (mode == "round-robin") return RunRoundRobin(flags, out);
   if (mode == "token-balanced") return RunTokenBalanced(flags, out);
+  if (mode == "owners") return RunSplitOwners(flags, out);
   return RunInSeq(flags, out);
 }
 
@@ -134,7 +138,9 @@ Command SplitCommand() {
           "--cp-size INT --page-size INT --extend-lens INT,... [--prefix-lens INT,...] [--cp-rank INT] [--json]\n"
           "  [--max-memory BYTES]\n"
           "--mode round-robin --cp-size INT --cp-rank INT --extend-lens INT,... [--json]\n"
-          "--mode token-balanced --cp-size INT --total-len INT [--json]",
+          "--mode token-balanced --cp-size INT --total-len INT [--json]\n"
+          "--mode owners --cp-size INT --page-size INT --extend-lens INT,... [--prefix-lens INT,...] [--cp-rank INT]\n"
+          "  [--out-cache-loc INT,... [--extend-num-tokens INT]] [--json]",
           DeclareFlags, Run};
 }
 

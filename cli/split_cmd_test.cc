@@ -70,7 +70,7 @@ TEST(SplitCmdTest, FlagErrorsNameTheFlag) {
       {"split --page-size 4 --extend-lens 5", "--cp-size: required"},
       {"split --cp-size 2 --extend-lens 5", "--page-size: required"},
       {"split --mode token-balanced --cp-size 2", "--total-len: required"},
-      {"split --mode zig --cp-size 2", "--mode: must be in-seq, round-robin or token-balanced, got 'zig'"},
+      {"split --mode zig --cp-size 2", "--mode: must be in-seq, round-robin, token-balanced or owners, got 'zig'"},
       {"split --cp-size 2 --bogus 1", "split: unrecognised option '--bogus'"},
   });
 }

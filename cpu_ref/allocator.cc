@@ -14,6 +14,22 @@ namespace {
 // Floor of alloc_extend's simulated class counts: far below any real deficit (a batch's pages are < 2^48 each).
 constexpr int64_t kSimFloor = -(int64_t{1} << 62);
 
+// Request i's new pages, or an error naming its misaligned prefix, out-of-range seq_len or missing new page.
+StatusOr<int64_t> RequestNewPages(const AllocBatch& batch, size_t i, int64_t ps) {
+  const int64_t prefix_len = batch.prefix_lens[i], seq_len = batch.seq_lens[i];
+  if (prefix_len < 0 || prefix_len >= kMaxSlot || prefix_len % ps != 0) {
+    return InvalidArgument("prefix_lens[", i, "]: must be a page-aligned multiple of page_size (", ps,
+                           ") in [0, 2^48), got ", prefix_len);
+  }
+  if (seq_len < 0 || seq_len >= kMaxSlot) return InvalidArgument("seq_lens[", i, "]: must be in [0, 2^48), got ", seq_len);
+  const int64_t new_pages = PositionPages(seq_len, ps) - prefix_len / ps;
+  if (new_pages <= 0) {
+    return InvalidArgument("seq_lens[", i, "]: must need at least one new page past prefix_len ", prefix_len,
+                           " (page_size ", ps, "), got ", seq_len);
+  }
+  return new_pages;
+}
+
 }  // namespace
 
 StatusOr<PageInterleaveAllocator> PageInterleaveAllocator::Create(const AllocatorConfig& config) {
@@ -55,19 +71,8 @@ StatusOr<bool> PageInterleaveAllocator::AllocExtend(const AllocBatch& batch, Ext
   bool deferred = false;
   int64_t total_pages = 0;
   for (size_t i = 0; i < reqs; ++i) {
-    const int64_t prefix_len = batch.prefix_lens[i], seq_len = batch.seq_lens[i];
-    if (prefix_len < 0 || prefix_len >= kMaxSlot || prefix_len % ps != 0) {
-      return InvalidArgument("prefix_lens[", i, "]: must be a page-aligned multiple of page_size (", ps,
-                             ") in [0, 2^48), got ", prefix_len);
-    }
-    if (seq_len < 0 || seq_len >= kMaxSlot) {
-      return InvalidArgument("seq_lens[", i, "]: must be in [0, 2^48), got ", seq_len);
-    }
-    const int64_t new_pages = PositionPages(seq_len, ps) - prefix_len / ps;
-    if (new_pages <= 0) {
-      return InvalidArgument("seq_lens[", i, "]: must need at least one new page past prefix_len ", prefix_len,
-                             " (page_size ", ps, "), got ", seq_len);
-    }
+    const int64_t prefix_len = batch.prefix_lens[i];
+    KVSHARD_ASSIGN_OR_RETURN(const int64_t new_pages, RequestNewPages(batch, i, ps));
     int64_t base = batch.rotation_bases[i];
     if (base != kNewChain && (base < 0 || base >= n)) {
       return InvalidArgument("rotation_bases[", i, "]: must be null or in [0, ", n, "), got ", base);
@@ -123,6 +128,56 @@ StatusOr<bool> PageInterleaveAllocator::AllocExtend(const AllocBatch& batch, Ext
     }
   }
   out->offsets[reqs] = total_pages;
+  return true;
+}
+
+// Owner-plan mode: each new page from the class the caller names (e.g. its CP compute owner), no rotation.
+StatusOr<bool> PageInterleaveAllocator::AllocExtendByClasses(const AllocBatch& batch,
+                                                             const std::vector<std::vector<int64_t>>& page_classes,
+                                                             ExtendPages* out) {
+  const int64_t n = config_.shard_size, ps = config_.page_size;
+  const size_t reqs = batch.prefix_lens.size();
+  if (batch.seq_lens.size() != reqs || batch.rotation_bases.size() != reqs || page_classes.size() != reqs) {
+    return InvalidArgument("page_classes: prefix_lens, seq_lens, rotation_bases and page_classes must have equal "
+                           "lengths, got ", reqs, ", ", batch.seq_lens.size(), ", ", batch.rotation_bases.size(),
+                           ", ", page_classes.size());
+  }
+  std::vector<int64_t> need(static_cast<size_t>(n), 0);
+  int64_t total_pages = 0;
+  for (size_t i = 0; i < reqs; ++i) {
+    KVSHARD_ASSIGN_OR_RETURN(const int64_t new_pages, RequestNewPages(batch, i, ps));
+    if (static_cast<int64_t>(page_classes[i].size()) != new_pages) {
+      return InvalidArgument("page_classes[", i, "]: must name one class per new page (", new_pages, "), got ",
+                             page_classes[i].size());
+    }
+    for (size_t j = 0; j < page_classes[i].size(); ++j) {
+      const int64_t c = page_classes[i][j];
+      if (c < 0 || c >= n) return InvalidArgument("page_classes[", i, "][", j, "]: must be in [0, ", n, "), got ", c);
+      ++need[c];
+    }
+    total_pages += new_pages;
+  }
+  for (int64_t c = 0; c < n; ++c) {
+    if (need[c] > ClassCount(c)) return false;  // defer the whole batch, state unchanged
+  }
+  if (config_.need_sort) {
+    bool short_class = false;
+    for (int64_t c = 0; c < n; ++c) short_class |= static_cast<int64_t>(free_[c].size()) < need[c];
+    if (short_class) MergeAndSortAll();
+  }
+  out->rotation_bases.assign(batch.rotation_bases.begin(), batch.rotation_bases.end());
+  out->pages.clear();
+  out->pages.reserve(static_cast<size_t>(total_pages));
+  out->offsets.assign(1, 0);
+  for (size_t i = 0; i < reqs; ++i) {
+    for (int64_t c : page_classes[i]) {
+      const int64_t page = free_[c].back();
+      free_[c].pop_back();
+      allocated_[page] = 1;
+      out->pages.push_back(page);
+    }
+    out->offsets.push_back(static_cast<int64_t>(out->pages.size()));
+  }
   return true;
 }
 

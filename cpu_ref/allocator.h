@@ -37,6 +37,12 @@ class PageInterleaveAllocator {
   // class would run out. Errors (state unchanged) name the field: misaligned prefix, no new pages, bad
   // base, mismatched list lengths, or (check_last_loc) a last_loc whose owner breaks the cyclic rotation.
   StatusOr<bool> AllocExtend(const AllocBatch& batch, ExtendPages* out);
+  // Owner-plan mode (a kvshard model, not SGLang): request i's new page j is
+  // drawn from class page_classes[i][j] (e.g. its CP compute owner, so CP shared-KV direct writes never fail the
+  // owner check) instead of the rotation. Same validation, whole-batch defer and need_sort merge as AllocExtend;
+  // rotation bases are copied, not used. Errors name page_classes[i][j] for a bad class or list length.
+  StatusOr<bool> AllocExtendByClasses(const AllocBatch& batch, const std::vector<std::vector<int64_t>>& page_classes,
+                                      ExtendPages* out);
   // Frees the pages of `locs` (sorted unique locs // ps, prepended per class), or queues a snapshot
   // inside a free group. Errors (state unchanged) for slots outside the pool or pages not allocated.
   Status Free(const std::vector<int64_t>& locs);

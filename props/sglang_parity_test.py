@@ -12,7 +12,7 @@ import tempfile
 import time
 
 SUITE = "sglang_parity_test"
-KINDS = ("alloc", "gather_plan", "split", "rerange")
+KINDS = ("alloc", "gather_plan", "split", "rerange", "owners")
 FAIL_FAST = "[CP_SHARED_KV_FAIL_FAST]"
 
 
@@ -536,9 +536,52 @@ def rerange_case(case, sg, rng, stats):
     check_dict(case, "", case.run_json(*args), want)
 
 
+def owners_case(case, sg, rng, stats):
+    """Page compute owners and direct-write locs against SGLang's own plan: an extent page's owner is the rank of
+    the SGLang segment whose page range holds it (the derived build_in_seq_page_compute_owners must agree), and the
+    direct-write locs are out_cache_loc split by SGLang's valid split lists and zigzag indices (pages allocated from
+    their owner's class, some slots trash)."""
+    n, ps, extend, prefix = gen_in_seq(rng)
+    rank = rng.randrange(n)
+    args = in_seq_args("split", n, ps, extend, prefix) + ["--mode", "owners", "--cp-rank", rank]
+    plan, error = sglang_plan(sg["cp"], n, ps, extend, prefix, rank)
+    if error is not None:
+        stats["owners errors"] += 1
+        return case.check_error(error, args)
+    owners = []
+    for q in range(plan["batch_size"]):
+        first = prefix[q] // ps
+        starts, ends = plan["request_segment_page_starts"][q], plan["request_segment_page_ends"][q]
+        for page in range(first, first + plan["request_padded_pages"][q]):
+            seg = [s for s in range(2 * n) if starts[s] <= page < ends[s]]
+            owners.append(seg[0] if seg[0] < n else 2 * n - 1 - seg[0])
+    next_page = [1] * n
+    locs, k = [], 0
+    for q in range(plan["batch_size"]):
+        pages = []
+        for _ in range(plan["request_padded_pages"][q]):
+            pages.append(next_page[owners[k]] * n + owners[k])
+            next_page[owners[k]] += 1
+            k += 1
+        locs += [0 if rng.random() < 0.05 else pages[t // ps] * ps + t % ps for t in range(extend[q])]
+    local, offset = [], 0
+    for q in range(plan["batch_size"]):
+        split = plan["request_valid_split_lists"][q]
+        bounds = [offset + sum(split[:s]) for s in range(2 * n + 1)]
+        for s in plan["request_zigzag_indices"][q]:
+            local += locs[bounds[s]:bounds[s + 1]]
+        offset += extend[q]
+    physical = [loc if loc < 0 else (loc // ps // n) * ps + loc % ps for loc in local]
+    got = case.run_json(*args, "--out-cache-loc", ",".join(map(str, locs)))
+    check_dict(case, "", got, dict(cp_size=n, cp_rank=rank, page_size=ps, page_owner_plan=owners,
+                                   cp_local_out_cache_loc=local, cp_local_physical_out_cache_loc=physical))
+    stats["owners direct writes"] += 1
+
+
 # ---- driver --------------------------------------------------------------------------------------------------
 
-RUNNERS = {"alloc": alloc_case, "gather_plan": gather_case, "split": split_case, "rerange": rerange_case}
+RUNNERS = {"alloc": alloc_case, "gather_plan": gather_case, "split": split_case, "rerange": rerange_case,
+           "owners": owners_case}
 
 
 def run_kind(kind, count, seed, sg, kvshard, tmpdir, stats):
