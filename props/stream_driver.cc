@@ -11,7 +11,7 @@ ref::ShardedPoolConfig PoolConfig(const StreamConfig& c) {
   const int64_t max_pages = (c.max_len + c.page_size - 1) / c.page_size;
   const int64_t block = c.max_batch * ((max_pages + c.shard_size - 1) / c.shard_size);
   return {c.shard_size, c.page_size, c.pages_per_rank, c.shard_size * c.page_size * block,
-          c.page_size * c.max_batch * max_pages, c.num_layers, c.row_words};
+          c.page_size * c.max_batch * max_pages, c.num_layers, c.row_words, c.buffers};
 }
 
 }  // namespace
@@ -90,21 +90,8 @@ Status StreamDriver::Step(const std::vector<StreamRequest>& reqs) {
   const std::vector<int64_t> chunk = ref::ExtendSlots(batch, out, ps);
   const int64_t salt = pool_.epoch();
   for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
-    const std::vector<uint32_t> rows = ref::RowValues(layer, chunk, salt, config_.row_words);
-    KVSHARD_RETURN_IF_ERROR(pool_.Write(layer, chunk, rows));
-    KVSHARD_RETURN_IF_ERROR(baseline_.Write(layer, chunk, rows));
-    KVSHARD_ASSIGN_OR_RETURN(auto got, pool_.Read(layer, read_locs));
-    KVSHARD_ASSIGN_OR_RETURN(auto want, baseline_.Read(layer, read_locs));
-    for (size_t r = 0; r < got.size(); ++r) {
-      if (got[r] != want) {
-        size_t i = 0;
-        while (got[r][i] == want[i]) ++i;
-        const size_t row = i / config_.row_words;
-        return Mismatch("layer ", layer, " rank ", r, ": sharded read of loc ", read_locs[row],
-                        " differs from the unsharded baseline");
-      }
-    }
-    stats_.rows_compared += static_cast<int64_t>(read_locs.size() * got.size());
+    KVSHARD_RETURN_IF_ERROR(config_.buffers.empty() ? WriteAndReadWords(layer, chunk, read_locs, salt)
+                                                    : WriteAndReadBuffers(layer, chunk, read_locs, salt));
   }
   pool_.EndShardExtend();
   // Finish: cache the full pages (duplicates freed, foreign bases declined), free the partial tail page.
@@ -114,6 +101,47 @@ Status StreamDriver::Step(const std::vector<StreamRequest>& reqs) {
     if (reqs[i].len % ps != 0) KVSHARD_RETURN_IF_ERROR(allocator_.Free({requests[i].pages.back() * ps}));
   }
   return unlock_all();
+}
+
+Status StreamDriver::WriteAndReadWords(int64_t layer, const std::vector<int64_t>& chunk,
+                                       const std::vector<int64_t>& read_locs, int64_t salt) {
+  const std::vector<uint32_t> rows = ref::RowValues(layer, chunk, salt, config_.row_words);
+  KVSHARD_RETURN_IF_ERROR(pool_.Write(layer, chunk, rows));
+  KVSHARD_RETURN_IF_ERROR(baseline_.Write(layer, chunk, rows));
+  KVSHARD_ASSIGN_OR_RETURN(auto got, pool_.Read(layer, read_locs));
+  KVSHARD_ASSIGN_OR_RETURN(auto want, baseline_.Read(layer, read_locs));
+  for (size_t r = 0; r < got.size(); ++r) {
+    if (got[r] != want) {
+      size_t i = 0;
+      while (got[r][i] == want[i]) ++i;
+      const size_t row = i / config_.row_words;
+      return Mismatch("layer ", layer, " rank ", r, ": sharded read of loc ", read_locs[row],
+                      " differs from the unsharded baseline");
+    }
+  }
+  stats_.rows_compared += static_cast<int64_t>(read_locs.size() * got.size());
+  return Status::Ok();
+}
+
+Status StreamDriver::WriteAndReadBuffers(int64_t layer, const std::vector<int64_t>& chunk,
+                                         const std::vector<int64_t>& read_locs, int64_t salt) {
+  const ref::BufferRows rows = ref::AllBufferRowValues(layer, config_.buffers, chunk, salt);
+  KVSHARD_RETURN_IF_ERROR(pool_.WriteBuffers(layer, chunk, rows));
+  KVSHARD_RETURN_IF_ERROR(baseline_.WriteBuffers(layer, chunk, rows));
+  KVSHARD_ASSIGN_OR_RETURN(auto got, pool_.ReadBuffers(layer, read_locs));
+  KVSHARD_ASSIGN_OR_RETURN(auto want, baseline_.ReadBuffers(layer, read_locs));
+  for (size_t r = 0; r < got.size(); ++r) {
+    for (size_t b = 0; b < want.size(); ++b) {
+      if (got[r][b] == want[b]) continue;
+      size_t i = 0;
+      while (got[r][b][i] == want[b][i]) ++i;
+      const size_t row = i / config_.buffers[b].row_bytes;
+      return Mismatch("layer ", layer, " rank ", r, " buffer ", config_.buffers[b].name, ": sharded read of loc ",
+                      read_locs[row], " differs from the unsharded baseline");
+    }
+  }
+  stats_.rows_compared += static_cast<int64_t>(read_locs.size() * got.size() * want.size());
+  return Status::Ok();
 }
 
 Status StreamDriver::CheckInvariants() const {

@@ -23,6 +23,7 @@ struct StreamConfig {
   int64_t pages_per_rank = 4;  // allocatable pages per rank (the pool has one more: the trash page)
   int64_t num_layers = 1;
   int64_t row_words = 1;
+  std::vector<ref::PoolBuffer> buffers;  // the per-layer buffers (MHA K/V, MLA latent, extras); empty: row_words
   int64_t max_batch = 1;       // requests per step
   int64_t max_len = 1;         // tokens per request
   bool need_sort = false;
@@ -39,7 +40,8 @@ struct StreamRequest {
 inline void showValue(const StreamRequest& r, std::ostream& os) { os << "(doc " << r.doc << ", len " << r.len << ")"; }
 inline void showValue(const StreamConfig& c, std::ostream& os) {
   os << "N=" << c.shard_size << " ps=" << c.page_size << " pages_per_rank=" << c.pages_per_rank
-     << " layers=" << c.num_layers << " row_words=" << c.row_words << " max_batch=" << c.max_batch
+     << " layers=" << c.num_layers << " row_words=" << c.row_words << " buffers=" << c.buffers.size()
+     << " max_batch=" << c.max_batch
      << " max_len=" << c.max_len << " need_sort=" << c.need_sort << " docs=" << c.shared.size();
 }
 
@@ -67,6 +69,12 @@ class StreamDriver {
  private:
   StreamDriver(const StreamConfig& config, ref::PageInterleaveAllocator allocator, ref::ShardedPool pool,
                ref::UnshardedPool baseline);
+  // One layer's set_kv_buffer of the chunk and get_key_buffer of every slot, checked against the baseline:
+  // through the one-buffer word API, or every buffer of the pool.
+  Status WriteAndReadWords(int64_t layer, const std::vector<int64_t>& chunk, const std::vector<int64_t>& read_locs,
+                           int64_t salt);
+  Status WriteAndReadBuffers(int64_t layer, const std::vector<int64_t>& chunk, const std::vector<int64_t>& read_locs,
+                             int64_t salt);
 
   StreamConfig config_;
   ref::PageInterleaveAllocator allocator_;

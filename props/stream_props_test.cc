@@ -1,5 +1,5 @@
 // End-to-end properties on random request streams (spec §6): sharded reads of prefix and chunk rows equal
-// the unsharded baseline for every layer and rank; every cached prefix stays cyclic; pages are conserved.
+// the unsharded baseline for every layer, rank and buffer (one-buffer, MHA K/V, MLA, MLA + extras); every cached prefix stays cyclic; pages are conserved.
 // (The pool's and the radix cache's own properties live in pool_props_test.cc and radix_props_test.cc.)
 #include <cstdint>
 #include <memory>
@@ -24,6 +24,7 @@ StreamConfig DrawStreamConfig(int64_t max_docs) {
   c.pages_per_rank = *rc::gen::inRange<int64_t>(1, 16);  // small pools: exhausted classes, evictions, defers
   c.num_layers = *rc::gen::inRange<int64_t>(1, 5);
   c.row_words = *rc::gen::inRange<int64_t>(1, 3);
+  c.buffers = DrawPoolBuffers();
   c.max_batch = *rc::gen::inRange<int64_t>(1, 5);
   c.max_len = *rc::gen::inRange<int64_t>(1, 4 * c.shard_size * c.page_size + 2);
   c.need_sort = *rc::gen::arbitrary<bool>();
@@ -53,7 +54,7 @@ auto Full(F f) {
 void RunStream(int64_t max_docs, int64_t max_steps) {
   const StreamConfig c = Full([max_docs] { return DrawStreamConfig(max_docs); });
   RC_LOG() << "stream: N=" << c.shard_size << " ps=" << c.page_size << " pages_per_rank=" << c.pages_per_rank
-           << " layers=" << c.num_layers << " need_sort=" << c.need_sort << " shared=" << rc::toString(c.shared)
+           << " layers=" << c.num_layers << " buffers=" << c.buffers.size() << " need_sort=" << c.need_sort << " shared=" << rc::toString(c.shared)
            << "\n";
   const std::unique_ptr<StreamDriver> driver = RC_VALUE(StreamDriver::Create(c));
   const int64_t steps = Full([max_steps] { return *rc::gen::inRange<int64_t>(1, max_steps + 1); });
@@ -68,6 +69,7 @@ void RunStream(int64_t max_docs, int64_t max_steps) {
   RC_TAG(driver->stats().prefix_hits > 0 ? "prefix hit" : "no prefix hit");
   RC_TAG(driver->stats().deferred + driver->stats().evicted_pages > 0 ? "pool exhausted" : "pool roomy");
   RC_TAG(driver->stats().declined > 0 ? "insert declined" : "no insert declined");
+  RC_TAG(c.buffers.empty() ? "one-buffer word pool" : StrCat(c.buffers.size(), "-buffer pool"));
 }
 
 // 3 rounds x RC_PARAMS max_success streams each.
