@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/cli_util.h"
+#include "cli/pool_data_path.h"
 #include "core/gather_plan.h"
 #include "core/json.h"
 #include "core/status.h"
@@ -49,22 +50,6 @@ uint32_t PayloadWord(uint64_t seed, int64_t layer, int64_t loc, int64_t generati
 // byte first), so a row in the wrong buffer differs too; one buffer of 4*w bytes is the old word row.
 ref::BufferRows PayloadRows(const PoolGeometry& g, int64_t layer, const std::vector<int64_t>& locs,
                             int64_t generation);
-
-// A data path of the pipeline (the GPU backend implements it in cli/gpu_pool_path.h).
-class PoolDataPath {
- public:
-  virtual ~PoolDataPath() = default;
-  // "gpu (emulated, N ranks on device 0)" and the like, for messages.
-  virtual std::string Name() const = 0;
-  // begin_shard_extend of `batch`: builds the path's own plan and returns it (errors as the reference's).
-  virtual StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) = 0;
-  // set_kv_buffer on every rank; rows[b] holds locs.size() * buffers[b].row_bytes bytes.
-  virtual Status Write(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) = 0;
-  // get_key_buffer(layer) then every buffer's rows at translate_loc_to_scratch(locs) on every rank ([rank][buffer]).
-  virtual StatusOr<std::vector<ref::BufferRows>> Read(int64_t layer, const std::vector<int64_t>& locs) = 0;
-  // end_shard_extend on every rank.
-  virtual Status End() = 0;
-};
 
 // The pipeline state of one trace.
 class PoolReplay {

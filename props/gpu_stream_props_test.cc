@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -20,26 +19,6 @@
 
 namespace kvshard::props {
 namespace {
-
-// The GPU data path as a StreamDriver mirror.
-class GpuMirror : public PoolMirror {
- public:
-  explicit GpuMirror(std::unique_ptr<cli::PoolDataPath> path) : path_(std::move(path)) {}
-  std::string Name() const override { return path_->Name(); }
-  StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) override {
-    return path_->Begin(batch, out_cache_loc);
-  }
-  Status Write(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) override {
-    return path_->Write(layer, locs, rows);
-  }
-  StatusOr<std::vector<ref::BufferRows>> Read(int64_t layer, const std::vector<int64_t>& locs) override {
-    return path_->Read(layer, locs);
-  }
-  Status End() override { return path_->End(); }
-
- private:
-  std::unique_ptr<cli::PoolDataPath> path_;
-};
 
 cli::PoolGeometry GeometryOf(const StreamConfig& c) {
   const ref::ShardedPoolConfig pc = StreamPoolConfig(c);
@@ -62,8 +41,8 @@ TEST(GpuStreamProps, EmulatedGpuPoolEqualsReferenceOnRandomStreams) {
     const StreamConfig c = Full([] { return DrawStreamConfig(3); });
     RC_LOG() << "stream: N=" << c.shard_size << " ps=" << c.page_size << " pages_per_rank=" << c.pages_per_rank
              << " layers=" << c.num_layers << " buffers=" << c.buffers.size() << "\n";
-    GpuMirror mirror(RC_VALUE(cli::CreateGpuPoolPath(GeometryOf(c), /*gpus=*/1)));
-    const std::unique_ptr<StreamDriver> driver = RC_VALUE(StreamDriver::Create(c, &mirror));
+    const std::unique_ptr<cli::PoolDataPath> gpu = RC_VALUE(cli::CreateGpuPoolPath(GeometryOf(c), /*gpus=*/1));
+    const std::unique_ptr<StreamDriver> driver = RC_VALUE(StreamDriver::Create(c, gpu.get()));
     const int64_t steps = Full([] { return *rc::gen::inRange<int64_t>(1, 13); });
     for (int64_t s = 0; s < steps; ++s) {
       const std::vector<StreamRequest> step = Full([c] { return DrawStep(c); });

@@ -12,7 +12,7 @@ ref::ShardedPoolConfig StreamPoolConfig(const StreamConfig& c) {
           c.page_size * c.max_batch * max_pages, c.num_layers, c.row_words, c.buffers};
 }
 
-StatusOr<std::unique_ptr<StreamDriver>> StreamDriver::Create(const StreamConfig& c, PoolMirror* mirror) {
+StatusOr<std::unique_ptr<StreamDriver>> StreamDriver::Create(const StreamConfig& c, cli::PoolDataPath* mirror) {
   if (c.shared.empty()) return InvalidArgument("shared: needs one entry per document, got none");
   KVSHARD_ASSIGN_OR_RETURN(ref::PageInterleaveAllocator allocator,
                            ref::PageInterleaveAllocator::Create({c.shard_size, c.page_size, c.pages_per_rank,

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/pool_data_path.h"
 #include "core/gather_plan.h"
 #include "core/status.h"
 #include "cpu_ref/allocator.h"
@@ -50,18 +51,6 @@ inline void showValue(const StreamConfig& c, std::ostream& os) {
 // The pool geometry a stream runs on (capacities sized for max_batch requests of max_len tokens).
 ref::ShardedPoolConfig StreamPoolConfig(const StreamConfig& config);
 
-// A second data path run beside the reference pool (the GPU backend, through an adapter): it sees every
-// begin_shard_extend, set_kv_buffer (every buffer's rows), get_key_buffer and end_shard_extend of the stream.
-class PoolMirror {
- public:
-  virtual ~PoolMirror() = default;
-  virtual std::string Name() const = 0;
-  virtual StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) = 0;
-  virtual Status Write(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) = 0;
-  virtual StatusOr<std::vector<ref::BufferRows>> Read(int64_t layer, const std::vector<int64_t>& locs) = 0;
-  virtual Status End() = 0;
-};
-
 // Counters of what a stream exercised.
 struct StreamStats {
   int64_t batches = 0, deferred = 0, evicted_pages = 0, declined = 0, prefix_hits = 0, rows_compared = 0;
@@ -72,8 +61,9 @@ struct StreamStats {
 class StreamDriver {
  public:
   // A driver over a fresh allocator, cache and pools; an error names the invalid geometry (never aborts). With
-  // `mirror`, every plan and every byte of every read of the mirror must equal the reference pool's.
-  static StatusOr<std::unique_ptr<StreamDriver>> Create(const StreamConfig& config, PoolMirror* mirror = nullptr);
+  // `mirror` (e.g. the GPU backend's data path), every plan and every byte of every buffer of its reads must equal
+  // the reference pool's.
+  static StatusOr<std::unique_ptr<StreamDriver>> Create(const StreamConfig& config, cli::PoolDataPath* mirror = nullptr);
   StreamDriver(const StreamDriver&) = delete;
   StreamDriver& operator=(const StreamDriver&) = delete;
   // Runs one extend batch (or defers it); an error names the first violated expectation.
@@ -104,7 +94,7 @@ class StreamDriver {
   ref::ShardedPool pool_;
   ref::UnshardedPool baseline_;
   StreamStats stats_;
-  PoolMirror* mirror_ = nullptr;
+  cli::PoolDataPath* mirror_ = nullptr;
 };
 
 }  // namespace kvshard::props
