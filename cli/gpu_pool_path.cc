@@ -37,7 +37,10 @@ class GpuPoolPath : public PoolDataPath {
     shape.pool_rows = (g_.pages_per_rank + 1) * g_.page_size;
     shape.max_prefix_tokens = g_.max_prefix_tokens;
     shape.chunk_tokens = g_.chunk_tokens;
-    shape.row_bytes = 4 * g_.row_words;
+    shape.row_bytes = g_.buffers[0].row_bytes;
+    if (g_.buffers.size() > 1) {
+      for (const ref::PoolBuffer& b : g_.buffers) shape.buffer_row_bytes.push_back(b.row_bytes);
+    }
     shape.n_page_pos = planner_->page_pos_size();
     KVSHARD_RETURN_IF_ERROR(gpu::PrefixGatherCanImplement(shape, comm_->size()));
     KVSHARD_ASSIGN_OR_RETURN(gather_, gpu::LayerAheadGather::Create(comm_.get(), shape));
@@ -67,57 +70,65 @@ class GpuPoolPath : public PoolDataPath {
     return plan;
   }
 
-  Status Write(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& rows) override {
-    const int64_t n = static_cast<int64_t>(locs.size()), row_bytes = 4 * g_.row_words;
+  Status Write(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) override {
+    const int64_t n = static_cast<int64_t>(locs.size());
     if (active_ && locs != out_cache_loc_) {
       return InvalidArgument("locs: during an extend the GPU backend writes the batch's out_cache_loc only "
                              "(leave locs out, or give exactly those slots)");
     }
+    const int ranks = static_cast<int>(comm_->local_ranks().size());
     std::vector<gpu::DeviceBuffer> bufs;
-    std::vector<const void*> ptrs;
-    for (int i = 0; i < static_cast<int>(comm_->local_ranks().size()); ++i) {
+    std::vector<std::vector<const void*>> ptrs(ranks);
+    for (int i = 0; i < ranks; ++i) {
       KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
-      KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer b, gpu::Upload(rows));
-      ptrs.push_back(b.data());
-      bufs.push_back(std::move(b));
+      for (const std::vector<uint8_t>& b : rows) {
+        KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d, gpu::Upload(b));
+        ptrs[i].push_back(d.data());
+        bufs.push_back(std::move(d));
+      }
     }
     if (active_) {
-      KVSHARD_RETURN_IF_ERROR(gather_->WriteLayer(layer, ptrs));
-    } else {  // outside an extend (decode writes): the owner filter only, straight into each rank's pool
+      KVSHARD_RETURN_IF_ERROR(gather_->WriteLayerBuffers(layer, ptrs));
+    } else {  // outside an extend (decode writes): the owner filter only, straight into each rank's pools
       const PlacementSpec spec{g_.shard_size, g_.page_size};
-      for (int i = 0; i < static_cast<int>(comm_->local_ranks().size()); ++i) {
+      for (int i = 0; i < ranks; ++i) {
         KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
         KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_locs, gpu::Upload(locs));
-        KVSHARD_RETURN_IF_ERROR(gpu::LaunchOwnerFilteredWrite(
-            gather_->pool(i, layer), gather_->shape().pool_rows, ptrs[i], d_locs.as<int64_t>(), n, spec,
-            comm_->local_ranks()[i], row_bytes, nullptr, gather_->compute_stream(i)));
+        for (size_t b = 0; b < g_.buffers.size(); ++b) {
+          KVSHARD_RETURN_IF_ERROR(gpu::LaunchOwnerFilteredWrite(
+              gather_->pool(i, layer, static_cast<int>(b)), gather_->shape().pool_rows, ptrs[i][b],
+              d_locs.as<int64_t>(), n, spec, comm_->local_ranks()[i], g_.buffers[b].row_bytes, nullptr,
+              gather_->compute_stream(i)));
+        }
         KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(gather_->compute_stream(i)));
       }
     }
     // The uploads must outlive the kernels reading them.
-    for (int i = 0; i < static_cast<int>(comm_->local_ranks().size()); ++i) {
-      KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(gather_->compute_stream(i)));
-    }
+    for (int i = 0; i < ranks; ++i) KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(gather_->compute_stream(i)));
     return Status::Ok();
   }
 
-  StatusOr<std::vector<std::vector<uint32_t>>> Read(int64_t layer, const std::vector<int64_t>& locs) override {
-    KVSHARD_ASSIGN_OR_RETURN(std::vector<void*> slots, gather_->AcquireForRead(layer));
-    const int64_t m = static_cast<int64_t>(locs.size()), row_bytes = 4 * g_.row_words;
-    std::vector<std::vector<uint32_t>> out;
+  StatusOr<std::vector<ref::BufferRows>> Read(int64_t layer, const std::vector<int64_t>& locs) override {
+    KVSHARD_ASSIGN_OR_RETURN(auto slots, gather_->AcquireBuffersForRead(layer));
+    const int64_t m = static_cast<int64_t>(locs.size());
+    std::vector<ref::BufferRows> out;
     for (int i = 0; i < static_cast<int>(comm_->local_ranks().size()); ++i) {
       KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
       const cudaStream_t s = gather_->compute_stream(i);
       KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_locs, gpu::Upload(locs));
       KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_rows, gpu::DeviceBuffer::Allocate(m * 8));
-      KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_out, gpu::DeviceBuffer::Allocate(m * row_bytes));
       KVSHARD_RETURN_IF_ERROR(gpu::LaunchTranslate(d_rows.as<int64_t>(), d_locs.as<int64_t>(), m, gather_->page_pos(i),
                                                    gather_->shape().n_page_pos, g_.page_size, s));
-      KVSHARD_RETURN_IF_ERROR(gpu::LaunchGatherRows(d_out.data(), slots[i], gather_->shape().scratch_rows(),
-                                                    d_rows.as<int64_t>(), m, row_bytes, nullptr, s));
-      KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(s));
-      KVSHARD_ASSIGN_OR_RETURN(std::vector<uint32_t> words, gpu::Download<uint32_t>(d_out.data(), m * g_.row_words));
-      out.push_back(std::move(words));
+      out.emplace_back();
+      for (size_t b = 0; b < g_.buffers.size(); ++b) {
+        const int64_t row_bytes = g_.buffers[b].row_bytes;
+        KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_out, gpu::DeviceBuffer::Allocate(m * row_bytes));
+        KVSHARD_RETURN_IF_ERROR(gpu::LaunchGatherRows(d_out.data(), slots[i][b], gather_->shape().scratch_rows(),
+                                                      d_rows.as<int64_t>(), m, row_bytes, nullptr, s));
+        KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(s));
+        KVSHARD_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, gpu::Download<uint8_t>(d_out.data(), m * row_bytes));
+        out.back().push_back(std::move(bytes));
+      }
     }
     return out;
   }

@@ -40,13 +40,28 @@ Json OwnerWritePlanJson(const std::vector<int64_t>& locs, int64_t n, int64_t ps,
   return j;
 }
 
-// The first differing row of two rank-major read results, as text.
-std::string FirstRowDiff(const std::vector<uint32_t>& got, const std::vector<uint32_t>& want, int64_t w,
-                         const std::vector<int64_t>& locs, size_t* row) {
-  size_t i = 0;
-  while (i < got.size() && got[i] == want[i]) ++i;
-  *row = i / w;
-  return StrCat("locs[", *row, "] (slot ", locs[*row], ") word ", i % w, ": got ", got[i], ", expected ", want[i]);
+// The first difference of two reads (every buffer), as text: "locs[i] (slot S) word w: got X, expected Y" in
+// the one-buffer word form, else "... buffer NAME byte j: ..."; empty when equal.
+std::string FirstRowDiff(const ref::BufferRows& got, const ref::BufferRows& want, const PoolGeometry& g,
+                         const std::vector<int64_t>& locs) {
+  for (size_t b = 0; b < want.size(); ++b) {
+    if (got[b] == want[b]) continue;
+    size_t i = 0;
+    while (got[b][i] == want[b][i]) ++i;
+    if (!g.explicit_buffers) {  // words, as before buffers existed
+      const size_t word = i / 4, w = static_cast<size_t>(g.row_words);
+      uint32_t x = 0, y = 0;
+      for (int k = 3; k >= 0; --k) {
+        x = x << 8 | got[b][word * 4 + k];
+        y = y << 8 | want[b][word * 4 + k];
+      }
+      return StrCat("locs[", word / w, "] (slot ", locs[word / w], ") word ", word % w, ": got ", x, ", expected ", y);
+    }
+    const size_t width = static_cast<size_t>(g.buffers[b].row_bytes);
+    return StrCat("locs[", i / width, "] (slot ", locs[i / width], ") buffer ", g.buffers[b].name, " byte ",
+                  i % width, ": got ", static_cast<int>(got[b][i]), ", expected ", static_cast<int>(want[b][i]));
+  }
+  return "";
 }
 
 }  // namespace
@@ -57,11 +72,53 @@ uint32_t PayloadWord(uint64_t seed, int64_t layer, int64_t loc, int64_t generati
           (static_cast<uint64_t>(generation) << 20 | static_cast<uint64_t>(word))));
 }
 
+ref::BufferRows PayloadRows(const PoolGeometry& g, int64_t layer, const std::vector<int64_t>& locs,
+                            int64_t generation) {
+  ref::BufferRows rows;
+  int64_t offset = 0;  // of the buffer in a slot's concatenated row
+  for (const ref::PoolBuffer& b : g.buffers) {
+    std::vector<uint8_t> r(locs.size() * b.row_bytes);
+    for (size_t i = 0; i < locs.size(); ++i) {
+      for (int64_t j = 0; j < b.row_bytes; ++j) {
+        const uint32_t w = PayloadWord(g.payload_seed, layer, locs[i], generation, (offset + j) / 4);
+        r[i * b.row_bytes + j] = static_cast<uint8_t>(w >> (8 * ((offset + j) % 4)));
+      }
+    }
+    offset += b.row_bytes;
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
 const std::vector<std::string>& PoolHeaderKeys() {
-  static const auto* keys =
-      new std::vector<std::string>{"max_prefix_tokens", "chunk_tokens", "num_layers", "row_words", "payload_seed"};
+  static const auto* keys = new std::vector<std::string>{"max_prefix_tokens", "chunk_tokens", "num_layers",
+                                                         "row_words", "buffers", "payload_seed"};
   return *keys;
 }
+
+namespace {
+
+// The header's "buffers": [{"name": "k", "row_bytes": 1024}, ...].
+StatusOr<std::vector<ref::PoolBuffer>> BuffersFromJson(const Json& j) {
+  if (!j.is_array()) return InvalidArgument("pool.buffers: must be a list of {\"name\", \"row_bytes\"} objects");
+  std::vector<ref::PoolBuffer> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const std::string where = StrCat("pool.buffers[", i, "].");
+    if (!j[i].is_object()) return InvalidArgument("pool.buffers[", i, "]: must be an object");
+    for (const auto& [key, value] : j[i].items()) {
+      if (key != "name" && key != "row_bytes") return InvalidArgument(where, key, ": unknown key (name, row_bytes)");
+    }
+    if (!j[i].contains("name") || !j[i].at("name").is_string()) return InvalidArgument(where, "name: must be a string");
+    ref::PoolBuffer b;
+    b.name = j[i].at("name").get<std::string>();
+    KVSHARD_ASSIGN_OR_RETURN(b.row_bytes, JsonInt(j[i], "row_bytes", where, 1, ref::kMaxPoolRowBytes));
+    out.push_back(std::move(b));
+  }
+  KVSHARD_RETURN_IF_ERROR(ref::ValidatePoolBuffers(out, "pool."));
+  return out;
+}
+
+}  // namespace
 
 StatusOr<PoolGeometry> PoolGeometryFromJson(const Json& pool, int64_t shard_size, int64_t page_size,
                                             int64_t pages_per_rank) {
@@ -69,7 +126,8 @@ StatusOr<PoolGeometry> PoolGeometryFromJson(const Json& pool, int64_t shard_size
   for (const auto& [key, value] : pool.items()) {
     if (std::find(PoolHeaderKeys().begin(), PoolHeaderKeys().end(), key) == PoolHeaderKeys().end()) {
       return InvalidArgument("pool.", key, ": unknown key (max_prefix_tokens, chunk_tokens, num_layers, row_words, "
-                             "payload_seed; shard_size, page_size and pages_per_rank come from \"allocator\")");
+                             "buffers, payload_seed; shard_size, page_size and pages_per_rank come from "
+                             "\"allocator\")");
     }
   }
   PoolGeometry g;
@@ -79,7 +137,16 @@ StatusOr<PoolGeometry> PoolGeometryFromJson(const Json& pool, int64_t shard_size
   KVSHARD_ASSIGN_OR_RETURN(g.max_prefix_tokens, JsonInt(pool, "max_prefix_tokens", "pool.", 0, kMaxSlot - 1));
   KVSHARD_ASSIGN_OR_RETURN(g.chunk_tokens, JsonInt(pool, "chunk_tokens", "pool.", 0, kMaxSlot - 1));
   KVSHARD_ASSIGN_OR_RETURN(g.num_layers, JsonInt(pool, "num_layers", "pool.", 1, 4096));
-  KVSHARD_ASSIGN_OR_RETURN(g.row_words, JsonInt(pool, "row_words", "pool.", 1, 4096));
+  if (pool.contains("buffers")) {
+    if (pool.contains("row_words")) {
+      return InvalidArgument("pool.row_words: give either row_words (one buffer) or buffers, not both");
+    }
+    KVSHARD_ASSIGN_OR_RETURN(g.buffers, BuffersFromJson(pool.at("buffers")));
+    g.explicit_buffers = true;
+  } else {
+    KVSHARD_ASSIGN_OR_RETURN(g.row_words, JsonInt(pool, "row_words", "pool.", 1, 4096));
+    g.buffers = {{"kv", 4 * g.row_words}};
+  }
   int64_t seed = 0;
   if (pool.contains("payload_seed")) {
     KVSHARD_ASSIGN_OR_RETURN(seed, JsonInt(pool, "payload_seed", "pool.", 0, INT64_MAX));
@@ -92,7 +159,7 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
                                                          std::unique_ptr<PoolDataPath> device) {
   std::unique_ptr<PoolReplay> r(new PoolReplay(g, backend));
   const ref::ShardedPoolConfig config{g.shard_size,   g.page_size,  g.pages_per_rank, g.max_prefix_tokens,
-                                      g.chunk_tokens, g.num_layers, g.row_words};
+                                      g.chunk_tokens, g.num_layers, g.row_words,  g.buffers};
   auto pool = ref::ShardedPool::Create(config);
   if (!pool.ok()) return InvalidArgument("pool.", pool.status().message());
   if (backend != Backend::kGpu) r->pool_.emplace(std::move(*pool));
@@ -105,11 +172,15 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
 }
 
 bool PoolReplay::Handles(const std::string& op) {
-  return op == "begin_shard_extend" || op == "set_kv_buffer" || op == "get_key_buffer" || op == "end_shard_extend";
+  return op == "begin_shard_extend" || op == "set_kv_buffer" || op == "get_key_buffer" || op == "end_shard_extend" ||
+         op == "set_kv_buffer_prefix_valid";
 }
 
 StatusOr<Json> PoolReplay::Execute(const std::string& op, const Json& rec, const Json* only) {
   if (op == "begin_shard_extend") return Begin(rec, only);
+  if (op == "set_kv_buffer_prefix_valid") {  // SGLang raises NotImplementedError under sharding, whatever the state
+    return FailedPrecondition("set_kv_buffer_prefix_valid: ", ref::kPrefixValidUnsupported);
+  }
   if (op == "set_kv_buffer") return Write(rec, only);
   if (op == "get_key_buffer") return Read(rec, only);
   return End();
@@ -180,14 +251,10 @@ StatusOr<Json> PoolReplay::Write(const Json& rec, const Json* only) {
       return InvalidArgument("locs[", i, "]: must be a slot of the pool, in [0, ", slots, "), got ", locs[i]);
     }
   }
-  const int64_t w = geometry_.row_words;
   ++generation_;
-  std::vector<uint32_t> rows(locs.size() * w);
-  for (size_t i = 0; i < locs.size(); ++i) {
-    for (int64_t k = 0; k < w; ++k) rows[i * w + k] = PayloadWord(geometry_.payload_seed, layer, locs[i], generation_, k);
-  }
-  KVSHARD_RETURN_IF_ERROR(baseline_->Write(layer, locs, rows));
-  if (pool_) KVSHARD_RETURN_IF_ERROR(pool_->Write(layer, locs, rows));
+  const ref::BufferRows rows = PayloadRows(geometry_, layer, locs, generation_);
+  KVSHARD_RETURN_IF_ERROR(baseline_->WriteBuffers(layer, locs, rows));
+  if (pool_) KVSHARD_RETURN_IF_ERROR(pool_->WriteBuffers(layer, locs, rows));
   if (device_) {
     if (Status s = device_->Write(layer, locs, rows); !s.ok()) {
       return Status(s.code(), StrCat(device_->Name(), ": ", s.message()));
@@ -217,14 +284,13 @@ StatusOr<Json> PoolReplay::Read(const Json& rec, const Json* only) {
     }
     scratch_rows[i] = page_pos_[page] * ps + locs[i] % ps;
   }
-  KVSHARD_ASSIGN_OR_RETURN(std::vector<uint32_t> want, baseline_->Read(layer, locs));
-  const int64_t w = geometry_.row_words;
-  std::vector<std::vector<uint32_t>> ref_rows, dev_rows;
+  KVSHARD_ASSIGN_OR_RETURN(ref::BufferRows want, baseline_->ReadBuffers(layer, locs));
+  std::vector<ref::BufferRows> ref_rows, dev_rows;
   if (pool_) {
-    KVSHARD_ASSIGN_OR_RETURN(ref_rows, pool_->Read(layer, locs));
+    KVSHARD_ASSIGN_OR_RETURN(ref_rows, pool_->ReadBuffers(layer, locs));
   }
   if (device_) {
-    StatusOr<std::vector<std::vector<uint32_t>>> got = device_->Read(layer, locs);
+    StatusOr<std::vector<ref::BufferRows>> got = device_->Read(layer, locs);
     if (!got.ok()) {
       if (pool_) return Mismatch("diff: get_key_buffer: the reference read layer ", layer, ", ", device_->Name(),
                                  " failed: ", got.status().message());
@@ -234,8 +300,7 @@ StatusOr<Json> PoolReplay::Read(const Json& rec, const Json* only) {
   }
   for (size_t r = 0; r < ref_rows.size() && r < dev_rows.size(); ++r) {  // diff: every byte of both paths
     if (dev_rows[r] != ref_rows[r]) {
-      size_t row = 0;
-      const std::string what = FirstRowDiff(dev_rows[r], ref_rows[r], w, locs, &row);
+      const std::string what = FirstRowDiff(dev_rows[r], ref_rows[r], geometry_, locs);
       return Mismatch("diff: layer ", layer, " rank ", r, ": ", device_->Name(), " read differs from the reference at ",
                       what);
     }
@@ -243,8 +308,7 @@ StatusOr<Json> PoolReplay::Read(const Json& rec, const Json* only) {
   const auto& checked = pool_ ? ref_rows : dev_rows;
   for (size_t r = 0; r < checked.size(); ++r) {
     if (checked[r] != want) {
-      size_t row = 0;
-      const std::string what = FirstRowDiff(checked[r], want, w, locs, &row);
+      const std::string what = FirstRowDiff(checked[r], want, geometry_, locs);
       return Mismatch("invariant: layer ", layer, " rank ", r, ": the sharded read differs from the unsharded pool at ",
                       what, " (the prefix gather or the chunk staging of this layer is wrong or stale)");
     }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/cli_util.h"
+#include "cli/pool_data_path.h"
 #include "core/gather_plan.h"
 #include "core/json.h"
 #include "core/status.h"
@@ -26,8 +27,13 @@ struct PoolGeometry {
   int64_t max_prefix_tokens = 0;  // scratch prefix region rows
   int64_t chunk_tokens = 0;       // scratch chunk region rows
   int64_t num_layers = 1;
-  int64_t row_words = 1;          // 32-bit words per KV row (row bytes = 4 * row_words)
+  int64_t row_words = 1;          // 32-bit words per KV row (row bytes = 4 * row_words), the one-buffer form
   uint64_t payload_seed = 0;      // the S of every payload word W(S, layer, slot, generation, word)
+  // The per-layer buffers (header "buffers": MHA K/V, MLA latent, extras); always filled: the one-buffer form
+  // is {"kv", 4 * row_words}.
+  std::vector<ref::PoolBuffer> buffers;
+  // True when the header gave "buffers" (else the one-buffer word form).
+  bool explicit_buffers = false;
 };
 
 // The header keys of "pool".
@@ -40,22 +46,10 @@ StatusOr<PoolGeometry> PoolGeometryFromJson(const Json& pool, int64_t shard_size
 // Word `word` of the row set_kv_buffer writes for `loc` of `layer` in write generation `generation`: every
 // (seed, layer, slot, generation) gives other bytes, so a misplaced or stale row is visible.
 uint32_t PayloadWord(uint64_t seed, int64_t layer, int64_t loc, int64_t generation, int64_t word);
-
-// A data path of the pipeline (the GPU backend implements it in cli/gpu_pool_path.h).
-class PoolDataPath {
- public:
-  virtual ~PoolDataPath() = default;
-  // "gpu (emulated, N ranks on device 0)" and the like, for messages.
-  virtual std::string Name() const = 0;
-  // begin_shard_extend of `batch`: builds the path's own plan and returns it (errors as the reference's).
-  virtual StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) = 0;
-  // set_kv_buffer on every rank; `rows` holds locs.size() * row_words words; `active` = inside an extend.
-  virtual Status Write(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& rows) = 0;
-  // get_key_buffer(layer) then the rows at translate_loc_to_scratch(locs) on every rank (rank-major).
-  virtual StatusOr<std::vector<std::vector<uint32_t>>> Read(int64_t layer, const std::vector<int64_t>& locs) = 0;
-  // end_shard_extend on every rank.
-  virtual Status End() = 0;
-};
+// The rows of every buffer for `locs`: a slot's buffers concatenated are the PayloadWord bytes of that slot (low
+// byte first), so a row in the wrong buffer differs too; one buffer of 4*w bytes is the old word row.
+ref::BufferRows PayloadRows(const PoolGeometry& g, int64_t layer, const std::vector<int64_t>& locs,
+                            int64_t generation);
 
 // The pipeline state of one trace.
 class PoolReplay {
@@ -64,7 +58,7 @@ class PoolReplay {
   static StatusOr<std::unique_ptr<PoolReplay>> Create(const PoolGeometry& geometry, Backend backend,
                                                       std::unique_ptr<PoolDataPath> device);
 
-  // True for the ops this class runs.
+  // True for the ops this class runs (set_kv_buffer_prefix_valid is SGLang's rejection under sharding).
   static bool Handles(const std::string& op);
 
   // Runs one pipeline record; the result is what its expect is checked against. A read that differs from the

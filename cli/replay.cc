@@ -86,6 +86,7 @@ const std::map<std::string, std::vector<FieldShape>>& OpShapes() {
       {"set_kv_buffer", {{"layer", Shape::kInt, true}, {"locs", Shape::kIntList, false}}},
       {"get_key_buffer", {{"layer", Shape::kInt, true}, {"locs", Shape::kIntList, false}}},
       {"end_shard_extend", {}},
+      {"set_kv_buffer_prefix_valid", {{"layer", Shape::kInt, false}, {"locs", Shape::kIntList, false}}},
   };
   return *shapes;
 }
@@ -115,7 +116,7 @@ Status CheckShape(const Json& rec, const std::string& op) {
     return InvalidArgument("op: unknown op \"", op,
                            "\" (place, split, rerange, gather_plan, alloc, free, free_group, match_prefix, "
                            "dec_lock_ref, insert, evict, begin_shard_extend, set_kv_buffer, get_key_buffer, "
-                           "end_shard_extend)");
+                           "end_shard_extend, set_kv_buffer_prefix_valid)");
   }
   std::vector<std::string> keys;
   for (const FieldShape& f : it->second) keys.push_back(f.key);

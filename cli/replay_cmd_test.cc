@@ -254,5 +254,50 @@ TEST(ReplayCmdTest, GpuBackendDiffsThePipelineOrSaysWhyNot) {
   EXPECT_NE(g.out.find("132 KV rows compared"), std::string::npos) << g.out;
 }
 
+const char kPoolMha[] = "testdata/traces/pool_pipeline_mha.jsonl";
+
+// The header's optional "buffers" (seed 000's MHA K/V, MLA latent, extras): every buffer is written, gathered
+// and checked; the one-buffer "row_words" form is still read; set_kv_buffer_prefix_valid is SGLang's rejection.
+TEST(ReplayCmdTest, MultiBufferPoolsAreCheckedPerBufferAndHeadersValidated) {
+  const CliResult r = RunCli({"replay", RunfilePath(kPoolMha), "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Json::parse(r.out)["rows_compared"], 132);
+  std::vector<std::string> lines = Lines(ReadRunfile(kPoolMha));
+  ASSERT_NE(lines[22].find("\"set_kv_buffer\", \"layer\": 2"), std::string::npos) << lines[22];
+  lines.erase(lines.begin() + 22);  // layer 2 then reads layer 0's staged rows: the first buffer differs
+  const CliResult stale = RunCli({"replay", "-"}, Joined(lines));
+  EXPECT_EQ(stale.exit_code, 1);
+  EXPECT_EQ(stale.err.rfind("kvshard: mismatch: line 23: get_key_buffer: invariant: layer 2 rank 0: the sharded read "
+                            "differs from the unsharded pool at locs[8] (slot 16) buffer k byte 0: got ",
+                            0),
+            0u)
+      << stale.err;
+  const std::string alloc = "{\"kvshard_trace\": 1, \"allocator\": {\"shard_size\": 2, \"page_size\": 4, "
+                            "\"pages_per_rank\": 8, \"need_sort\": false}, \"pool\": {\"max_prefix_tokens\": 16, "
+                            "\"chunk_tokens\": 24, \"num_layers\": 2, ";
+  const std::pair<std::string, std::string> cases[] = {
+      {alloc + "\"row_words\": 1, \"buffers\": [{\"name\": \"k\", \"row_bytes\": 4}]}}\n",
+       "line 1: pool.row_words: give either row_words (one buffer) or buffers, not both"},
+      {alloc + "\"buffers\": {}}}\n", "line 1: pool.buffers: must be a list"},
+      {alloc + "\"buffers\": []}}\n", "line 1: pool.buffers: must hold 1 to 16 buffers, got 0"},
+      {alloc + "\"buffers\": [{\"name\": \"k\", \"row_bytes\": 0}]}}\n", "line 1: pool.buffers[0].row_bytes"},
+      {alloc + "\"buffers\": [{\"name\": \"k\", \"row_bytes\": 4}, {\"name\": \"k\", \"row_bytes\": 2}]}}\n",
+       "line 1: pool.buffers[1].name: duplicate buffer \"k\""},
+      {alloc + "\"buffers\": [{\"name\": \"k\", \"row_bytes\": 4, \"dtype\": 1}]}}\n",
+       "line 1: pool.buffers[0].dtype: unknown key"},
+      {alloc + "\"buffers\": [{\"row_bytes\": 4}]}}\n", "line 1: pool.buffers[0].name: must be a string"},
+      {alloc + "\"buffers\": [{\"name\": \"kv\", \"row_bytes\": 3}]}}\n{\"op\": \"set_kv_buffer_prefix_valid\"}\n",
+       "line 2: set_kv_buffer_prefix_valid: prefix-valid commit is unsupported under logical-page KV sharding"},
+  };
+  for (const auto& [text, want] : cases) EXPECT_TRUE(FailsWith(RunCli({"replay", "-"}, text), 2, want)) << text;
+}
+
+TEST(ReplayCmdTest, GpuBackendDiffsMultiBufferPoolsOrSaysWhyNot) {
+  const CliResult r = RunCli({"replay", RunfilePath(kPoolMha), "--backend", "diff"});
+  if (r.exit_code == 3) GTEST_SKIP() << "no GPU here: " << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("264 KV rows compared"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace kvshard::cli

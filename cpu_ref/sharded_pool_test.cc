@@ -113,5 +113,81 @@ TEST(ShardedPoolTest, NoPrefixBatchNeedsNoGather) {
   }
 }
 
+// Seed 000's MHA pool: K and V of different widths (plus an extra per-layer tensor), every pair gathered by
+// the layer's one gather, every buffer's rows read back equal to the unsharded pool's.
+TEST(ShardedPoolTest, MhaPoolOfTwoWidthsPlusExtraGathersEveryPair) {
+  ShardedPoolConfig c = kConfig;
+  c.buffers = MhaBuffers(12, 5);
+  c.buffers.push_back({"index_k_scale", 4});
+  ShardedPool pool = ShardedPool::Create(c).value();
+  UnshardedPool base = UnshardedPool::Create(c).value();
+  const V prefix = Slots(kChain, 0, 112, 16), chunk = Slots(kChain, 112, 251, 16);
+  for (int64_t l = 0; l < 3; ++l) {
+    ASSERT_TRUE(pool.WriteBuffers(l, prefix, AllBufferRowValues(l, c.buffers, prefix, 7)).ok());
+    ASSERT_TRUE(base.WriteBuffers(l, prefix, AllBufferRowValues(l, c.buffers, prefix, 7)).ok());
+  }
+  ASSERT_TRUE(pool.BeginShardExtend({{112, 251, kChain}}).ok());
+  V all = prefix;
+  all.insert(all.end(), chunk.begin(), chunk.end());
+  for (int64_t l = 0; l < 3; ++l) {
+    ASSERT_TRUE(pool.WriteBuffers(l, chunk, AllBufferRowValues(l, c.buffers, chunk, 8)).ok());
+    ASSERT_TRUE(base.WriteBuffers(l, chunk, AllBufferRowValues(l, c.buffers, chunk, 8)).ok());
+    const auto got = pool.ReadBuffers(l, all).value();
+    const BufferRows want = base.ReadBuffers(l, all).value();
+    ASSERT_EQ(want[0].size(), all.size() * 12);
+    ASSERT_EQ(want[1].size(), all.size() * 5);
+    for (int64_t r = 0; r < 4; ++r) EXPECT_EQ(got[r], want) << "layer " << l << " rank " << r;
+  }
+  EXPECT_EQ(pool.gathers(), 3);
+  EXPECT_EQ(pool.pair_gathers(), 9);
+  EXPECT_EQ(pool.LocalRowBytes(2, 0, 1, 85), BufferRowValues(0, 1, {22 * 16 + 5}, 7, 5));
+  // The K and V rows of one slot differ (the buffer is part of the value), and the word API refuses 3 buffers.
+  EXPECT_NE(BufferRowValues(0, 0, {5}, 1, 5), BufferRowValues(0, 1, {5}, 1, 5));
+  EXPECT_EQ(pool.Read(0, all).status().message(),
+            "rows: a read of words needs one buffer of whole words; this pool has 3 buffers (use the per-buffer form)");
+  EXPECT_EQ(pool.WriteBuffers(0, chunk, {{}}).message(), "rows: must hold one row list per buffer (3), got 1");
+}
+
+// Seed 000's MLA pool: one latent buffer (here of a width that is not whole words).
+TEST(ShardedPoolTest, MlaLatentPoolOfOddWidth) {
+  ShardedPoolConfig c = kConfig;
+  c.buffers = MlaBuffers(37);
+  ShardedPool pool = ShardedPool::Create(c).value();
+  ASSERT_TRUE(pool.BeginShardExtend({{0, 20, {40, 41}}}).ok());
+  const V chunk = Slots({40, 41}, 0, 20, 16);
+  ASSERT_TRUE(pool.WriteBuffers(2, chunk, AllBufferRowValues(2, c.buffers, chunk, 1)).ok());
+  EXPECT_EQ(pool.ReadBuffers(2, chunk).value()[3], AllBufferRowValues(2, c.buffers, chunk, 1));
+  EXPECT_FALSE(pool.Write(2, chunk, RowValues(2, chunk, 1, 2)).ok());
+  // The one-buffer word form is the byte image of buffer 0.
+  EXPECT_EQ(BufferRowValues(1, 0, {3, 9}, 4, 8).size(), 16u);
+  ShardedPool words = ShardedPool::Create(kConfig).value();
+  ASSERT_TRUE(words.Write(1, {3, 9}, RowValues(1, {3, 9}, 4, 2)).ok());
+  EXPECT_EQ(words.LocalRowBytes(0, 1, 0, 3), BufferRowValues(1, 0, {3}, 4, 8));
+}
+
+TEST(ShardedPoolTest, BufferListsAreValidated) {
+  ShardedPoolConfig c = kConfig;
+  c.buffers = {{"k", 8}, {"k", 4}};
+  EXPECT_EQ(ShardedPool::Create(c).status().message(), "buffers[1].name: duplicate buffer \"k\"");
+  c.buffers = {{"k", 0}};
+  EXPECT_EQ(ShardedPool::Create(c).status().message(), "buffers[0].row_bytes: must be in [1, 16384], got 0");
+  c.buffers = {{"", 4}};
+  EXPECT_EQ(UnshardedPool::Create(c).status().message(), "buffers[0].name: must not be empty");
+  c.buffers.assign(17, {"x", 4});
+  EXPECT_EQ(ShardedPool::Create(c).status().message(), "buffers: must hold 1 to 16 buffers, got 17");
+}
+
+// set_kv_buffer_prefix_valid raises NotImplementedError in seed 000 (it would bypass the owner filter).
+TEST(ShardedPoolTest, PrefixValidCommitIsRejectedAsSglangRejectsIt) {
+  ShardedPool pool = ShardedPool::Create(kConfig).value();
+  ASSERT_TRUE(pool.BeginShardExtend({{0, 20, {40, 41}}}).ok());
+  const Status s = pool.WritePrefixValid();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "prefix-valid commit is unsupported under logical-page KV sharding (it writes pool rows "
+                         "directly, bypassing the ownership filter)");
+  EXPECT_EQ(pool.epoch(), 1);
+  EXPECT_EQ(pool.write_plan_builds(), 0);
+}
+
 }  // namespace
 }  // namespace kvshard::ref

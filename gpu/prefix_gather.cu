@@ -1,4 +1,7 @@
 // Layer-ahead prefix gather: the seed's _prefetch_layer / _acquire_slot_for_read on CUDA streams and NCCL.
+// Several buffers per layer: each rank packs all pairs' send rows into one block [buf 0 rows | buf 1 rows | ...]
+// of a staging region, ONE in-place all-gather moves every rank's block, and one strided device copy per
+// buffer splits the gathered blocks into the buffers' scratch tensors (the seed issues one all-gather per pair).
 #include <cuda_runtime.h>
 
 #include "gpu/device.h"
@@ -16,8 +19,9 @@ struct LayerAheadGather::Rank {
   cudaEvent_t packed[2] = {nullptr, nullptr};  // per slot: its send block is packed
   cudaEvent_t ready[2] = {nullptr, nullptr};
   cudaEvent_t compute_done = nullptr;
-  DeviceBuffer pools;  // layers x pool_rows x row_bytes
-  DeviceBuffer slots[2];
+  std::vector<DeviceBuffer> pools;     // [buffer]: layers x pool_rows x row_bytes_b
+  std::vector<DeviceBuffer> slots[2];  // [slot][buffer]: scratch_rows x row_bytes_b
+  DeviceBuffer staging[2];             // several buffers: the packed all-gather region of each slot
   DeviceBuffer page_pos;
   DeviceBuffer send_rows;
   DeviceBuffer chunk_locs;
@@ -43,7 +47,17 @@ Status PrefixGatherCanImplement(const PrefixGatherShape& s, int n) {
   if (n < 1) return InvalidArgument("shard_size: must be >= 1, got ", n);
   if (s.layers < 1) return InvalidArgument("layers: must be >= 1, got ", s.layers);
   if (s.page_size < 1) return InvalidArgument("page_size: must be >= 1, got ", s.page_size);
-  if (s.row_bytes < 1 || s.row_bytes > (1 << 20)) return InvalidArgument("row_bytes: must be in [1, 2^20], got ", s.row_bytes);
+  if (s.buffer_row_bytes.empty() && (s.row_bytes < 1 || s.row_bytes > (1 << 20))) {
+    return InvalidArgument("row_bytes: must be in [1, 2^20], got ", s.row_bytes);
+  }
+  if (s.buffer_row_bytes.size() > 16) return InvalidArgument("buffer_row_bytes: at most 16 buffers, got ", s.buffer_row_bytes.size());
+  int64_t row_sum = 0;
+  for (size_t b = 0; b < s.buffer_row_bytes.size(); ++b) {
+    if (s.buffer_row_bytes[b] < 1 || s.buffer_row_bytes[b] > (1 << 20)) {
+      return InvalidArgument("buffer_row_bytes[", b, "]: must be in [1, 2^20], got ", s.buffer_row_bytes[b]);
+    }
+  }
+  for (int64_t w : s.buffers()) row_sum += w;
   if (s.pool_rows < s.page_size || s.pool_rows % s.page_size != 0) {
     return InvalidArgument("pool_rows: must be a positive multiple of page_size, got ", s.pool_rows);
   }
@@ -54,7 +68,8 @@ Status PrefixGatherCanImplement(const PrefixGatherShape& s, int n) {
     return InvalidArgument("chunk_tokens: must be a multiple of page_size, got ", s.chunk_tokens);
   }
   if (s.n_page_pos < 0) return InvalidArgument("n_page_pos: must be >= 0");
-  const double bytes = static_cast<double>(s.layers * s.pool_rows + 2 * s.scratch_rows()) * s.row_bytes;
+  const double staging = s.buffers().size() > 1 ? 2.0 * s.max_prefix_tokens : 0.0;
+  const double bytes = (static_cast<double>(s.layers * s.pool_rows + 2 * s.scratch_rows()) + staging) * row_sum;
   if (bytes > 100e9) return OutOfRange("pool + scratch: ", bytes / 1e9, " GB per rank exceeds 100 GB");
   return Status::Ok();
 }
@@ -121,11 +136,22 @@ StatusOr<std::unique_ptr<LayerAheadGather>> LayerAheadGather::Create(RankGroup* 
     KVSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&r->pack, cudaStreamNonBlocking));
     for (auto& e : r->packed) KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     KVSHARD_ASSIGN_OR_RETURN(r->owned_count, DeviceBuffer::Allocate(sizeof(int64_t)));
-    KVSHARD_ASSIGN_OR_RETURN(r->pools, DeviceBuffer::Allocate(shape.layers * shape.pool_rows * shape.row_bytes));
-    KVSHARD_CUDA_CHECK(cudaMemset(r->pools.data(), 0, r->pools.bytes()));
-    for (auto& s : r->slots) {
-      KVSHARD_ASSIGN_OR_RETURN(s, DeviceBuffer::Allocate(shape.scratch_rows() * shape.row_bytes));
-      KVSHARD_CUDA_CHECK(cudaMemset(s.data(), 0, s.bytes()));
+    int64_t row_sum = 0;
+    for (int64_t w : shape.buffers()) {
+      row_sum += w;
+      KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer p, DeviceBuffer::Allocate(shape.layers * shape.pool_rows * w));
+      KVSHARD_CUDA_CHECK(cudaMemset(p.data(), 0, p.bytes()));
+      r->pools.push_back(std::move(p));
+      for (auto& slot : r->slots) {
+        KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer s, DeviceBuffer::Allocate(shape.scratch_rows() * w));
+        KVSHARD_CUDA_CHECK(cudaMemset(s.data(), 0, s.bytes()));
+        slot.push_back(std::move(s));
+      }
+    }
+    if (shape.buffers().size() > 1) {
+      for (auto& s : r->staging) {
+        KVSHARD_ASSIGN_OR_RETURN(s, DeviceBuffer::Allocate(std::max<int64_t>(1, shape.max_prefix_tokens) * row_sum));
+      }
     }
     KVSHARD_ASSIGN_OR_RETURN(r->page_pos, DeviceBuffer::Allocate(std::max<int64_t>(1, shape.n_page_pos) * sizeof(int32_t)));
     KVSHARD_ASSIGN_OR_RETURN(r->bad, DeviceBuffer::Allocate(sizeof(int64_t)));
@@ -139,8 +165,8 @@ StatusOr<std::unique_ptr<LayerAheadGather>> LayerAheadGather::Create(RankGroup* 
   return g;
 }
 
-void* LayerAheadGather::pool(int i, int64_t layer) const {
-  return static_cast<char*>(state_[i]->pools.data()) + layer * shape_.pool_rows * shape_.row_bytes;
+void* LayerAheadGather::pool(int i, int64_t layer, int buffer) const {
+  return static_cast<char*>(state_[i]->pools[buffer].data()) + layer * shape_.pool_rows * shape_.buffers()[buffer];
 }
 cudaStream_t LayerAheadGather::compute_stream(int i) const { return state_[i]->compute; }
 const int32_t* LayerAheadGather::page_pos(int i) const { return state_[i]->page_pos.as<int32_t>(); }
@@ -208,11 +234,20 @@ Status LayerAheadGather::Pack(int64_t layer) {
     // that layer's all-gather) and the pool writes.
     KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, r.compute));
     KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.pack, r.compute_done, 0));
-    char* slot = static_cast<char*>(r.slots[which].data());
+    const std::vector<int64_t> widths = shape_.buffers();
+    int64_t row_sum = 0;
+    for (int64_t w : widths) row_sum += w;
     if (i == 0) TraceBegin(StrCat("pack L", layer), r.pack);
-    KVSHARD_RETURN_IF_ERROR(LaunchGatherRows(slot + r.rank * block_rows * shape_.row_bytes, pool(static_cast<int>(i), layer),
-                                             shape_.pool_rows, r.send_rows.as<int64_t>(), block_rows, shape_.row_bytes,
-                                             r.bad.as<int64_t>(), r.pack));
+    // One buffer: the block sits in place in the scratch tensor. Several: the rank's packed block of the
+    // staging region holds [buffer 0's block rows | buffer 1's | ...].
+    char* block = widths.size() == 1 ? static_cast<char*>(r.slots[which][0].data()) + r.rank * block_rows * widths[0]
+                                     : static_cast<char*>(r.staging[which].data()) + r.rank * block_rows * row_sum;
+    for (size_t b = 0; b < widths.size(); ++b) {
+      KVSHARD_RETURN_IF_ERROR(LaunchGatherRows(block, pool(static_cast<int>(i), layer, static_cast<int>(b)),
+                                               shape_.pool_rows, r.send_rows.as<int64_t>(), block_rows, widths[b],
+                                               r.bad.as<int64_t>(), r.pack));
+      block += block_rows * widths[b];
+    }
     if (i == 0) TraceEnd(r.pack);
     KVSHARD_CUDA_CHECK(cudaEventRecord(r.packed[which], r.pack));
   }
@@ -222,7 +257,10 @@ Status LayerAheadGather::Pack(int64_t layer) {
 }
 
 Status LayerAheadGather::IssueGathers(int64_t upto) {
-  const int64_t block_bytes = block_pages_ * shape_.page_size * shape_.row_bytes;
+  const std::vector<int64_t> widths = shape_.buffers();
+  int64_t row_sum = 0;
+  for (int64_t w : widths) row_sum += w;
+  const int64_t block_rows = block_pages_ * shape_.page_size;
   while (!pending_.empty() && pending_.front() <= upto) {
     const int which = static_cast<int>(pending_.front() % 2);
     std::vector<void*> bufs;
@@ -230,15 +268,26 @@ Status LayerAheadGather::IssueGathers(int64_t upto) {
     for (auto& rp : state_) {
       KVSHARD_CUDA_CHECK(cudaSetDevice(rp->device));
       KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(rp->gather, rp->packed[which], 0));
-      bufs.push_back(rp->slots[which].data());
+      bufs.push_back(widths.size() == 1 ? rp->slots[which][0].data() : rp->staging[which].data());
       streams.push_back(rp->gather);
     }
-    // In place: each rank's send block already sits at its rank's offset of the slot.
+    // In place: each rank's send block already sits at its rank's offset of the region.
     TraceBegin(StrCat("all-gather L", pending_.front()), state_[0]->gather);
-    KVSHARD_RETURN_IF_ERROR(comm_->AllGatherInPlace(bufs, block_bytes, streams));
+    KVSHARD_RETURN_IF_ERROR(comm_->AllGatherInPlace(bufs, block_rows * row_sum, streams));
     TraceEnd(state_[0]->gather);
     for (auto& rp : state_) {
       KVSHARD_CUDA_CHECK(cudaSetDevice(rp->device));
+      if (widths.size() > 1) {  // split: rank q's rows of buffer b -> scratch_b[q * block_rows ...]
+        int64_t offset = 0;
+        for (size_t b = 0; b < widths.size(); ++b) {
+          const size_t width = block_rows * widths[b];
+          KVSHARD_CUDA_CHECK(cudaMemcpy2DAsync(rp->slots[which][b].data(), width,
+                                               static_cast<char*>(rp->staging[which].data()) + offset,
+                                               block_rows * row_sum, width, comm_->size(), cudaMemcpyDeviceToDevice,
+                                               rp->gather));
+          offset += width;
+        }
+      }
       KVSHARD_CUDA_CHECK(cudaEventRecord(rp->ready[which], rp->gather));
     }
     pending_.erase(pending_.begin());
@@ -252,25 +301,43 @@ Status LayerAheadGather::EndExtend() {
 }
 
 Status LayerAheadGather::WriteLayer(int64_t layer, const std::vector<const void*>& rows) {
+  if (shape_.buffers().size() != 1) return InvalidArgument("rows: this pool has several buffers (WriteLayerBuffers)");
+  std::vector<std::vector<const void*>> per_buffer;
+  for (const void* p : rows) per_buffer.push_back({p});
+  return WriteLayerBuffers(layer, per_buffer);
+}
+
+Status LayerAheadGather::WriteLayerBuffers(int64_t layer, const std::vector<std::vector<const void*>>& rows) {
   if (!active_) return FailedPrecondition("sharded pool write outside an active sharded extend batch");
   if (layer < 0 || layer >= shape_.layers) return InvalidArgument("layer: must be in [0, ", shape_.layers, "), got ", layer);
   if (rows.size() != state_.size()) return InvalidArgument("rows: expected one buffer per local rank");
+  const std::vector<int64_t> widths = shape_.buffers();
   for (size_t i = 0; i < state_.size(); ++i) {
+    if (rows[i].size() != widths.size()) return InvalidArgument("rows[", i, "]: expected ", widths.size(), " buffers");
     Rank& r = *state_[i];
     KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
-    KVSHARD_RETURN_IF_ERROR(LaunchStageChunk(r.slots[layer % 2].data(), shape_.scratch_rows(), rows[i],
-                                             r.chunk_locs.as<int64_t>(), n_chunk_locs_, r.page_pos.as<int32_t>(),
-                                             shape_.n_page_pos, shape_.page_size, shape_.row_bytes,
-                                             r.bad.as<int64_t>(), r.compute));
-    KVSHARD_RETURN_IF_ERROR(LaunchScatterRows(pool(static_cast<int>(i), layer), shape_.pool_rows, rows[i],
-                                              n_chunk_locs_, r.owned_idx.as<int64_t>(), r.local_rows.as<int64_t>(),
-                                              r.owned_count.as<int64_t>(), n_chunk_locs_, shape_.row_bytes,
-                                              r.bad.as<int64_t>(), r.compute));
+    for (size_t b = 0; b < widths.size(); ++b) {
+      KVSHARD_RETURN_IF_ERROR(LaunchStageChunk(r.slots[layer % 2][b].data(), shape_.scratch_rows(), rows[i][b],
+                                               r.chunk_locs.as<int64_t>(), n_chunk_locs_, r.page_pos.as<int32_t>(),
+                                               shape_.n_page_pos, shape_.page_size, widths[b], r.bad.as<int64_t>(),
+                                               r.compute));
+      KVSHARD_RETURN_IF_ERROR(LaunchScatterRows(pool(static_cast<int>(i), layer, static_cast<int>(b)), shape_.pool_rows,
+                                                rows[i][b], n_chunk_locs_, r.owned_idx.as<int64_t>(),
+                                                r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>(), n_chunk_locs_,
+                                                widths[b], r.bad.as<int64_t>(), r.compute));
+    }
   }
   return Status::Ok();
 }
 
 StatusOr<std::vector<void*>> LayerAheadGather::AcquireForRead(int64_t layer) {
+  KVSHARD_ASSIGN_OR_RETURN(auto all, AcquireBuffersForRead(layer));
+  std::vector<void*> first;
+  for (const auto& rank : all) first.push_back(rank[0]);
+  return first;
+}
+
+StatusOr<std::vector<std::vector<void*>>> LayerAheadGather::AcquireBuffersForRead(int64_t layer) {
   if (!active_) return FailedPrecondition("sharded pool read outside an active sharded extend batch");
   if (layer < 0 || layer >= shape_.layers) return InvalidArgument("layer: must be in [0, ", shape_.layers, "), got ", layer);
   const int which = static_cast<int>(layer % 2);
@@ -286,11 +353,12 @@ StatusOr<std::vector<void*>> LayerAheadGather::AcquireForRead(int64_t layer) {
     KVSHARD_RETURN_IF_ERROR(Pack(layer + 1));
     KVSHARD_RETURN_IF_ERROR(IssueGathers(layer));
   }
-  std::vector<void*> slots;
+  std::vector<std::vector<void*>> slots;
   for (auto& rp : state_) {
     KVSHARD_CUDA_CHECK(cudaSetDevice(rp->device));
     if (block_pages_ > 0) KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(rp->compute, rp->ready[which], 0));
-    slots.push_back(rp->slots[which].data());
+    slots.emplace_back();
+    for (DeviceBuffer& b : rp->slots[which]) slots.back().push_back(b.data());
   }
   return slots;
 }

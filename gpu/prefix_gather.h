@@ -1,7 +1,8 @@
 // The layer-ahead prefix gather of the sharded KV pool, as in SGLang's page_interleave_pool (spec §3):
 // per-rank pools, two scratch slots [prefix | chunk | trash page] per rank, a dedicated gather stream and
 // communicator, an in-place all-gather of each rank's padded send block, ready events, residency keys
-// (layer, epoch), and "reading layer l waits on its slot and kicks layer l+1". Host-safe header.
+// (layer, epoch), and "reading layer l waits on its slot and kicks layer l+1"; every (pool buffer, scratch
+// tensor) pair of a layer (MHA K and V, MLA latent, extras) moves in one all-gather. Host-safe header.
 #ifndef KVSHARD_GPU_PREFIX_GATHER_H_
 #define KVSHARD_GPU_PREFIX_GATHER_H_
 
@@ -25,9 +26,14 @@ struct PrefixGatherShape {
   int64_t page_size = 1;
   int64_t max_prefix_tokens = 0;
   int64_t chunk_tokens = 0;
-  int64_t row_bytes = 0;
+  int64_t row_bytes = 0;   // the one-buffer form's row width (used when buffer_row_bytes is empty)
   int64_t n_page_pos = 0;  // logical pages covered by page_pos
+  std::vector<int64_t> buffer_row_bytes;  // per-layer buffers' row widths (SGLang's _gather_pairs), in order
   int64_t scratch_rows() const { return max_prefix_tokens + chunk_tokens + page_size; }
+  // The buffers' row widths: buffer_row_bytes, or {row_bytes}.
+  std::vector<int64_t> buffers() const {
+    return buffer_row_bytes.empty() ? std::vector<int64_t>{row_bytes} : buffer_row_bytes;
+  }
 };
 
 // Validates a shape for an n-rank group (sizes positive, capacities page-aligned as SGLang asserts).
@@ -42,8 +48,8 @@ class LayerAheadGather {
 
   const PrefixGatherShape& shape() const { return shape_; }
   int local_count() const { return static_cast<int>(ranks_.size()); }
-  // Local rank i's pool of `layer` (pool_rows x row_bytes, device memory).
-  void* pool(int i, int64_t layer) const;
+  // Local rank i's pool of `layer` (pool_rows x row_bytes, device memory) of buffer `buffer`.
+  void* pool(int i, int64_t layer, int buffer = 0) const;
   // Local rank i's compute stream (writes and reads are ordered on it).
   cudaStream_t compute_stream(int i) const;
 
@@ -55,10 +61,14 @@ class LayerAheadGather {
   // set_kv_buffer for `layer`: rows[i] (device, one row per chunk loc, on local rank i's device) is staged
   // in full into the layer's slot at translate(loc) and its owned rows are written to the pool.
   Status WriteLayer(int64_t layer, const std::vector<const void*>& rows);
+  // WriteLayer of every buffer: rows[i][b] holds buffer b's rows on local rank i's device.
+  Status WriteLayerBuffers(int64_t layer, const std::vector<std::vector<const void*>>& rows);
   // Each compute stream waits for `layer`'s slot (residency must be (layer, epoch)) and the gather of
   // layer + 1 is kicked (its send block packed now, its collective issued by the next read or EndExtend).
   // Returns each local rank's slot (scratch_rows x row_bytes).
   StatusOr<std::vector<void*>> AcquireForRead(int64_t layer);
+  // AcquireForRead returning every buffer's scratch tensor: [local rank][buffer] (scratch_rows x row_bytes_b).
+  StatusOr<std::vector<std::vector<void*>>> AcquireBuffersForRead(int64_t layer);
   // Marks no sharded extend in flight (later reads are errors) and issues any kicked collective, so every
   // rank issues the same collectives.
   Status EndExtend();
@@ -87,7 +97,8 @@ class LayerAheadGather {
   LayerAheadGather(RankGroup* comm, const PrefixGatherShape& shape);
   // Packs `layer`'s send block into its slot (pack stream, after all compute work so far); marks it resident.
   Status Pack(int64_t layer);
-  // Issues the in-place all-gathers of packed layers <= upto, in layer order, and records their ready events.
+  // Issues the in-place all-gathers of packed layers <= upto, in layer order, and records their ready events:
+  // one all-gather per layer; with several buffers it gathers the packed blocks, then splits them per buffer.
   Status IssueGathers(int64_t upto);
 
   RankGroup* comm_;

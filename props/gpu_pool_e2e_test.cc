@@ -2,7 +2,9 @@
 // a stream of extend batches; the device gather plan must equal the reference plan; every layer's KV rows
 // (values encode layer, slot and the round that wrote them) are written through the owner filter and chunk
 // staging, the layer-ahead gather assembles the prefix, and every prefix and chunk row read through translate
-// must equal what an unsharded pool holds. Skips without a GPU.
+// must equal what an unsharded pool holds. Multi-buffer pools (seed 000's MHA K/V of different widths, MLA
+// latent, MLA + indexer tensors; values also encode the buffer) gather every pair in one all-gather per layer.
+// Skips without a GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -34,15 +36,18 @@ struct Req {
   std::vector<int64_t> pages;  // position-pages
 };
 
-std::vector<uint8_t> RowsFor(const std::vector<int64_t>& locs, int64_t layer, int64_t round, int64_t row_bytes) {
+// The value key of (layer, buffer): buffer 0 keeps the one-buffer values.
+int64_t Key(int64_t layer, size_t buffer) { return layer + 1000 * static_cast<int64_t>(buffer); }
+
+std::vector<uint8_t> RowsFor(const std::vector<int64_t>& locs, int64_t key, int64_t round, int64_t row_bytes) {
   std::vector<uint8_t> out(locs.size() * row_bytes);
-  for (size_t i = 0; i < locs.size(); ++i) FillRow(out.data() + i * row_bytes, row_bytes, layer, locs[i] * 16 + round);
+  for (size_t i = 0; i < locs.size(); ++i) FillRow(out.data() + i * row_bytes, row_bytes, key, locs[i] * 16 + round);
   return out;
 }
 
 // Runs `rounds` extend batches of `reqs` requests on group `comm`; returns the first mismatch as a status.
 Status RunStream(gpu::RankGroup& comm, int64_t ps, int64_t pages_per_rank, int64_t reqs, int64_t rounds,
-                 int64_t row_bytes, uint64_t seed) {
+                 const std::vector<int64_t>& widths, uint64_t seed) {
   const int64_t n = comm.size();
   std::mt19937_64 rng(seed);
   ref::AllocatorConfig ac;
@@ -62,7 +67,8 @@ Status RunStream(gpu::RankGroup& comm, int64_t ps, int64_t pages_per_rank, int64
   shape.pool_rows = (pages_per_rank + 1) * ps;
   shape.max_prefix_tokens = geometry.max_prefix_tokens;
   shape.chunk_tokens = geometry.chunk_tokens;
-  shape.row_bytes = row_bytes;
+  shape.row_bytes = widths[0];
+  if (widths.size() > 1) shape.buffer_row_bytes = widths;
   shape.n_page_pos = n * (pages_per_rank + 2);
   KVSHARD_ASSIGN_OR_RETURN(auto gather, gpu::LayerAheadGather::Create(&comm, shape));
   KVSHARD_CUDA_CHECK(cudaSetDevice(comm.device(0)));
@@ -120,40 +126,55 @@ Status RunStream(gpu::RankGroup& comm, int64_t ps, int64_t pages_per_rank, int64
     KVSHARD_ASSIGN_OR_RETURN(std::vector<int64_t> rows_idx, ref::Translate(want_plan, read_locs));
     for (int64_t l = 0; l < kLayers; ++l) {
       std::vector<gpu::DeviceBuffer> chunk_rows;
-      std::vector<const void*> ptrs;
+      std::vector<std::vector<const void*>> ptrs(comm.local_ranks().size());
       for (int i = 0; i < comm.local_ranks().size(); ++i) {
         KVSHARD_CUDA_CHECK(cudaSetDevice(comm.device(i)));
-        KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer b, gpu::Upload(RowsFor(chunk_locs, l, round, row_bytes)));
-        ptrs.push_back(b.data());
-        chunk_rows.push_back(std::move(b));
+        for (size_t b = 0; b < widths.size(); ++b) {
+          KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d, gpu::Upload(RowsFor(chunk_locs, Key(l, b), round, widths[b])));
+          ptrs[i].push_back(d.data());
+          chunk_rows.push_back(std::move(d));
+        }
       }
-      KVSHARD_RETURN_IF_ERROR(gather->WriteLayer(l, ptrs));
-      KVSHARD_ASSIGN_OR_RETURN(std::vector<void*> slots, gather->AcquireForRead(l));
-      std::vector<uint8_t> want(read_locs.size() * row_bytes);
-      for (size_t k = 0; k < read_locs.size(); ++k) {
-        const int64_t loc = read_locs[k];
-        const int64_t wr = chunk_set.count(loc) ? round : written_round.at(loc);
-        FillRow(want.data() + k * row_bytes, row_bytes, l, loc * 16 + wr);
+      std::vector<std::vector<void*>> slots;
+      if (widths.size() == 1) {  // the one-buffer API
+        std::vector<const void*> one;
+        for (const auto& p : ptrs) one.push_back(p[0]);
+        KVSHARD_RETURN_IF_ERROR(gather->WriteLayer(l, one));
+        KVSHARD_ASSIGN_OR_RETURN(std::vector<void*> first, gather->AcquireForRead(l));
+        for (void* p : first) slots.push_back({p});
+      } else {
+        KVSHARD_RETURN_IF_ERROR(gather->WriteLayerBuffers(l, ptrs));
+        KVSHARD_ASSIGN_OR_RETURN(slots, gather->AcquireBuffersForRead(l));
       }
-      for (int i = 0; i < comm.local_ranks().size(); ++i) {
-        KVSHARD_CUDA_CHECK(cudaSetDevice(comm.device(i)));
-        KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_locs, gpu::Upload(read_locs));
-        KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_rows, gpu::DeviceBuffer::Allocate(read_locs.size() * 8));
-        KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_out, gpu::DeviceBuffer::Allocate(want.size()));
-        const int64_t m = static_cast<int64_t>(read_locs.size());
-        cudaStream_t s = gather->compute_stream(i);
-        KVSHARD_RETURN_IF_ERROR(gpu::LaunchTranslate(d_rows.as<int64_t>(), d_locs.as<int64_t>(), m,
-                                                     gather->page_pos(i), shape.n_page_pos, ps, s));
-        KVSHARD_RETURN_IF_ERROR(gpu::LaunchGatherRows(d_out.data(), slots[i], shape.scratch_rows(),
-                                                      d_rows.as<int64_t>(), m, row_bytes, nullptr, s));
-        KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(s));
-        KVSHARD_ASSIGN_OR_RETURN(auto got_rows, gpu::Download<int64_t>(d_rows.data(), m));
-        if (got_rows != rows_idx) return Mismatch("round ", round, " rank ", comm.local_ranks()[i], ": GPU translate differs");
-        KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_out.data(), want.size()));
-        const Status cmp = CompareRows(got, want, row_bytes,
-                                       StrCat("round ", round, " layer ", l, " rank ", comm.local_ranks()[i],
-                                              " sharded read vs unsharded (", comm.Kind(), " N=", n, " ps=", ps, ")"));
-        KVSHARD_RETURN_IF_ERROR(cmp);
+      for (size_t b = 0; b < widths.size(); ++b) {
+        const int64_t row_bytes = widths[b];
+        std::vector<uint8_t> want(read_locs.size() * row_bytes);
+        for (size_t k = 0; k < read_locs.size(); ++k) {
+          const int64_t loc = read_locs[k];
+          const int64_t wr = chunk_set.count(loc) ? round : written_round.at(loc);
+          FillRow(want.data() + k * row_bytes, row_bytes, Key(l, b), loc * 16 + wr);
+        }
+        for (int i = 0; i < comm.local_ranks().size(); ++i) {
+          KVSHARD_CUDA_CHECK(cudaSetDevice(comm.device(i)));
+          KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_locs, gpu::Upload(read_locs));
+          KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_rows, gpu::DeviceBuffer::Allocate(read_locs.size() * 8));
+          KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_out, gpu::DeviceBuffer::Allocate(want.size()));
+          const int64_t m = static_cast<int64_t>(read_locs.size());
+          cudaStream_t s = gather->compute_stream(i);
+          KVSHARD_RETURN_IF_ERROR(gpu::LaunchTranslate(d_rows.as<int64_t>(), d_locs.as<int64_t>(), m,
+                                                       gather->page_pos(i), shape.n_page_pos, ps, s));
+          KVSHARD_RETURN_IF_ERROR(gpu::LaunchGatherRows(d_out.data(), slots[i][b], shape.scratch_rows(),
+                                                        d_rows.as<int64_t>(), m, row_bytes, nullptr, s));
+          KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(s));
+          KVSHARD_ASSIGN_OR_RETURN(auto got_rows, gpu::Download<int64_t>(d_rows.data(), m));
+          if (got_rows != rows_idx) return Mismatch("round ", round, " rank ", comm.local_ranks()[i], ": GPU translate differs");
+          KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_out.data(), want.size()));
+          const Status cmp = CompareRows(got, want, row_bytes,
+                                         StrCat("round ", round, " layer ", l, " buffer ", b, " of ", widths.size(),
+                                                " rank ", comm.local_ranks()[i], " sharded read vs unsharded (",
+                                                comm.Kind(), " N=", n, " ps=", ps, ")"));
+          KVSHARD_RETURN_IF_ERROR(cmp);
+        }
       }
     }
     KVSHARD_RETURN_IF_ERROR(gather->EndExtend());
@@ -173,7 +194,7 @@ TEST(GpuPoolE2E, EmulatedRanksMatchUnshardedReads) {
     const int64_t row_bytes = *rc::gen::element<int64_t>(4, 64, 1152);
     const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
     auto comm = RC_VALUE(gpu::CreateEmulatedGroup(n, 0));
-    const Status s = RunStream(*comm, ps, /*pages_per_rank=*/6 * reqs + 4, reqs, /*rounds=*/4, row_bytes, seed);
+    const Status s = RunStream(*comm, ps, /*pages_per_rank=*/6 * reqs + 4, reqs, /*rounds=*/4, {row_bytes}, seed);
     if (!s.ok()) {
       std::cerr << "N=" << n << " ps=" << ps << " reqs=" << reqs << " row_bytes=" << row_bytes << " seed=" << seed
                 << ": " << s.ToString() << "\n";
@@ -188,7 +209,7 @@ TEST(GpuPoolE2E, RegressionSingleRankThreeRequests) {
   KVSHARD_REQUIRE_GPUS(1);
   auto comm = gpu::CreateEmulatedGroup(1, 0);
   ASSERT_TRUE(comm.ok()) << comm.status().ToString();
-  const Status s = RunStream(**comm, 64, 6 * 3 + 4, 3, 4, 1152, 174416332352403395ull);
+  const Status s = RunStream(**comm, 64, 6 * 3 + 4, 3, 4, {1152}, 174416332352403395ull);
   EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
@@ -198,9 +219,35 @@ TEST(GpuPoolE2E, NcclTwoGpusMatchUnshardedReads) {
   ASSERT_TRUE(comm.ok()) << comm.status().ToString();
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     const int64_t ps = seed % 2 ? 16 : 64;
-    const Status s = RunStream(**comm, ps, 40, 1 + seed % 4, 4, 1152, seed);
+    const Status s = RunStream(**comm, ps, 40, 1 + seed % 4, 4, {1152}, seed);
     ASSERT_TRUE(s.ok()) << "seed " << seed << ": " << s.ToString();
+    // MHA K/V of different widths plus an extra tensor: one all-gather per layer over NCCL.
+    const Status multi = RunStream(**comm, ps, 40, 1 + seed % 4, 4, {1024, 512, 132}, seed);
+    ASSERT_TRUE(multi.ok()) << "seed " << seed << " (3 buffers): " << multi.ToString();
   }
+}
+
+// Seed 000's pools with several (pool buffer, scratch tensor) pairs per layer: MHA K and V of different widths,
+// MLA's latent with an indexer's K and scale rows, odd widths; N = 1..8 emulated ranks.
+TEST(GpuPoolE2E, EmulatedMultiBufferPoolsMatchUnshardedReads) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const bool ok = rc::check("multi-buffer sharded == unsharded reads (emulated ranks)", [] {
+    const int n = *rc::gen::element(1, 2, 3, 4, 8);
+    const int64_t ps = *rc::gen::element<int64_t>(1, 2, 16, 64);
+    const int64_t reqs = *rc::gen::inRange<int64_t>(1, 5);
+    static const std::vector<std::vector<int64_t>> kWidths = {
+        {1024, 512}, {256, 256}, {576, 132, 4}, {8, 5}, {37, 1, 3, 64}};
+    const std::vector<int64_t>& widths = kWidths[*rc::gen::inRange<size_t>(0, kWidths.size())];
+    const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+    auto comm = RC_VALUE(gpu::CreateEmulatedGroup(n, 0));
+    const Status s = RunStream(*comm, ps, 6 * reqs + 4, reqs, 4, widths, seed);
+    if (!s.ok()) {
+      std::cerr << "N=" << n << " ps=" << ps << " reqs=" << reqs << " widths=" << rc::toString(widths)
+                << " seed=" << seed << ": " << s.ToString() << "\n";
+      RC_FAIL(s.ToString());
+    }
+  });
+  EXPECT_TRUE(ok);
 }
 
 }  // namespace

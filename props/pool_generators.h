@@ -12,6 +12,7 @@
 #include <rapidcheck.h>
 
 #include "core/gather_plan.h"
+#include "cpu_ref/sharded_pool.h"
 
 namespace kvshard::props {
 
@@ -19,6 +20,17 @@ namespace kvshard::props {
 inline int64_t DrawShardSize() {
   return *rc::gen::weightedOneOf<int64_t>(
       {{3, rc::gen::element<int64_t>(1, 2, 4, 8)}, {2, rc::gen::inRange<int64_t>(1, 9)}});
+}
+
+// The per-layer buffers of a pool: empty (the one-buffer word form), MHA K/V of independent widths (equal
+// widths too), MLA's one latent, or MLA plus an indexer's K and scale rows; widths in bytes, not always words.
+inline std::vector<ref::PoolBuffer> DrawPoolBuffers() {
+  const int kind = *rc::gen::inRange(0, 4);
+  const auto width = [](int64_t hi) { return *rc::gen::inRange<int64_t>(1, hi + 1); };
+  if (kind == 0) return {};
+  if (kind == 1) return ref::MhaBuffers(width(24), width(24));
+  if (kind == 2) return ref::MlaBuffers(width(40));
+  return {{"kv", width(40)}, {"index_k", width(20)}, {"index_k_scale", width(4)}};
 }
 
 // ps, mostly small so send rows stay cheap: 1, 2, 3, 4 or 16.

@@ -1,6 +1,7 @@
 // Sharded-pool properties (spec §3, §6): the layer-ahead residency protocol, owner-filtered writes, and the
 // write-plan cache (SGLang's one entry keyed on (loc list, epoch)) checked against the unsharded baseline and
-// a model of the staged scratch rows, on writes of many different loc lists within and across extends.
+// a model of the staged scratch rows, on writes of many different loc lists within and across extends, for
+// one-buffer, MHA (K/V of different widths), MLA and MLA-plus-extra-tensor pools (every buffer of a layer).
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -172,7 +173,9 @@ void showValue(const WritePlanRecipe& recipe, std::ostream& os) {
   const ref::ShardedPoolConfig& c = s.config;
   os << "N=" << c.shard_size << " ps=" << c.page_size << " pages_per_rank=" << c.pages_per_rank
      << " layers=" << c.num_layers << " row_words=" << c.row_words << " max_prefix_tokens=" << c.max_prefix_tokens
-     << " chunk_tokens=" << c.chunk_tokens << "\n  epoch 0 (no batch), writes:\n";
+     << " chunk_tokens=" << c.chunk_tokens << " buffers=";
+  for (const ref::PoolBuffer& b : c.buffers) os << b.name << ":" << b.row_bytes << " ";
+  os << "\n  epoch 0 (no batch), writes:\n";
   ShowOps(s.initial, os);
   for (size_t e = 0; e < s.epochs.size(); ++e) {
     os << "  epoch " << e + 1 << ": begin_shard_extend";
@@ -213,6 +216,7 @@ WritePlanRecipe DrawWritePlanRecipe() {
   c.pages_per_rank = *rc::gen::inRange<int64_t>(1, 12);
   c.num_layers = *rc::gen::inRange<int64_t>(1, 5);
   c.row_words = *rc::gen::inRange<int64_t>(1, 3);
+  c.buffers = DrawPoolBuffers();
   const int64_t n = c.shard_size, ps = c.page_size;
   s.extra_slots = *rc::gen::container<V>(*rc::gen::inRange<int64_t>(0, 4),
                                          rc::gen::inRange<int64_t>(0, n * (c.pages_per_rank + 1) * ps));
@@ -243,31 +247,46 @@ WritePlanRecipe DrawWritePlanRecipe() {
   return s;
 }
 
-// Rank r's persisted rows equal the baseline's rows of the locs they hold, for every rank, layer and row.
+// Rank r's persisted rows equal the baseline's rows of the locs they hold, for every rank, layer, buffer, row.
 void AssertPersistedEqualsBaseline(const ref::ShardedPool& pool, const ref::UnshardedPool& base,
                                    const ref::ShardedPoolConfig& c) {
   const int64_t n = c.shard_size, ps = c.page_size, rows = (c.pages_per_rank + 1) * ps;
+  const std::vector<ref::PoolBuffer> buffers = ref::BuffersOf(c);
   for (int64_t r = 0; r < n; ++r) {
     V locs(rows);
     for (int64_t row = 0; row < rows; ++row) locs[row] = (row / ps) * n * ps + r * ps + row % ps;
     for (int64_t l = 0; l < c.num_layers; ++l) {
-      const Rows want = RC_VALUE(base.Read(l, locs));
-      for (int64_t row = 0; row < rows; ++row) {
-        const Rows got = pool.LocalRow(r, l, row);
-        if (!std::equal(got.begin(), got.end(), want.begin() + row * c.row_words)) {
-          RC_FAIL(StrCat("rank ", r, " layer ", l, " local row ", row, " (loc ", locs[row],
-                         ") differs from the unsharded baseline"));
+      const ref::BufferRows want = RC_VALUE(base.ReadBuffers(l, locs));
+      for (size_t b = 0; b < buffers.size(); ++b) {
+        const int64_t w = buffers[b].row_bytes;
+        for (int64_t row = 0; row < rows; ++row) {
+          const std::vector<uint8_t> got = pool.LocalRowBytes(r, l, static_cast<int64_t>(b), row);
+          if (!std::equal(got.begin(), got.end(), want[b].begin() + row * w)) {
+            RC_FAIL(StrCat("rank ", r, " layer ", l, " buffer ", buffers[b].name, " local row ", row, " (loc ",
+                           locs[row], ") differs from the unsharded baseline"));
+          }
         }
       }
     }
   }
 }
 
+// Row i of every buffer of `rows`.
+ref::BufferRows RowOf(const ref::BufferRows& rows, const std::vector<ref::PoolBuffer>& buffers, size_t i) {
+  ref::BufferRows out;
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    const int64_t w = buffers[b].row_bytes;
+    out.emplace_back(rows[b].begin() + i * w, rows[b].begin() + (i + 1) * w);
+  }
+  return out;
+}
+
 // Replays a scenario on the sharded pool and the baseline, checking every write and read against them.
 class WritePlanChecker {
  public:
   explicit WritePlanChecker(const ref::ShardedPoolConfig& c)
-      : c_(c), pool_(RC_VALUE(ref::ShardedPool::Create(c))), base_(RC_VALUE(ref::UnshardedPool::Create(c))) {}
+      : c_(c), buffers_(ref::BuffersOf(c)), pool_(RC_VALUE(ref::ShardedPool::Create(c))),
+        base_(RC_VALUE(ref::UnshardedPool::Create(c))) {}
 
   void Run(const WritePlanScenario& s) {
     Apply(s.initial);
@@ -292,6 +311,9 @@ class WritePlanChecker {
     RC_TAG(equal_length_lists_ ? "different equal-length lists in one epoch" : "no equal-length lists");
     RC_TAG(relisted_across_epochs_ ? "a list rewritten first thing in a new epoch" : "no list rewritten across epochs");
     RC_TAG(staged_compared_ ? "staged chunk rows read back" : "no staged row read back");
+    RC_TAG(StrCat(buffers_.size(), " buffer(s) per layer"));
+    // One gather per layer moves every (pool buffer, scratch tensor) pair.
+    RC_ASSERT(pool_.pair_gathers() == pool_.gathers() * static_cast<int64_t>(buffers_.size()));
   }
 
  private:
@@ -300,16 +322,24 @@ class WritePlanChecker {
   }
 
   void Write(int64_t layer, const V& locs) {
-    const int64_t n = c_.shard_size, ps = c_.page_size, w = c_.row_words;
-    const Rows rows = ref::RowValues(layer, locs, ++salt_, w);
-    RC_ASSERT_OK(pool_.Write(layer, locs, rows));
-    RC_ASSERT_OK(base_.Write(layer, locs, rows));
+    const int64_t n = c_.shard_size, ps = c_.page_size;
+    const ref::BufferRows rows = ref::AllBufferRowValues(layer, buffers_, locs, ++salt_);
+    if (c_.buffers.empty()) {  // the one-buffer form goes through the word API
+      const Rows words = ref::RowValues(layer, locs, salt_, c_.row_words);
+      RC_ASSERT_OK(pool_.Write(layer, locs, words));
+      RC_ASSERT_OK(base_.Write(layer, locs, words));
+    } else {
+      RC_ASSERT_OK(pool_.WriteBuffers(layer, locs, rows));
+      RC_ASSERT_OK(base_.WriteBuffers(layer, locs, rows));
+    }
     for (size_t i = 0; i < locs.size(); ++i) {
       const int64_t owner = (locs[i] % (n * ps)) / ps, row = (locs[i] / (n * ps)) * ps + locs[i] % ps;
-      const Rows want(rows.begin() + i * w, rows.begin() + (i + 1) * w);
-      if (pool_.LocalRow(owner, layer, row) != want) {
-        RC_FAIL(StrCat("epoch ", epoch_, " layer ", layer, " write of ", rc::toString(locs), ": loc ", locs[i],
-                       " not persisted at rank ", owner, " local row ", row));
+      const ref::BufferRows want = RowOf(rows, buffers_, i);
+      for (size_t b = 0; b < buffers_.size(); ++b) {
+        if (pool_.LocalRowBytes(owner, layer, static_cast<int64_t>(b), row) != want[b]) {
+          RC_FAIL(StrCat("epoch ", epoch_, " layer ", layer, " write of ", rc::toString(locs), ": loc ", locs[i],
+                         " buffer ", buffers_[b].name, " not persisted at rank ", owner, " local row ", row));
+        }
       }
     }
     // The model of the one-entry cache: the owner filter is rebuilt iff (epoch, locs) differs from the last.
@@ -326,9 +356,7 @@ class WritePlanChecker {
     for (const V& earlier : lists_this_epoch_) equal_length_lists_ |= earlier.size() == locs.size() && earlier != locs;
     lists_this_epoch_.push_back(locs);
     if (pool_.active()) {
-      for (size_t i = 0; i < locs.size(); ++i) {
-        staged_[{layer % 2, locs[i]}] = Rows(rows.begin() + i * w, rows.begin() + (i + 1) * w);
-      }
+      for (size_t i = 0; i < locs.size(); ++i) staged_[{layer % 2, locs[i]}] = RowOf(rows, buffers_, i);
     }
   }
 
@@ -336,12 +364,16 @@ class WritePlanChecker {
   // the last row staged at that loc into the layer's slot during this batch (rows never staged are skipped).
   void Read() {
     if (next_read_ >= c_.num_layers) return;
-    const int64_t l = next_read_++, w = c_.row_words;
-    const auto got = RC_VALUE(pool_.Read(l, read_locs_));
-    const Rows want = RC_VALUE(base_.Read(l, read_locs_));
+    const int64_t l = next_read_++;
+    const auto got = RC_VALUE(pool_.ReadBuffers(l, read_locs_));
+    const ref::BufferRows want = RC_VALUE(base_.ReadBuffers(l, read_locs_));
+    if (c_.buffers.empty()) {  // the word API reads the same bytes
+      const auto words = RC_VALUE(pool_.Read(l, read_locs_));
+      RC_ASSERT(words.size() == got.size());
+    }
     for (size_t i = 0; i < read_locs_.size(); ++i) {
       const int64_t loc = read_locs_[i];
-      Rows expect(want.begin() + i * w, want.begin() + (i + 1) * w);
+      ref::BufferRows expect = RowOf(want, buffers_, i);
       if (chunk_.count(loc)) {
         auto it = staged_.find({l % 2, loc});
         if (it == staged_.end()) continue;
@@ -349,7 +381,7 @@ class WritePlanChecker {
         staged_compared_ = true;
       }
       for (int64_t r = 0; r < c_.shard_size; ++r) {
-        if (!std::equal(expect.begin(), expect.end(), got[r].begin() + i * w)) {
+        if (RowOf(got[r], buffers_, i) != expect) {
           RC_FAIL(StrCat("epoch ", epoch_, " read of layer ", l, " on rank ", r, ": loc ", loc,
                          chunk_.count(loc) ? " (chunk) differs from the row staged last" :
                                              " (prefix) differs from the unsharded baseline"));
@@ -359,11 +391,12 @@ class WritePlanChecker {
   }
 
   ref::ShardedPoolConfig c_;
+  std::vector<ref::PoolBuffer> buffers_;
   ref::ShardedPool pool_;
   ref::UnshardedPool base_;
   int64_t epoch_ = 0, salt_ = 0, next_read_ = 0, plan_builds_ = 0;
   std::pair<int64_t, V> plan_key_{-1, {}};
-  std::map<std::pair<int64_t, int64_t>, Rows> staged_;  // (slot, loc) -> row staged during this batch
+  std::map<std::pair<int64_t, int64_t>, ref::BufferRows> staged_;  // (slot, loc) -> rows staged during this batch
   V read_locs_;
   std::set<int64_t> chunk_;
   std::vector<V> lists_this_epoch_;
@@ -376,6 +409,33 @@ class WritePlanChecker {
 KVSHARD_PROP(PoolProps, WritePlanCacheKeyedOnEpochAndExactLocs, ()) {
   const WritePlanScenario s = Materialize(*rc::gen::resize(100, rc::gen::exec(&DrawWritePlanRecipe)));
   WritePlanChecker(s.config).Run(s);
+}
+
+// set_kv_buffer_prefix_valid is rejected with SGLang's text in every state (before, inside and after an
+// extend, after writes) and leaves the observable state unchanged.
+KVSHARD_PROP(PoolProps, PrefixValidCommitAlwaysRejectedStateUnchanged, ()) {
+  const ExtendBatch b = DrawFullSizeBatch();
+  ref::ShardedPoolConfig c{b.shard_size, b.page_size, b.pages_per_rank, b.max_prefix_tokens, b.chunk_tokens, 2, 1};
+  c.buffers = DrawPoolBuffers();
+  ref::ShardedPool pool = RC_VALUE(ref::ShardedPool::Create(c));
+  const auto check = [&pool] {
+    const int64_t epoch = pool.epoch(), builds = pool.write_plan_builds(), gathers = pool.gathers();
+    const Status s = pool.WritePrefixValid();
+    RC_ASSERT(s.code() == StatusCode::kFailedPrecondition);
+    RC_ASSERT(s.message() == std::string(ref::kPrefixValidUnsupported));
+    RC_ASSERT(pool.epoch() == epoch && pool.write_plan_builds() == builds && pool.gathers() == gathers);
+  };
+  check();
+  RC_ASSERT_OK(pool.BeginShardExtend(b.requests));
+  check();
+  V chunk;
+  for (const ExtendRequest& r : b.requests) {
+    for (int64_t pos = r.prefix_len; pos < r.seq_len; ++pos) chunk.push_back(r.pages[pos / b.page_size] * b.page_size + pos % b.page_size);
+  }
+  RC_ASSERT_OK(pool.WriteBuffers(0, chunk, ref::AllBufferRowValues(0, ref::BuffersOf(c), chunk, 1)));
+  check();
+  pool.EndShardExtend();
+  check();
 }
 
 // The layer-ahead protocol: reading layer l needs slot l % 2 to hold (l, epoch); it kicks layer l + 1.

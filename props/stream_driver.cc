@@ -5,26 +5,23 @@
 #include <utility>
 
 namespace kvshard::props {
-namespace {
-
-ref::ShardedPoolConfig PoolConfig(const StreamConfig& c) {
+ref::ShardedPoolConfig StreamPoolConfig(const StreamConfig& c) {
   const int64_t max_pages = (c.max_len + c.page_size - 1) / c.page_size;
   const int64_t block = c.max_batch * ((max_pages + c.shard_size - 1) / c.shard_size);
   return {c.shard_size, c.page_size, c.pages_per_rank, c.shard_size * c.page_size * block,
-          c.page_size * c.max_batch * max_pages, c.num_layers, c.row_words};
+          c.page_size * c.max_batch * max_pages, c.num_layers, c.row_words, c.buffers};
 }
 
-}  // namespace
-
-StatusOr<std::unique_ptr<StreamDriver>> StreamDriver::Create(const StreamConfig& c) {
+StatusOr<std::unique_ptr<StreamDriver>> StreamDriver::Create(const StreamConfig& c, cli::PoolDataPath* mirror) {
   if (c.shared.empty()) return InvalidArgument("shared: needs one entry per document, got none");
   KVSHARD_ASSIGN_OR_RETURN(ref::PageInterleaveAllocator allocator,
                            ref::PageInterleaveAllocator::Create({c.shard_size, c.page_size, c.pages_per_rank,
                                                                  c.need_sort, /*check_last_loc=*/true}));
-  KVSHARD_ASSIGN_OR_RETURN(ref::ShardedPool pool, ref::ShardedPool::Create(PoolConfig(c)));
-  KVSHARD_ASSIGN_OR_RETURN(ref::UnshardedPool baseline, ref::UnshardedPool::Create(PoolConfig(c)));
-  return std::unique_ptr<StreamDriver>(
-      new StreamDriver(c, std::move(allocator), std::move(pool), std::move(baseline)));
+  KVSHARD_ASSIGN_OR_RETURN(ref::ShardedPool pool, ref::ShardedPool::Create(StreamPoolConfig(c)));
+  KVSHARD_ASSIGN_OR_RETURN(ref::UnshardedPool baseline, ref::UnshardedPool::Create(StreamPoolConfig(c)));
+  std::unique_ptr<StreamDriver> driver(new StreamDriver(c, std::move(allocator), std::move(pool), std::move(baseline)));
+  driver->mirror_ = mirror;
+  return driver;
 }
 
 StreamDriver::StreamDriver(const StreamConfig& c, ref::PageInterleaveAllocator allocator, ref::ShardedPool pool,
@@ -89,23 +86,18 @@ Status StreamDriver::Step(const std::vector<StreamRequest>& reqs) {
   }
   const std::vector<int64_t> chunk = ref::ExtendSlots(batch, out, ps);
   const int64_t salt = pool_.epoch();
-  for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
-    const std::vector<uint32_t> rows = ref::RowValues(layer, chunk, salt, config_.row_words);
-    KVSHARD_RETURN_IF_ERROR(pool_.Write(layer, chunk, rows));
-    KVSHARD_RETURN_IF_ERROR(baseline_.Write(layer, chunk, rows));
-    KVSHARD_ASSIGN_OR_RETURN(auto got, pool_.Read(layer, read_locs));
-    KVSHARD_ASSIGN_OR_RETURN(auto want, baseline_.Read(layer, read_locs));
-    for (size_t r = 0; r < got.size(); ++r) {
-      if (got[r] != want) {
-        size_t i = 0;
-        while (got[r][i] == want[i]) ++i;
-        const size_t row = i / config_.row_words;
-        return Mismatch("layer ", layer, " rank ", r, ": sharded read of loc ", read_locs[row],
-                        " differs from the unsharded baseline");
-      }
-    }
-    stats_.rows_compared += static_cast<int64_t>(read_locs.size() * got.size());
+  if (mirror_) {
+    const ref::ShardedPoolConfig pc = StreamPoolConfig(config_);
+    ExtendBatch eb{pc.shard_size, pc.page_size, pc.pages_per_rank, pc.max_prefix_tokens, pc.chunk_tokens, requests};
+    KVSHARD_ASSIGN_OR_RETURN(GatherPlan plan, mirror_->Begin(eb, chunk));
+    if (!(plan == pool_.plan())) return Mismatch(mirror_->Name(), ": gather plan differs from the reference");
   }
+  for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
+    KVSHARD_RETURN_IF_ERROR(config_.buffers.empty() ? WriteAndReadWords(layer, chunk, read_locs, salt)
+                                                    : WriteAndReadBuffers(layer, chunk, read_locs, salt));
+    if (mirror_) KVSHARD_RETURN_IF_ERROR(MirrorLayer(layer, chunk, read_locs, salt));
+  }
+  if (mirror_) KVSHARD_RETURN_IF_ERROR(mirror_->End());
   pool_.EndShardExtend();
   // Finish: cache the full pages (duplicates freed, foreign bases declined), free the partial tail page.
   for (size_t i = 0; i < reqs.size(); ++i) {
@@ -114,6 +106,69 @@ Status StreamDriver::Step(const std::vector<StreamRequest>& reqs) {
     if (reqs[i].len % ps != 0) KVSHARD_RETURN_IF_ERROR(allocator_.Free({requests[i].pages.back() * ps}));
   }
   return unlock_all();
+}
+
+Status StreamDriver::WriteAndReadWords(int64_t layer, const std::vector<int64_t>& chunk,
+                                       const std::vector<int64_t>& read_locs, int64_t salt) {
+  const std::vector<uint32_t> rows = ref::RowValues(layer, chunk, salt, config_.row_words);
+  KVSHARD_RETURN_IF_ERROR(pool_.Write(layer, chunk, rows));
+  KVSHARD_RETURN_IF_ERROR(baseline_.Write(layer, chunk, rows));
+  KVSHARD_ASSIGN_OR_RETURN(auto got, pool_.Read(layer, read_locs));
+  KVSHARD_ASSIGN_OR_RETURN(auto want, baseline_.Read(layer, read_locs));
+  for (size_t r = 0; r < got.size(); ++r) {
+    if (got[r] != want) {
+      size_t i = 0;
+      while (got[r][i] == want[i]) ++i;
+      const size_t row = i / config_.row_words;
+      return Mismatch("layer ", layer, " rank ", r, ": sharded read of loc ", read_locs[row],
+                      " differs from the unsharded baseline");
+    }
+  }
+  stats_.rows_compared += static_cast<int64_t>(read_locs.size() * got.size());
+  return Status::Ok();
+}
+
+Status StreamDriver::WriteAndReadBuffers(int64_t layer, const std::vector<int64_t>& chunk,
+                                         const std::vector<int64_t>& read_locs, int64_t salt) {
+  const ref::BufferRows rows = ref::AllBufferRowValues(layer, config_.buffers, chunk, salt);
+  KVSHARD_RETURN_IF_ERROR(pool_.WriteBuffers(layer, chunk, rows));
+  KVSHARD_RETURN_IF_ERROR(baseline_.WriteBuffers(layer, chunk, rows));
+  KVSHARD_ASSIGN_OR_RETURN(auto got, pool_.ReadBuffers(layer, read_locs));
+  KVSHARD_ASSIGN_OR_RETURN(auto want, baseline_.ReadBuffers(layer, read_locs));
+  for (size_t r = 0; r < got.size(); ++r) {
+    for (size_t b = 0; b < want.size(); ++b) {
+      if (got[r][b] == want[b]) continue;
+      size_t i = 0;
+      while (got[r][b][i] == want[b][i]) ++i;
+      const size_t row = i / config_.buffers[b].row_bytes;
+      return Mismatch("layer ", layer, " rank ", r, " buffer ", config_.buffers[b].name, ": sharded read of loc ",
+                      read_locs[row], " differs from the unsharded baseline");
+    }
+  }
+  stats_.rows_compared += static_cast<int64_t>(read_locs.size() * got.size() * want.size());
+  return Status::Ok();
+}
+
+Status StreamDriver::MirrorLayer(int64_t layer, const std::vector<int64_t>& chunk,
+                                 const std::vector<int64_t>& read_locs, int64_t salt) {
+  const std::vector<ref::PoolBuffer> buffers = ref::BuffersOf(StreamPoolConfig(config_));
+  KVSHARD_RETURN_IF_ERROR(mirror_->Write(layer, chunk, ref::AllBufferRowValues(layer, buffers, chunk, salt)));
+  KVSHARD_ASSIGN_OR_RETURN(auto got, mirror_->Read(layer, read_locs));
+  KVSHARD_ASSIGN_OR_RETURN(auto want, pool_.ReadBuffers(layer, read_locs));  // resident: no state change
+  if (got.size() != want.size()) return Mismatch(mirror_->Name(), ": ", got.size(), " ranks read, want ", want.size());
+  for (size_t r = 0; r < want.size(); ++r) {
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      if (got[r].size() == want[r].size() && got[r][b] == want[r][b]) continue;
+      size_t i = 0;
+      while (i < got[r][b].size() && i < want[r][b].size() && got[r][b][i] == want[r][b][i]) ++i;
+      const size_t row = i / buffers[b].row_bytes;
+      return Mismatch(mirror_->Name(), ": layer ", layer, " rank ", r, " buffer ", buffers[b].name, ": read of loc ",
+                      row < read_locs.size() ? read_locs[row] : -1, " byte ", i % buffers[b].row_bytes,
+                      " differs from the reference pool");
+    }
+  }
+  stats_.mirror_rows_compared += static_cast<int64_t>(read_locs.size() * want.size() * buffers.size());
+  return Status::Ok();
 }
 
 Status StreamDriver::CheckInvariants() const {

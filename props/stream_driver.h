@@ -7,8 +7,11 @@
 #include <cstdint>
 #include <memory>
 #include <ostream>
+#include <string>
 #include <vector>
 
+#include "cli/pool_data_path.h"
+#include "core/gather_plan.h"
 #include "core/status.h"
 #include "cpu_ref/allocator.h"
 #include "cpu_ref/radix_cache.h"
@@ -23,6 +26,7 @@ struct StreamConfig {
   int64_t pages_per_rank = 4;  // allocatable pages per rank (the pool has one more: the trash page)
   int64_t num_layers = 1;
   int64_t row_words = 1;
+  std::vector<ref::PoolBuffer> buffers;  // the per-layer buffers (MHA K/V, MLA latent, extras); empty: row_words
   int64_t max_batch = 1;       // requests per step
   int64_t max_len = 1;         // tokens per request
   bool need_sort = false;
@@ -39,20 +43,27 @@ struct StreamRequest {
 inline void showValue(const StreamRequest& r, std::ostream& os) { os << "(doc " << r.doc << ", len " << r.len << ")"; }
 inline void showValue(const StreamConfig& c, std::ostream& os) {
   os << "N=" << c.shard_size << " ps=" << c.page_size << " pages_per_rank=" << c.pages_per_rank
-     << " layers=" << c.num_layers << " row_words=" << c.row_words << " max_batch=" << c.max_batch
+     << " layers=" << c.num_layers << " row_words=" << c.row_words << " buffers=" << c.buffers.size()
+     << " max_batch=" << c.max_batch
      << " max_len=" << c.max_len << " need_sort=" << c.need_sort << " docs=" << c.shared.size();
 }
+
+// The pool geometry a stream runs on (capacities sized for max_batch requests of max_len tokens).
+ref::ShardedPoolConfig StreamPoolConfig(const StreamConfig& config);
 
 // Counters of what a stream exercised.
 struct StreamStats {
   int64_t batches = 0, deferred = 0, evicted_pages = 0, declined = 0, prefix_hits = 0, rows_compared = 0;
+  int64_t mirror_rows_compared = 0;
 };
 
 // The whole model under one stream. Not copyable or movable: the cache points at the driver's allocator.
 class StreamDriver {
  public:
-  // A driver over a fresh allocator, cache and pools; an error names the invalid geometry (never aborts).
-  static StatusOr<std::unique_ptr<StreamDriver>> Create(const StreamConfig& config);
+  // A driver over a fresh allocator, cache and pools; an error names the invalid geometry (never aborts). With
+  // `mirror` (e.g. the GPU backend's data path), every plan and every byte of every buffer of its reads must equal
+  // the reference pool's.
+  static StatusOr<std::unique_ptr<StreamDriver>> Create(const StreamConfig& config, cli::PoolDataPath* mirror = nullptr);
   StreamDriver(const StreamDriver&) = delete;
   StreamDriver& operator=(const StreamDriver&) = delete;
   // Runs one extend batch (or defers it); an error names the first violated expectation.
@@ -67,6 +78,15 @@ class StreamDriver {
  private:
   StreamDriver(const StreamConfig& config, ref::PageInterleaveAllocator allocator, ref::ShardedPool pool,
                ref::UnshardedPool baseline);
+  // One layer's set_kv_buffer of the chunk and get_key_buffer of every slot, checked against the baseline:
+  // through the one-buffer word API, or every buffer of the pool.
+  Status WriteAndReadWords(int64_t layer, const std::vector<int64_t>& chunk, const std::vector<int64_t>& read_locs,
+                           int64_t salt);
+  Status WriteAndReadBuffers(int64_t layer, const std::vector<int64_t>& chunk, const std::vector<int64_t>& read_locs,
+                             int64_t salt);
+  // The mirror's write and read of the layer, compared byte for byte with the reference pool's read.
+  Status MirrorLayer(int64_t layer, const std::vector<int64_t>& chunk, const std::vector<int64_t>& read_locs,
+                     int64_t salt);
 
   StreamConfig config_;
   ref::PageInterleaveAllocator allocator_;
@@ -74,6 +94,7 @@ class StreamDriver {
   ref::ShardedPool pool_;
   ref::UnshardedPool baseline_;
   StreamStats stats_;
+  cli::PoolDataPath* mirror_ = nullptr;
 };
 
 }  // namespace kvshard::props

@@ -161,10 +161,12 @@ def record_gather_plan(writer, pools, req_to_token, req_pool_indices, prefix_len
 
 # ---- pipeline records: the sharded pool (docs/trace-format.md, "Pipeline records: the sharded pool") ----------
 
-def pool_header(pool, num_layers, row_words, payload_seed=None, allocator=None):
+def pool_header(pool, num_layers, row_words=None, payload_seed=None, allocator=None, buffers=None):
     """The header's "pool" object for an SGLang shard pool (its shard_spec carries the scratch capacities
     max_prefix_tokens and chunk_tokens). Replay simulates the rows: `num_layers` layers of `row_words` 32-bit
-    words per KV row, filled from `payload_seed` (the model's real row width is not needed). With `allocator`
+    words per KV row, filled from `payload_seed` (the model's real row width is not needed). Instead of
+    `row_words`, `buffers` lists the per-layer buffers as (name, row_bytes) pairs, or "pool" to read them from
+    the pool's `_gather_pairs(0)` (MHA: k and v; MLA: kv; bytes of one token row each). With `allocator`
     (the PageInterleavePoolAllocator whose allocator_header the trace carries) the geometries must agree:
     replay takes shard_size, page_size and pages_per_rank from the header's "allocator"."""
     spec = pool.shard_spec
@@ -175,7 +177,15 @@ def pool_header(pool, num_layers, row_words, payload_seed=None, allocator=None):
         if any(want[k] != v for k, v in got.items()):
             raise ValueError(f"pool_header: the pool's geometry {got} differs from the allocator's {want}")
     header = {"max_prefix_tokens": int(spec.max_prefix_tokens), "chunk_tokens": int(spec.chunk_tokens),
-              "num_layers": int(num_layers), "row_words": int(row_words)}
+              "num_layers": int(num_layers)}
+    if (row_words is None) == (buffers is None):
+        raise ValueError("pool_header: give either row_words or buffers")
+    if buffers == "pool":
+        buffers = [(name, buf[0].numel() * buf.element_size()) for buf, name in pool._gather_pairs(0)]
+    if buffers is None:
+        header["row_words"] = int(row_words)
+    else:
+        header["buffers"] = [{"name": str(n), "row_bytes": int(b)} for n, b in buffers]
     if payload_seed is not None:
         header["payload_seed"] = int(payload_seed)
     return header

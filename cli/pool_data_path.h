@@ -1,0 +1,34 @@
+// The data-path interface of the sharded-pool pipeline: what `replay --backend gpu|diff` runs beside the
+// reference pool (cli/gpu_pool_path.h implements it on CUDA) and what the GPU stream property mirrors.
+#ifndef KVSHARD_CLI_POOL_DATA_PATH_H_
+#define KVSHARD_CLI_POOL_DATA_PATH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/gather_plan.h"
+#include "core/status.h"
+#include "cpu_ref/sharded_pool.h"
+
+namespace kvshard::cli {
+
+// A data path of the pipeline, driving every rank of the shard group in lockstep.
+class PoolDataPath {
+ public:
+  virtual ~PoolDataPath() = default;
+  // "gpu (emulated, N ranks on device 0)" and the like, for messages.
+  virtual std::string Name() const = 0;
+  // begin_shard_extend of `batch`: builds the path's own plan and returns it (errors as the reference's).
+  virtual StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) = 0;
+  // set_kv_buffer on every rank; rows[b] holds locs.size() * buffers[b].row_bytes bytes.
+  virtual Status Write(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) = 0;
+  // get_key_buffer(layer) then every buffer's rows at translate_loc_to_scratch(locs) on every rank ([rank][buffer]).
+  virtual StatusOr<std::vector<ref::BufferRows>> Read(int64_t layer, const std::vector<int64_t>& locs) = 0;
+  // end_shard_extend on every rank.
+  virtual Status End() = 0;
+};
+
+}  // namespace kvshard::cli
+
+#endif  // KVSHARD_CLI_POOL_DATA_PATH_H_
