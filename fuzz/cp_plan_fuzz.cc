@@ -146,7 +146,7 @@ void CheckInSeq(const Input& x) {
   const int64_t max_rank_token = meta->max_rank_token();
   const std::vector<ref::RowCopy> copies = CheckRerange(*want, max_rank_token);
   const int64_t rows = std::accumulate(x.extend_lens.begin(), x.extend_lens.end(), int64_t{0});
-  if (x.cp_size <= 8 && rows <= kFullRows && static_cast<int64_t>(copies.size()) <= kFullRows) {
+  if (x.cp_size <= 8 && rows <= kFullRows && max_rank_token <= kFullRows) {
     CheckCoversEachTokenOnce(x, *want, max_rank_token, copies);
   }
 }

@@ -29,7 +29,7 @@ ExtendBatch Decode(ByteReader& in, std::vector<int64_t>* locs) {
   for (int64_t q = 0; q < requests; ++q) {
     ExtendRequest r;
     r.prefix_len = in.Byte() % 4 ? in.Range(0, 8) * ps : in.Edgy(kMaxSlot);
-    r.seq_len = in.Byte() % 4 ? r.prefix_len + in.Range(0, 4 * ps) : in.Edgy(kMaxSlot);
+    r.seq_len = in.Byte() % 4 ? ByteReader::SatAdd(r.prefix_len, in.Range(0, 4 * ps)) : in.Edgy(kMaxSlot);
     int64_t pages = r.seq_len > 0 ? PositionPages(std::min(r.seq_len, kMaxSlot), ps) : 0;
     if (in.Byte() % 8 == 0) pages += in.Range(-1, 1);  // one page too few or too many
     pages = std::clamp<int64_t>(pages, 0, 64);

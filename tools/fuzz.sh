@@ -26,7 +26,7 @@ max_len() {
 build() {
   local here; here=$(cd "$(dirname "$0")/.." && pwd)
   cd "$here" || exit 2
-  bash tools/install_deps.sh || exit 2
+  bash tools/install_deps.sh fuzz || exit 2
   local base=${KVSHARD_FUZZ_OUTPUT_BASE:-/tmp/kvshard_fuzz_ob}
   local targets; targets=$(sed -n 's/^    "\([a-z_]*\)": \[.*/\1/p; s/^    "\([a-z_]*\)": \[$/\1/p' fuzz/BUILD.bazel | sort -u)
   [[ -n $targets ]] || { echo "fuzz.sh: no targets found in fuzz/BUILD.bazel" >&2; exit 2; }
