@@ -55,7 +55,8 @@ def batch_seeds():
     var('seq_len_u64', lambda b: b['requests'][0].update(seq_len=U64))
     var('ppr_limit', lambda b: b.update(pages_per_rank=(1 << 24) // 4 - 2))
     var('ppr_over', lambda b: b.update(pages_per_rank=(1 << 24) // 4 - 1))
-    var('ps_max', lambda b: b.update(page_size=1 << 20, max_prefix_tokens=4 << 20, chunk_tokens=2 << 20,
+    # ps = 2^20 with one rank: the plan's send_rows are 2^20 rows (the output grows as N * block_pages * ps).
+    var('ps_max', lambda b: b.update(shard_size=1, page_size=1 << 20, max_prefix_tokens=1 << 20, chunk_tokens=2 << 20,
                                      requests=[{'prefix_len': 1 << 20, 'seq_len': 3 << 20, 'pages': [5, 6, 7]}]))
     var('n_max', lambda b: b.update(shard_size=1 << 16, pages_per_rank=1, max_prefix_tokens=0, chunk_tokens=16,
                                     requests=[]))

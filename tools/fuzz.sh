@@ -53,6 +53,7 @@ run() {
   local seconds=${3:?SECONDS missing} workers=${4:-}
   shift 4 2>/dev/null || shift $#
   cd "$out" || exit 2
+  out=$(pwd)
   local targets=("$@")
   if ((${#targets[@]} == 0)); then
     for b in bin/*_fuzzer; do t=$(basename "$b"); targets+=("${t%_fuzzer}"); done
@@ -65,14 +66,15 @@ run() {
   for t in "${targets[@]}"; do
     mkdir -p "corpus/$t" "crashes/$t" "logs/$t"
     [[ -n $(ls -A "corpus/$t") ]] || cp "seeds/$t/"* "corpus/$t/" 2>/dev/null
-    local dict=(); [[ -f dicts/$t.dict ]] && dict=(-dict="dicts/$t.dict")
+    local dict=(); [[ -f dicts/$t.dict ]] && dict=(-dict="$out/dicts/$t.dict")
     (
+      # Fork mode's workers write their logs and temporary files into the current folder.
       cd "logs/$t" || exit 2
       TIMEFORMAT='%U %S'
-      { time "../../bin/${t}_fuzzer" -fork="$workers" -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
+      { time "$out/bin/${t}_fuzzer" -fork="$workers" -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
           -max_total_time="$seconds" -max_len="$(max_len "$t")" -timeout=10 -rss_limit_mb=2560 \
-          -artifact_prefix="../../crashes/$t/" -print_final_stats=1 "${dict[@]/#-dict=/-dict=../../}" \
-          "../../corpus/$t" "../../seeds/$t" >fuzz.log 2>&1; } 2>cpu_time
+          -artifact_prefix="$out/crashes/$t/" -print_final_stats=1 "${dict[@]}" \
+          "$out/corpus/$t" "$out/seeds/$t" >fuzz.log 2>&1; } 2>cpu_time
     ) &
     pids+=($!)
   done
