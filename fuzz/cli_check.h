@@ -23,6 +23,11 @@ struct CliRun {
 // this build or machine lacks. Anything else aborts, printing the command line.
 CliRun RunCliChecked(const std::vector<std::string>& args, const std::string& stdin_text);
 
+// True when two runs exited alike and wrote the same bytes (a differential check of --impl fast).
+inline bool SameRun(const CliRun& a, const CliRun& b) {
+  return a.exit_code == b.exit_code && a.out_bytes == b.out_bytes && a.out_head == b.out_head && a.err == b.err;
+}
+
 // The command line as one printable line (for failure messages).
 std::string ShowArgs(const std::vector<std::string>& args);
 
