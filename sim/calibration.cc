@@ -83,12 +83,16 @@ Status Strict(const Json& obj, const std::string& where, const std::set<std::str
   return Status::Ok();
 }
 
-StatusOr<double> PositiveNumber(const Json& obj, const std::string& key, const std::string& where) {
+// A number > 0; with lo/hi (a row's size and time) also in [lo, hi], which keeps the fit's sums of squares of
+// x / time finite (fuzzing found 1e300-sized rows and 1e-300 us times fitting to NaN).
+StatusOr<double> PositiveNumber(const Json& obj, const std::string& key, const std::string& where, double lo = 0,
+                                double hi = 0) {
   if (!obj.contains(key)) return InvalidArgument(where, key, ": missing");
   const Json& v = obj.at(key);
   if (!v.is_number()) return InvalidArgument(where, key, ": must be a number");
   const double x = v.get<double>();
   if (!(x > 0) || !std::isfinite(x)) return InvalidArgument(where, key, ": must be > 0, got ", v.dump());
+  if (hi > 0 && (x < lo || x > hi)) return InvalidArgument(where, key, ": must be in [", lo, ", ", hi, "], got ", v.dump());
   return x;
 }
 
@@ -190,8 +194,8 @@ StatusOr<Calibration> ReadCalibration(std::istream& in) {
     CalibrationRow r;
     KVSHARD_ASSIGN_OR_RETURN(r.op, Text(row, "op", where, true));
     if (CalibrationUnit(r.op).empty()) return InvalidArgument(where, "op: unknown operation '", r.op, "'");
-    KVSHARD_ASSIGN_OR_RETURN(r.x, PositiveNumber(row, "x", where));
-    KVSHARD_ASSIGN_OR_RETURN(r.time_us, PositiveNumber(row, "time_us", where));
+    KVSHARD_ASSIGN_OR_RETURN(r.x, PositiveNumber(row, "x", where, kMinRowSize, kMaxRowSize));
+    KVSHARD_ASSIGN_OR_RETURN(r.time_us, PositiveNumber(row, "time_us", where, kMinRowTimeUs, kMaxRowTimeUs));
     KVSHARD_ASSIGN_OR_RETURN(r.note, Text(row, "note", where, false));
     c.rows.push_back(std::move(r));
   }

@@ -43,6 +43,10 @@ struct Calibration {
   std::vector<OpFit> fits;            // one per operation present, in CalibrationOps() order
 };
 
+// Accepted row sizes (in the op's unit) and times: 10^-6 .. 10^18 units, 1 ns .. 10^12 us (11.6 days).
+inline constexpr double kMinRowSize = 1e-6, kMaxRowSize = 1e18;
+inline constexpr double kMinRowTimeUs = 1e-3, kMaxRowTimeUs = 1e12;
+
 // The operations a calibration may hold, in a fixed order.
 const std::vector<std::string>& CalibrationOps();
 // The unit of an operation's size ("bytes", "prefix page refs", "FLOPs").

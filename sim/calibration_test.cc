@@ -59,6 +59,11 @@ TEST(Calibration, ReaderIsStrict) {
       {R"({"kvshard_calibration": 1, "device": "d", "rows": []})", "limits: missing"},
       {"{", "not valid JSON"},
       {std::string(kHeader) + R"([{"op": "copy", "op": "copy", "x": 1, "time_us": 1}]})", "rows[0].op: duplicate key"},
+      // Found by //fuzz:calibration (testdata/fuzz/calibration/seed_huge_sizes, seed_tiny_times): fitted to NaN.
+      {std::string(kHeader) + R"([{"op": "copy", "x": 1e300, "time_us": 1}, {"op": "copy", "x": 2e300, "time_us": 2}]})",
+       "rows[0].x: must be in [1e-06, 1e+18], got 1e+300"},
+      {std::string(kHeader) + R"([{"op": "copy", "x": 1, "time_us": 1e-300}, {"op": "copy", "x": 2, "time_us": 1}]})",
+       "rows[0].time_us: must be in [0.001, 1e+12], got 1e-300"},
   };
   for (const auto& [text, want] : bad) {
     const StatusOr<Calibration> c = Read(text);

@@ -26,6 +26,7 @@ bench: core cpu_ref cpu_fast gpu
 sim: core cpu_ref cpu_fast
 cli: core cpu_ref cpu_fast gpu bench sim
 props: core cpu_ref cpu_fast gpu bench cli sim
+fuzz: core cpu_ref cpu_fast sim cli
 testdata:
 tools:
 third_party:

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs (as root, from Debian's registry) whatever kvshard's offline Bazel build needs and is missing.
+#   tools/install_deps.sh [fuzz]   fuzz: also clang, libFuzzer and the sanitizer runtimes (tools/fuzz.sh build)
 set -euo pipefail
 pkgs=(bazel-bootstrap bazel-rules-java bazel-platforms googletest libgtest-dev librapidcheck-dev libeigen3-dev
       libboost-program-options-dev libopenmpi-dev nlohmann-json3-dev libbenchmark-dev python3 g++)
+# clang-14's libclang_rt.fuzzer/asan/ubsan archives are in libclang-rt-14-dev; llvm-14 has llvm-symbolizer.
+[[ ${1:-} == fuzz ]] && pkgs+=(clang libclang-rt-14-dev llvm-14)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
