@@ -85,7 +85,7 @@ TEST(GatherPlanCmdTest, PreRenamePoolKeyIsRefusedSayingWhatChanged) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err,
-            "kvshard: error: pool_pages_per_rank: renamed to pages_per_rank, which excludes the trash page "
+            "kvshard: error: --batch: pool_pages_per_rank: renamed to pages_per_rank, which excludes the trash page "
             "(pages_per_rank = pool_pages_per_rank - 1)\n");
 }
 
