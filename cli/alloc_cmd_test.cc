@@ -39,10 +39,10 @@ TEST(AllocCmdTest, MalformedInputIsOneLineNamingTheField) {
   const std::string alloc = R"({"op":"alloc","prefix_lens":[0],"seq_lens":[40],"rotation_bases":[7],"last_locs":[0]})";
   const std::vector<std::pair<std::string, std::string>> scripts = {
       {"{\"shard_size\":", "--script: standard input: not valid JSON"},
-      {R"({"shard_size":4})", "page_size: missing"},
-      {Script(alloc), "ops[0].rotation_bases[0]: must be null or in [0, 4), got 7"},
-      {Script(R"({"op":"free","locs":[64]})"), "ops[0].locs[0]: page 4 (slot 64) is not allocated"},
-      {Script(R"({"op":"evict"})"), R"(ops[0].op: must be "alloc", "free" or "free_group", got "evict")"},
+      {R"({"shard_size":4})", "--script: page_size: missing"},
+      {Script(alloc), "--script: ops[0].rotation_bases[0]: must be null or in [0, 4), got 7"},
+      {Script(R"({"op":"free","locs":[64]})"), "--script: ops[0].locs[0]: page 4 (slot 64) is not allocated"},
+      {Script(R"({"op":"evict"})"), R"(--script: ops[0].op: must be "alloc", "free" or "free_group", got "evict")"},
   };
   for (const auto& [script, error] : scripts) ExpectFailures({{"alloc --script -", error}}, script);
 }
@@ -52,18 +52,27 @@ TEST(AllocCmdTest, StrictScripts) {
   const std::string free = R"({"op":"free","locs":[]})";
   const std::vector<std::pair<std::string, std::string>> scripts = {
       // A misspelt flag used to leave need_sort false silently.
-      {head + R"("need_srot":true,"ops":[]})", "need_srot: unknown key"},
+      {head + R"("need_srot":true,"ops":[]})", "--script: need_srot: unknown key"},
       {Script(free + "," + free + "," + free + R"(,{"op":"free","locs":[],"need_srot":true})"),
-       "ops[3].need_srot: unknown key"},
+       "--script: ops[3].need_srot: unknown key"},
       {Script(R"({"op":"alloc","prefix_lens":[0],"seq_lens":[40],"rotation_bases":[1],"last_locs":[0],"locs":[]})"),
-       "ops[0].locs: unknown key"},
+       "--script: ops[0].locs: unknown key"},
       // The last of a repeated key used to win.
       {head + R"("need_sort":true,"need_sort":false,"ops":[]})", "--script: need_sort: duplicate key"},
       {Script(R"({"op":"free","locs":[1],"locs":[2]})"), "--script: ops[0].locs: duplicate key"},
       {Script(R"({"op":"free","locs":[18446744073709551615]})"),
-       "ops[0].locs[0]: out of range (must be in [0, 281474976710655]), got 18446744073709551615"},
+       "--script: ops[0].locs[0]: out of range (must be in [0, 281474976710655]), got 18446744073709551615"},
   };
   for (const auto& [script, error] : scripts) ExpectFailures({{"alloc --script -", error}}, script);
+}
+
+// --json is written per op; with no ops it is what PrintJson of {"results": []} prints.
+TEST(AllocCmdTest, StreamedJsonOfNoOps) {
+  const CliResult r = RunCli(Words("alloc --script - --json"), Script(""));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ostringstream tree;
+  PrintJson(Json{{"results", Json::array()}}, tree);
+  EXPECT_EQ(r.out, tree.str());
 }
 
 TEST(AllocCmdTest, ScriptMustBeARegularFile) {

@@ -77,27 +77,27 @@ batch() {  # file, request-json
 }
 CH='22,23,20,21,26,27,24,25,30,31,28,29,34,35,32,33'
 batch cyc.json 4096 512 "{\"prefix_len\":112,\"seq_len\":251,\"pages\":[23,22,20,21,26,27,24,25,30,31,28,29,34,35,32,33]}"
-check plan_cyclic 2 'kvshard: error: requests[0].pages: sharded prefix owners of request 0 are not cyclic' "$KV" gather-plan --batch "$T/cyc.json"
+check plan_cyclic 2 'kvshard: error: --batch: requests[0].pages: sharded prefix owners of request 0 are not cyclic' "$KV" gather-plan --batch "$T/cyc.json"
 batch cap.json 64 512 "{\"prefix_len\":112,\"seq_len\":251,\"pages\":[$CH]}"
 check plan_capacity 2 'exceeds the scratch prefix capacity (64)' "$KV" gather-plan --batch "$T/cap.json"
 batch chunkcap.json 4096 16 "{\"prefix_len\":112,\"seq_len\":251,\"pages\":[$CH]}"
-check plan_chunk_capacity 2 'kvshard: error: chunk_tokens: chunk (144 tokens) exceeds the scratch chunk capacity (16)' "$KV" gather-plan --batch "$T/chunkcap.json"
+check plan_chunk_capacity 2 'kvshard: error: --batch: chunk_tokens: chunk (144 tokens) exceeds the scratch chunk capacity (16)' "$KV" gather-plan --batch "$T/chunkcap.json"
 batch align.json 4096 512 "{\"prefix_len\":100,\"seq_len\":251,\"pages\":[$CH]}"
 check plan_aligned 2 'physical-page-aligned prefixes' "$KV" gather-plan --batch "$T/align.json"
 batch seq.json 4096 512 "{\"prefix_len\":0,\"seq_len\":0,\"pages\":[]},{\"prefix_len\":0,\"seq_len\":0,\"pages\":[]},{\"prefix_len\":32,\"seq_len\":16,\"pages\":[4]}"
-check plan_seq_lt_prefix 2 'kvshard: error: requests[2].seq_len: must be >= prefix_len (32), got 16' "$KV" gather-plan --batch "$T/seq.json"
+check plan_seq_lt_prefix 2 'kvshard: error: --batch: requests[2].seq_len: must be >= prefix_len (32), got 16' "$KV" gather-plan --batch "$T/seq.json"
 batch range.json 4096 512 "{\"prefix_len\":0,\"seq_len\":16,\"pages\":[132]}"
-check plan_page_range 2 'kvshard: error: requests[0].pages[0]: page 132 out of pool range [4, 132)' "$KV" gather-plan --batch "$T/range.json"
+check plan_page_range 2 'kvshard: error: --batch: requests[0].pages[0]: page 132 out of pool range [4, 132)' "$KV" gather-plan --batch "$T/range.json"
 batch neg.json 4096 512 "{\"prefix_len\":-16,\"seq_len\":16,\"pages\":[4]}"
-check plan_negative 2 'kvshard: error: requests[0].prefix_len: must be in [0,' "$KV" gather-plan --batch "$T/neg.json"
+check plan_negative 2 'kvshard: error: --batch: requests[0].prefix_len: must be in [0,' "$KV" gather-plan --batch "$T/neg.json"
 batch big.json 4096 512 "{\"prefix_len\":0,\"seq_len\":99999999999999999999,\"pages\":[4]}"
-check plan_overflow 2 'kvshard: error: requests[0].seq_len:' "$KV" gather-plan --batch "$T/big.json"
+check plan_overflow 2 'kvshard: error: --batch: requests[0].seq_len:' "$KV" gather-plan --batch "$T/big.json"
 batch type.json 4096 512 "{\"prefix_len\":\"0\",\"seq_len\":16,\"pages\":[4]}"
-check plan_type 2 'kvshard: error: requests[0].prefix_len: must be an integer' "$KV" gather-plan --batch "$T/type.json"
+check plan_type 2 'kvshard: error: --batch: requests[0].prefix_len: must be an integer' "$KV" gather-plan --batch "$T/type.json"
 printf '{"shard_size":4}' > "$T/missing.json"
-check plan_missing 2 'kvshard: error: page_size: missing' "$KV" gather-plan --batch "$T/missing.json"
+check plan_missing 2 'kvshard: error: --batch: page_size: missing' "$KV" gather-plan --batch "$T/missing.json"
 sed 's/"pages_per_rank":32/"pool_pages_per_rank":33/' "$T/type.json" > "$T/renamed.json"
-check plan_renamed_key 2 'kvshard: error: pool_pages_per_rank: renamed to pages_per_rank, which excludes the trash page (pages_per_rank = pool_pages_per_rank - 1)' "$KV" gather-plan --batch "$T/renamed.json"
+check plan_renamed_key 2 'kvshard: error: --batch: pool_pages_per_rank: renamed to pages_per_rank, which excludes the trash page (pages_per_rank = pool_pages_per_rank - 1)' "$KV" gather-plan --batch "$T/renamed.json"
 printf '{"shard_size":' > "$T/broken.json"
 check plan_not_json 2 'kvshard: error: --batch:' "$KV" gather-plan --batch "$T/broken.json"
 check plan_no_file 2 'kvshard: error: --batch:' "$KV" gather-plan --batch "$T/does_not_exist.json"
@@ -108,21 +108,21 @@ script() {  # file, ops-json
   printf '{"shard_size":4,"page_size":16,"pages_per_rank":32,"ops":[%s]}' "$2" > "$T/$1"
 }
 script a_align.json '{"op":"alloc","prefix_lens":[17],"seq_lens":[40],"rotation_bases":[0],"last_locs":[0]}'
-check alloc_aligned 2 'kvshard: error: ops[0].prefix_lens[0]: must be a page-aligned multiple' "$KV" alloc --script "$T/a_align.json"
+check alloc_aligned 2 'kvshard: error: --script: ops[0].prefix_lens[0]: must be a page-aligned multiple' "$KV" alloc --script "$T/a_align.json"
 script a_len.json '{"op":"alloc","prefix_lens":[0],"seq_lens":[40,3],"rotation_bases":[0],"last_locs":[0]}'
-check alloc_lengths 2 'kvshard: error: ops[0].seq_lens: has 2 entries, prefix_lens has 1' "$KV" alloc --script "$T/a_len.json"
+check alloc_lengths 2 'kvshard: error: --script: ops[0].seq_lens: has 2 entries, prefix_lens has 1' "$KV" alloc --script "$T/a_len.json"
 script a_new.json '{"op":"alloc","prefix_lens":[16],"seq_lens":[16],"rotation_bases":[0],"last_locs":[15]}'
-check alloc_no_new_pages 2 'kvshard: error: ops[0].seq_lens[0]: must need at least one new page' "$KV" alloc --script "$T/a_new.json"
+check alloc_no_new_pages 2 'kvshard: error: --script: ops[0].seq_lens[0]: must need at least one new page' "$KV" alloc --script "$T/a_new.json"
 script a_base.json '{"op":"alloc","prefix_lens":[0],"seq_lens":[40],"rotation_bases":[7],"last_locs":[0]}'
-check alloc_base 2 'kvshard: error: ops[0].rotation_bases[0]: must be null or in [0, 4), got 7' "$KV" alloc --script "$T/a_base.json"
+check alloc_base 2 'kvshard: error: --script: ops[0].rotation_bases[0]: must be null or in [0, 4), got 7' "$KV" alloc --script "$T/a_base.json"
 script a_free.json '{"op":"free","locs":[64]}'
-check alloc_double_free 2 'kvshard: error: ops[0].locs[0]: page 4 (slot 64) is not allocated' "$KV" alloc --script "$T/a_free.json"
+check alloc_double_free 2 'kvshard: error: --script: ops[0].locs[0]: page 4 (slot 64) is not allocated' "$KV" alloc --script "$T/a_free.json"
 script a_group.json '{"op":"free_group","frees":[[1],[-5]]}'
-check alloc_group_negative 2 'kvshard: error: ops[0].frees[1][0]: must be in [0,' "$KV" alloc --script "$T/a_group.json"
+check alloc_group_negative 2 'kvshard: error: --script: ops[0].frees[1][0]: must be in [0,' "$KV" alloc --script "$T/a_group.json"
 script a_op.json '{"op":"evict"}'
-check alloc_bad_op 2 'kvshard: error: ops[0].op: must be "alloc", "free" or "free_group", got "evict"' "$KV" alloc --script "$T/a_op.json"
+check alloc_bad_op 2 'kvshard: error: --script: ops[0].op: must be "alloc", "free" or "free_group", got "evict"' "$KV" alloc --script "$T/a_op.json"
 script a_missing.json '{"op":"alloc","prefix_lens":[0],"seq_lens":[40],"rotation_bases":[0]}'
-check alloc_missing 2 'kvshard: error: ops[0].last_locs: missing' "$KV" alloc --script "$T/a_missing.json"
+check alloc_missing 2 'kvshard: error: --script: ops[0].last_locs: missing' "$KV" alloc --script "$T/a_missing.json"
 check alloc_no_flag 2 'kvshard: error: --script: required' "$KV" alloc
 for f in cyc cap seq big; do
   lines=$("$KV" gather-plan --batch "$T/$f.json" 2>&1 >/dev/null | wc -l)

@@ -48,6 +48,29 @@ Status DiffLists(const std::string& field, const std::vector<int64_t>& got, cons
 
 void PrintJson(const Json& j, std::ostream& out) { out << j.dump(2) << "\n"; }
 
+void WriteJsonAtDepth(const Json& value, int depth, std::ostream& out) {
+  const std::string text = value.dump(2);
+  const std::string indent(static_cast<size_t>(2 * depth), ' ');
+  size_t start = 0;
+  for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1) {
+    out.write(text.data() + start, static_cast<std::streamsize>(nl + 1 - start));
+    out << indent;
+  }
+  out.write(text.data() + start, static_cast<std::streamsize>(text.size() - start));
+}
+
+void JsonObjectWriter::Key(const std::string& key) {
+  out_ << (first_ ? "{\n  " : ",\n  ") << Json(key).dump() << ": ";
+  first_ = false;
+}
+
+void JsonObjectWriter::Field(const std::string& key, const Json& value) {
+  Key(key);
+  WriteJsonAtDepth(value, 1, out_);
+}
+
+void JsonObjectWriter::End() { out_ << (first_ ? "{}\n" : "\n}\n"); }
+
 std::string ListText(const std::vector<int64_t>& v) {
   std::ostringstream os;
   os << "[";

@@ -33,6 +33,41 @@ Status DiffLists(const std::string& field, const std::vector<int64_t>& got, cons
 // Writes JSON (2-space indented) and a newline to `out`.
 void PrintJson(const Json& j, std::ostream& out);
 
+// `value` as it appears at nesting depth `depth` of PrintJson's output (dump(2), lines after the first
+// indented by 2 * depth more), so a large result can be written a field or an element at a time,
+// byte-identical to printing the whole tree.
+void WriteJsonAtDepth(const Json& value, int depth, std::ostream& out);
+
+// Writes an object field by field as PrintJson would print the whole object: Field() for each, then End().
+class JsonObjectWriter {
+ public:
+  explicit JsonObjectWriter(std::ostream& out) : out_(out) {}
+  // Writes `"key": value` (value at depth 1).
+  void Field(const std::string& key, const Json& value);
+  // Writes `"key": [` ... `]` with `emit(element)` called per element (elements at depth 2), `size` of them.
+  template <typename Each>
+  void ArrayField(const std::string& key, size_t size, Each each) {
+    Key(key);
+    if (size == 0) {
+      out_ << "[]";
+      return;
+    }
+    out_ << "[\n";
+    for (size_t i = 0; i < size; ++i) {
+      out_ << (i ? ",\n    " : "    ");
+      WriteJsonAtDepth(each(i), 2, out_);
+    }
+    out_ << "\n  ]";
+  }
+  // Closes the object ("{}" when no field was written) and ends the line.
+  void End();
+
+ private:
+  void Key(const std::string& key);
+  std::ostream& out_;
+  bool first_ = true;
+};
+
 // "[a,b,c]".
 std::string ListText(const std::vector<int64_t>& v);
 

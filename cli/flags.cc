@@ -6,6 +6,7 @@
 #include <istream>
 #include <sstream>
 
+#include "cli/memory_limit.h"
 #include "core/parse.h"
 
 namespace kvshard::cli {
@@ -186,6 +187,15 @@ std::string JoinChoices(const std::vector<std::string>& choices, const std::stri
   return s;
 }
 
+Status FileError(const std::string& name, const Status& status) {
+  const StatusCode c = status.code();
+  if (c != StatusCode::kInvalidArgument && c != StatusCode::kOutOfRange && c != StatusCode::kFailedPrecondition) {
+    return status;
+  }
+  if (status.message().rfind("--", 0) == 0) return status;
+  return Status(c, StrCat("--", name, ": ", status.message()));
+}
+
 Status Flags::Require(const std::vector<std::string>& names) const {
   for (const std::string& name : names) {
     if (!Has(name)) return InvalidArgument("--", name, ": required");
@@ -193,17 +203,33 @@ Status Flags::Require(const std::vector<std::string>& names) const {
   return Status::Ok();
 }
 
-StatusOr<std::string> Flags::ReadText(const std::string& name) const {
+Status Flags::CheckInputSize(const std::string& name, int64_t bytes, int64_t per_byte, bool so_far) const {
+  if (per_byte <= 0 || !Has("max-memory")) return Status::Ok();
+  return CheckMemory("--" + name, "input held in memory", bytes, so_far ? "input bytes (so far)" : "input bytes",
+                     per_byte, Int("max-memory"));
+}
+
+StatusOr<std::string> Flags::ReadText(const std::string& name, int64_t bytes_per_input_byte) const {
   KVSHARD_RETURN_IF_ERROR(Require({name}));
   const std::string& path = String(name);
-  std::stringstream buf;
+  std::string text;
   if (path == "-") {
-    buf << in_.rdbuf();
-    return buf.str();
+    char chunk[1 << 16];
+    while (in_.read(chunk, sizeof(chunk)) || in_.gcount() > 0) {
+      text.append(chunk, static_cast<size_t>(in_.gcount()));
+      KVSHARD_RETURN_IF_ERROR(
+          CheckInputSize(name, static_cast<int64_t>(text.size()), bytes_per_input_byte, /*so_far=*/true));
+    }
+    return text;
   }
   std::ifstream file;
   const Status opened = OpenInputFile(path, &file);
   if (!opened.ok()) return InvalidArgument("--", name, ": ", opened.message());
+  file.seekg(0, std::ios::end);
+  const std::streamoff size = file.tellg();
+  file.seekg(0, std::ios::beg);
+  KVSHARD_RETURN_IF_ERROR(CheckInputSize(name, static_cast<int64_t>(size), bytes_per_input_byte, /*so_far=*/false));
+  std::stringstream buf;
   buf << file.rdbuf();
   return buf.str();
 }
@@ -218,8 +244,8 @@ Status Flags::WithInput(const std::string& name, const std::function<Status(std:
   return body(file);
 }
 
-StatusOr<Json> Flags::ReadJson(const std::string& name) const {
-  KVSHARD_ASSIGN_OR_RETURN(std::string text, ReadText(name));
+StatusOr<Json> Flags::ReadJson(const std::string& name, int64_t bytes_per_input_byte) const {
+  KVSHARD_ASSIGN_OR_RETURN(std::string text, ReadText(name, bytes_per_input_byte));
   const std::string& path = String(name);
   return ParseJsonStrict(text, StrCat("--", name, ": ", path == "-" ? "standard input" : path), StrCat("--", name, ": "));
 }

@@ -117,6 +117,10 @@ po::typed_value<std::string>* File();
 // "a, b or c": how choices are listed in messages and help.
 std::string JoinChoices(const std::vector<std::string>& choices, const std::string& last_sep = " or ");
 
+// `status` as an error of the file named by flag `name`: "--name: " put before a bad-input message that does
+// not already start with a flag ("--..."); OK, mismatches and environment errors are returned unchanged.
+Status FileError(const std::string& name, const Status& status);
+
 // Typed read access to a command's parsed flags and its standard input. Reading a flag that is neither given
 // nor defaulted is a programming error (call Require first).
 class Flags {
@@ -143,10 +147,13 @@ class Flags {
   bool Bool(const std::string& name) const { return Get<bool>(name); }
   // OK iff every named flag is present; else "--<first missing>: required".
   Status Require(const std::vector<std::string>& names) const;
-  // The text of the file named by flag `name` ("-": standard input); errors name --name and the file.
-  StatusOr<std::string> ReadText(const std::string& name) const;
+  // The text of the file named by flag `name` ("-": standard input); errors name --name and the file. With
+  // `bytes_per_input_byte` > 0 on a command that declares --max-memory, a file whose size times it (what the
+  // command holds per byte read) passes the cap is refused before it is read (standard input: once the bytes
+  // read so far pass it).
+  StatusOr<std::string> ReadText(const std::string& name, int64_t bytes_per_input_byte = 0) const;
   // ReadText parsed as JSON ("--name: <file>: not valid JSON").
-  StatusOr<Json> ReadJson(const std::string& name) const;
+  StatusOr<Json> ReadJson(const std::string& name, int64_t bytes_per_input_byte = 0) const;
   // Runs `body` on the stream of the file named by flag `name` ("-": standard input), without reading it whole.
   Status WithInput(const std::string& name, const std::function<Status(std::istream&)>& body) const;
 
@@ -156,6 +163,8 @@ class Flags {
     KVSHARD_CHECK(vm_.count(name) > 0);
     return vm_[name].as<T>();
   }
+  // OK iff `bytes` of input (all of it, or so far) fit --max-memory at `per_byte` bytes each.
+  Status CheckInputSize(const std::string& name, int64_t bytes, int64_t per_byte, bool so_far) const;
   const po::variables_map& vm_;
   std::istream& in_;
 };

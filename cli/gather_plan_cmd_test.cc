@@ -52,9 +52,9 @@ TEST(GatherPlanCmdTest, BadInputIsOneLineNamingTheField) {
       {"gather-plan --batch - --backend cpu", "--backend: must be ref, gpu or diff, got 'cpu'"},
   }, ReadRunfile(kBatch));
   ExpectFailures({{"gather-plan --batch -", "--batch: standard input: not valid JSON"}}, "{");
-  ExpectFailures({{"gather-plan --batch -", "requests[0].seq_len: must be >= prefix_len (32), got 16"}},
+  ExpectFailures({{"gather-plan --batch -", "--batch: requests[0].seq_len: must be >= prefix_len (32), got 16"}},
                  Batch(R"({"prefix_len":32,"seq_len":16,"pages":[4]})"));
-  ExpectFailures({{"gather-plan --batch -", "requests[0].prefix_len: must be an integer"}},
+  ExpectFailures({{"gather-plan --batch -", "--batch: requests[0].prefix_len: must be an integer"}},
                  Batch(R"({"prefix_len":"0","seq_len":16,"pages":[4]})"));
 }
 
@@ -66,10 +66,10 @@ TEST(GatherPlanCmdTest, StrictBatches) {
   });
   ExpectFailures({{"gather-plan --batch -", "--batch: requests[0].pages: duplicate key"}},
                  Batch(R"({"prefix_len":0,"seq_len":16,"pages":[4],"pages":[5]})"));
-  ExpectFailures({{"gather-plan --batch -", "requests[0].page: unknown key"}},
+  ExpectFailures({{"gather-plan --batch -", "--batch: requests[0].page: unknown key"}},
                  Batch(R"({"prefix_len":0,"seq_len":16,"page":[4]})"));
   ExpectFailures({{"gather-plan --batch -",
-                   "requests[0].pages[0]: out of range (must be in [-9223372036854775808, 9223372036854775807]), "
+                   "--batch: requests[0].pages[0]: out of range (must be in [-9223372036854775808, 9223372036854775807]), "
                    "got 18446744073709551615"}},
                  Batch(R"({"prefix_len":0,"seq_len":16,"pages":[18446744073709551615]})"));
 }
@@ -85,7 +85,7 @@ TEST(GatherPlanCmdTest, PreRenamePoolKeyIsRefusedSayingWhatChanged) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err,
-            "kvshard: error: pool_pages_per_rank: renamed to pages_per_rank, which excludes the trash page "
+            "kvshard: error: --batch: pool_pages_per_rank: renamed to pages_per_rank, which excludes the trash page "
             "(pages_per_rank = pool_pages_per_rank - 1)\n");
 }
 

@@ -5,6 +5,8 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/memory_limit.h"
+#include "cli/replay.h"
 #include "cli/trace_gen.h"
 #include "core/spec.h"
 
@@ -34,6 +36,32 @@ void DeclareFlags(po::options_description& flags) {
        "no radix cache records: every request is an allocator chain (without it, about half the requests are "
        "document requests: match_prefix with lock, alloc, insert, tail free, dec_lock_ref; evict on deferral)")
       ("out", po::value<std::string>()->value_name("FILE"), "write the trace here instead of standard output");
+  DeclareMaxMemoryFlag(flags);
+}
+
+// The generator's own documents, chains and radix cache: flat in --records (9 MB measured at the defaults and
+// at 40,000 records).
+constexpr int64_t kGeneratorStateBytes = int64_t{16} << 20;
+
+// The reference state the generator keeps (the allocator of N * (pages_per_rank + 1) pages and, with --layers,
+// the pools sized by the header's scratch bound), checked against --max-memory before any is built.
+Status CheckGenMemory(const TraceGenOptions& o, int64_t max_memory) {
+  PoolGeometry pool;
+  if (o.num_layers > 0) {
+    const ScratchBound bound = TraceGenScratchBound(o);
+    pool.shard_size = o.shard_size;
+    pool.page_size = o.page_size;
+    pool.pages_per_rank = o.pages_per_rank;
+    pool.max_prefix_tokens = bound.max_prefix_tokens;
+    pool.chunk_tokens = bound.chunk_tokens;
+    pool.num_layers = o.num_layers;
+    pool.row_words = o.row_words;
+  }
+  std::vector<MemoryTerm> terms =
+      ReplayMemoryTerms(o.shard_size, o.page_size, o.pages_per_rank, o.num_layers > 0 ? &pool : nullptr);
+  terms.push_back({1, "generator state", kGeneratorStateBytes});
+  return CheckMemory(o.num_layers > 0 ? "--layers" : "--pages-per-rank", "generator's allocator and pools", terms,
+                     max_memory);
 }
 
 Status Run(const Flags& flags, std::ostream& out) {
@@ -53,6 +81,7 @@ Status Run(const Flags& flags, std::ostream& out) {
   o.row_words = flags.Int("row-words");
   o.radix = !flags.Bool("no-radix");
   KVSHARD_RETURN_IF_ERROR(ValidateTraceGenOptions(o));
+  KVSHARD_RETURN_IF_ERROR(CheckGenMemory(o, MaxMemory(flags)));
   if (!flags.Has("out")) return GenerateTrace(o, out);
   std::ofstream file(flags.String("out"));
   if (!file) return InvalidArgument("--out: ", flags.String("out"), ": cannot open for writing");
@@ -67,7 +96,7 @@ Status Run(const Flags& flags, std::ostream& out) {
 Command GenCommand() {
   return {"gen", "write a seeded synthetic trace, expect filled by the reference (same seed, same bytes)",
           "[--seed INT] [--records INT] [--shard-size INT] [--page-size INT] [--cp-size INT] [--batch-size INT] "
-          "[--edge-heavy] [--layers INT] [--row-words INT] [--no-radix] [--out FILE]",
+          "[--edge-heavy] [--layers INT] [--row-words INT] [--no-radix] [--out FILE] [--max-memory BYTES]",
           DeclareFlags, Run};
 }
 

@@ -30,10 +30,32 @@ std::string FormatBytes(long double bytes) {
 
 Status CheckMemory(const std::string& field, const std::string& what, int64_t count, const std::string& unit,
                    int64_t bytes_per, int64_t max_memory) {
-  if (count <= 0 || bytes_per <= 0 || count <= max_memory / bytes_per) return Status::Ok();
-  const long double need = static_cast<long double>(count) * static_cast<long double>(bytes_per);
-  return InvalidArgument(field, ": the ", what, " would need ", FormatBytes(need), " (", count, " ", unit, " x ",
-                         bytes_per, " B), over --max-memory ", FormatBytes(static_cast<long double>(max_memory)));
+  return CheckMemory(field, what, {{count, unit, bytes_per}}, max_memory);
+}
+
+Status CheckMemory(const std::string& field, const std::string& what, const std::vector<MemoryTerm>& terms,
+                   int64_t max_memory) {
+  long double need = 0;
+  std::string parts;
+  for (const MemoryTerm& t : terms) {
+    if (t.count <= 0 || t.bytes_per <= 0) continue;
+    need += static_cast<long double>(t.count) * static_cast<long double>(t.bytes_per);
+    parts += StrCat(parts.empty() ? "" : " + ", t.count, " ", t.unit, " x ", t.bytes_per, " B");
+  }
+  if (need <= static_cast<long double>(max_memory)) return Status::Ok();
+  return InvalidArgument(field, ": the ", what, " would need ", FormatBytes(need), " (", parts,
+                         "), over --max-memory ", FormatBytes(static_cast<long double>(max_memory)));
+}
+
+int64_t SatMul(int64_t a, int64_t b) {
+  constexpr int64_t kCap = int64_t{1} << 62;
+  if (a <= 0 || b <= 0) return 0;
+  return a > kCap / b ? kCap : a * b;
+}
+
+int64_t SatAdd(int64_t a, int64_t b) {
+  constexpr int64_t kCap = int64_t{1} << 62;
+  return a > kCap - b ? kCap : a + b;
 }
 
 int64_t MaxMemory(const Flags& flags) { return flags.Int("max-memory"); }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cli/flags.h"
 #include "core/status.h"
@@ -24,6 +25,22 @@ std::string FormatBytes(long double bytes);
 // (<count> <unit> x <bytes_per> B), over --max-memory <max>". Overflow-safe.
 Status CheckMemory(const std::string& field, const std::string& what, int64_t count, const std::string& unit,
                    int64_t bytes_per, int64_t max_memory);
+
+// One part of an estimate: `count` `unit` of `bytes_per` bytes each (e.g. 40 segments x 192 B).
+struct MemoryTerm {
+  int64_t count;
+  std::string unit;
+  int64_t bytes_per;
+};
+
+// OK iff the terms add up to at most max_memory; else InvalidArgument "<field>: the <what> would need <bytes>
+// (<count> <unit> x <bytes_per> B + ...), over --max-memory <max>" (terms of count 0 left out). Overflow-safe.
+Status CheckMemory(const std::string& field, const std::string& what, const std::vector<MemoryTerm>& terms,
+                   int64_t max_memory);
+
+// a * b and a + b for non-negative sizes, saturating at 2^62 (so estimates never overflow).
+int64_t SatMul(int64_t a, int64_t b);
+int64_t SatAdd(int64_t a, int64_t b);
 
 // The --max-memory value of a command that declared it.
 int64_t MaxMemory(const Flags& flags);

@@ -1,9 +1,11 @@
 // kvshard place: the placement bijection for a list of slots, on the reference or the GPU (or both, diffed).
+#include <algorithm>
 #include <iomanip>
 #include <ostream>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/memory_limit.h"
 #include "cli/results.h"
 #include "core/parse.h"
 #include "cpu_ref/placement.h"
@@ -14,17 +16,28 @@
 namespace kvshard::cli {
 namespace {
 
-// The slots of --locs-file (comma or whitespace separated; "-" reads standard input).
+// Bytes per slot: the slot, its owner, local index, mask and filter_local entry with the vectors' slack, and
+// with --json their JSON values and text (upper estimates: 50 B and 157 B were measured; docs/RELIABILITY.md).
+constexpr int64_t kSlotBytes = 64, kJsonSlotBytes = 192;
+
+int64_t SlotBytes(const Flags& flags) { return kSlotBytes + (flags.Bool("json") ? kJsonSlotBytes : 0); }
+
+// The slots of --locs-file (comma or whitespace separated; "-" reads standard input), counted and checked
+// against --max-memory before they are parsed (the text is held twice while it is split).
 StatusOr<std::vector<int64_t>> ReadLocsFile(const Flags& flags) {
-  KVSHARD_ASSIGN_OR_RETURN(std::string text, flags.ReadText("locs-file"));
+  KVSHARD_ASSIGN_OR_RETURN(std::string text, flags.ReadText("locs-file", 2));
   std::string squeezed;
   for (char c : text) {
     if (c == '\n' || c == ' ' || c == '\t' || c == '\r') c = ',';
     if (c == ',' && (squeezed.empty() || squeezed.back() == ',')) continue;
     squeezed += c;
   }
+  text = std::string();
   if (!squeezed.empty() && squeezed.back() == ',') squeezed.pop_back();
   if (squeezed.empty()) return InvalidArgument("--locs-file: must list at least one value");
+  const int64_t slots = 1 + static_cast<int64_t>(std::count(squeezed.begin(), squeezed.end(), ','));
+  KVSHARD_RETURN_IF_ERROR(
+      CheckMemory("--locs-file", "placement of the slots", slots, "slots", SlotBytes(flags), MaxMemory(flags)));
   return ParseInt64List(squeezed, "--locs-file");
 }
 
@@ -49,6 +62,7 @@ void DeclareFlags(po::options_description& flags) {
       ("locs-file", File(), "file of slots (comma or whitespace separated), instead of --locs; - reads stdin")
       ("backend", BackendValue(), "ref, gpu or diff (run both, exit 1 on the first mismatch)")
       ("json", po::bool_switch(), "print JSON instead of a table");
+  DeclareMaxMemoryFlag(flags);
 }
 
 Status Run(const Flags& flags, std::ostream& out) {
@@ -62,6 +76,8 @@ Status Run(const Flags& flags, std::ostream& out) {
     KVSHARD_ASSIGN_OR_RETURN(locs, ReadLocsFile(flags));
   } else {
     locs = flags.IntList("locs");
+    KVSHARD_RETURN_IF_ERROR(CheckMemory("--locs", "placement of the slots", static_cast<int64_t>(locs.size()), "slots",
+                                        SlotBytes(flags), MaxMemory(flags)));
   }
   StatusOr<PlacementResult> ref_result = ref::PlaceLocs(spec, rank, locs);
   if (!ref_result.ok()) {
@@ -98,7 +114,7 @@ Status Run(const Flags& flags, std::ostream& out) {
 Command PlaceCommand() {
   return {"place", "map token slots to (owner rank, local row) under page-interleaved sharding",
           "--locs INT,... | --locs-file FILE [--shard-size INT] [--page-size INT] [--shard-rank INT] "
-          "[--backend ref|gpu|diff] [--json]",
+          "[--backend ref|gpu|diff] [--json] [--max-memory BYTES]",
           DeclareFlags, Run, {{"rank", "shard-rank"}}};
 }
 

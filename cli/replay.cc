@@ -181,6 +181,25 @@ StatusOr<Json> RunGatherPlan(const Json& rec, Impl impl) {
 
 }  // namespace
 
+// Bytes per logical page of the allocator: free and release lists, the allocated flag, the holder table and
+// the radix cache's per-page share (an upper estimate; docs/RELIABILITY.md "Limits").
+constexpr int64_t kAllocatorBytesPerPage = 64;
+
+std::vector<MemoryTerm> ReplayMemoryTerms(int64_t shard_size, int64_t page_size, int64_t pages_per_rank,
+                                          const PoolGeometry* pool) {
+  const int64_t pages = SatMul(shard_size, pages_per_rank + 1);
+  std::vector<MemoryTerm> terms = {{pages, "logical pages", kAllocatorBytesPerPage}};
+  if (pool != nullptr) {
+    // Every slot's row in every layer, in the sharded pool and the unsharded baseline (4-byte words); each
+    // rank's two scratch buffers of max_prefix_tokens + chunk_tokens + page_size rows.
+    const int64_t row_bytes = 4 * pool->row_words;
+    terms.push_back({SatMul(SatMul(pages, page_size), pool->num_layers), "KV rows", 2 * row_bytes});
+    terms.push_back({SatMul(2 * shard_size, SatAdd(SatAdd(pool->max_prefix_tokens, pool->chunk_tokens), page_size)),
+                     "scratch rows", row_bytes});
+  }
+  return terms;
+}
+
 const std::vector<std::string>& TraceHeaderKeys() {
   static const auto* keys = new std::vector<std::string>{"allocator", "pool", "generator"};
   return *keys;
@@ -199,6 +218,9 @@ StatusOr<std::unique_ptr<Replayer>> Replayer::Create(const Json& header, ReplayO
     script["ops"] = Json::array();
     StatusOr<AllocScript> s = AllocScriptFromJson(script);
     if (!s.ok()) return InvalidArgument("line 1: allocator.", s.status().message());
+    KVSHARD_RETURN_IF_ERROR(CheckMemory("line 1: allocator", "replay's allocator",
+                                        ReplayMemoryTerms(s->shard_size, s->page_size, s->pages_per_rank, nullptr),
+                                        options.max_memory));
     KVSHARD_ASSIGN_OR_RETURN(ref::PageInterleaveAllocator a,
                              ref::PageInterleaveAllocator::Create({s->shard_size, s->page_size, s->pages_per_rank,
                                                                    s->need_sort, s->check_last_loc}));
@@ -211,6 +233,9 @@ StatusOr<std::unique_ptr<Replayer>> Replayer::Create(const Json& header, ReplayO
     const auto& c = r->allocator_->config();
     StatusOr<PoolGeometry> g = PoolGeometryFromJson(header.at("pool"), c.shard_size, c.page_size, c.pages_per_rank);
     if (!g.ok()) return InvalidArgument("line 1: ", g.status().message());
+    KVSHARD_RETURN_IF_ERROR(CheckMemory("line 1: pool", "replay's allocator and pools",
+                                        ReplayMemoryTerms(c.shard_size, c.page_size, c.pages_per_rank, &*g),
+                                        options.max_memory));
     std::unique_ptr<PoolDataPath> device;
     if (options.backend != Backend::kRef) {
       if (!options.make_device) return Unavailable("--backend: the GPU backend is not built into this binary");

@@ -14,6 +14,7 @@
 #include "core/json.h"
 #include "core/status.h"
 #include "core/trace.h"
+#include "cli/memory_limit.h"
 #include "cli/pool_replay.h"
 #include "cpu_ref/allocator.h"
 #include "cpu_ref/radix_cache.h"
@@ -37,7 +38,13 @@ struct ReplayOptions {
   Backend backend = Backend::kRef;
   Impl impl = Impl::kRef;  // who builds gather_plan, split and rerange plans
   std::function<StatusOr<std::unique_ptr<PoolDataPath>>(const PoolGeometry&)> make_device;
+  int64_t max_memory = kDefaultMaxMemory;  // --max-memory: the header's allocator and pools must fit
 };
+
+// What a trace header's allocator (N * (pages_per_rank + 1) logical pages) and pools (the sharded pool and
+// scratch, the unsharded baseline; `pool` null when the trace has none) hold: an upper estimate.
+std::vector<MemoryTerm> ReplayMemoryTerms(int64_t shard_size, int64_t page_size, int64_t pages_per_rank,
+                                          const PoolGeometry* pool);
 
 // The reference state of one trace: the header's allocator, the pages each alloc request holds, the radix
 // prefix cache over that allocator, and the sharded pool pipeline.

@@ -4,6 +4,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/memory_limit.h"
 #include "cli/replay.h"
 #include "core/trace.h"
 #ifdef KVSHARD_HAVE_CUDA
@@ -25,6 +26,7 @@ void DeclareFlags(po::options_description& flags) {
                             "(cpu_fast/; replaying a recorded trace with it diffs the fast paths against the engine)")
       ("gpus", Int(1, 1024)->default_value(1), "with --backend gpu|diff: 1 emulates the trace's N ranks on GPU 0; N drives N "
                                   "GPUs through NCCL");
+  DeclareMaxMemoryFlag(flags);
 }
 
 void PrintSummary(const ReplaySummary& s, int64_t rows, bool json, std::ostream& out) {
@@ -49,6 +51,7 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   ReplayOptions options;
   KVSHARD_ASSIGN_OR_RETURN(options.backend, BackendFlag(flags));
   options.impl = ImplFlag(flags);
+  options.max_memory = MaxMemory(flags);
 #ifdef KVSHARD_HAVE_CUDA
   const int gpus = static_cast<int>(flags.Int("gpus"));
   options.make_device = [gpus](const PoolGeometry& g) { return CreateGpuPoolPath(g, gpus); };
@@ -74,15 +77,16 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   return Status::Ok();
 }
 
+// A malformed trace names the flag and the line: "--trace: line 2: op: unknown op ..." (mismatches stay "line N").
 Status Run(const Flags& flags, std::ostream& out) {
-  return flags.WithInput("trace", [&](std::istream& in) { return Replay(in, flags, out); });
+  return FileError("trace", flags.WithInput("trace", [&](std::istream& in) { return Replay(in, flags, out); }));
 }
 
 }  // namespace
 
 Command ReplayCommand() {
   Command c{"replay", "replay a recorded trace through the reference and report the first decision that differs",
-            "FILE|- [--keep-going] [--json] [--impl ref|fast] [--backend ref|gpu|diff] [--gpus N]", DeclareFlags, Run};
+            "FILE|- [--keep-going] [--json] [--impl ref|fast] [--backend ref|gpu|diff] [--gpus N] [--max-memory BYTES]", DeclareFlags, Run};
   c.positional = "trace";
   return c;
 }

@@ -96,7 +96,7 @@ TEST(ReplayCmdTest, MalformedTracesExitTwoNamingTheLine) {
        "\"last_locs\": [0]}\n",
        "line 2: alloc: allocator records need the header's \"allocator\""},
   };
-  for (const auto& [text, want] : cases) EXPECT_TRUE(FailsWith(RunCli({"replay", "-"}, text), 2, want)) << text;
+  for (const auto& [text, want] : cases) EXPECT_TRUE(FailsWith(RunCli({"replay", "-"}, text), 2, "--trace: " + want)) << text;
   EXPECT_TRUE(FailsWith(RunCli({"replay", "/nonexistent.jsonl"}), 2, "--trace: /nonexistent.jsonl: cannot open file"));
 }
 
@@ -238,7 +238,7 @@ TEST(ReplayCmdTest, MalformedPipelineAndRadixRecordsExitTwo) {
        "line 2: pages[0]: page 2 is not an allocated page"},
       {header + "{\"op\": \"match_prefix\", \"tokens\": [1], \"lock\": 1}\n", "line 2: lock: must be true or false"},
   };
-  for (const auto& [text, want] : cases) EXPECT_TRUE(FailsWith(RunCli({"replay", "-"}, text), 2, want)) << text;
+  for (const auto& [text, want] : cases) EXPECT_TRUE(FailsWith(RunCli({"replay", "-"}, text), 2, "--trace: " + want)) << text;
 }
 
 TEST(ReplayCmdTest, GpuBackendDiffsThePipelineOrSaysWhyNot) {

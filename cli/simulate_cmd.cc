@@ -10,6 +10,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/memory_limit.h"
 #include "cli/simulate_outputs.h"
 #include "cli/sim_sweep.h"
 #include "cli/sim_trace.h"
@@ -45,7 +46,12 @@ void DeclareFlags(po::options_description& flags) {
   DeclareSimulateOutputFlags(flags);
   DeclareSweepFlags(flags);  // cli/sim_sweep.h
   DeclareEmitTraceFlags(flags);
+  DeclareMaxMemoryFlag(flags);
 }
+
+// Bytes per logical page of a bounded pool (--cache-tokens): the allocator's lists and flags, the radix cache's
+// nodes and token keys, and the simulator's per-page state (an upper estimate; docs/RELIABILITY.md "Limits").
+constexpr int64_t kSimBytesPerPage = 128;
 
 double Ratio(int64_t a, int64_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b); }
 
@@ -138,6 +144,14 @@ Status Run(const Flags& flags, std::ostream& out) {
     return RunSweep(flags, c, DeclareFlags, out);
   }
   KVSHARD_RETURN_IF_ERROR(sim::ValidateSimConfig(c));
+  // The bounded pool the simulator builds (one past the allocator's 2^24 pages is the model's error; an
+  // unbounded pool is sized from the workload, within the 2^24).
+  const int64_t cache_pages_per_rank = c.cache_tokens / (c.shard_size * c.page_size);
+  if (cache_pages_per_rank >= 1 && c.shard_size * (cache_pages_per_rank + 2) <= (int64_t{1} << 24)) {
+    KVSHARD_RETURN_IF_ERROR(CheckMemory("--cache-tokens", "simulated pool",
+                                        c.shard_size * (cache_pages_per_rank + 1), "logical pages", kSimBytesPerPage,
+                                        MaxMemory(flags)));
+  }
   KVSHARD_ASSIGN_OR_RETURN(SimulateOutputs outputs, SimulateOutputs::Prepare(flags));
   KVSHARD_ASSIGN_OR_RETURN(WorkloadFormat format, ParseWorkloadFormat(flags.String("format")));
   Workload workload;

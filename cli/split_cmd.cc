@@ -9,6 +9,7 @@
 #include "cli/memory_limit.h"
 #include "cli/results.h"
 #include "cli/split_owners.h"
+#include "core/cp_plan_json.h"
 
 namespace kvshard::cli {
 namespace {
@@ -41,9 +42,9 @@ void PrintPlanTable(const CPSharedKVBatchPlan& p, const NSAContextParallelMetada
 
 // Bytes per segment of the in-memory plan and metadata (an upper estimate; the table is streamed).
 constexpr int64_t kPlanBytesPerSegment = 192;
-// Bytes per segment of `--json` on top of the plan: the JSON tree and its dump(2) text (measured: 12 GB for
-// 16,384 requests x cp 512, i.e. ~715 B per segment).
-constexpr int64_t kJsonBytesPerSegment = 768;
+// Bytes per segment of `--json` on top of the plan: the JSON of the one field being written and its text (the
+// JSON is streamed field by field; the whole tree took ~715 B per segment).
+constexpr int64_t kJsonBytesPerSegment = 128;
 // Bytes per row of the round-robin split: bs_idx, its JSON value and its dumped text.
 constexpr int64_t kRoundRobinBytesPerRow = 48;
 
@@ -51,6 +52,15 @@ constexpr int64_t kRoundRobinBytesPerRow = 48;
 int64_t Segments(int64_t batch, int64_t cp_size) {
   cp_size = std::max<int64_t>(cp_size, 1);
   return batch > (int64_t{1} << 40) / (2 * cp_size) ? (int64_t{1} << 40) : batch * 2 * cp_size;
+}
+
+// `split --json` written field by field: byte-identical to PrintJson(InSeqSplitJson(split)), holding one
+// field's JSON at a time instead of the whole tree.
+void PrintInSeqSplitJsonStreamed(const InSeqSplit& split, std::ostream& out) {
+  JsonObjectWriter writer(out);
+  ForEachJsonField(split.plan, nullptr, [&](const char* key, Json value) { writer.Field(key, value); });
+  writer.Field("nsa_cp_metadata", ToJson(split.metadata));
+  writer.End();
 }
 
 Status RunInSeq(const Flags& flags, std::ostream& out) {
@@ -65,7 +75,7 @@ Status RunInSeq(const Flags& flags, std::ostream& out) {
                                                flags.Int("cp-size"), flags.Int("cp-rank"), ImplFlag(flags));
   if (!split.ok()) return CpModelError(split.status());
   if (flags.Bool("json")) {
-    PrintJson(InSeqSplitJson(*split), out);
+    PrintInSeqSplitJsonStreamed(*split, out);
   } else {
     PrintPlanTable(split->plan, split->metadata, out);
   }

@@ -1,6 +1,7 @@
 // Tests of `kvshard split`: SGLang's goldens for the three modes, tables, and errors (SGLang's fail-fast tags
 // kept, flag-level ranges naming the flag).
 #include "cli/cli_test_util.h"
+#include "cli/results.h"
 #include "core/json.h"
 #include "gtest/gtest.h"
 
@@ -75,13 +76,47 @@ TEST(SplitCmdTest, FlagErrorsNameTheFlag) {
   });
 }
 
+// The streamed --json (field by field) is byte-identical to printing the whole JSON tree, at the edges:
+// one request, N = 1, partial pages, prefixes, compute padding, empty-looking lists.
+TEST(SplitCmdTest, StreamedJsonIsByteIdenticalToTheJsonTree) {
+  struct Case {
+    int64_t cp_size, cp_rank, page_size;
+    std::vector<int64_t> extend, prefix;
+  };
+  const auto join = [](const std::vector<int64_t>& v) {
+    std::string t;
+    for (int64_t x : v) t += (t.empty() ? "" : ",") + std::to_string(x);
+    return t;
+  };
+  for (const Case& c : std::vector<Case>{{2, 1, 4, {5, 37, 3}, {0, 16, 8}},
+                                         {4, 2, 16, {100, 7, 64, 33, 1}, {0, 16, 32, 48, 0}},
+                                         {8, 5, 64, {130}, {128}},
+                                         {3, 0, 2, {1, 1}, {0, 0}},
+                                         {1, 0, 1, {9}, {0}},
+                                         {16, 15, 4, {3, 200, 17, 64}, {0, 4, 8, 0}}}) {
+    const std::string line = "split --json --cp-size " + std::to_string(c.cp_size) + " --cp-rank " +
+                             std::to_string(c.cp_rank) + " --page-size " + std::to_string(c.page_size) +
+                             " --extend-lens " + join(c.extend) + " --prefix-lens " + join(c.prefix);
+    const CliResult got = RunCli(Words(line));
+    StatusOr<InSeqSplit> want = BuildInSeqSplit(c.extend, c.prefix, c.page_size, c.cp_size, c.cp_rank);
+    if (!want.ok()) {
+      EXPECT_EQ(got.exit_code, 2) << line;
+      continue;
+    }
+    ASSERT_EQ(got.exit_code, 0) << line << ": " << got.err;
+    std::ostringstream tree;
+    PrintJson(InSeqSplitJson(*want), tree);
+    EXPECT_EQ(got.out, tree.str()) << line;
+  }
+}
+
 // Sizes inside the model's limits but past --max-memory are exit 2 with the bytes they imply, before any
 // allocation (16,384 requests x cp 512 --json took 12 GB and 64 s; round-robin of 2^48 tokens threw bad_alloc).
 TEST(SplitCmdTest, MaxMemory) {
   std::string many = "split --cp-size 512 --page-size 16 --json --extend-lens 64";
   for (int i = 1; i < 16384; ++i) many += ",64";
   ExpectFailures({
-      {many, "--extend-lens: the split plan and its JSON would need 15 GiB (16777216 segments x 960 B), over "
+      {many, "--extend-lens: the split plan and its JSON would need 5 GiB (16777216 segments x 320 B), over "
              "--max-memory 4 GiB"},
       {"split --mode round-robin --cp-size 2 --extend-lens 281474976710656",
        "--extend-lens: the round-robin split would need 6 PiB (140737488355328 rows x 48 B), over --max-memory 4 GiB"},

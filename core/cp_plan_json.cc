@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace kvshard {
@@ -131,18 +132,23 @@ Json ToJson(const CPSharedKVBatchPlan& p) { return ToJson(p, nullptr); }
 
 Json ToJson(const CPSharedKVBatchPlan& p, const Json* only) {
   Json j;
+  ForEachJsonField(p, only, [&j](const char* key, Json value) { j[key] = std::move(value); });
+  return j;
+}
+
+void ForEachJsonField(const CPSharedKVBatchPlan& p, const Json* only,
+                      const std::function<void(const char* key, Json value)>& field) {
   const auto want = [only](const char* key) { return only == nullptr || only->contains(key); };
 #define KVSHARD_MEMBER(name) \
-  if (want(#name)) j[#name] = FieldJson(p.name);
+  if (want(#name)) field(#name, FieldJson(p.name));
 #define KVSHARD_ACCESSOR(name) \
-  if (want(#name)) j[#name] = FieldJson(p.name());
+  if (want(#name)) field(#name, FieldJson(p.name()));
 #define KVSHARD_SPLIT_INFOS(name) \
-  if (want(#name)) j[#name] = SplitInfosJson(p);
+  if (want(#name)) field(#name, SplitInfosJson(p));
   KVSHARD_CP_BATCH_PLAN_FIELDS(KVSHARD_MEMBER, KVSHARD_ACCESSOR, KVSHARD_SPLIT_INFOS)
 #undef KVSHARD_SPLIT_INFOS
 #undef KVSHARD_ACCESSOR
 #undef KVSHARD_MEMBER
-  return j;
 }
 
 Json ToJson(const NSAContextParallelMetadata& m) {
