@@ -55,21 +55,39 @@ Status BenchRerange(BenchContext& c, int64_t bytes) {
   };
   const size_t temp_bytes = gpu::BatchRerangeTempBytes(reqs, cp);
   KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_temp, gpu::DeviceBuffer::Allocate(temp_bytes));
-  for (const bool pooled : {false, true}) {
+  const int64_t layers = std::max<int64_t>(1, c.opt.layers);
+  // 0: table + gather per call (preallocated scratch); 1: the same, scratch from cudaMallocAsync; 2: the table
+  // built once per batch and `layers` gathers from it (per-layer time reported).
+  for (const int variant : {0, 1, 2}) {
     KVSHARD_CUDA_CHECK(cudaMemset(d_out.data(), 0, total * rb));
-    KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs([&] {
-      return pooled ? gpu::LaunchBatchRerange(d_out.data(), d_in.data(), d_split.as<int64_t>(), reqs, cp, m, total, rb,
-                                              nullptr, nullptr)
-                    : gpu::LaunchBatchRerange(d_out.data(), d_in.data(), d_split.as<int64_t>(), reqs, cp, m, total, rb,
-                                              nullptr, d_temp.data(), temp_bytes, nullptr);
+    KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs([&]() -> Status {
+      if (variant == 1) {
+        return gpu::LaunchBatchRerange(d_out.data(), d_in.data(), d_split.as<int64_t>(), reqs, cp, m, total, rb,
+                                       nullptr, nullptr);
+      }
+      if (variant == 0) {
+        return gpu::LaunchBatchRerange(d_out.data(), d_in.data(), d_split.as<int64_t>(), reqs, cp, m, total, rb,
+                                       nullptr, d_temp.data(), temp_bytes, nullptr);
+      }
+      KVSHARD_RETURN_IF_ERROR(gpu::LaunchBuildRerangeTable(d_split.as<int64_t>(), reqs, cp, m, total, nullptr,
+                                                           d_temp.data(), temp_bytes, nullptr));
+      for (int64_t l = 0; l < layers; ++l) {
+        KVSHARD_RETURN_IF_ERROR(
+            gpu::LaunchRerangeFromTable(d_out.data(), d_in.data(), d_temp.data(), reqs, cp, m, total, rb, nullptr));
+      }
+      return Status::Ok();
     }, {0}, c.opt.warmup, c.opt.iters));
+    if (variant == 2) us /= static_cast<double>(layers);
     KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_out.data(), total * rb));
-    BenchRow r = MakeRow(pooled ? "rerange_pooled_temp" : "rerange", total * rb, us, 2.0 * total * rb, limit, limit_bw,
-                         CountWrongRows(got, x, rb));
+    static const char* const kOps[] = {"rerange", "rerange_pooled_temp", "rerange_table_per_batch"};
+    BenchRow r = MakeRow(kOps[variant], total * rb, us, 2.0 * total * rb, limit, limit_bw, CountWrongRows(got, x, rb));
     char pc[32];
     std::snprintf(pc, sizeof(pc), "%.1f", pct_copy(us));
-    r.note = std::to_string(reqs) + " requests, cp=8, ps=64; table kernel + span gather" +
-             (pooled ? ", scratch from cudaMallocAsync" : ", preallocated scratch") + "; " + pc + " % of copy";
+    static const char* const kNotes[] = {"table + span gather per call, preallocated scratch",
+                                         "table + span gather per call, scratch from cudaMallocAsync",
+                                         "table once per batch + one span gather per layer, per layer"};
+    r.note = std::to_string(reqs) + " requests, cp=8, ps=64; " + kNotes[variant] +
+             (variant == 2 ? " (" + std::to_string(layers) + " layers)" : std::string()) + "; " + pc + " % of copy";
     c.rows->push_back(r);
   }
   KVSHARD_ASSIGN_OR_RETURN(std::vector<ref::RowCopy> copies, ref::BatchRerangeCopies(plan0.request_split_lists, cp, m));

@@ -238,22 +238,30 @@ size_t BatchRerangeTempBytes(int64_t batch, int64_t cp) {
   return static_cast<size_t>(2 * batch * 2 * cp + 1 + cp) * sizeof(int64_t);
 }
 
-Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits, int64_t batch, int64_t cp,
-                          int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, int64_t* bad, void* temp,
-                          size_t temp_bytes, cudaStream_t stream) {
-  KVSHARD_RETURN_IF_ERROR(BatchRerangeCanImplement(batch, cp, max_rank_token, row_bytes));
-  KVSHARD_RETURN_IF_ERROR(SizeCheck(total_rows, row_bytes));
-  if (total_rows == 0) return Status::Ok();
+Status LaunchBuildRerangeTable(const int64_t* splits, int64_t batch, int64_t cp, int64_t max_rank_token,
+                               int64_t total_rows, int64_t* bad, void* temp, size_t temp_bytes, cudaStream_t stream) {
+  KVSHARD_RETURN_IF_ERROR(BatchRerangeCanImplement(batch, cp, max_rank_token, 1));
+  if (total_rows < 0) return InvalidArgument("total_rows: must be >= 0, got ", total_rows);
   if (temp_bytes < BatchRerangeTempBytes(batch, cp)) {
     return InvalidArgument("temp_bytes: need ", BatchRerangeTempBytes(batch, cp), ", got ", temp_bytes);
   }
   const int64_t segments = batch * 2 * cp;
   int64_t* seg_out = static_cast<int64_t*>(temp);
   int64_t* seg_src = seg_out + segments + 1;
-  int64_t* rbase = seg_src + segments;
   RerangeTableKernel<<<1, kTableThreads, 0, stream>>>(splits, batch, cp, max_rank_token, total_rows, seg_out, seg_src,
-                                                      rbase, bad);
+                                                      seg_src + segments, bad);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status LaunchRerangeFromTable(void* out, const void* gathered, const void* table, int64_t batch, int64_t cp,
+                              int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, cudaStream_t stream) {
+  KVSHARD_RETURN_IF_ERROR(BatchRerangeCanImplement(batch, cp, max_rank_token, row_bytes));
+  KVSHARD_RETURN_IF_ERROR(SizeCheck(total_rows, row_bytes));
+  if (total_rows == 0) return Status::Ok();
+  const int64_t segments = batch * 2 * cp;
+  const int64_t* seg_out = static_cast<const int64_t*>(table);
+  const int64_t* seg_src = seg_out + segments + 1;
   const int blocks = PersistentBlocks(total_rows, 32, kThreads);
   const int64_t warps = int64_t{blocks} * (kThreads / 32);
   // About four tiles per warp, at most ~16 KiB per tile.
@@ -266,6 +274,17 @@ Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits
   });
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
+}
+
+Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits, int64_t batch, int64_t cp,
+                          int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, int64_t* bad, void* temp,
+                          size_t temp_bytes, cudaStream_t stream) {
+  KVSHARD_RETURN_IF_ERROR(BatchRerangeCanImplement(batch, cp, max_rank_token, row_bytes));
+  KVSHARD_RETURN_IF_ERROR(SizeCheck(total_rows, row_bytes));
+  if (total_rows == 0) return Status::Ok();
+  KVSHARD_RETURN_IF_ERROR(
+      LaunchBuildRerangeTable(splits, batch, cp, max_rank_token, total_rows, bad, temp, temp_bytes, stream));
+  return LaunchRerangeFromTable(out, gathered, temp, batch, cp, max_rank_token, total_rows, row_bytes, stream);
 }
 
 Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits, int64_t batch, int64_t cp,

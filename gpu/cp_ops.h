@@ -29,6 +29,12 @@ size_t BatchRerangeTempBytes(int64_t batch, int64_t cp);
 Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits, int64_t batch, int64_t cp,
                           int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, int64_t* bad, void* temp,
                           size_t temp_bytes, cudaStream_t stream);
+// The rerange's two halves, for a table built once per batch and reused by every layer's rerange (the split
+// lists are per batch): RerangeTableKernel into `temp`, and RerangeCopyKernel reading that table.
+Status LaunchBuildRerangeTable(const int64_t* splits, int64_t batch, int64_t cp, int64_t max_rank_token,
+                               int64_t total_rows, int64_t* bad, void* temp, size_t temp_bytes, cudaStream_t stream);
+Status LaunchRerangeFromTable(void* out, const void* gathered, const void* table, int64_t batch, int64_t cp,
+                              int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, cudaStream_t stream);
 // The same with the scratch taken from the device's stream-ordered pool (cudaMallocAsync / cudaFreeAsync).
 Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits, int64_t batch, int64_t cp,
                           int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, int64_t* bad,

@@ -1,5 +1,5 @@
 // GPU CP data movement vs the reference, bit-exact, on RapidCheck batches (N in 1..8, ps 2..128, ragged,
-// with and without compute padding): fused batch rerange (and rerange(all_gather(split(x))) == x), split by
+// with and without compute padding): batch rerange (and rerange(all_gather(split(x))) == x), split by
 // plan (data and position modes, compute and valid kinds), valid-row selection, last-token collection, and
 // round-robin split/restore; and the rerange at, 2x and 16x past its old request and cp limits. Skips
 // without a GPU.
@@ -46,7 +46,7 @@ CPSharedKVBatchPlan PlanFor(const CPBatchCase& c, int64_t rank) {
 
 TEST(GpuCpOps, FusedRerangeMatchesReferenceAndRestoresOrder) {
   KVSHARD_REQUIRE_GPUS(1);
-  const bool ok = rc::check("fused rerange == reference; rerange(all_gather(split(x))) == x", [] {
+  const bool ok = rc::check("rerange == reference; rerange(all_gather(split(x))) == x", [] {
     const CPBatchCase c = *GenCPBatchCase();
     const HostTensor x = Payload(c.extend_lens, c.row_bytes);
     // What each rank all-gathers: its valid rows for a batch (SGLang's batch path lays rank blocks out by the
