@@ -28,6 +28,7 @@ Status BenchGatherRows(BenchContext& c, int64_t bytes) {
   for (int64_t i = 0; i < n; ++i) std::memcpy(want.data() + i * rb, in.data() + index[i] * rb, rb);
   KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_out.data(), n * rb));
   c.rows->push_back(MakeRow("gather_rows", n * rb, us, 2.0 * n * rb, "copy", c.copy_busbw[bytes], CountWrongRows(got, want, rb)));
+  c.gather_rows_busbw[bytes] = c.rows->back().busbw_gbs;
   return Status::Ok();
 }
 

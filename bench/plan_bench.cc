@@ -1,7 +1,8 @@
 // Device gather-plan build (SGLang's begin_shard_extend) for c.opt.batch requests x 2,048-token prefixes
-// (distinct cyclic chains, random bases) plus one chunk page each, N = 8, ps = 64: the time of the single plan
-// launch (page rows already resident, as req_to_token is), checked field by field against the reference plan;
-// and the host planner (cpu_fast/, as kvshard simulate plans) on the same batch, timed on the GPU host's CPU.
+// (distinct cyclic chains, random bases) plus one chunk page each, N = 8, ps = 64, and its scaling to 1,024 and
+// 4,096 requests and 8,192-token prefixes: the time of the plan's launches (page rows already resident, as
+// req_to_token is), checked field by field against the reference plan; and the host planner (cpu_fast/, as
+// kvshard simulate plans) on the same batch, timed on the GPU host's CPU.
 #include <chrono>
 #include <random>
 #include <string>
@@ -18,8 +19,10 @@
 
 namespace kvshard::bench {
 
-Status BenchPlan(BenchContext& c) {
-  const int64_t n = 8, ps = 64, k_pages = 2048 / ps, reqs = c.opt.batch;
+namespace {
+
+Status BenchPlanOf(BenchContext& c, int64_t reqs, int64_t prefix_tokens) {
+  const int64_t n = 8, ps = 64, k_pages = prefix_tokens / ps;
   ExtendBatch b;
   b.shard_size = n;
   b.page_size = ps;
@@ -54,7 +57,9 @@ Status BenchPlan(BenchContext& c) {
   r.time_us = us;
   r.limit = "-";
   r.wrong = got == want ? 0 : 1;
-  r.note = std::to_string(reqs) + " requests x 2048-token prefixes, N=8, ps=64 (size = prefix page refs); one launch";
+  const std::string shape = std::to_string(reqs) + " requests x " + std::to_string(prefix_tokens) +
+                            "-token prefixes, N=8, ps=64 (size = prefix page refs)";
+  r.note = shape + "; 5 launches (flag, CUB scan x2, place, check+expand)";
   c.rows->push_back(r);
 
   // The host planner without send rows (the simulator's call), mean of iters builds after warmup.
@@ -70,9 +75,18 @@ Status BenchPlan(BenchContext& c) {
   h.op = "host_gather_plan_build";
   h.time_us = host_us;
   h.wrong = host_plan == want ? 0 : 1;
-  h.note = std::to_string(reqs) + " requests x 2048-token prefixes, N=8, ps=64 (size = prefix page refs); cpu_fast, "
-           "no send rows, host CPU";
+  h.note = shape + "; cpu_fast, no send rows, host CPU";
   c.rows->push_back(h);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status BenchPlan(BenchContext& c) {
+  KVSHARD_RETURN_IF_ERROR(BenchPlanOf(c, c.opt.batch, 2048));
+  for (const auto& [reqs, tokens] : {std::pair<int64_t, int64_t>{1024, 2048}, {4096, 2048}, {4096, 8192}}) {
+    if (reqs != c.opt.batch || tokens != 2048) KVSHARD_RETURN_IF_ERROR(BenchPlanOf(c, reqs, tokens));
+  }
   return Status::Ok();
 }
 

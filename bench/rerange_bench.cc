@@ -1,7 +1,9 @@
 // CP batch rerange of c.opt.batch ragged requests (cp = 8, ps = 64) whose gathered rows total the payload: the
-// fused one-launch kernel, and one cudaMemcpyAsync per non-empty segment (SGLang's torch path) for comparison,
-// both against the device copy and checked against the original request-order rows.
+// device rerange (segment table from the device split table, then the span gather; with a preallocated and a
+// stream-ordered scratch), and one cudaMemcpyAsync per non-empty segment (SGLang's torch path), against
+// gather_rows of the same run (else the copy), each checked against the original request-order rows.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -45,13 +47,49 @@ Status BenchRerange(BenchContext& c, int64_t bytes) {
   KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_in, gpu::Upload(gathered));
   KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_out, gpu::DeviceBuffer::Allocate(total * rb));
   KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_split, gpu::Upload(plan0.request_split_lists.values));
-  KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs([&] {
-    return gpu::LaunchBatchRerange(d_out.data(), d_in.data(), d_split.as<int64_t>(), reqs, cp, m, total, rb, nullptr, nullptr);
-  }, {0}, c.opt.warmup, c.opt.iters));
-  KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_out.data(), total * rb));
-  BenchRow r = MakeRow("rerange_fused", total * rb, us, 2.0 * total * rb, "copy", c.copy_busbw[bytes], CountWrongRows(got, x, rb));
-  r.note = std::to_string(reqs) + " requests, cp=8, ps=64, one launch";
-  c.rows->push_back(r);
+  const bool vs_gather = c.gather_rows_busbw.count(bytes) > 0;
+  const std::string limit = vs_gather ? "gather_rows" : "copy";
+  const double limit_bw = vs_gather ? c.gather_rows_busbw[bytes] : c.copy_busbw[bytes];
+  auto pct_copy = [&](double us) {
+    return c.copy_busbw[bytes] > 0 ? 100.0 * (2.0 * total * rb / us / 1e3) / c.copy_busbw[bytes] : 0.0;
+  };
+  const size_t temp_bytes = gpu::BatchRerangeTempBytes(reqs, cp);
+  KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_temp, gpu::DeviceBuffer::Allocate(temp_bytes));
+  const int64_t layers = std::max<int64_t>(1, c.opt.layers);
+  // 0: table + gather per call (preallocated scratch); 1: the same, scratch from cudaMallocAsync; 2: the table
+  // built once per batch and `layers` gathers from it (per-layer time reported).
+  for (const int variant : {0, 1, 2}) {
+    KVSHARD_CUDA_CHECK(cudaMemset(d_out.data(), 0, total * rb));
+    KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs([&]() -> Status {
+      if (variant == 1) {
+        return gpu::LaunchBatchRerange(d_out.data(), d_in.data(), d_split.as<int64_t>(), reqs, cp, m, total, rb,
+                                       nullptr, nullptr);
+      }
+      if (variant == 0) {
+        return gpu::LaunchBatchRerange(d_out.data(), d_in.data(), d_split.as<int64_t>(), reqs, cp, m, total, rb,
+                                       nullptr, d_temp.data(), temp_bytes, nullptr);
+      }
+      KVSHARD_RETURN_IF_ERROR(gpu::LaunchBuildRerangeTable(d_split.as<int64_t>(), reqs, cp, m, total, nullptr,
+                                                           d_temp.data(), temp_bytes, nullptr));
+      for (int64_t l = 0; l < layers; ++l) {
+        KVSHARD_RETURN_IF_ERROR(
+            gpu::LaunchRerangeFromTable(d_out.data(), d_in.data(), d_temp.data(), reqs, cp, m, total, rb, nullptr));
+      }
+      return Status::Ok();
+    }, {0}, c.opt.warmup, c.opt.iters));
+    if (variant == 2) us /= static_cast<double>(layers);
+    KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_out.data(), total * rb));
+    static const char* const kOps[] = {"rerange", "rerange_pooled_temp", "rerange_table_per_batch"};
+    BenchRow r = MakeRow(kOps[variant], total * rb, us, 2.0 * total * rb, limit, limit_bw, CountWrongRows(got, x, rb));
+    char pc[32];
+    std::snprintf(pc, sizeof(pc), "%.1f", pct_copy(us));
+    static const char* const kNotes[] = {"table + span gather per call, preallocated scratch",
+                                         "table + span gather per call, scratch from cudaMallocAsync",
+                                         "table once per batch + one span gather per layer, per layer"};
+    r.note = std::to_string(reqs) + " requests, cp=8, ps=64; " + kNotes[variant] +
+             (variant == 2 ? " (" + std::to_string(layers) + " layers)" : std::string()) + "; " + pc + " % of copy";
+    c.rows->push_back(r);
+  }
   KVSHARD_ASSIGN_OR_RETURN(std::vector<ref::RowCopy> copies, ref::BatchRerangeCopies(plan0.request_split_lists, cp, m));
   KVSHARD_CUDA_CHECK(cudaMemset(d_out.data(), 0, total * rb));
   KVSHARD_ASSIGN_OR_RETURN(double us_seg, gpu::TimeMeanUs([&]() -> Status {
@@ -62,7 +100,7 @@ Status BenchRerange(BenchContext& c, int64_t bytes) {
     }
     return Status::Ok();
   }, {0}, 2, std::max(2, c.opt.iters / 4)));
-  KVSHARD_ASSIGN_OR_RETURN(got, gpu::Download<uint8_t>(d_out.data(), total * rb));
+  KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_out.data(), total * rb));
   BenchRow s2 = MakeRow("rerange_per_segment", total * rb, us_seg, 2.0 * total * rb, "copy", c.copy_busbw[bytes],
                         CountWrongRows(got, x, rb));
   s2.note = std::to_string(copies.size()) + " cudaMemcpyAsync (SGLang torch path shape)";

@@ -26,7 +26,7 @@ void DeclareFlags(po::options_description& flags) {
       ("extend-lens", IntList()->AllowEmpty(), "extend (new) tokens per request")
       ("prefix-lens", IntList(), "cached prefix tokens per request (default: all 0)")
       ("backend", BackendValue(),
-       "ref, gpu (fused rerange kernel on a buffer whose rows carry their index) or diff (both; exit 1 on a mismatch)")
+       "ref, gpu (device rerange on a buffer whose rows carry their index) or diff (both; exit 1 on a mismatch)")
       ("impl", ImplValue(), "host plan built by ref (the reference) or fast (cpu_fast/, identical output)")
       ("json", po::bool_switch(), "print JSON instead of a table");
   DeclareMaxMemoryFlag(flags);

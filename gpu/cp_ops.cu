@@ -1,9 +1,12 @@
-// CP data-movement kernels. The fused rerange derives every segment's source offset in shared memory
-// (block-wide scans over the split table), then each row group locates its segment by binary search.
+// CP data-movement kernels. The rerange builds its segment table on the device (block scans over the split
+// table, any batch), then warps copy tiles of output rows as contiguous spans; the rest are row-group gathers.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
+#include <cub/block/block_scan.cuh>
+
+#include "core/cp_limits.h"
 #include "gpu/cp_ops.h"
 #include "gpu/row_copy.cuh"
 
@@ -11,12 +14,9 @@ namespace kvshard::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kRerangeThreads = 256;
-constexpr int64_t kMaxRerangeBatch = 1024;  // each block sums the split rows of the requests before it
-
-int64_t RerangeSharedBytes(int64_t /*batch*/, int64_t cp) {
-  return (cp + 1 + 2 * cp + 1 + 2 * cp) * static_cast<int64_t>(sizeof(int64_t));
-}
+constexpr int kTableThreads = 1024;
+constexpr int kTableItems = 8;  // split entries per thread per pass of the table kernel
+constexpr int kTile = kTableThreads * kTableItems;
 
 // Index of the last k in [0, n) with starts[k] <= i (starts ascending, starts[0] = 0 <= i).
 __device__ __forceinline__ int64_t FindSegment(const int64_t* starts, int64_t n, int64_t i) {
@@ -28,75 +28,108 @@ __device__ __forceinline__ int64_t FindSegment(const int64_t* starts, int64_t n,
   return lo;
 }
 
-// One block per (request q, chunk c of `chunks`). The block first sums the split table over requests q' < q
-// (warp shuffles, then shared-memory atomics) to get q's output offset and, for every rank r, where q's rows
-// start inside rank r's block; then every segment of q is a contiguous run in both buffers, so the block
-// copies its chunk's part of each segment as flat spans (no per-row lookup).
-template <typename V>
-__global__ void __launch_bounds__(kRerangeThreads, 5) BatchRerangeKernel(V* __restrict__ out,
-                                                                     const V* __restrict__ gathered,
-                                                                     const int64_t* __restrict__ splits,
-                                                                     int64_t batch, int64_t cp, int64_t m,
-                                                                     int64_t total_rows, int64_t vecs, int chunks,
-                                                                     int64_t* bad) {
-  extern __shared__ int64_t sm[];
-  const int64_t segs = 2 * cp;
-  int64_t* acc = sm;                  // [cp]: rows of ranks r before request q; [cp]: output rows before q
-  int64_t* seg_rel = sm + cp + 1;     // [segs + 1]: request-local segment starts
-  int64_t* seg_src = seg_rel + segs + 1;  // [segs]: gathered row of each segment's first row
-  const int64_t q = blockIdx.x / chunks;
-  const int64_t c = blockIdx.x % chunks;
-  for (int64_t t = threadIdx.x; t <= cp; t += blockDim.x) acc[t] = 0;
+using TableScan = cub::BlockScan<int64_t, kTableThreads>;
+
+// One block builds the segment table of the whole batch (any batch and cp; tiles of kTile entries with a
+// running carry): seg_out[s] = output row of segment s = q*2cp+k (exclusive prefix of the request-major split
+// table, seg_out[S] = total) and seg_src[s] = its first row in the rank-major gathered buffer,
+// r*m + (rows of rank r before request q) (+ splits[q][r] for the second segment of rank r). The per-rank
+// prefix is one exclusive scan over the rank-major order t = r*batch + q, minus its value at q = 0 (rbase).
+__global__ void __launch_bounds__(kTableThreads) RerangeTableKernel(const int64_t* __restrict__ splits,
+                                                                    int64_t batch, int64_t cp, int64_t m,
+                                                                    int64_t total_rows, int64_t* seg_out,
+                                                                    int64_t* seg_src, int64_t* rbase, int64_t* bad) {
+  __shared__ typename TableScan::TempStorage temp;
+  __shared__ int64_t carry;
+  const int64_t segs = 2 * cp, s_total = batch * segs;
+  if (threadIdx.x == 0) carry = 0;
   __syncthreads();
-  // One pass: work item t sums quantity r = t % (cp + 1) over requests t / (cp + 1), + groups, ... (quantity
-  // r < cp: rows of rank r; r == cp: all rows).
-  {
-    const int64_t nr = cp + 1;
-    const int64_t groups = blockDim.x / nr > 0 ? blockDim.x / nr : 1;
-    for (int64_t t = threadIdx.x; t < groups * nr; t += blockDim.x) {
-      const int64_t r = t % nr;
-      int64_t v = 0;
-      for (int64_t qq = t / nr; qq < q; qq += groups) {
-        const int64_t* row = splits + qq * segs;
-        if (r < cp) {
-          v += row[r] + row[segs - 1 - r];
-        } else {
-          for (int64_t k = 0; k < segs; ++k) v += row[k];
-        }
-      }
-      if (v != 0) atomicAdd(reinterpret_cast<unsigned long long*>(&acc[r]), static_cast<unsigned long long>(v));
+  for (int64_t base = 0; base < s_total; base += kTile) {
+    int64_t v[kTableItems], x[kTableItems];
+#pragma unroll
+    for (int j = 0; j < kTableItems; ++j) {
+      const int64_t s = base + threadIdx.x * kTableItems + j;
+      v[j] = s < s_total ? splits[s] : 0;
     }
+    int64_t agg = 0;
+    TableScan(temp).ExclusiveSum(v, x, agg);
+    const int64_t c = carry;
+#pragma unroll
+    for (int j = 0; j < kTableItems; ++j) {
+      const int64_t s = base + threadIdx.x * kTableItems + j;
+      if (s < s_total) seg_out[s] = c + x[j];
+    }
+    __syncthreads();  // everyone has read carry and temp
+    if (threadIdx.x == 0) carry = c + agg;
+    __syncthreads();
   }
-  __syncthreads();
-  const int64_t* mine = splits + q * segs;
   if (threadIdx.x == 0) {
-    seg_rel[0] = 0;
-    for (int64_t k = 0; k < segs; ++k) {
-      seg_rel[k + 1] = seg_rel[k] + mine[k];
-      const int64_t r = k < cp ? k : segs - 1 - k;
-      seg_src[k] = r * m + acc[r] + (k < cp ? 0 : mine[r]);
-    }
-    if (c == 0 && q == batch - 1) {
-      // SGLang's rank_payload_exceeds_max and the output size: checked once, by the last request's block.
-      for (int64_t r = 0; r < cp; ++r) {
-        if (acc[r] + mine[r] + mine[segs - 1 - r] > m && bad) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
-      }
-      if (acc[cp] + seg_rel[segs] != total_rows && bad) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
-    }
+    seg_out[s_total] = carry;
+    if (carry != total_rows && bad) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
+    carry = 0;
   }
   __syncthreads();
-  const int64_t rows = seg_rel[segs];
-  const int64_t lo = rows * c / chunks, hi = rows * (c + 1) / chunks;
-  const int64_t out_base = acc[cp];
-  if (out_base + rows > total_rows) return;  // inconsistent table (counted above); never write out of bounds
-  for (int64_t k = 0; k < segs; ++k) {
-    const int64_t a = seg_rel[k] > lo ? seg_rel[k] : lo;
-    const int64_t b = seg_rel[k + 1] < hi ? seg_rel[k + 1] : hi;
-    if (a >= b) continue;
-    const int64_t src = seg_src[k] + (a - seg_rel[k]);
-    if (src + (b - a) > cp * m) continue;  // rank payload past its block (counted above)
-    // The whole block copies the span as one flat row (lane = thread, group = block).
-    CopyRow<V, int64_t>(out + (out_base + a) * vecs, gathered + src * vecs, (b - a) * vecs, threadIdx.x, blockDim.x);
+  const int64_t pairs = cp * batch;
+  for (int64_t base = 0; base < pairs; base += kTile) {
+    int64_t v[kTableItems], x[kTableItems];
+#pragma unroll
+    for (int j = 0; j < kTableItems; ++j) {
+      const int64_t t = base + threadIdx.x * kTableItems + j;
+      v[j] = 0;
+      if (t < pairs) {
+        const int64_t r = t / batch, q = t % batch;
+        v[j] = splits[q * segs + r] + splits[q * segs + segs - 1 - r];
+      }
+    }
+    int64_t agg = 0;
+    TableScan(temp).ExclusiveSum(v, x, agg);
+    const int64_t c = carry;
+#pragma unroll
+    for (int j = 0; j < kTableItems; ++j) {
+      const int64_t t = base + threadIdx.x * kTableItems + j;
+      if (t < pairs && t % batch == 0) rbase[t / batch] = c + x[j];
+    }
+    __syncthreads();  // rbase of every rank starting in this tile (or before) is visible
+#pragma unroll
+    for (int j = 0; j < kTableItems; ++j) {
+      const int64_t t = base + threadIdx.x * kTableItems + j;
+      if (t >= pairs) continue;
+      const int64_t r = t / batch, q = t % batch;
+      const int64_t before = c + x[j] - rbase[r];
+      seg_src[q * segs + r] = r * m + before;
+      seg_src[q * segs + segs - 1 - r] = r * m + before + splits[q * segs + r];
+      // SGLang's rank_payload_exceeds_max: rank r's rows after the last request pass its block.
+      if (q == batch - 1 && before + v[j] > m && bad) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) carry = c + agg;
+    __syncthreads();
+  }
+}
+
+// A warp per tile of `tile_rows` output rows: one search for the tile's first segment, then every segment
+// piece in the tile is a contiguous span in both buffers, copied flat (16-byte vectors, 4 loads in flight).
+template <typename V>
+__global__ void RerangeCopyKernel(V* __restrict__ out, const V* __restrict__ gathered,
+                                  const int64_t* __restrict__ seg_out, const int64_t* __restrict__ seg_src,
+                                  int64_t segments, int64_t total_rows, int64_t in_rows, int64_t vecs,
+                                  int64_t tile_rows) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t{gridDim.x} * (blockDim.x / 32);
+  const int64_t tiles = (total_rows + tile_rows - 1) / tile_rows;
+  const int64_t produced = seg_out[segments] < total_rows ? seg_out[segments] : total_rows;
+  for (int64_t tile = blockIdx.x * int64_t{blockDim.x / 32} + threadIdx.x / 32; tile < tiles; tile += warps) {
+    const int64_t lo = tile * tile_rows;
+    const int64_t hi = lo + tile_rows < produced ? lo + tile_rows : produced;
+    if (lo >= hi) continue;  // inconsistent table (counted by the table kernel): never write past its rows
+    for (int64_t k = FindSegment(seg_out, segments, lo); k < segments && seg_out[k] < hi; ++k) {
+      const int64_t a = seg_out[k] > lo ? seg_out[k] : lo;
+      const int64_t b = seg_out[k + 1] < hi ? seg_out[k + 1] : hi;
+      if (a >= b) continue;
+      const int64_t src = seg_src[k] + (a - seg_out[k]);
+      if (src < 0 || src + (b - a) > in_rows) continue;  // rank payload past its block (counted)
+      CopyRow<V, int64_t>(out + a * vecs, gathered + src * vecs, (b - a) * vecs, lane, 32);
+    }
   }
 }
 
@@ -192,36 +225,80 @@ Status SizeCheck(int64_t rows, int64_t row_bytes) {
 
 Status BatchRerangeCanImplement(int64_t batch, int64_t cp, int64_t max_rank_token, int64_t row_bytes) {
   if (batch < 1) return InvalidArgument("batch: must be >= 1, got ", batch);
-  if (cp < 1 || cp > 1024) return InvalidArgument("cp_size: must be in [1, 1024], got ", cp);
-  if (max_rank_token < 0) return InvalidArgument("max_rank_token: must be >= 0, got ", max_rank_token);
-  KVSHARD_RETURN_IF_ERROR(SizeCheck(0, row_bytes));
-  if (batch > kMaxRerangeBatch) {
-    return OutOfRange("batch: ", batch, " requests exceed the single-launch rerange's limit of ", kMaxRerangeBatch);
+  KVSHARD_RETURN_IF_ERROR(ValidateCpSize(cp));
+  if (batch > kMaxCpSegments / (2 * cp)) {
+    return InvalidArgument("batch: ", batch, " requests x 2*cp_size segments exceed ", kMaxCpSegments);
   }
+  if (max_rank_token < 0) return InvalidArgument("max_rank_token: must be >= 0, got ", max_rank_token);
+  return SizeCheck(0, row_bytes);
+}
+
+size_t BatchRerangeTempBytes(int64_t batch, int64_t cp) {
+  // seg_out [S + 1], seg_src [S], rbase [cp], S = batch * 2cp.
+  return static_cast<size_t>(2 * batch * 2 * cp + 1 + cp) * sizeof(int64_t);
+}
+
+Status LaunchBuildRerangeTable(const int64_t* splits, int64_t batch, int64_t cp, int64_t max_rank_token,
+                               int64_t total_rows, int64_t* bad, void* temp, size_t temp_bytes, cudaStream_t stream) {
+  KVSHARD_RETURN_IF_ERROR(BatchRerangeCanImplement(batch, cp, max_rank_token, 1));
+  if (total_rows < 0) return InvalidArgument("total_rows: must be >= 0, got ", total_rows);
+  if (temp_bytes < BatchRerangeTempBytes(batch, cp)) {
+    return InvalidArgument("temp_bytes: need ", BatchRerangeTempBytes(batch, cp), ", got ", temp_bytes);
+  }
+  const int64_t segments = batch * 2 * cp;
+  int64_t* seg_out = static_cast<int64_t*>(temp);
+  int64_t* seg_src = seg_out + segments + 1;
+  RerangeTableKernel<<<1, kTableThreads, 0, stream>>>(splits, batch, cp, max_rank_token, total_rows, seg_out, seg_src,
+                                                      seg_src + segments, bad);
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
+}
+
+Status LaunchRerangeFromTable(void* out, const void* gathered, const void* table, int64_t batch, int64_t cp,
+                              int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, cudaStream_t stream) {
+  KVSHARD_RETURN_IF_ERROR(BatchRerangeCanImplement(batch, cp, max_rank_token, row_bytes));
+  KVSHARD_RETURN_IF_ERROR(SizeCheck(total_rows, row_bytes));
+  if (total_rows == 0) return Status::Ok();
+  const int64_t segments = batch * 2 * cp;
+  const int64_t* seg_out = static_cast<const int64_t*>(table);
+  const int64_t* seg_src = seg_out + segments + 1;
+  const int blocks = PersistentBlocks(total_rows, 32, kThreads);
+  const int64_t warps = int64_t{blocks} * (kThreads / 32);
+  // About four tiles per warp, at most ~16 KiB per tile.
+  const int64_t tile_rows = std::max<int64_t>(1, std::min<int64_t>(total_rows / (4 * warps), (16 << 10) / row_bytes));
+  DispatchVector(RowVectorBytes(row_bytes, out, gathered), [&]<int kB>() {
+    using V = typename VecOf<kB>::T;
+    RerangeCopyKernel<V><<<blocks, kThreads, 0, stream>>>(static_cast<V*>(out), static_cast<const V*>(gathered),
+                                                          seg_out, seg_src, segments, total_rows,
+                                                          cp * max_rank_token, row_bytes / kB, tile_rows);
+  });
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits, int64_t batch, int64_t cp,
+                          int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, int64_t* bad, void* temp,
+                          size_t temp_bytes, cudaStream_t stream) {
+  KVSHARD_RETURN_IF_ERROR(BatchRerangeCanImplement(batch, cp, max_rank_token, row_bytes));
+  KVSHARD_RETURN_IF_ERROR(SizeCheck(total_rows, row_bytes));
+  if (total_rows == 0) return Status::Ok();
+  KVSHARD_RETURN_IF_ERROR(
+      LaunchBuildRerangeTable(splits, batch, cp, max_rank_token, total_rows, bad, temp, temp_bytes, stream));
+  return LaunchRerangeFromTable(out, gathered, temp, batch, cp, max_rank_token, total_rows, row_bytes, stream);
 }
 
 Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits, int64_t batch, int64_t cp,
                           int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, int64_t* bad,
                           cudaStream_t stream) {
   KVSHARD_RETURN_IF_ERROR(BatchRerangeCanImplement(batch, cp, max_rank_token, row_bytes));
-  KVSHARD_RETURN_IF_ERROR(SizeCheck(total_rows, row_bytes));
-  if (total_rows == 0) return Status::Ok();
-  const int64_t smem = RerangeSharedBytes(batch, cp);
-  int dev = 0, sms = 1;
-  KVSHARD_CUDA_CHECK(cudaGetDevice(&dev));
-  KVSHARD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  // Enough blocks for several waves: each request is cut into `chunks` pieces of its rows.
-  int64_t chunks = (8 * int64_t{sms} + batch - 1) / batch;
-  chunks = std::max<int64_t>(1, std::min<int64_t>(chunks, std::max<int64_t>(1, total_rows / (batch * 16))));
-  DispatchVector(RowVectorBytes(row_bytes, out, gathered), [&]<int kB>() {
-    using V = typename VecOf<kB>::T;
-    BatchRerangeKernel<V><<<static_cast<int>(batch * chunks), kRerangeThreads, smem, stream>>>(
-        static_cast<V*>(out), static_cast<const V*>(gathered), splits, batch, cp, max_rank_token, total_rows,
-        row_bytes / kB, static_cast<int>(chunks), bad);
-  });
-  KVSHARD_CUDA_CHECK(cudaGetLastError());
-  return Status::Ok();
+  if (total_rows == 0) return SizeCheck(total_rows, row_bytes);
+  const size_t bytes = BatchRerangeTempBytes(batch, cp);
+  void* temp = nullptr;
+  KVSHARD_CUDA_CHECK(cudaMallocAsync(&temp, bytes, stream));
+  const Status s = LaunchBatchRerange(out, gathered, splits, batch, cp, max_rank_token, total_rows, row_bytes, bad,
+                                      temp, bytes, stream);
+  KVSHARD_CUDA_CHECK(cudaFreeAsync(temp, stream));
+  return s;
 }
 
 Status LaunchSegmentGather(void* out, const void* in, int64_t in_rows, const int64_t* out_start,

@@ -1,9 +1,10 @@
-// GPU data movement of CP prefill (spec §4-5): the single-launch fused batch rerange, plan-driven segment
-// gathers (split-by-plan, valid-row selection), round-robin split/restore and last-token collection.
+// GPU data movement of CP prefill (spec §4-5): the batch rerange (device-built segment table, span gather),
+// plan-driven segment gathers (split-by-plan, valid-row selection), round-robin split/restore, last tokens.
 // Host-safe launch API; `bad` (optional device counter) counts rows skipped for inconsistent metadata.
 #ifndef KVSHARD_GPU_CP_OPS_H_
 #define KVSHARD_GPU_CP_OPS_H_
 
+#include <cstddef>
 #include <cstdint>
 
 #include "core/status.h"
@@ -11,15 +12,30 @@
 
 namespace kvshard::gpu {
 
-// Checks that a batch of `batch` requests (at most 1024) at cp size `cp` fits the single-launch rerange and that
-// sizes are sane.
+// Checks the rerange's arguments: batch >= 1, cp_size as the reference accepts it, batch * 2cp segments within
+// kMaxCpSegments (the reference's bound) and sane row sizes. No request, row or segment limit below those.
 Status BatchRerangeCanImplement(int64_t batch, int64_t cp, int64_t max_rank_token, int64_t row_bytes);
 
-// BatchRerangeKernel, one launch: `gathered` is the rank-major all-gather buffer (cp blocks of max_rank_token
-// rows; rank r's block holds, per request, its valid segment r then 2cp-1-r); `splits` is the device array of
-// the requests' valid split lists (batch x 2cp, request-major). out[i] = gathered[src(i)] in request order,
-// total_rows = sum(splits). Offsets are derived in-kernel from the split table (no host-built index): one block
-// per (request, chunk) sums the rows of the requests before it, then copies each segment as contiguous spans.
+// Device scratch bytes the rerange needs (its segment table: 2 * batch * 2cp + 1 + cp int64 words).
+size_t BatchRerangeTempBytes(int64_t batch, int64_t cp);
+
+// The batch rerange as a segmented gather, two launches on `stream`: RerangeTableKernel derives every
+// segment's output row and gathered source row from the device split table (scans; no host-built index),
+// then RerangeCopyKernel copies tiles of output rows as contiguous spans. `gathered` is the rank-major
+// all-gather buffer (cp blocks of max_rank_token rows; rank r's block holds, per request, its valid segment r
+// then 2cp-1-r); `splits` is the device array of the valid split lists (batch x 2cp, request-major).
+// out[i] = gathered[src(i)] in request order, total_rows = sum(splits). `temp` holds
+// BatchRerangeTempBytes(batch, cp) bytes and must stay untouched until the launches complete.
+Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits, int64_t batch, int64_t cp,
+                          int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, int64_t* bad, void* temp,
+                          size_t temp_bytes, cudaStream_t stream);
+// The rerange's two halves, for a table built once per batch and reused by every layer's rerange (the split
+// lists are per batch): RerangeTableKernel into `temp`, and RerangeCopyKernel reading that table.
+Status LaunchBuildRerangeTable(const int64_t* splits, int64_t batch, int64_t cp, int64_t max_rank_token,
+                               int64_t total_rows, int64_t* bad, void* temp, size_t temp_bytes, cudaStream_t stream);
+Status LaunchRerangeFromTable(void* out, const void* gathered, const void* table, int64_t batch, int64_t cp,
+                              int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, cudaStream_t stream);
+// The same with the scratch taken from the device's stream-ordered pool (cudaMallocAsync / cudaFreeAsync).
 Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits, int64_t batch, int64_t cp,
                           int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, int64_t* bad,
                           cudaStream_t stream);

@@ -32,7 +32,7 @@ StatusOr<SegmentTable> ValidRowSegments(const CPSharedKVBatchPlan& plan, int64_t
 // Runs one segment gather on the current device (uploads, launches, downloads).
 StatusOr<std::vector<uint8_t>> RunSegmentGather(const std::vector<uint8_t>& input, int64_t row_bytes,
                                                 const SegmentTable& table, PadMode pad);
-// Runs the fused batch rerange (valid split lists of every request, max_rank_token rows per rank block).
+// Runs the batch rerange (valid split lists of every request, max_rank_token rows per rank block).
 StatusOr<std::vector<uint8_t>> RunBatchRerange(const std::vector<uint8_t>& gathered, int64_t row_bytes,
                                                const Int64Table& split_lists, int64_t cp_size, int64_t max_rank_token);
 // Runs this rank's last-token collection: B rows, zero where plan.cp_rank is not the owner.

@@ -1,25 +1,21 @@
-// Device gather plan. One block of 1024 threads: reset the previous batch's page_pos entries, key every prefix
-// page reference by (owner, local page), block-radix-sort the keys in shared memory, dedup, assign owner-major
-// slots, place chunk pages (atomicMin detects non-fresh chunk pages), and expand one rank's send rows.
+// Device gather plan, grid-wide (any batch): key every prefix page reference by (owner, local page) and flag
+// it in a key-space array; an exclusive scan (CUB DeviceScan) of the flags is the sorted, deduplicated,
+// owner-major order; then slots, page_pos and send pages, chunk pages (atomicMin finds non-fresh ones) and one
+// rank's send rows. Five launches, no host round trip.
 #include <cuda_runtime.h>
 
-#include <cub/block/block_radix_sort.cuh>
-#include <cub/block/block_scan.cuh>
+#include <cub/device/device_scan.cuh>
 
 #include <algorithm>
+#include <limits>
 
 #include "gpu/gather_plan.h"
 
 namespace kvshard::gpu {
 namespace {
 
-constexpr int kThreads = 1024;
-constexpr int kItems = 16;  // kThreads * kItems == kMaxDevicePlanPrefixPages
-static_assert(int64_t{kThreads} * kItems == kMaxDevicePlanPrefixPages);
-constexpr uint32_t kNoKey = 0xffffffffu;
-
-using Sort = cub::BlockRadixSort<uint32_t, kThreads, kItems>;
-using Scan = cub::BlockScan<int, kThreads>;
+constexpr int kThreads = 256;
+constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
 
 // state_[] slots.
 enum : int { kMappedCount = 0, kFirstCyclic = 1, kFirstStaleChunk = 2, kUniquePrefix = 3, kOverflow = 4, kStateWords };
@@ -32,16 +28,15 @@ struct PlanArgs {
   const int64_t* chunk_off;  // [B+1] exclusive prefix of chunk pages
   int64_t batch, n_refs, n_chunk;
   int64_t n, ps, stride, block_pages, chunk_base, trash, page_pos_size, send_rank;
-  int key_bits;
+  int64_t keys;              // key space n * stride; flags/scan hold keys + 1 entries
   int32_t* page_pos;
   int64_t* send_pages;       // [n * block_pages]
   int64_t* send_rows;        // [block_pages * ps]
   int64_t* mapped;           // previous build's mapped pages on entry; this build's on exit
   int64_t* state;
+  int32_t* flags;            // [keys + 1] 1 where a prefix reference has the key (all 0 between builds)
+  int32_t* scan;             // [keys + 1] exclusive prefix of flags: the unique index of a key
 };
-
-// Bytes of the four request tables in shared memory, rounded up to 16 (the sort storage follows).
-__host__ __device__ constexpr int64_t TablesBytes(int64_t batch) { return (4 * (batch + 1) * 8 + 15) / 16 * 16; }
 
 __device__ int64_t UpperBoundMinus1(const int64_t* off, int64_t count, int64_t t) {
   int64_t lo = 0, hi = count;  // off[lo] <= t
@@ -52,159 +47,109 @@ __device__ int64_t UpperBoundMinus1(const int64_t* off, int64_t count, int64_t t
   return lo;
 }
 
-__global__ void __launch_bounds__(kThreads) GatherPlanKernel(PlanArgs a) {
-  extern __shared__ __align__(16) unsigned char smem_base[];
-  // Dynamic shared memory: the request tables (binary searches stay on chip), then the sort storage.
-  int64_t* s_page_off = reinterpret_cast<int64_t*>(smem_base);
-  int64_t* s_k_pages = s_page_off + (a.batch + 1);
-  int64_t* s_ref_off = s_k_pages + (a.batch + 1);
-  int64_t* s_chunk_off = s_ref_off + (a.batch + 1);
-  unsigned char* smem_raw = smem_base + TablesBytes(a.batch);
-  auto& sort_temp = *reinterpret_cast<typename Sort::TempStorage*>(smem_raw);
-  __shared__ typename Scan::TempStorage scan_temp;
-  __shared__ int owner_start[1024];
-  __shared__ int block_total;
-  const int tid = threadIdx.x;
+__device__ __forceinline__ int64_t GridThread() { return blockIdx.x * int64_t{blockDim.x} + threadIdx.x; }
+__device__ __forceinline__ int64_t GridThreads() { return int64_t{gridDim.x} * blockDim.x; }
 
-  for (int64_t t = tid; t <= a.batch; t += kThreads) {
-    s_page_off[t] = a.page_off[t];
-    s_k_pages[t] = t < a.batch ? a.k_pages[t] : 0;
-    s_ref_off[t] = a.ref_off[t];
-    s_chunk_off[t] = a.chunk_off[t];
-  }
-  // Phase 0: reset what the previous build mapped; pad every send block with the trash page (local page 0).
+// Request of prefix reference t.
+__device__ __forceinline__ int64_t RefRequest(const PlanArgs& a, int64_t t) {
+  return UpperBoundMinus1(a.ref_off, a.batch, t);
+}
+
+// Launch 1: reset what the previous build mapped; pad every send block with the trash page (local page 0);
+// flag every prefix reference's key; reset the error words.
+__global__ void __launch_bounds__(kThreads) ResetAndFlagKernel(PlanArgs a) {
   const int64_t prev = a.state[kMappedCount];
-  for (int64_t t = tid; t < prev; t += kThreads) a.page_pos[a.mapped[t]] = static_cast<int32_t>(a.trash);
-  for (int64_t t = tid; t < a.n * a.block_pages; t += kThreads) a.send_pages[t] = 0;
-  if (tid == 0) {
-    a.state[kFirstCyclic] = a.batch;
-    a.state[kFirstStaleChunk] = a.n_chunk;
-    a.state[kOverflow] = 0;
-  }
-  __syncthreads();
-
-  // Phase 1: key each prefix reference by (owner, local page); check cyclic owners per request.
-  uint32_t keys[kItems];
-#pragma unroll
-  for (int k = 0; k < kItems; ++k) {
-    const int64_t t = int64_t{tid} * kItems + k;
-    keys[k] = kNoKey;
+  const int64_t send = a.n * a.block_pages;
+  const int64_t ps_work = prev > send ? prev : send;
+  const int64_t work = ps_work > a.n_refs ? ps_work : a.n_refs;
+  for (int64_t t = GridThread(); t < work; t += GridThreads()) {
+    if (t < prev) a.page_pos[a.mapped[t]] = static_cast<int32_t>(a.trash);
+    if (t < send) a.send_pages[t] = 0;
     if (t < a.n_refs) {
-      // Logical pages are < 2^24 (ValidateExtendBatch), so 32-bit division is exact and much cheaper.
-      const int64_t i = UpperBoundMinus1(s_ref_off, a.batch, t);
-      const uint32_t kk = static_cast<uint32_t>(t - s_ref_off[i]);
-      const uint32_t n32 = static_cast<uint32_t>(a.n);
-      const uint32_t page = static_cast<uint32_t>(a.pages[s_page_off[i] + kk]);
-      const uint32_t owner = page % n32;
-      const uint32_t first_owner = static_cast<uint32_t>(a.pages[s_page_off[i]]) % n32;
-      if (owner != (first_owner + kk % n32) % n32) atomicMin(reinterpret_cast<long long*>(&a.state[kFirstCyclic]), i);
-      keys[k] = owner * static_cast<uint32_t>(a.stride) + page / n32;
+      const int64_t i = RefRequest(a, t);
+      const int64_t page = a.pages[a.page_off[i] + (t - a.ref_off[i])];
+      a.flags[(page % a.n) * a.stride + page / a.n] = 1;  // same value from every duplicate: no race
     }
   }
-  Sort(sort_temp).Sort(keys, 0, a.key_bits);  // blocked: thread tid holds sorted ranks tid*kItems + k
-  __syncthreads();
-  uint32_t* sorted = reinterpret_cast<uint32_t*>(smem_raw);  // reuse the sort storage
-#pragma unroll
-  for (int k = 0; k < kItems; ++k) sorted[tid * kItems + k] = keys[k];
-  for (int o = tid; o < 1024; o += kThreads) owner_start[o] = 0;
-  __syncthreads();
+  if (GridThread() == 0) {
+    a.state[kFirstCyclic] = kNone;
+    a.state[kFirstStaleChunk] = kNone;
+    a.state[kOverflow] = 0;
+  }
+}
 
-  // Phase 2: dedup (first of equal keys), unique index by block scan, owner starts.
-  int flags = 0;
-  int first_mask = 0;
-#pragma unroll
-  for (int k = 0; k < kItems; ++k) {
-    const int j = tid * kItems + k;
-    const bool first = keys[k] != kNoKey && (j == 0 || sorted[j - 1] != keys[k]);
-    first_mask |= first << k;
-    flags += first;
-  }
-  int u;
-  Scan(scan_temp).ExclusiveSum(flags, u, block_total);
-  __syncthreads();
-  const int n_unique = block_total;
-#pragma unroll
-  for (int k = 0; k < kItems; ++k) {
-    if (!((first_mask >> k) & 1)) continue;
-    const int j = tid * kItems + k;
-    const uint32_t stride32 = static_cast<uint32_t>(a.stride);
-    const uint32_t owner = keys[k] / stride32;
-    const bool owner_first = j == 0 || sorted[j - 1] / stride32 != owner;
-    if (owner_first) owner_start[owner] = u + __popc(first_mask & ((1 << k) - 1));
-  }
-  __syncthreads();
-  // Phase 3: slots, page_pos and send pages of the unique prefix pages.
-  int uu = u;
-#pragma unroll
-  for (int k = 0; k < kItems; ++k) {
-    if (!((first_mask >> k) & 1)) continue;
-    const uint32_t stride32 = static_cast<uint32_t>(a.stride);
-    const int64_t owner = keys[k] / stride32;
-    const int64_t local = keys[k] % stride32;
-    const int64_t within = uu - owner_start[owner];
+// Launch 3 (after the scan): slots, page_pos and send pages of the unique prefix pages (clearing their flags
+// for the next build), and chunk pages at chunk_base + t in batch order (the earliest reference wins).
+__global__ void __launch_bounds__(kThreads) PlaceKernel(PlanArgs a) {
+  const int64_t n_unique = a.scan[a.keys];
+  for (int64_t key = GridThread(); key < a.keys; key += GridThreads()) {
+    if (!a.flags[key]) continue;
+    a.flags[key] = 0;
+    const int64_t owner = key / a.stride, local = key % a.stride;
+    const int64_t u = a.scan[key];
+    const int64_t within = u - a.scan[owner * a.stride];
     const int64_t page = local * a.n + owner;
-    a.mapped[uu] = page;
+    a.mapped[u] = page;
     if (within >= a.block_pages) {
       a.state[kOverflow] = 1;  // a rank owns more than block_pages pages: negative all-gather pad
     } else {
       a.page_pos[page] = static_cast<int32_t>(owner * a.block_pages + within);
       a.send_pages[owner * a.block_pages + within] = local;
     }
-    ++uu;
   }
-  __syncthreads();
-
-  // Phase 4: chunk pages at chunk_base + t in batch order; the earliest reference of a page wins.
-  for (int64_t t = tid; t < a.n_chunk; t += kThreads) {
-    const int64_t i = UpperBoundMinus1(s_chunk_off, a.batch, t);
-    const int64_t page = a.pages[s_page_off[i] + s_k_pages[i] + (t - s_chunk_off[i])];
+  // A chunk page's atomicMin and a prefix page's store to the same entry leave the prefix slot either way
+  // (prefix slots < chunk_base), which the stale check below reports.
+  for (int64_t t = GridThread(); t < a.n_chunk; t += GridThreads()) {
+    const int64_t i = UpperBoundMinus1(a.chunk_off, a.batch, t);
+    const int64_t page = a.pages[a.page_off[i] + a.k_pages[i] + (t - a.chunk_off[i])];
     atomicMin(&a.page_pos[page], static_cast<int32_t>(a.chunk_base + t));
     a.mapped[n_unique + t] = page;
   }
-  __syncthreads();
-  for (int64_t t = tid; t < a.n_chunk; t += kThreads) {
+}
+
+// Launch 4: stale chunk pages, cyclic owners, this rank's send rows and the mapped count.
+__global__ void __launch_bounds__(kThreads) CheckAndExpandKernel(PlanArgs a) {
+  const int64_t n_unique = a.scan[a.keys];
+  for (int64_t t = GridThread(); t < a.n_chunk; t += GridThreads()) {
     const int64_t page = a.mapped[n_unique + t];
     if (a.page_pos[page] != a.chunk_base + t) {  // a prefix page, or an earlier chunk reference of the page
       atomicMin(reinterpret_cast<long long*>(&a.state[kFirstStaleChunk]), t);
     }
   }
-  // Phase 5: this rank's send rows (block_pages pages expanded to rows).
-  __syncthreads();
-  // A warp per page: lanes write its ps consecutive rows (no division).
-  const int warp = tid / 32, lane = tid % 32;
-  for (int64_t p = warp; p < a.block_pages; p += kThreads / 32) {
-    const int64_t base = a.send_pages[a.send_rank * a.block_pages + p] * a.ps;
-    int64_t* row = a.send_rows + p * a.ps;
-    for (int64_t k = lane; k < a.ps; k += 32) row[k] = base + k;
+  for (int64_t t = GridThread(); t < a.n_refs; t += GridThreads()) {
+    const int64_t i = RefRequest(a, t);
+    const int64_t kk = t - a.ref_off[i];
+    const int64_t first_owner = a.pages[a.page_off[i]] % a.n;
+    if (a.pages[a.page_off[i] + kk] % a.n != (first_owner + kk) % a.n) {
+      atomicMin(reinterpret_cast<long long*>(&a.state[kFirstCyclic]), i);
+    }
   }
-  if (tid == 0) {
+  const int64_t rows = a.block_pages * a.ps;
+  for (int64_t j = GridThread(); j < rows; j += GridThreads()) {
+    const int64_t p = j / a.ps;
+    a.send_rows[j] = a.send_pages[a.send_rank * a.block_pages + p] * a.ps + (j - p * a.ps);
+  }
+  if (GridThread() == 0) {
     a.state[kMappedCount] = n_unique + a.n_chunk;
     a.state[kUniquePrefix] = n_unique;
   }
 }
 
-constexpr int64_t kMaxPlanBatch = 4096;
-
-int64_t SortTempBytes() {
-  return std::max<int64_t>(sizeof(typename Sort::TempStorage), kMaxDevicePlanPrefixPages * sizeof(uint32_t));
+int GridFor(int64_t work) {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    return n > 0 ? n : 1;
+  }();
+  const int64_t blocks = (work + kThreads - 1) / kThreads;
+  return static_cast<int>(std::clamp<int64_t>(blocks, 1, int64_t{sms} * 8));
 }
-
-int64_t SharedBytes(int64_t batch) { return TablesBytes(batch) + SortTempBytes(); }
 
 }  // namespace
 
 Status GatherPlanCanImplement(const ExtendBatch& batch) {
   KVSHARD_RETURN_IF_ERROR(ValidateExtendBatch(batch));
-  int64_t refs = 0;
-  for (const ExtendRequest& r : batch.requests) refs += r.prefix_len / batch.page_size;
-  if (refs > kMaxDevicePlanPrefixPages) {
-    return OutOfRange("requests: ", refs, " prefix page references exceed the single-launch device plan limit (",
-                      kMaxDevicePlanPrefixPages, ")");
-  }
-  if (batch.shard_size > 1024) return OutOfRange("shard_size: device plan supports at most 1024 ranks");
-  if (static_cast<int64_t>(batch.requests.size()) > kMaxPlanBatch) {
-    return OutOfRange("requests: device plan supports at most ", kMaxPlanBatch, " requests per batch");
-  }
   if (batch.max_prefix_tokens / batch.page_size + batch.chunk_tokens / batch.page_size + 1 > INT32_MAX) {
     return OutOfRange("max_prefix_tokens: scratch pages exceed int32 page_pos");
   }
@@ -222,8 +167,15 @@ StatusOr<std::unique_ptr<DeviceGatherPlanner>> DeviceGatherPlanner::Create(const
   std::vector<int32_t> fill(p->page_pos_size_, static_cast<int32_t>(p->trash_page_));
   KVSHARD_ASSIGN_OR_RETURN(p->page_pos_, gpu::Upload(fill));
   KVSHARD_ASSIGN_OR_RETURN(p->state_, gpu::Upload(std::vector<int64_t>(kStateWords, 0)));
-  KVSHARD_CUDA_CHECK(cudaFuncSetAttribute(GatherPlanKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(SharedBytes(kMaxPlanBatch))));
+  // Key space: owner * stride + local page, stride = pages_per_rank + 2 (SGLang's _local_page_stride), so
+  // keys == page_pos_size <= 2^24 (ValidateExtendBatch).
+  p->keys_ = g.shard_size * (g.pages_per_rank + 2);
+  KVSHARD_ASSIGN_OR_RETURN(p->flags_, gpu::Upload(std::vector<int32_t>(p->keys_ + 1, 0)));
+  KVSHARD_ASSIGN_OR_RETURN(p->scan_, DeviceBuffer::Allocate((p->keys_ + 1) * sizeof(int32_t)));
+  size_t temp = 0;
+  KVSHARD_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp, p->flags_.as<int32_t>(), p->scan_.as<int32_t>(),
+                                                   static_cast<int>(p->keys_ + 1)));
+  KVSHARD_ASSIGN_OR_RETURN(p->scan_temp_, DeviceBuffer::Allocate(std::max<size_t>(temp, 1)));
   return p;
 }
 
@@ -296,15 +248,25 @@ Status DeviceGatherPlanner::Launch(int64_t send_rank, cudaStream_t stream) {
   a.trash = trash_page_;
   a.page_pos_size = page_pos_size_;
   a.send_rank = send_rank;
-  const uint64_t max_key = static_cast<uint64_t>(g.shard_size) * a.stride;
-  a.key_bits = 1;
-  while ((uint64_t{1} << a.key_bits) <= max_key) ++a.key_bits;  // the sentinel sorts after every real key
+  a.keys = keys_;
   a.page_pos = page_pos_.as<int32_t>();
   a.send_pages = send_pages_.as<int64_t>();
   a.send_rows = send_rows_.as<int64_t>();
   a.mapped = mapped_.as<int64_t>();
   a.state = state_.as<int64_t>();
-  GatherPlanKernel<<<1, kThreads, SharedBytes(b), stream>>>(a);
+  a.flags = flags_.as<int32_t>();
+  a.scan = scan_.as<int32_t>();
+  int64_t prev_bound = capacity_pages_;  // the previous build mapped at most this many pages
+  ResetAndFlagKernel<<<GridFor(std::max({prev_bound, g.shard_size * block_pages_, n_prefix_refs_})), kThreads, 0,
+                       stream>>>(a);
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  size_t temp = scan_temp_.bytes();
+  KVSHARD_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan_temp_.data(), temp, a.flags, a.scan,
+                                                   static_cast<int>(keys_ + 1), stream));
+  PlaceKernel<<<GridFor(std::max(keys_, n_chunk_)), kThreads, 0, stream>>>(a);
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  CheckAndExpandKernel<<<GridFor(std::max({n_chunk_, n_prefix_refs_, block_pages_ * g.page_size})), kThreads, 0,
+                         stream>>>(a);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }

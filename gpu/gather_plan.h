@@ -1,6 +1,6 @@
 // The gather plan of a sharded extend batch (SGLang begin_shard_extend, spec §3) built on the device: dedup,
-// owner-major slots, page_pos and send pages in one single-block launch (block radix sort in shared memory),
-// plus the expansion of one rank's send rows. Host-safe header.
+// owner-major slots, page_pos and send pages by grid-wide launches (key flags + CUB device scan), plus the
+// expansion of one rank's send rows. Any batch the reference accepts. Host-safe header.
 #ifndef KVSHARD_GPU_GATHER_PLAN_H_
 #define KVSHARD_GPU_GATHER_PLAN_H_
 
@@ -15,11 +15,8 @@
 
 namespace kvshard::gpu {
 
-// Most prefix page references (sum of K_i, before dedup) one device plan build accepts.
-inline constexpr int64_t kMaxDevicePlanPrefixPages = 16384;
-
-// Validates what the host can check before launching: batch structure (names the field) and the
-// single-launch limit on prefix page references.
+// Validates what the host can check before launching: batch structure (names the field, as the reference
+// does) and int32 page_pos slots. No request or page-reference limit.
 Status GatherPlanCanImplement(const ExtendBatch& batch);
 
 // Builds plans on the current device; keeps page_pos resident (only the previous batch's entries are reset).
@@ -59,7 +56,11 @@ class DeviceGatherPlanner {
   DeviceBuffer send_pages_;   // int64 [N * block_pages]
   DeviceBuffer send_rows_;    // int64 [block_pages * ps]
   DeviceBuffer mapped_;       // int64 pages mapped by the previous build (reset to trash by the next)
-  DeviceBuffer state_;        // int64 [4]: mapped count, first cyclic request, first stale chunk ref, overflow
+  DeviceBuffer state_;        // int64 [5]: mapped count, first cyclic request, first stale chunk ref, unique, overflow
+  DeviceBuffer flags_;        // int32 [keys_ + 1]: prefix key flags (all 0 between builds)
+  DeviceBuffer scan_;         // int32 [keys_ + 1]: exclusive prefix of flags_
+  DeviceBuffer scan_temp_;    // CUB scan storage
+  int64_t keys_ = 0;          // shard_size * (pages_per_rank + 2)
   int64_t capacity_pages_ = 0;
 };
 

@@ -1,12 +1,16 @@
 // GPU CP data movement vs the reference, bit-exact, on RapidCheck batches (N in 1..8, ps 2..128, ragged,
-// with and without compute padding): fused batch rerange (and rerange(all_gather(split(x))) == x), split by
+// with and without compute padding): batch rerange (and rerange(all_gather(split(x))) == x), split by
 // plan (data and position modes, compute and valid kinds), valid-row selection, last-token collection, and
-// round-robin split/restore. Skips without a GPU.
+// round-robin split/restore; and the rerange at, 2x and 16x past its old request and cp limits. Skips
+// without a GPU.
 #include <algorithm>
+#include <random>
+#include <string>
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include "core/cp_limits.h"
 #include "cpu_ref/cp_collect.h"
 #include "cpu_ref/cp_data.h"
 #include "cpu_ref/cp_split.h"
@@ -42,7 +46,7 @@ CPSharedKVBatchPlan PlanFor(const CPBatchCase& c, int64_t rank) {
 
 TEST(GpuCpOps, FusedRerangeMatchesReferenceAndRestoresOrder) {
   KVSHARD_REQUIRE_GPUS(1);
-  const bool ok = rc::check("fused rerange == reference; rerange(all_gather(split(x))) == x", [] {
+  const bool ok = rc::check("rerange == reference; rerange(all_gather(split(x))) == x", [] {
     const CPBatchCase c = *GenCPBatchCase();
     const HostTensor x = Payload(c.extend_lens, c.row_bytes);
     // What each rank all-gathers: its valid rows for a batch (SGLang's batch path lays rank blocks out by the
@@ -150,14 +154,61 @@ TEST(GpuCpOps, RoundRobinSplitAndRestoreMatchReference) {
   EXPECT_TRUE(ok);
 }
 
-TEST(GpuCpOps, RerangeCanImplementBoundsTheSplitTable) {
-  const Status fits_256 = gpu::BatchRerangeCanImplement(256, 8, 1 << 20, 1152);
-  EXPECT_TRUE(fits_256.ok()) << fits_256.ToString();
-  EXPECT_EQ(gpu::BatchRerangeCanImplement(4096, 8, 1 << 20, 1152).code(), StatusCode::kOutOfRange);
-  const Status fits_1024 = gpu::BatchRerangeCanImplement(1024, 8, 1 << 20, 1152);
-  EXPECT_TRUE(fits_1024.ok()) << fits_1024.ToString();
+// The rerange of one ragged batch (seeded) against the reference, bit-exact; returns the seed on failure.
+void ExpectLargeRerangeMatches(int64_t batch, int64_t cp, int64_t ps, int64_t max_extend, uint32_t seed) {
+  std::mt19937 rng(seed);
+  CPBatchCase c;
+  c.cp_size = cp;
+  c.page_size = ps;
+  c.row_bytes = 16;
+  for (int64_t q = 0; q < batch; ++q) {
+    c.extend_lens.push_back(1 + static_cast<int64_t>(rng() % max_extend));
+    c.prefix_lens.push_back(ps * static_cast<int64_t>(rng() % 3));
+  }
+  const std::string what = StrCat("batch=", batch, " cp=", cp, " ps=", ps, " seed=", seed);
+  const HostTensor x = Payload(c.extend_lens, c.row_bytes);
+  std::vector<HostTensor> locals;
+  CPSharedKVBatchPlan plan0;
+  for (int64_t r = 0; r < cp; ++r) {
+    auto plan = ref::BuildBatchPageAlignedInSeqSplitPlan(c.extend_lens, c.prefix_lens, ps, cp, r);
+    ASSERT_TRUE(plan.ok()) << what << ": " << plan.status().ToString();
+    if (r == 0) plan0 = *plan;
+    auto local = ref::SplitTensorByCPBatchPlan(x, *plan, ref::SplitMode::kData, SplitKind::kValid);
+    ASSERT_TRUE(local.ok()) << what << ": " << local.status().ToString();
+    locals.push_back(std::move(*local));
+  }
+  auto meta = ref::BuildBatchMetadataFromPlan(plan0);
+  ASSERT_TRUE(meta.ok()) << what;
+  const int64_t m = meta->max_rank_token();
+  auto gathered = ref::AllGatherPadded(locals, m * cp);
+  ASSERT_TRUE(gathered.ok()) << what;
+  auto want = ref::BatchInSeqAllGatherRerange(*gathered, *meta, cp);
+  ASSERT_TRUE(want.ok()) << what << ": " << want.status().ToString();
+  auto got = gpu::RunBatchRerange(gathered->data, c.row_bytes, plan0.request_split_lists, cp, m);
+  ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+  EXPECT_TRUE(*got == want->data) << what << ": GPU rerange differs from the reference";
+  EXPECT_TRUE(std::equal(x.data.begin(), x.data.end(), got->begin())) << what << ": request order not restored";
+}
+
+// The single-launch rerange refused more than 1024 requests and cp > 1024: at those limits, 2x and 16x past
+// them the rerange matches the reference (the segment table kernel loops over tiles of 8192 entries).
+TEST(GpuCpOps, RerangeMatchesReferencePastTheOldLimits) {
+  KVSHARD_REQUIRE_GPUS(1);
+  for (int64_t batch : {1024, 1025, 2048, 16384}) {
+    for (int64_t cp : {1, 3, 8}) ExpectLargeRerangeMatches(batch, cp, cp == 3 ? 1 : 16, 40, static_cast<uint32_t>(batch * 10 + cp));
+  }
+  for (int64_t cp : {1024, 2048, 16384}) ExpectLargeRerangeMatches(2, cp, 1, 4 * cp, static_cast<uint32_t>(cp));
+}
+
+TEST(GpuCpOps, RerangeCanImplementAcceptsWhatTheReferenceAccepts) {
+  for (int64_t batch : {1, 1024, 2048, 16384, 1 << 20}) {
+    const Status s = gpu::BatchRerangeCanImplement(batch, 8, 1 << 20, 1152);
+    EXPECT_TRUE(s.ok()) << batch << ": " << s.ToString();
+  }
+  EXPECT_TRUE(gpu::BatchRerangeCanImplement(1, kMaxCpSize, 1, 8).ok());
   EXPECT_FALSE(gpu::BatchRerangeCanImplement(0, 8, 1, 8).ok());
   EXPECT_FALSE(gpu::BatchRerangeCanImplement(1, 0, 1, 8).ok());
+  EXPECT_FALSE(gpu::BatchRerangeCanImplement(1, kMaxCpSize + 1, 1, 8).ok());
 }
 
 }  // namespace

@@ -1,6 +1,11 @@
 // Device gather plan vs the reference, bit-exact: every field of GatherPlan on valid batches, the same error
 // (same request, same tag) on corrupted ones, and page_pos kept correct across consecutive batches of one
-// planner (only the previous batch's entries are reset). Skips without a GPU.
+// planner (only the previous batch's entries are reset); batches at, 2x and 16x past the old single-block
+// limits. Skips without a GPU.
+#include <random>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
@@ -127,20 +132,63 @@ TEST(GpuGatherPlan, SpecWorkedExample) {
   EXPECT_EQ(got.plan, *want);
 }
 
-TEST(GpuGatherPlan, CanImplementRejectsOversizedBatches) {
+// A valid batch of `reqs` requests of k_pages-page prefixes plus one chunk page each: a third of the requests
+// share a prefix of an earlier request's chain (dedup), the rest start fresh cyclic chains at random bases.
+ExtendBatch LargeBatch(int64_t n, int64_t ps, int64_t reqs, int64_t k_pages, uint32_t seed) {
+  std::mt19937 rng(seed);
   ExtendBatch b;
-  b.shard_size = 1;
-  b.page_size = 1;
-  b.pages_per_rank = 19999;
-  b.max_prefix_tokens = 1 << 20;
-  b.chunk_tokens = 0;
-  ExtendRequest r;
-  r.prefix_len = gpu::kMaxDevicePlanPrefixPages + 1;
-  r.seq_len = r.prefix_len;
-  for (int64_t k = 0; k < r.prefix_len; ++k) r.pages.push_back(1 + k);
-  b.requests.push_back(r);
-  const Status s = gpu::GatherPlanCanImplement(b);
-  EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << s.ToString();
+  b.shard_size = n;
+  b.page_size = ps;
+  b.pages_per_rank = reqs * (k_pages + 1) / n + k_pages + 2;
+  std::vector<int64_t> next_local(n, 1);
+  std::vector<std::vector<int64_t>> chains;
+  int64_t block_pages = 0;
+  for (int64_t i = 0; i < reqs; ++i) {
+    ExtendRequest r;
+    int64_t base = static_cast<int64_t>(rng() % n), k = k_pages;
+    if (!chains.empty() && rng() % 3 == 0) {
+      const auto& c = chains[rng() % chains.size()];
+      k = static_cast<int64_t>(rng() % (c.size() + 1));
+      r.pages.assign(c.begin(), c.begin() + k);
+      base = c.empty() ? 0 : c[0] % n;
+    } else {
+      for (int64_t j = 0; j < k; ++j) r.pages.push_back(next_local[(base + j) % n]++ * n + (base + j) % n);
+      chains.push_back(r.pages);
+    }
+    r.pages.push_back(next_local[(base + k) % n]++ * n + (base + k) % n);  // one fresh chunk page
+    r.prefix_len = k * ps;
+    r.seq_len = r.prefix_len + 1;
+    block_pages += (k + n - 1) / n;
+    b.requests.push_back(std::move(r));
+  }
+  b.max_prefix_tokens = n * ps * block_pages;
+  b.chunk_tokens = ps * reqs;
+  return b;
+}
+
+// The single-block plan refused more than 16,384 prefix page references, 4,096 requests or 1,024 ranks: at
+// those limits, 2x and 16x past them the device plan equals the reference.
+TEST(GpuGatherPlan, MatchesReferencePastTheOldLimits) {
+  KVSHARD_REQUIRE_GPUS(1);
+  struct Case {
+    int64_t n, ps, reqs, k_pages;
+  };
+  for (const Case& c : {Case{8, 4, 4096, 4}, Case{8, 4, 2048, 8}, Case{8, 2, 8192, 4}, Case{4, 16, 4096, 8},
+                        Case{8, 1, 65536, 4}, Case{8, 64, 4096, 64}, Case{1024, 2, 64, 32}, Case{2048, 1, 32, 64},
+                        Case{16384, 1, 8, 16}}) {
+    const uint32_t seed = static_cast<uint32_t>(c.reqs * 131 + c.n);
+    const ExtendBatch b = LargeBatch(c.n, c.ps, c.reqs, c.k_pages, seed);
+    const std::string what = StrCat("N=", c.n, " ps=", c.ps, " reqs=", c.reqs, " k_pages=", c.k_pages, " seed=", seed);
+    auto want = ref::BuildGatherPlan(b);
+    ASSERT_TRUE(want.ok()) << what << ": " << want.status().ToString();
+    ExtendBatch geometry = b;
+    geometry.requests.clear();
+    auto planner = gpu::DeviceGatherPlanner::Create(geometry);
+    ASSERT_TRUE(planner.ok()) << what << ": " << planner.status().ToString();
+    const Outcome got = OnGpu(**planner, b);
+    ASSERT_TRUE(got.status.ok()) << what << ": " << got.status.ToString();
+    EXPECT_TRUE(got.plan == *want) << what << ": device plan differs from the reference";
+  }
 }
 
 }  // namespace
