@@ -79,7 +79,7 @@ error_line overflow '--extend-lens[0]: integer out of range' "$KV" split --cp-si
 error_line not_int "--extend-lens[1]: not an integer: 'x'" "$KV" split --cp-size 2 --page-size 4 --extend-lens 5,x
 error_line missing '--cp-size: required' "$KV" split --page-size 4 --extend-lens 5
 error_line missing_ps '--page-size: required' "$KV" rerange --cp-size 2 --extend-lens 5
-error_line bad_mode "--mode: must be in-seq, round-robin or token-balanced, got 'zig'" "$KV" split --mode zig --cp-size 2
+error_line bad_mode "--mode: must be in-seq, round-robin, token-balanced or owners, got 'zig'" "$KV" split --mode zig --cp-size 2
 error_line rr_neg '--extend-lens[1]: must be in [0, 2^48], got -1' "$KV" split --mode round-robin --cp-size 2 --extend-lens 1,-1
 error_line rr_rank '--cp-rank: must be in [0, 2), got 5' "$KV" split --mode round-robin --cp-size 2 --cp-rank 5 --extend-lens 1
 error_line tb_neg '--total-len: must be non-negative, got -1' "$KV" split --mode token-balanced --cp-size 2 --total-len -1

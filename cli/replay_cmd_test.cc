@@ -289,7 +289,7 @@ TEST(ReplayCmdTest, MultiBufferPoolsAreCheckedPerBufferAndHeadersValidated) {
       {alloc + "\"buffers\": [{\"name\": \"kv\", \"row_bytes\": 3}]}}\n{\"op\": \"set_kv_buffer_prefix_valid\"}\n",
        "line 2: set_kv_buffer_prefix_valid: prefix-valid commit is unsupported under logical-page KV sharding"},
   };
-  for (const auto& [text, want] : cases) EXPECT_TRUE(FailsWith(RunCli({"replay", "-"}, text), 2, want)) << text;
+  for (const auto& [text, want] : cases) EXPECT_TRUE(FailsWith(RunCli({"replay", "-"}, text), 2, "--trace: " + want)) << text;
 }
 
 TEST(ReplayCmdTest, GpuBackendDiffsMultiBufferPoolsOrSaysWhyNot) {
