@@ -13,6 +13,7 @@
 #include "gpu/device.h"
 #include "gpu/gather_plan.h"
 #include "gpu/kv_ops.h"
+#include "gpu/nvtx.h"
 #include "gpu/prefix_gather.h"
 
 namespace kvshard::cli {
@@ -23,6 +24,7 @@ class GpuPoolPath : public PoolDataPath {
   GpuPoolPath(const PoolGeometry& g, std::unique_ptr<gpu::RankGroup> comm) : g_(g), comm_(std::move(comm)) {}
 
   Status Init() {
+  KVSHARD_NVTX_RANGE("kvshard.pool.init");
     ExtendBatch geometry;
     geometry.shard_size = g_.shard_size;
     geometry.page_size = g_.page_size;
@@ -51,6 +53,7 @@ class GpuPoolPath : public PoolDataPath {
   }
 
   StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) override {
+  KVSHARD_NVTX_RANGE("kvshard.pool.begin_extend");
     KVSHARD_RETURN_IF_ERROR(gpu::GatherPlanCanImplement(batch));
     KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
     KVSHARD_RETURN_IF_ERROR(planner_->Upload(batch, nullptr));
@@ -68,6 +71,7 @@ class GpuPoolPath : public PoolDataPath {
   }
 
   Status Write(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& rows) override {
+  KVSHARD_NVTX_RANGE("kvshard.pool.write_layer");
     const int64_t n = static_cast<int64_t>(locs.size()), row_bytes = 4 * g_.row_words;
     if (active_ && locs != out_cache_loc_) {
       return InvalidArgument("locs: during an extend the GPU backend writes the batch's out_cache_loc only "
@@ -94,14 +98,16 @@ class GpuPoolPath : public PoolDataPath {
         KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(gather_->compute_stream(i)));
       }
     }
-    // The uploads must outlive the kernels reading them.
+    // The uploads must outlive the kernels reading them; the compute stream waits on the gather, so the wait has
+    // the group's deadline.
     for (int i = 0; i < static_cast<int>(comm_->local_ranks().size()); ++i) {
-      KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(gather_->compute_stream(i)));
+      KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(i, gather_->compute_stream(i)));
     }
     return Status::Ok();
   }
 
   StatusOr<std::vector<std::vector<uint32_t>>> Read(int64_t layer, const std::vector<int64_t>& locs) override {
+  KVSHARD_NVTX_RANGE("kvshard.pool.read_layer");
     KVSHARD_ASSIGN_OR_RETURN(std::vector<void*> slots, gather_->AcquireForRead(layer));
     const int64_t m = static_cast<int64_t>(locs.size()), row_bytes = 4 * g_.row_words;
     std::vector<std::vector<uint32_t>> out;
@@ -115,7 +121,8 @@ class GpuPoolPath : public PoolDataPath {
                                                    gather_->shape().n_page_pos, g_.page_size, s));
       KVSHARD_RETURN_IF_ERROR(gpu::LaunchGatherRows(d_out.data(), slots[i], gather_->shape().scratch_rows(),
                                                     d_rows.as<int64_t>(), m, row_bytes, nullptr, s));
-      KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(s));
+      KVSHARD_CUDA_CHECK(cudaGetLastError());
+      KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(i, s));  // s waits on the gathered layer: the group's deadline
       KVSHARD_ASSIGN_OR_RETURN(std::vector<uint32_t> words, gpu::Download<uint32_t>(d_out.data(), m * g_.row_words));
       out.push_back(std::move(words));
     }
@@ -123,6 +130,7 @@ class GpuPoolPath : public PoolDataPath {
   }
 
   Status End() override {
+  KVSHARD_NVTX_RANGE("kvshard.pool.end_extend");
     KVSHARD_RETURN_IF_ERROR(gather_->EndExtend());
     active_ = false;
     KVSHARD_ASSIGN_OR_RETURN(int64_t bad, gather_->BadRows());
