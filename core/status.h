@@ -136,4 +136,14 @@ class [[nodiscard]] StatusOr {
     }                                                                                           \
   } while (0)
 
+// NCCL call -> Status with file, line and the NCCL error string (expand only in NCCL code).
+#define KVSHARD_NCCL_CHECK(expr)                                                              \
+  do {                                                                                        \
+    ncclResult_t kvshard_nccl_res_ = (expr);                                                  \
+    if (kvshard_nccl_res_ != ncclSuccess) {                                                   \
+      return ::kvshard::Internal(__FILE__, ":", __LINE__, ": NCCL error ",                    \
+                                 ncclGetErrorString(kvshard_nccl_res_), " in `" #expr "`");   \
+    }                                                                                         \
+  } while (0)
+
 #endif  // KVSHARD_CORE_STATUS_H_
