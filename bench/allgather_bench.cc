@@ -16,7 +16,7 @@ namespace kvshard::bench {
 
 Status BenchAllGather(BenchContext& c, int64_t bytes) {
   // Destroyed in reverse order on every path: streams, then buffers, then the communicators.
-  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<gpu::RankGroup> group, gpu::CreateNcclGroup(c.gpus));
+  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<gpu::RankGroup> group, gpu::CreateNcclGroup(c.gpus, c.opt.collective_timeout_ms));
   const int n = c.gpus;
   std::vector<gpu::DeviceBuffer> bufs;
   std::vector<void*> ptrs;
@@ -34,6 +34,9 @@ Status BenchAllGather(BenchContext& c, int64_t bytes) {
     bufs.push_back(std::move(b));
   }
   const std::vector<cudaStream_t> raw = RawStreams(streams);
+  // One checked round first: a stalled peer fails here within the timeout instead of hanging the timed loop.
+  KVSHARD_RETURN_IF_ERROR(group->AllGatherInPlace(ptrs, bytes, raw));
+  KVSHARD_RETURN_IF_ERROR(group->Synchronize(raw));
   KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs([&] { return group->AllGatherInPlace(ptrs, bytes, raw); },
                                                       devices, c.opt.warmup, c.opt.iters));
   std::vector<uint8_t> want(n * bytes, 0);

@@ -39,6 +39,7 @@ struct BenchOptions {
   int64_t batch = 256;
   bool trace = false;      // print rank 0's device timeline of one prefix-gather batch
   int compute_blocks = 0;  // blocks of the compute stand-in (0 = one per SM)
+  int64_t collective_timeout_ms = 0;  // every collective wait's deadline (0 = $KVSHARD_COLLECTIVE_TIMEOUT_MS or 5 min)
 };
 
 // Runs the selected GPU benchmarks and appends their rows; *device describes the GPUs used.

@@ -40,7 +40,7 @@ Status SetUp(const BenchContext& c, int64_t block_pages, PrefixRig& rig) {
   rig.block_pages = block_pages;
   rig.block_rows = block_pages * ps;
   rig.compute_blocks = c.opt.compute_blocks;
-  KVSHARD_ASSIGN_OR_RETURN(rig.comms, gpu::CreateNcclPerRankGroups(n));
+  KVSHARD_ASSIGN_OR_RETURN(rig.comms, gpu::CreateNcclPerRankGroups(n, c.opt.collective_timeout_ms));
   rig.shape.layers = c.opt.layers;
   rig.shape.page_size = ps;
   rig.shape.pool_rows = (block_pages + 1) * ps;

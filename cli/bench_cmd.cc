@@ -37,6 +37,9 @@ void DeclareFlags(po::options_description& flags) {
       ("iters", Int(1, 100000)->default_value(20), "timed iterations")
       ("batch-size", Int(1, 512)->default_value(256), "requests in the plan benchmark")
       ("compute-blocks", Int(0, 65535)->default_value(0), "blocks of the compute stand-in (0 = one per SM)")
+      ("collective-timeout-ms", Int(0, int64_t{1} << 40)->default_value(0),
+       "deadline of every collective wait; on expiry the communicator is aborted and the command exits 3 (0 = "
+       "$KVSHARD_COLLECTIVE_TIMEOUT_MS, else 300000)")
       ("trace", po::bool_switch(), "also print rank 0's device timeline of one prefix-gather batch")
       ("json", po::bool_switch(), "print JSON instead of the table");
 }
@@ -72,6 +75,7 @@ bench::BenchOptions Options(const Flags& flags) {
   opt.batch = flags.Int("batch-size");
   opt.compute_blocks = static_cast<int>(flags.Int("compute-blocks"));
   opt.trace = flags.Bool("trace");
+  opt.collective_timeout_ms = flags.Int("collective-timeout-ms");
   return opt;
 }
 

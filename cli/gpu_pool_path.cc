@@ -13,6 +13,7 @@
 #include "gpu/device.h"
 #include "gpu/gather_plan.h"
 #include "gpu/kv_ops.h"
+#include "gpu/nvtx.h"
 #include "gpu/prefix_gather.h"
 
 namespace kvshard::cli {
@@ -23,6 +24,7 @@ class GpuPoolPath : public PoolDataPath {
   GpuPoolPath(const PoolGeometry& g, std::unique_ptr<gpu::RankGroup> comm) : g_(g), comm_(std::move(comm)) {}
 
   Status Init() {
+    KVSHARD_NVTX_RANGE("kvshard.pool.init");
     ExtendBatch geometry;
     geometry.shard_size = g_.shard_size;
     geometry.page_size = g_.page_size;
@@ -54,6 +56,7 @@ class GpuPoolPath : public PoolDataPath {
   }
 
   StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) override {
+    KVSHARD_NVTX_RANGE("kvshard.pool.begin_extend");
     KVSHARD_RETURN_IF_ERROR(gpu::GatherPlanCanImplement(batch));
     KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
     KVSHARD_RETURN_IF_ERROR(planner_->Upload(batch, nullptr));
@@ -71,6 +74,7 @@ class GpuPoolPath : public PoolDataPath {
   }
 
   Status Write(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) override {
+    KVSHARD_NVTX_RANGE("kvshard.pool.write_layer");
     const int64_t n = static_cast<int64_t>(locs.size());
     if (active_ && locs != out_cache_loc_) {
       return InvalidArgument("locs: during an extend the GPU backend writes the batch's out_cache_loc only "
@@ -103,12 +107,14 @@ class GpuPoolPath : public PoolDataPath {
         KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(gather_->compute_stream(i)));
       }
     }
-    // The uploads must outlive the kernels reading them.
-    for (int i = 0; i < ranks; ++i) KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(gather_->compute_stream(i)));
+    // The uploads must outlive the kernels reading them; the compute stream waits on the gather, so the wait has
+    // the group's deadline.
+    for (int i = 0; i < ranks; ++i) KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(i, gather_->compute_stream(i)));
     return Status::Ok();
   }
 
   StatusOr<std::vector<ref::BufferRows>> Read(int64_t layer, const std::vector<int64_t>& locs) override {
+    KVSHARD_NVTX_RANGE("kvshard.pool.read_layer");
     KVSHARD_ASSIGN_OR_RETURN(auto slots, gather_->AcquireBuffersForRead(layer));
     const int64_t m = static_cast<int64_t>(locs.size());
     std::vector<ref::BufferRows> out;
@@ -125,7 +131,7 @@ class GpuPoolPath : public PoolDataPath {
         KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_out, gpu::DeviceBuffer::Allocate(m * row_bytes));
         KVSHARD_RETURN_IF_ERROR(gpu::LaunchGatherRows(d_out.data(), slots[i][b], gather_->shape().scratch_rows(),
                                                       d_rows.as<int64_t>(), m, row_bytes, nullptr, s));
-        KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(s));
+        KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(i, s));  // s waits on the gathered layer: the group's deadline
         KVSHARD_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, gpu::Download<uint8_t>(d_out.data(), m * row_bytes));
         out.back().push_back(std::move(bytes));
       }
@@ -134,6 +140,7 @@ class GpuPoolPath : public PoolDataPath {
   }
 
   Status End() override {
+    KVSHARD_NVTX_RANGE("kvshard.pool.end_extend");
     KVSHARD_RETURN_IF_ERROR(gather_->EndExtend());
     active_ = false;
     KVSHARD_ASSIGN_OR_RETURN(int64_t bad, gather_->BadRows());

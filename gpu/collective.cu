@@ -1,86 +1,260 @@
-// NCCL and emulated RankGroup implementations.
+// NCCL and emulated RankGroup implementations. Every wait is a poll loop with a deadline (Waiter): NCCL
+// communicators are nonblocking, so comm set-up and ncclGroupEnd return at once and are polled with
+// ncclCommGetAsyncError, and stream completion is polled with cudaStreamQuery; on timeout the group aborts.
 #include <cuda_runtime.h>
-#include <nccl.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "gpu/collective.h"
+#include "gpu/nccl_api.h"
+#include "gpu/nvtx.h"
 
 namespace kvshard::gpu {
 namespace {
 
-class NcclGroup : public RankGroup {
+// An NCCL call through the loaded API -> Status; ncclInProgress counts as success (nonblocking communicators).
+#define KVSHARD_NCCL_API_CHECK(api, expr)                                                                  \
+  do {                                                                                                     \
+    ncclResult_t kvshard_nccl_res_ = (expr);                                                               \
+    if (kvshard_nccl_res_ != ncclSuccess && kvshard_nccl_res_ != ncclInProgress) {                         \
+      return ::kvshard::Internal(__FILE__, ":", __LINE__, ": NCCL error ", (api)->GetErrorString(kvshard_nccl_res_), \
+                                 " in `" #expr "`");                                                       \
+    }                                                                                                      \
+  } while (0)
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+// Spins until the host sets *flag (pinned, mapped memory): the contribution of a rank that never arrives.
+__global__ void StallKernel(const volatile int* flag) {
+  while (*flag == 0) __nanosleep(10000);
+}
+
+// State and waits shared by both groups: the timeout, the last collective (for the error's context) and the
+// abort. Subclasses supply Poll (NCCL's asynchronous errors; per local rank: done or not) and Abort.
+class Waiter : public RankGroup {
  public:
-  NcclGroup(std::string kind, int n, std::vector<int> ranks, std::vector<int> devices, std::vector<ncclComm_t> comms)
-      : kind_(std::move(kind)), n_(n), ranks_(std::move(ranks)), devices_(std::move(devices)), comms_(std::move(comms)) {}
-  ~NcclGroup() override {
-    for (ncclComm_t c : comms_) ncclCommDestroy(c);
-  }
+  Waiter(std::string kind, int n, std::vector<int> ranks, int64_t timeout_ms)
+      : kind_(std::move(kind)), n_(n), ranks_(std::move(ranks)), timeout_ms_(timeout_ms) {}
   std::string Kind() const override { return kind_; }
   int size() const override { return n_; }
   const std::vector<int>& local_ranks() const override { return ranks_; }
+  int64_t timeout_ms() const override { return timeout_ms_; }
+  bool aborted() const override { return !abort_reason_.empty(); }
+
+  Status Synchronize(const std::vector<cudaStream_t>& streams) override {
+    KVSHARD_NVTX_RANGE("kvshard.collective.synchronize");
+    KVSHARD_RETURN_IF_ERROR(CheckArgs(streams.size(), streams.size()));
+    std::vector<int> idx(streams.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int>(i);
+    return WaitStreams(idx, streams);
+  }
+  Status SynchronizeRank(int i, cudaStream_t stream) override {
+    KVSHARD_NVTX_RANGE("kvshard.collective.synchronize");
+    if (i < 0 || i >= static_cast<int>(ranks_.size())) {
+      return InvalidArgument("collective: local rank index ", i, " out of [0, ", ranks_.size(), ")");
+    }
+    return WaitStreams({i}, {stream});
+  }
+
+ protected:
+  // NCCL's state of local rank i's communicator: OK + true when idle, OK + false while in progress, or its error.
+  virtual StatusOr<bool> CommIdle(int i) = 0;
+  // Stops whatever the group left on the device (ncclCommAbort, or releasing the stalled rank).
+  virtual void AbortDevice() = 0;
+
+  Status CheckArgs(size_t a, size_t b) const {
+    if (a != ranks_.size() || b != ranks_.size()) {
+      return InvalidArgument("collective: expected ", ranks_.size(), " local buffers and streams, got ", a, " and ",
+                             b);
+    }
+    return Status::Ok();
+  }
+  // Fails at once when an earlier wait aborted the group, else records `op` for the errors of later waits.
+  Status Begin(const char* op, size_t bytes) {
+    if (aborted()) return Unavailable("collective ", op, ": the ", kind_, " group was aborted: ", abort_reason_);
+    op_ = op;
+    bytes_ = bytes;
+    return Status::Ok();
+  }
+  // Polls until every listed local rank's communicator is idle (set-up or a group call done).
+  Status WaitComms() {
+    std::vector<int> idx(ranks_.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int>(i);
+    return Wait(idx, [&](int i) { return CommIdle(i); });
+  }
+  Status WaitStreams(const std::vector<int>& idx, const std::vector<cudaStream_t>& streams) {
+    if (aborted()) return Unavailable("collective wait: the ", kind_, " group was aborted: ", abort_reason_);
+    std::vector<cudaStream_t> by_rank(ranks_.size(), nullptr);
+    for (size_t k = 0; k < idx.size(); ++k) by_rank[idx[k]] = streams[k];
+    return Wait(idx, [&](int i) -> StatusOr<bool> {
+      KVSHARD_RETURN_IF_ERROR(CommIdle(i).status());  // an NCCL error surfaces while the stream waits on it
+      const cudaError_t e = cudaStreamQuery(by_rank[i]);
+      if (e == cudaErrorNotReady) return false;
+      KVSHARD_CUDA_CHECK(e);
+      return true;
+    });
+  }
+
+ private:
+  // The poll loop: `done(i)` for each pending local rank until none is pending, one fails (abort, its error with
+  // context) or the deadline passes (abort, Unavailable with context). Backs off from yields to 1 ms naps.
+  template <typename Done>
+  Status Wait(std::vector<int> pending, Done done) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + std::chrono::milliseconds(timeout_ms_);
+    std::chrono::microseconds nap(0);
+    for (;;) {
+      std::vector<int> still;
+      for (int i : pending) {
+        StatusOr<bool> d = done(i);
+        if (!d.ok()) {
+          return Fail(Status(d.status().code(), StrCat("collective ", op_, " (", bytes_, " bytes per rank) on ",
+                                                       kind_, " rank ", ranks_[i], " of ", n_, ": ",
+                                                       d.status().message(), "; group aborted")));
+        }
+        if (!*d) still.push_back(i);
+      }
+      if (still.empty()) return Status::Ok();
+      pending = std::move(still);
+      if (std::chrono::steady_clock::now() >= deadline) {
+        std::vector<int> waiting;
+        for (int i : pending) waiting.push_back(ranks_[i]);
+        return Fail(Unavailable("collective timeout: ", op_, " (", bytes_, " bytes per rank) on the ", kind_,
+                                " group of ", n_, " ranks: rank(s) ", RankList(waiting), " not complete after ",
+                                timeout_ms_, " ms (KVSHARD_COLLECTIVE_TIMEOUT_MS); a peer stalled or died; group "
+                                "aborted"));
+      }
+      if (nap.count() == 0) {
+        std::this_thread::yield();
+        if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(200)) nap = std::chrono::microseconds(10);
+      } else {
+        std::this_thread::sleep_for(nap);
+        nap = std::min(nap * 2, std::chrono::microseconds(1000));
+      }
+    }
+  }
+  Status Fail(Status s) {
+    abort_reason_ = s.message();
+    AbortDevice();
+    return s;
+  }
+
+  std::string kind_;
+  int n_;
+  std::vector<int> ranks_;
+  int64_t timeout_ms_;
+  std::string op_ = "communicator set-up";
+  size_t bytes_ = 0;
+  std::string abort_reason_;
+};
+
+class NcclGroup : public Waiter {
+ public:
+  NcclGroup(const NcclApi* api, std::string kind, int n, std::vector<int> ranks, std::vector<int> devices,
+            std::vector<ncclComm_t> comms, int64_t timeout_ms)
+      : Waiter(std::move(kind), n, std::move(ranks), timeout_ms), api_(api), devices_(std::move(devices)),
+        comms_(std::move(comms)) {}
+  ~NcclGroup() override {
+    if (aborted()) return;  // ncclCommAbort already freed the communicators
+    for (ncclComm_t c : comms_) {
+      if (c) api_->CommDestroy(c);
+    }
+  }
   int device(int i) const override { return devices_[i]; }
+  // Waits for the communicators' set-up (nonblocking init) with the group's deadline.
+  Status WaitInit() { return WaitComms(); }
 
   Status AllGatherInPlace(const std::vector<void*>& bufs, size_t bytes,
                           const std::vector<cudaStream_t>& streams) override {
+    KVSHARD_NVTX_RANGE("kvshard.collective.all_gather_in_place");
     KVSHARD_RETURN_IF_ERROR(CheckArgs(bufs.size(), streams.size()));
-    KVSHARD_NCCL_CHECK(ncclGroupStart());
+    KVSHARD_RETURN_IF_ERROR(Begin("all_gather_in_place", bytes));
+    KVSHARD_NCCL_API_CHECK(api_, api_->GroupStart());
     for (size_t i = 0; i < comms_.size(); ++i) {
       char* base = static_cast<char*>(bufs[i]);
-      KVSHARD_NCCL_CHECK(ncclAllGather(base + ranks_[i] * bytes, base, bytes, ncclChar, comms_[i], streams[i]));
+      KVSHARD_NCCL_API_CHECK(api_, api_->AllGather(base + local_ranks()[i] * bytes, base, bytes, ncclChar, comms_[i],
+                                                   streams[i]));
     }
-    KVSHARD_NCCL_CHECK(ncclGroupEnd());
-    return Status::Ok();
+    KVSHARD_NCCL_API_CHECK(api_, api_->GroupEnd());
+    return WaitComms();
   }
 
   Status AllGather(const std::vector<const void*>& send, const std::vector<void*>& recv, size_t bytes,
                    const std::vector<cudaStream_t>& streams) override {
+    KVSHARD_NVTX_RANGE("kvshard.collective.all_gather");
     KVSHARD_RETURN_IF_ERROR(CheckArgs(send.size(), streams.size()));
     KVSHARD_RETURN_IF_ERROR(CheckArgs(recv.size(), streams.size()));
-    KVSHARD_NCCL_CHECK(ncclGroupStart());
+    KVSHARD_RETURN_IF_ERROR(Begin("all_gather", bytes));
+    KVSHARD_NCCL_API_CHECK(api_, api_->GroupStart());
     for (size_t i = 0; i < comms_.size(); ++i) {
-      KVSHARD_NCCL_CHECK(ncclAllGather(send[i], recv[i], bytes, ncclChar, comms_[i], streams[i]));
+      KVSHARD_NCCL_API_CHECK(api_, api_->AllGather(send[i], recv[i], bytes, ncclChar, comms_[i], streams[i]));
     }
-    KVSHARD_NCCL_CHECK(ncclGroupEnd());
-    return Status::Ok();
+    KVSHARD_NCCL_API_CHECK(api_, api_->GroupEnd());
+    return WaitComms();
+  }
+
+ protected:
+  StatusOr<bool> CommIdle(int i) override {
+    ncclResult_t state = ncclSuccess;
+    KVSHARD_NCCL_API_CHECK(api_, api_->CommGetAsyncError(comms_[i], &state));
+    if (state == ncclInProgress) return false;
+    if (state != ncclSuccess) return Internal("NCCL asynchronous error ", api_->GetErrorString(state));
+    return true;
+  }
+  void AbortDevice() override {
+    for (ncclComm_t c : comms_) {
+      if (c) api_->CommAbort(c);
+    }
   }
 
  private:
-  Status CheckArgs(size_t a, size_t b) const {
-    if (a != comms_.size() || b != comms_.size()) {
-      return InvalidArgument("collective: expected ", comms_.size(), " local buffers and streams, got ", a, " and ", b);
-    }
-    return Status::Ok();
-  }
-  std::string kind_;
-  int n_;
-  std::vector<int> ranks_, devices_;
+  const NcclApi* api_;
+  std::vector<int> devices_;
   std::vector<ncclComm_t> comms_;
 };
 
-class EmulatedGroup : public RankGroup {
+class EmulatedGroup : public Waiter {
  public:
-  EmulatedGroup(int n, int device) : n_(n), device_(device) {
-    for (int r = 0; r < n; ++r) ranks_.push_back(r);
-  }
+  EmulatedGroup(int n, int device, int stalled_rank, int64_t timeout_ms)
+      : Waiter("emulated", n, AllRanks(n), timeout_ms), n_(n), device_(device), stalled_(stalled_rank) {}
   ~EmulatedGroup() override {
+    if (flag_) {
+      *flag_ = 1;  // never leave a stall kernel spinning
+      cudaDeviceSynchronize();
+      cudaFreeHost(const_cast<int*>(flag_));
+    }
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
   }
   Status Init() {
     KVSHARD_CUDA_CHECK(cudaSetDevice(device_));
     events_.resize(n_);
     for (auto& e : events_) KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    if (stalled_ >= 0) {
+      int* flag = nullptr;
+      KVSHARD_CUDA_CHECK(cudaHostAlloc(&flag, sizeof(int), cudaHostAllocMapped));
+      *flag = 0;
+      flag_ = flag;
+      KVSHARD_CUDA_CHECK(cudaHostGetDevicePointer(&d_flag_, flag, 0));
+    }
     return Status::Ok();
   }
-  std::string Kind() const override { return "emulated"; }
-  int size() const override { return n_; }
-  const std::vector<int>& local_ranks() const override { return ranks_; }
   int device(int) const override { return device_; }
 
   Status AllGatherInPlace(const std::vector<void*>& bufs, size_t bytes,
                           const std::vector<cudaStream_t>& streams) override {
+    KVSHARD_NVTX_RANGE("kvshard.collective.all_gather_in_place");
     KVSHARD_RETURN_IF_ERROR(CheckArgs(bufs.size(), streams.size()));
-    KVSHARD_RETURN_IF_ERROR(Barrier(streams));
+    KVSHARD_RETURN_IF_ERROR(Begin("all_gather_in_place", bytes));
+    KVSHARD_RETURN_IF_ERROR(Arrive(streams));
     for (int r = 0; r < n_; ++r) {
       for (int s = 0; s < n_; ++s) {
         if (s == r || bytes == 0) continue;
@@ -94,9 +268,11 @@ class EmulatedGroup : public RankGroup {
 
   Status AllGather(const std::vector<const void*>& send, const std::vector<void*>& recv, size_t bytes,
                    const std::vector<cudaStream_t>& streams) override {
+    KVSHARD_NVTX_RANGE("kvshard.collective.all_gather");
     KVSHARD_RETURN_IF_ERROR(CheckArgs(send.size(), streams.size()));
     KVSHARD_RETURN_IF_ERROR(CheckArgs(recv.size(), streams.size()));
-    KVSHARD_RETURN_IF_ERROR(Barrier(streams));
+    KVSHARD_RETURN_IF_ERROR(Begin("all_gather", bytes));
+    KVSHARD_RETURN_IF_ERROR(Arrive(streams));
     for (int r = 0; r < n_; ++r) {
       for (int s = 0; s < n_; ++s) {
         if (bytes == 0) continue;
@@ -107,7 +283,26 @@ class EmulatedGroup : public RankGroup {
     return Barrier(streams);
   }
 
+ protected:
+  StatusOr<bool> CommIdle(int) override { return true; }
+  void AbortDevice() override {
+    if (flag_) *flag_ = 1;  // the stalled rank "arrives" so the device drains; the group stays aborted
+  }
+
  private:
+  static std::vector<int> AllRanks(int n) {
+    std::vector<int> r(n);
+    for (int i = 0; i < n; ++i) r[i] = i;
+    return r;
+  }
+  // The stalled rank's stream first waits for a flag nobody sets; then the entry barrier.
+  Status Arrive(const std::vector<cudaStream_t>& streams) {
+    if (stalled_ >= 0) {
+      StallKernel<<<1, 1, 0, streams[stalled_]>>>(d_flag_);
+      KVSHARD_CUDA_CHECK(cudaGetLastError());
+    }
+    return Barrier(streams);
+  }
   // Every stream waits for every other stream's work so far (what a real collective implies).
   Status Barrier(const std::vector<cudaStream_t>& streams) {
     for (int r = 0; r < n_; ++r) KVSHARD_CUDA_CHECK(cudaEventRecord(events_[r], streams[r]));
@@ -118,65 +313,147 @@ class EmulatedGroup : public RankGroup {
     }
     return Status::Ok();
   }
-  Status CheckArgs(size_t a, size_t b) const {
-    if (a != static_cast<size_t>(n_) || b != static_cast<size_t>(n_)) {
-      return InvalidArgument("collective: expected ", n_, " local buffers and streams, got ", a, " and ", b);
-    }
-    return Status::Ok();
-  }
-  int n_, device_;
-  std::vector<int> ranks_;
+  int n_, device_, stalled_;
   std::vector<cudaEvent_t> events_;
+  volatile int* flag_ = nullptr;  // host view of the stall flag
+  int* d_flag_ = nullptr;         // device view
 };
+
+StatusOr<int64_t> Timeout(int64_t timeout_ms) {
+  if (timeout_ms > 0) return timeout_ms;
+  return CollectiveTimeoutMsFromEnv();
+}
+
+ncclConfig_t NonblockingConfig() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return config;
+}
+
+// n nonblocking communicators over devices 0..n-1 of one process, set up in one group call and waited for.
+StatusOr<std::unique_ptr<NcclGroup>> InitAll(const NcclApi* api, int n, int64_t timeout_ms) {
+  int visible = 0;
+  KVSHARD_CUDA_CHECK(cudaGetDeviceCount(&visible));
+  if (n < 1 || n > visible) return Unavailable("nccl group of ", n, " ranks needs ", n, " GPUs, ", visible, " visible");
+  ncclUniqueId id;
+  KVSHARD_NCCL_API_CHECK(api, api->GetUniqueId(&id));
+  std::vector<ncclComm_t> comms(n, nullptr);
+  std::vector<int> devices(n);
+  ncclConfig_t config = NonblockingConfig();
+  KVSHARD_NCCL_API_CHECK(api, api->GroupStart());
+  for (int i = 0; i < n; ++i) {
+    devices[i] = i;
+    KVSHARD_CUDA_CHECK(cudaSetDevice(i));
+    KVSHARD_NCCL_API_CHECK(api, api->CommInitRankConfig(&comms[i], n, id, i, &config));
+  }
+  KVSHARD_NCCL_API_CHECK(api, api->GroupEnd());
+  auto g = std::make_unique<NcclGroup>(api, "nccl", n, devices, devices, comms, timeout_ms);
+  KVSHARD_RETURN_IF_ERROR(g->WaitInit());
+  return g;
+}
 
 }  // namespace
 
-StatusOr<std::unique_ptr<RankGroup>> CreateNcclGroup(int n) {
-  int visible = 0;
-  KVSHARD_CUDA_CHECK(cudaGetDeviceCount(&visible));
-  if (n < 1 || n > visible) return Unavailable("nccl group of ", n, " ranks needs ", n, " GPUs, ", visible, " visible");
-  std::vector<ncclComm_t> comms(n);
-  std::vector<int> devices(n), ranks(n);
-  for (int i = 0; i < n; ++i) devices[i] = ranks[i] = i;
-  KVSHARD_NCCL_CHECK(ncclCommInitAll(comms.data(), n, devices.data()));
-  return std::unique_ptr<RankGroup>(new NcclGroup("nccl", n, ranks, devices, comms));
+StatusOr<int64_t> CollectiveTimeoutMsFromEnv() {
+  const char* v = std::getenv("KVSHARD_COLLECTIVE_TIMEOUT_MS");
+  if (!v || !*v) return kDefaultCollectiveTimeoutMs;
+  char* end = nullptr;
+  errno = 0;
+  const long long ms = std::strtoll(v, &end, 10);
+  if (*end != '\0' || errno != 0 || ms <= 0) {
+    return InvalidArgument("KVSHARD_COLLECTIVE_TIMEOUT_MS: must be a positive integer (milliseconds), got '", v, "'");
+  }
+  return static_cast<int64_t>(ms);
 }
 
-StatusOr<std::vector<std::unique_ptr<RankGroup>>> CreateNcclPerRankGroups(int n) {
+StatusOr<std::unique_ptr<RankGroup>> CreateNcclGroup(int n, int64_t timeout_ms) {
+  KVSHARD_NVTX_RANGE("kvshard.collective.init");
+  KVSHARD_ASSIGN_OR_RETURN(const int64_t timeout, Timeout(timeout_ms));
+  KVSHARD_ASSIGN_OR_RETURN(const NcclApi* api, Nccl());
+  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<NcclGroup> g, InitAll(api, n, timeout));
+  return std::unique_ptr<RankGroup>(std::move(g));
+}
+
+StatusOr<std::vector<std::unique_ptr<RankGroup>>> CreateNcclPerRankGroups(int n, int64_t timeout_ms) {
+  KVSHARD_NVTX_RANGE("kvshard.collective.init");
+  KVSHARD_ASSIGN_OR_RETURN(const int64_t timeout, Timeout(timeout_ms));
+  KVSHARD_ASSIGN_OR_RETURN(const NcclApi* api, Nccl());
   int visible = 0;
   KVSHARD_CUDA_CHECK(cudaGetDeviceCount(&visible));
   if (n < 1 || n > visible) return Unavailable("nccl group of ", n, " ranks needs ", n, " GPUs, ", visible, " visible");
-  std::vector<ncclComm_t> comms(n);
-  std::vector<int> devices(n);
-  for (int i = 0; i < n; ++i) devices[i] = i;
-  KVSHARD_NCCL_CHECK(ncclCommInitAll(comms.data(), n, devices.data()));
+  ncclUniqueId id;
+  KVSHARD_NCCL_API_CHECK(api, api->GetUniqueId(&id));
+  std::vector<ncclComm_t> comms(n, nullptr);
+  ncclConfig_t config = NonblockingConfig();
+  KVSHARD_NCCL_API_CHECK(api, api->GroupStart());
+  for (int i = 0; i < n; ++i) {
+    KVSHARD_CUDA_CHECK(cudaSetDevice(i));
+    KVSHARD_NCCL_API_CHECK(api, api->CommInitRankConfig(&comms[i], n, id, i, &config));
+  }
+  KVSHARD_NCCL_API_CHECK(api, api->GroupEnd());
+  std::vector<std::unique_ptr<NcclGroup>> groups;
+  for (int i = 0; i < n; ++i) groups.emplace_back(new NcclGroup(api, "nccl-thread", n, {i}, {i}, {comms[i]}, timeout));
+  for (auto& g : groups) KVSHARD_RETURN_IF_ERROR(g->WaitInit());
   std::vector<std::unique_ptr<RankGroup>> out;
-  for (int i = 0; i < n; ++i) out.emplace_back(new NcclGroup("nccl-thread", n, {i}, {i}, {comms[i]}));
+  for (auto& g : groups) out.push_back(std::move(g));
   return out;
 }
 
+namespace {
+std::string Describe(const NcclApi& api) {
+  return StrCat("NCCL ", api.version / 10000, ".", api.version / 100 % 100, ".", api.version % 100, " (", api.library,
+                ")");
+}
+}  // namespace
+
+StatusOr<std::string> NcclLibrary() {
+  KVSHARD_ASSIGN_OR_RETURN(const NcclApi* api, Nccl());
+  return Describe(*api);
+}
+
+StatusOr<std::string> ProbeNcclLibrary(const std::string& library) {
+  KVSHARD_ASSIGN_OR_RETURN(NcclApi api, LoadNccl(library));
+  return Describe(api);
+}
+
 StatusOr<NcclId> NewNcclId() {
+  KVSHARD_ASSIGN_OR_RETURN(const NcclApi* api, Nccl());
   ncclUniqueId id;
-  KVSHARD_NCCL_CHECK(ncclGetUniqueId(&id));
+  KVSHARD_NCCL_API_CHECK(api, api->GetUniqueId(&id));
   NcclId out;
   static_assert(sizeof(id.internal) == 128);
   std::memcpy(out.data(), id.internal, out.size());
   return out;
 }
 
-StatusOr<std::unique_ptr<RankGroup>> CreateNcclRankGroup(const NcclId& id, int rank, int n, int device) {
+StatusOr<std::unique_ptr<RankGroup>> CreateNcclRankGroup(const NcclId& id, int rank, int n, int device,
+                                                         int64_t timeout_ms) {
+  KVSHARD_NVTX_RANGE("kvshard.collective.init");
   if (n < 1 || rank < 0 || rank >= n) return InvalidArgument("rank: must be in [0, ", n, "), got ", rank);
+  KVSHARD_ASSIGN_OR_RETURN(const int64_t timeout, Timeout(timeout_ms));
+  KVSHARD_ASSIGN_OR_RETURN(const NcclApi* api, Nccl());
   ncclUniqueId nid;
   std::memcpy(nid.internal, id.data(), id.size());
   KVSHARD_CUDA_CHECK(cudaSetDevice(device));
-  ncclComm_t comm;
-  KVSHARD_NCCL_CHECK(ncclCommInitRank(&comm, n, nid, rank));
-  return std::unique_ptr<RankGroup>(new NcclGroup("nccl-mpi", n, {rank}, {device}, {comm}));
+  ncclComm_t comm = nullptr;
+  ncclConfig_t config = NonblockingConfig();
+  KVSHARD_NCCL_API_CHECK(api, api->CommInitRankConfig(&comm, n, nid, rank, &config));
+  auto g = std::make_unique<NcclGroup>(api, "nccl-mpi", n, std::vector<int>{rank}, std::vector<int>{device},
+                                       std::vector<ncclComm_t>{comm}, timeout);
+  KVSHARD_RETURN_IF_ERROR(g->WaitInit());
+  return std::unique_ptr<RankGroup>(std::move(g));
 }
 
-StatusOr<std::unique_ptr<RankGroup>> CreateEmulatedGroup(int n, int device) {
+StatusOr<std::unique_ptr<RankGroup>> CreateEmulatedGroup(int n, int device, int64_t timeout_ms) {
+  return CreateEmulatedGroupWithStalledRank(n, device, -1, timeout_ms);
+}
+
+StatusOr<std::unique_ptr<RankGroup>> CreateEmulatedGroupWithStalledRank(int n, int device, int stalled_rank,
+                                                                        int64_t timeout_ms) {
   if (n < 1 || n > 64) return InvalidArgument("shard_size: emulated group must have 1..64 ranks, got ", n);
-  auto g = std::make_unique<EmulatedGroup>(n, device);
+  if (stalled_rank >= n) return InvalidArgument("stalled_rank: must be < ", n, ", got ", stalled_rank);
+  KVSHARD_ASSIGN_OR_RETURN(const int64_t timeout, Timeout(timeout_ms));
+  auto g = std::make_unique<EmulatedGroup>(n, device, stalled_rank, timeout);
   KVSHARD_RETURN_IF_ERROR(g->Init());
   return std::unique_ptr<RankGroup>(std::move(g));
 }

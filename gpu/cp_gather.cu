@@ -3,6 +3,7 @@
 
 #include "gpu/cp_gather.h"
 #include "gpu/cp_ops.h"
+#include "gpu/nvtx.h"
 
 namespace kvshard::gpu {
 
@@ -28,6 +29,7 @@ Status CpGatherRerange(RankGroup& group, const std::vector<const void*>& local,
                        const std::vector<void*>& gathered, const std::vector<void*>& out,
                        const std::vector<const int64_t*>& splits, const Int64Table& split_lists,
                        int64_t max_rank_token, int64_t row_bytes, const std::vector<cudaStream_t>& streams) {
+  KVSHARD_NVTX_RANGE("kvshard.cp.gather_rerange");
   KVSHARD_RETURN_IF_ERROR(CpGatherRerangeCanImplement(group, split_lists, max_rank_token, local_rows, row_bytes));
   const size_t k = group.local_ranks().size();
   if (local.size() != k || send.size() != k || gathered.size() != k || out.size() != k || splits.size() != k ||

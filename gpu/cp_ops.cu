@@ -9,6 +9,7 @@
 #include "core/cp_limits.h"
 #include "gpu/cp_ops.h"
 #include "gpu/row_copy.cuh"
+#include "gpu/nvtx.h"
 
 namespace kvshard::gpu {
 namespace {
@@ -240,6 +241,7 @@ size_t BatchRerangeTempBytes(int64_t batch, int64_t cp) {
 
 Status LaunchBuildRerangeTable(const int64_t* splits, int64_t batch, int64_t cp, int64_t max_rank_token,
                                int64_t total_rows, int64_t* bad, void* temp, size_t temp_bytes, cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.cp.rerange_table");
   KVSHARD_RETURN_IF_ERROR(BatchRerangeCanImplement(batch, cp, max_rank_token, 1));
   if (total_rows < 0) return InvalidArgument("total_rows: must be >= 0, got ", total_rows);
   if (temp_bytes < BatchRerangeTempBytes(batch, cp)) {
@@ -256,6 +258,7 @@ Status LaunchBuildRerangeTable(const int64_t* splits, int64_t batch, int64_t cp,
 
 Status LaunchRerangeFromTable(void* out, const void* gathered, const void* table, int64_t batch, int64_t cp,
                               int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.cp.rerange_copy");
   KVSHARD_RETURN_IF_ERROR(BatchRerangeCanImplement(batch, cp, max_rank_token, row_bytes));
   KVSHARD_RETURN_IF_ERROR(SizeCheck(total_rows, row_bytes));
   if (total_rows == 0) return Status::Ok();
@@ -305,6 +308,7 @@ Status LaunchSegmentGather(void* out, const void* in, int64_t in_rows, const int
                            const int64_t* src_start, const int64_t* valid_len, const int64_t* last_row,
                            const int64_t* pad_offset, int64_t segments, int64_t out_rows, int64_t row_bytes,
                            PadMode pad, int64_t* bad, cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.cp.segment_gather_kernel");
   KVSHARD_RETURN_IF_ERROR(SizeCheck(out_rows, row_bytes));
   if (segments < 0) return InvalidArgument("segments: must be >= 0, got ", segments);
   if (pad == PadMode::kPosition && row_bytes != 8) {
@@ -326,6 +330,7 @@ Status LaunchSegmentGather(void* out, const void* in, int64_t in_rows, const int
 
 Status LaunchRoundRobinSplit(void* out, const void* in, int64_t tokens, int64_t cp, int64_t rank, int64_t row_bytes,
                              cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.cp.round_robin_split_kernel");
   KVSHARD_RETURN_IF_ERROR(SizeCheck(tokens, row_bytes));
   if (cp < 1) return InvalidArgument("cp_size: must be >= 1, got ", cp);
   if (rank < 0 || rank >= cp) return InvalidArgument("cp_rank: must be in [0, ", cp, "), got ", rank);
@@ -344,6 +349,7 @@ Status LaunchRoundRobinSplit(void* out, const void* in, int64_t tokens, int64_t 
 
 Status LaunchRoundRobinRestore(void* out, const void* in, int64_t cp, int64_t rows_per_rank, int64_t row_bytes,
                                cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.cp.round_robin_restore_kernel");
   KVSHARD_RETURN_IF_ERROR(SizeCheck(rows_per_rank, row_bytes));
   if (cp < 1) return InvalidArgument("cp_size: must be >= 1, got ", cp);
   if (rows_per_rank == 0) return Status::Ok();
@@ -361,6 +367,7 @@ Status LaunchRoundRobinRestore(void* out, const void* in, int64_t cp, int64_t ro
 Status LaunchCollectLastToken(void* out, const void* hidden, int64_t hidden_rows, const int64_t* owner,
                               const int64_t* row, int64_t batch, int64_t rank, int64_t row_bytes, int64_t* bad,
                               cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.cp.collect_last_token_kernel");
   KVSHARD_RETURN_IF_ERROR(SizeCheck(batch, row_bytes));
   if (batch == 0) return Status::Ok();
   DispatchVector(RowVectorBytes(row_bytes, out, hidden), [&]<int kB>() {

@@ -4,6 +4,7 @@
 #include "core/cp_limits.h"
 #include "gpu/cp_plan_ops.h"
 #include "gpu/device.h"
+#include "gpu/nvtx.h"
 
 namespace kvshard::gpu {
 namespace {
@@ -94,6 +95,7 @@ StatusOr<SegmentTable> ValidRowSegments(const CPSharedKVBatchPlan& plan, int64_t
 
 StatusOr<std::vector<uint8_t>> RunSegmentGather(const std::vector<uint8_t>& input, int64_t row_bytes,
                                                 const SegmentTable& table, PadMode pad) {
+  KVSHARD_NVTX_RANGE("kvshard.cp.segment_gather");
   const int64_t in_rows = static_cast<int64_t>(input.size()) / row_bytes;
   KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_in, Upload(input.empty() ? std::vector<uint8_t>(row_bytes) : input));
   KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_out, DeviceBuffer::Allocate(std::max<int64_t>(1, table.out_rows) * row_bytes));
@@ -115,6 +117,7 @@ StatusOr<std::vector<uint8_t>> RunSegmentGather(const std::vector<uint8_t>& inpu
 
 StatusOr<std::vector<uint8_t>> RunBatchRerange(const std::vector<uint8_t>& gathered, int64_t row_bytes,
                                                const Int64Table& split_lists, int64_t cp_size, int64_t max_rank_token) {
+  KVSHARD_NVTX_RANGE("kvshard.cp.batch_rerange");
   int64_t total = 0;
   for (int64_t v : split_lists.values) total += v;
   const int64_t batch = split_lists.rows();
@@ -135,6 +138,7 @@ StatusOr<std::vector<uint8_t>> RunBatchRerange(const std::vector<uint8_t>& gathe
 
 StatusOr<std::vector<uint8_t>> RunCollectLastToken(const std::vector<uint8_t>& hidden, int64_t row_bytes,
                                                    const CPSharedKVBatchPlan& plan) {
+  KVSHARD_NVTX_RANGE("kvshard.cp.collect_last_token");
   const Int64List& offsets =
       plan.compute_padding_enabled ? plan.request_compute_rank_local_offsets : plan.request_rank_local_offsets;
   Int64List rows(plan.batch_size);
@@ -156,6 +160,7 @@ StatusOr<std::vector<uint8_t>> RunCollectLastToken(const std::vector<uint8_t>& h
 
 StatusOr<std::vector<uint8_t>> RunRoundRobinSplit(const std::vector<uint8_t>& input, int64_t row_bytes, int64_t cp,
                                                   int64_t rank) {
+  KVSHARD_NVTX_RANGE("kvshard.cp.round_robin_split");
   const int64_t tokens = static_cast<int64_t>(input.size()) / row_bytes;
   const int64_t rows = tokens / cp + (tokens % cp > rank ? 1 : 0);
   KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_in, Upload(input.empty() ? std::vector<uint8_t>(row_bytes) : input));
@@ -167,6 +172,7 @@ StatusOr<std::vector<uint8_t>> RunRoundRobinSplit(const std::vector<uint8_t>& in
 
 StatusOr<std::vector<uint8_t>> RunRoundRobinRestore(const std::vector<uint8_t>& gathered, int64_t row_bytes,
                                                     int64_t cp) {
+  KVSHARD_NVTX_RANGE("kvshard.cp.round_robin_restore");
   const int64_t rows = static_cast<int64_t>(gathered.size()) / row_bytes;
   if (cp < 1 || rows % cp != 0) return InvalidArgument("gathered: ", rows, " rows is not a multiple of cp_size ", cp);
   KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_in, Upload(gathered.empty() ? std::vector<uint8_t>(row_bytes) : gathered));

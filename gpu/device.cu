@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include "gpu/device.h"
+#include "gpu/nvtx.h"
 
 namespace kvshard::gpu {
 
@@ -44,6 +45,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 }
 
 StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
+  KVSHARD_NVTX_RANGE("kvshard.device.allocate");
   DeviceBuffer buf;
   if (bytes == 0) return buf;
   KVSHARD_CUDA_CHECK(cudaMalloc(&buf.ptr_, bytes));
@@ -52,6 +54,7 @@ StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
 }
 
 Status CopyToDevice(void* dst, const void* src, size_t bytes) {
+  KVSHARD_NVTX_RANGE("kvshard.device.copy_to_device");
   if (bytes == 0) return Status::Ok();
   KVSHARD_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
   // From pageable memory cudaMemcpy may return before the DMA lands; kernels on non-blocking streams do not
@@ -61,12 +64,14 @@ Status CopyToDevice(void* dst, const void* src, size_t bytes) {
 }
 
 Status CopyToHost(void* dst, const void* src, size_t bytes) {
+  KVSHARD_NVTX_RANGE("kvshard.device.copy_to_host");
   if (bytes == 0) return Status::Ok();
   KVSHARD_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
   return Status::Ok();
 }
 
 Status SyncStream(cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.device.sync_stream");
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   KVSHARD_CUDA_CHECK(cudaStreamSynchronize(stream));
   return Status::Ok();

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "gpu/gather_plan.h"
+#include "gpu/nvtx.h"
 
 namespace kvshard::gpu {
 namespace {
@@ -180,6 +181,7 @@ StatusOr<std::unique_ptr<DeviceGatherPlanner>> DeviceGatherPlanner::Create(const
 }
 
 Status DeviceGatherPlanner::Upload(const ExtendBatch& batch, cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.plan.upload");
   KVSHARD_RETURN_IF_ERROR(GatherPlanCanImplement(batch));
   if (batch.shard_size != geometry_.shard_size || batch.page_size != geometry_.page_size ||
       batch.pages_per_rank != geometry_.pages_per_rank ||
@@ -227,6 +229,7 @@ Status DeviceGatherPlanner::Upload(const ExtendBatch& batch, cudaStream_t stream
 }
 
 Status DeviceGatherPlanner::Launch(int64_t send_rank, cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.plan.build");
   const ExtendBatch& g = geometry_;
   if (send_rank < 0 || send_rank >= g.shard_size) return InvalidArgument("send_rank: must be in [0, ", g.shard_size, ")");
   const int64_t b = static_cast<int64_t>(batch_.requests.size());
@@ -272,6 +275,7 @@ Status DeviceGatherPlanner::Launch(int64_t send_rank, cudaStream_t stream) {
 }
 
 Status DeviceGatherPlanner::Finish(cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.plan.finish");
   KVSHARD_CUDA_CHECK(cudaStreamSynchronize(stream));
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   int64_t st[kStateWords];
@@ -320,6 +324,7 @@ Status DeviceGatherPlanner::Finish(cudaStream_t stream) {
 }
 
 StatusOr<GatherPlan> DeviceGatherPlanner::Download(cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.plan.download");
   KVSHARD_RETURN_IF_ERROR(Finish(stream));
   const int64_t n = batch_.shard_size, ps = batch_.page_size;
   GatherPlan plan;

@@ -6,6 +6,7 @@
 
 #include "gpu/kv_ops.h"
 #include "gpu/row_copy.cuh"
+#include "gpu/nvtx.h"
 
 namespace kvshard::gpu {
 
@@ -152,6 +153,7 @@ Status RowOpCanImplement(int64_t n, int64_t row_bytes, int64_t in_rows, int64_t 
 
 Status LaunchGatherRows(void* out, const void* in, int64_t in_rows, const int64_t* index, int64_t n,
                         int64_t row_bytes, int64_t* bad, cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.kv.gather_rows");
   KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, in_rows, n));
   if (n == 0) return Status::Ok();
   DispatchVector(RowVectorBytes(row_bytes, out, in), [&]<int kB>() {
@@ -168,6 +170,7 @@ Status LaunchGatherRows(void* out, const void* in, int64_t in_rows, const int64_
 Status LaunchOwnerFilteredWrite(void* pool, int64_t pool_rows, const void* rows, const int64_t* locs, int64_t n,
                                 const PlacementSpec& spec, int64_t rank, int64_t row_bytes, int64_t* bad,
                                 cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.kv.owner_filtered_write");
   KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, n, pool_rows));
   KVSHARD_RETURN_IF_ERROR(ValidatePlacementSpec(spec));
   KVSHARD_RETURN_IF_ERROR(ValidateRank(rank, spec.shard_size));
@@ -187,6 +190,7 @@ Status LaunchOwnerFilteredWrite(void* pool, int64_t pool_rows, const void* rows,
 Status LaunchStageChunk(void* scratch, int64_t scratch_rows, const void* rows, const int64_t* locs, int64_t n,
                         const int32_t* page_pos, int64_t n_page_pos, int64_t page_size, int64_t row_bytes,
                         int64_t* bad, cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.kv.stage_chunk");
   KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, n, scratch_rows));
   if (page_size < 1) return InvalidArgument("page_size: must be >= 1, got ", page_size);
   if (n == 0) return Status::Ok();
@@ -213,6 +217,7 @@ StatusOr<size_t> WritePlanTempBytes(int64_t n) {
 Status LaunchBuildWritePlan(const int64_t* locs, int64_t n, const PlacementSpec& spec, int64_t rank,
                             int64_t* owned_idx, int64_t* local_rows, int64_t* count, void* temp, size_t temp_bytes,
                             cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.kv.build_write_plan");
   if (n < 0) return InvalidArgument("n: must be >= 0, got ", n);
   KVSHARD_RETURN_IF_ERROR(ValidatePlacementSpec(spec));
   KVSHARD_RETURN_IF_ERROR(ValidateRank(rank, spec.shard_size));
@@ -232,6 +237,7 @@ Status LaunchBuildWritePlan(const int64_t* locs, int64_t n, const PlacementSpec&
 Status LaunchScatterRows(void* dst, int64_t dst_rows, const void* src, int64_t src_rows, const int64_t* src_idx,
                          const int64_t* dst_idx, const int64_t* count, int64_t max_count, int64_t row_bytes,
                          int64_t* bad, cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.kv.scatter_rows");
   KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(max_count, row_bytes, src_rows, dst_rows));
   if (max_count == 0) return Status::Ok();
   DispatchVector(RowVectorBytes(row_bytes, dst, src), [&]<int kB>() {
@@ -248,6 +254,7 @@ Status LaunchScatterRows(void* dst, int64_t dst_rows, const void* src, int64_t s
 
 Status LaunchTranslate(int64_t* out, const int64_t* locs, int64_t n, const int32_t* page_pos, int64_t n_page_pos,
                        int64_t page_size, cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.kv.translate");
   if (n < 0) return InvalidArgument("n: must be >= 0, got ", n);
   if (page_size < 1) return InvalidArgument("page_size: must be >= 1, got ", page_size);
   if (n == 0) return Status::Ok();

@@ -5,6 +5,7 @@
 #include <thrust/iterator/transform_iterator.h>
 
 #include "gpu/device.h"
+#include "gpu/nvtx.h"
 #include "gpu/placement.h"
 
 namespace kvshard::gpu {
@@ -49,6 +50,7 @@ Status PlacementCanImplement(const PlacementSpec& spec, int64_t rank, int64_t n)
 
 Status LaunchPlacementMap(const int64_t* locs, int64_t n, const PlacementSpec& spec, int64_t rank,
                           int64_t* owner, int64_t* local_index, uint8_t* mask, cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.placement.map");
   KVSHARD_RETURN_IF_ERROR(PlacementCanImplement(spec, rank, n));
   if (n == 0) return Status::Ok();
   PlacementMapKernel<<<GridFor(n, 256), 256, 0, stream>>>(locs, n, spec.logical_page_size(), spec.page_size,
@@ -67,6 +69,7 @@ StatusOr<size_t> FilterLocalTempBytes(int64_t n) {
 
 Status LaunchFilterLocal(const int64_t* locs, int64_t n, const PlacementSpec& spec, int64_t rank, int64_t* out,
                          int64_t* count, void* temp, size_t temp_bytes, cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.placement.filter_local");
   KVSHARD_RETURN_IF_ERROR(PlacementCanImplement(spec, rank, n));
   auto in = thrust::make_transform_iterator(locs, LocalIfOwned{spec.logical_page_size(), spec.page_size, rank});
   KVSHARD_CUDA_CHECK(cub::DeviceSelect::If(temp, temp_bytes, in, out, count, n, NonNegative{}, stream));
@@ -74,6 +77,7 @@ Status LaunchFilterLocal(const int64_t* locs, int64_t n, const PlacementSpec& sp
 }
 
 StatusOr<PlacementResult> RunPlacement(const PlacementSpec& spec, int64_t rank, const std::vector<int64_t>& locs) {
+  KVSHARD_NVTX_RANGE("kvshard.placement.run");
   KVSHARD_RETURN_IF_ERROR(ValidateLocs(locs));
   const int64_t n = static_cast<int64_t>(locs.size());
   KVSHARD_RETURN_IF_ERROR(PlacementCanImplement(spec, rank, n));

@@ -7,6 +7,7 @@
 #include "gpu/device.h"
 #include "gpu/kv_ops.h"
 #include "gpu/prefix_gather.h"
+#include "gpu/nvtx.h"
 
 namespace kvshard::gpu {
 
@@ -175,6 +176,7 @@ const int64_t* LayerAheadGather::chunk_locs(int i) const { return state_[i]->chu
 Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int32_t>& page_pos,
                                      const std::vector<std::vector<int64_t>>& send_rows,
                                      const std::vector<int64_t>& chunk_locs) {
+  KVSHARD_NVTX_RANGE("kvshard.gather.begin_extend");
   const int64_t ps = shape_.page_size;
   if (block_pages < 0) return InvalidArgument("block_pages: must be >= 0, got ", block_pages);
   if (comm_->size() * block_pages * ps > shape_.max_prefix_tokens) {
@@ -194,10 +196,11 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
   for (size_t i = 0; i < state_.size(); ++i) {
     Rank& r = *state_[i];
     KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
-    // Plan uploads are ordered after all earlier work on this rank (the previous batch's reads/gathers).
+    // Plan uploads are ordered after all earlier work on this rank (the previous batch's reads/gathers). The
+    // gather and compute streams wait on collectives, so their waits carry the group's deadline.
     KVSHARD_CUDA_CHECK(cudaStreamSynchronize(r.pack));
-    KVSHARD_CUDA_CHECK(cudaStreamSynchronize(r.gather));
-    KVSHARD_CUDA_CHECK(cudaStreamSynchronize(r.compute));
+    KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(static_cast<int>(i), r.gather));
+    KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(static_cast<int>(i), r.compute));
     KVSHARD_RETURN_IF_ERROR(CopyToDevice(r.page_pos.data(), page_pos.data(), page_pos.size() * sizeof(int32_t)));
     KVSHARD_ASSIGN_OR_RETURN(r.send_rows, Upload(send_rows[i]));
     KVSHARD_ASSIGN_OR_RETURN(r.chunk_locs, Upload(chunk_locs));
@@ -223,6 +226,7 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
 }
 
 Status LayerAheadGather::Pack(int64_t layer) {
+  KVSHARD_NVTX_RANGE("kvshard.gather.pack");
   if (layer >= shape_.layers) return Status::Ok();
   const int which = static_cast<int>(layer % 2);
   if (resident_[which] == std::make_pair(layer, epoch_)) return Status::Ok();
@@ -257,6 +261,7 @@ Status LayerAheadGather::Pack(int64_t layer) {
 }
 
 Status LayerAheadGather::IssueGathers(int64_t upto) {
+  KVSHARD_NVTX_RANGE("kvshard.gather.issue");
   const std::vector<int64_t> widths = shape_.buffers();
   int64_t row_sum = 0;
   for (int64_t w : widths) row_sum += w;
@@ -296,6 +301,7 @@ Status LayerAheadGather::IssueGathers(int64_t upto) {
 }
 
 Status LayerAheadGather::EndExtend() {
+  KVSHARD_NVTX_RANGE("kvshard.gather.end_extend");
   active_ = false;
   return IssueGathers(INT64_MAX);
 }
@@ -308,6 +314,7 @@ Status LayerAheadGather::WriteLayer(int64_t layer, const std::vector<const void*
 }
 
 Status LayerAheadGather::WriteLayerBuffers(int64_t layer, const std::vector<std::vector<const void*>>& rows) {
+  KVSHARD_NVTX_RANGE("kvshard.gather.write_layer");
   if (!active_) return FailedPrecondition("sharded pool write outside an active sharded extend batch");
   if (layer < 0 || layer >= shape_.layers) return InvalidArgument("layer: must be in [0, ", shape_.layers, "), got ", layer);
   if (rows.size() != state_.size()) return InvalidArgument("rows: expected one buffer per local rank");
@@ -338,6 +345,7 @@ StatusOr<std::vector<void*>> LayerAheadGather::AcquireForRead(int64_t layer) {
 }
 
 StatusOr<std::vector<std::vector<void*>>> LayerAheadGather::AcquireBuffersForRead(int64_t layer) {
+  KVSHARD_NVTX_RANGE("kvshard.gather.acquire_for_read");
   if (!active_) return FailedPrecondition("sharded pool read outside an active sharded extend batch");
   if (layer < 0 || layer >= shape_.layers) return InvalidArgument("layer: must be in [0, ", shape_.layers, "), got ", layer);
   const int which = static_cast<int>(layer % 2);
@@ -364,12 +372,17 @@ StatusOr<std::vector<std::vector<void*>>> LayerAheadGather::AcquireBuffersForRea
 }
 
 StatusOr<int64_t> LayerAheadGather::BadRows() {
+  KVSHARD_NVTX_RANGE("kvshard.gather.bad_rows");
   int64_t total = 0;
-  for (auto& rp : state_) {
-    KVSHARD_CUDA_CHECK(cudaSetDevice(rp->device));
-    KVSHARD_CUDA_CHECK(cudaDeviceSynchronize());
+  for (size_t i = 0; i < state_.size(); ++i) {
+    Rank& r = *state_[i];
+    KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
+    // Every stream that may wait on a collective is drained under the group's deadline.
+    for (cudaStream_t s : {r.pack, r.gather, r.compute}) {
+      KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(static_cast<int>(i), s));
+    }
     int64_t v = 0;
-    KVSHARD_RETURN_IF_ERROR(CopyToHost(&v, rp->bad.data(), sizeof(v)));
+    KVSHARD_RETURN_IF_ERROR(CopyToHost(&v, r.bad.data(), sizeof(v)));
     total += v;
   }
   return total;

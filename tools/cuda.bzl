@@ -1,17 +1,22 @@
 """cuda_library: nvcc-compiled .cu files wrapped in a cc_library (no rules_cuda offline).
 
-Each .cu becomes one genrule running nvcc (C++20, sm_90 SASS + compute_90 PTX, -lineinfo). Without a
-CUDA toolkit, packages guard GPU targets with if_cuda() and the tool reports "GPU support not built".
+Each .cu becomes one genrule running nvcc (C++20, -lineinfo) into a fat binary: SASS for every SM of
+CUDA_ARCHS (default sm_80, sm_86, sm_89, sm_90) plus PTX of the highest, for later GPUs; narrow it with
+--repo_env=KVSHARD_CUDA_ARCHS=90 (third_party/cuda/cuda_configure.bzl). Without a CUDA toolkit, packages guard
+GPU targets with if_cuda() and the tool reports "GPU support not built".
 """
 
-load("@local_cuda//:defs.bzl", "CUDA_AVAILABLE", "NVCC")
+load("@local_cuda//:defs.bzl", "CUDA_ARCHS", "CUDA_AVAILABLE", "NVCC")
+
+GENCODE_FLAGS = ["-gencode=arch=compute_{a},code=sm_{a}".format(a = a) for a in CUDA_ARCHS] + [
+    "-gencode=arch=compute_{a},code=compute_{a}".format(a = CUDA_ARCHS[-1]),
+]
 
 NVCC_FLAGS = [
     "-std=c++20",
     "-O3",
     "-lineinfo",
-    "-gencode=arch=compute_90,code=sm_90",
-    "-gencode=arch=compute_90,code=compute_90",
+] + GENCODE_FLAGS + [
     "-Xcompiler=-fPIC",
     "-Xcompiler=-Wall",
     "--expt-relaxed-constexpr",

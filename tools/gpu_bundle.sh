@@ -16,7 +16,7 @@ for t in $tests $bins; do
   p=${t#//}; p=${p/://}
   cp "bazel-bin/$p" "$out/bin/"
 done
-cp tools/test_summary.py "$out/"
+cp tools/test_summary.py tools/cuda_archs.py "$out/"
 cp -r testdata "$out/" 2>/dev/null || true
 cat > "$out/run_all.sh" <<'RUN'
 #!/usr/bin/env bash
