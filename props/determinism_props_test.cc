@@ -30,16 +30,16 @@ namespace {
 namespace fs = std::filesystem;
 
 // What one in-process `kvshard <args>` printed, and its exit status.
-struct Run {
+struct Output {
   int exit_code = -1;
   std::string out, err;
-  bool operator==(const Run&) const = default;
+  bool operator==(const Output&) const = default;
 };
 
-Run Kvshard(const std::vector<std::string>& args, const std::string& stdin_text = "") {
+Output Kvshard(const std::vector<std::string>& args, const std::string& stdin_text = "") {
   std::istringstream in(stdin_text);
   std::ostringstream out, err;
-  Run r;
+  Output r;
   r.exit_code = cli::Dispatch(args, in, out, err);
   r.out = out.str();
   r.err = err.str();
@@ -53,9 +53,9 @@ std::string Joined(const std::vector<std::string>& args) {
 }
 
 // Runs `args` twice and requires the same status, stdout and stderr, byte for byte; returns the first run.
-Run RunTwice(const std::vector<std::string>& args, const std::string& stdin_text = "") {
-  const Run a = Kvshard(args, stdin_text);
-  const Run b = Kvshard(args, stdin_text);
+Output RunTwice(const std::vector<std::string>& args, const std::string& stdin_text = "") {
+  const Output a = Kvshard(args, stdin_text);
+  const Output b = Kvshard(args, stdin_text);
   if (!(a == b)) {
     RC_FAIL(Joined(args) + ": two runs differ (exit " + std::to_string(a.exit_code) + " vs " +
             std::to_string(b.exit_code) + ", " + std::to_string(a.out.size()) + " vs " +
@@ -111,7 +111,7 @@ TEST(DeterminismProps, GenTracesAreByteIdentical) {
     cli::TraceGenOptions o = ArbitraryTraceGenOptions();
     o.seed &= INT64_MAX;  // --seed is a non-negative int64
     const std::vector<std::string> args = GenArgs(o);
-    const Run r = RunTwice(args);
+    const Output r = RunTwice(args);
     RC_ASSERT(r.exit_code == 0);
     // The command prints what the library generates, and --out writes the same bytes.
     std::ostringstream lib;
@@ -147,7 +147,7 @@ TEST(DeterminismProps, PlansAreByteIdenticalAndRankIndependent) {
       args.insert(args.end(), base.begin(), base.end());
       RC_ASSERT(RunTwice(args).exit_code == 0);
       args.push_back("--json");
-      const Run r = RunTwice(args);
+      const Output r = RunTwice(args);
       RC_ASSERT(r.exit_code == 0);
       const Json j = Json::parse(r.out);
       RC_ASSERT(j.at("cp_rank") == rank);
@@ -170,9 +170,9 @@ TEST(DeterminismProps, PlansAreByteIdenticalAndRankIndependent) {
     }
     std::vector<std::string> gather = {"gather-plan", "--batch", "-"};
     if (!locs.empty()) gather.insert(gather.end(), {"--translate", ListArg(locs)});
-    const Run table = RunTwice(gather, batch_json);
+    const Output table = RunTwice(gather, batch_json);
     gather.push_back("--json");
-    const Run json = RunTwice(gather, batch_json);
+    const Output json = RunTwice(gather, batch_json);
     RC_ASSERT(json.exit_code == 0);
     RC_ASSERT(table.exit_code == 0);
   }, rc::detail::configuration().testParams));
@@ -231,10 +231,10 @@ TEST(DeterminismProps, SimulateReportsAndFilesAreByteIdentical) {
         "--page-size", std::to_string(ps), "--cp-size", std::to_string(*rc::gen::element<int64_t>(1, 2, 4)),
         "--cache-tokens", std::to_string(*rc::gen::element<int64_t>(0, 0, 4096, 20000)),
         "--chunk-tokens", std::to_string(ps * *rc::gen::inRange<int64_t>(1, 33))};
-    const Run table = RunTwice(config, workload);
+    const Output table = RunTwice(config, workload);
     std::vector<std::string> json = config;
     json.push_back("--json");
-    const Run j = RunTwice(json, workload);
+    const Output j = RunTwice(json, workload);
     RC_ASSERT(table.exit_code == j.exit_code);
     RC_CLASSIFY(table.exit_code == 2, "pool too small for a prompt");
     std::map<std::string, std::string> first;
@@ -244,7 +244,7 @@ TEST(DeterminismProps, SimulateReportsAndFilesAreByteIdentical) {
       files.insert(files.end(), {"--timeline", (dir / "timeline.json").string(), "--csv", (dir / "csv").string(),
                                  "--plots", (dir / "plots").string(), "--emit-trace", (dir / "trace.jsonl").string(),
                                  "--emit-layers", "1"});
-      const Run r = Kvshard(files, workload);
+      const Output r = Kvshard(files, workload);
       RC_ASSERT(r.exit_code == table.exit_code);
       RC_ASSERT(r.out == table.out);
       const std::map<std::string, std::string> got = Files(dir);
@@ -271,8 +271,8 @@ TEST(DeterminismProps, SweepRowsDoNotDependOnTheThreadCount) {
     std::vector<std::string> one = base, three = base;
     one.insert(one.end(), {"--threads", "1"});
     three.insert(three.end(), {"--threads", "3"});
-    const Run a = Kvshard(one, workload);
-    const Run b = Kvshard(three, workload);
+    const Output a = Kvshard(one, workload);
+    const Output b = Kvshard(three, workload);
     RC_ASSERT(a.exit_code == b.exit_code);
     RC_ASSERT(a.err == b.err);
     RC_ASSERT(a.out == b.out);
