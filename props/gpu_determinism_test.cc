@@ -1,0 +1,125 @@
+// GPU outputs run to run (docs/RELIABILITY.md, "Determinism"): the same inputs through the same GPU ops twice
+// give the same bytes — the fused batch rerange, `gather-plan --backend gpu`, and the sharded pool's pipeline on
+// the emulated group (every plan it builds and every row it reads back). Skips without a GPU.
+#include <cstdint>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+
+#include "cli/commands.h"
+#include "cli/gpu_pool_path.h"
+#include "cli/trace_gen.h"
+#include "core/pool_json.h"
+#include "cpu_ref/cp_data.h"
+#include "cpu_ref/cp_split.h"
+#include "gpu/cp_plan_ops.h"
+#include "props/cp_generators.h"
+#include "props/gpu_test_env.h"
+#include "props/pool_generators.h"
+#include "props/property.h"
+#include "props/rc_status.h"
+#include "props/trace_testing.h"
+
+namespace kvshard::props {
+namespace {
+
+// A GPU pool path that appends every plan it builds and every row it reads to `log`.
+class RecordingPath : public cli::PoolDataPath {
+ public:
+  RecordingPath(std::unique_ptr<cli::PoolDataPath> inner, std::string* log) : inner_(std::move(inner)), log_(log) {}
+  std::string Name() const override { return inner_->Name(); }
+  StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) override {
+    StatusOr<GatherPlan> plan = inner_->Begin(batch, out_cache_loc);
+    *log_ += (plan.ok() ? GatherPlanToJson(*plan).dump() : plan.status().ToString()) + "\n";
+    return plan;
+  }
+  Status Write(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& rows) override {
+    return inner_->Write(layer, locs, rows);
+  }
+  StatusOr<std::vector<std::vector<uint32_t>>> Read(int64_t layer, const std::vector<int64_t>& locs) override {
+    StatusOr<std::vector<std::vector<uint32_t>>> rows = inner_->Read(layer, locs);
+    if (!rows.ok()) {
+      *log_ += rows.status().ToString() + "\n";
+      return rows;
+    }
+    for (const std::vector<uint32_t>& rank : *rows) {
+      log_->append(reinterpret_cast<const char*>(rank.data()), rank.size() * sizeof(uint32_t));
+    }
+    return rows;
+  }
+  Status End() override { return inner_->End(); }
+
+ private:
+  std::unique_ptr<cli::PoolDataPath> inner_;
+  std::string* log_;
+};
+
+TEST(GpuDeterminism, FusedRerangeBytesRepeat) {
+  KVSHARD_REQUIRE_GPUS(1);
+  RecordPropertyCases(CheckProperty(CurrentTestId(), [] {
+    const CPBatchCase c = *GenCPBatchCase();
+    const HostTensor x = Payload(c.extend_lens, c.row_bytes);
+    // As props/gpu_cp_ops_test.cc: a batch all-gathers its valid rows, one request its compute rows.
+    const bool scalar = c.extend_lens.size() == 1;
+    std::vector<HostTensor> locals;
+    for (int64_t r = 0; r < c.cp_size; ++r) {
+      locals.push_back(RC_VALUE(ref::SplitTensorByCPBatchPlan(x, RankPlan(c, r), ref::SplitMode::kData,
+                                                              scalar ? SplitKind::kCompute : SplitKind::kValid)));
+    }
+    const CPSharedKVBatchPlan plan0 = RankPlan(c, 0);
+    const int64_t m = RC_VALUE(ref::BuildBatchMetadataFromPlan(plan0)).max_rank_token();
+    const HostTensor gathered = RC_VALUE(ref::AllGatherPadded(locals, m * c.cp_size));
+    const Int64Table& lists = scalar && plan0.compute_padding_enabled ? plan0.request_compute_split_lists
+                                                                       : plan0.request_split_lists;
+    const std::vector<uint8_t> a = RC_VALUE(gpu::RunBatchRerange(gathered.data, c.row_bytes, lists, c.cp_size, m));
+    const std::vector<uint8_t> b = RC_VALUE(gpu::RunBatchRerange(gathered.data, c.row_bytes, lists, c.cp_size, m));
+    RC_ASSERT(a == b);
+  }, rc::detail::configuration().testParams));
+}
+
+TEST(GpuDeterminism, GatherPlanOnTheGpuRepeats) {
+  KVSHARD_REQUIRE_GPUS(1);
+  RecordPropertyCases(CheckProperty(CurrentTestId(), [] {
+    const std::string batch = ExtendBatchToJson(DrawValidBatch()).dump();
+    std::string first;
+    for (int i = 0; i < 2; ++i) {
+      std::istringstream in(batch);
+      std::ostringstream out, err;
+      const int code = cli::Dispatch({"gather-plan", "--batch", "-", "--json", "--backend", "gpu"}, in, out, err);
+      if (code != 0) RC_FAIL("gather-plan --backend gpu: exit " + std::to_string(code) + ": " + err.str());
+      if (i == 0) first = out.str();
+      RC_ASSERT(out.str() == first);
+    }
+  }, rc::detail::configuration().testParams));
+}
+
+TEST(GpuDeterminism, PoolPipelineOnTheEmulatedGroupRepeats) {
+  KVSHARD_REQUIRE_GPUS(1);
+  RecordPropertyCases(CheckProperty(CurrentTestId(), [] {
+    cli::TraceGenOptions o = ArbitraryTraceGenOptions();
+    o.records = *rc::gen::inRange<int64_t>(1, 100);
+    o.num_layers = *rc::gen::inRange<int64_t>(1, 4);
+    std::ostringstream trace;
+    RC_ASSERT_OK(cli::GenerateTrace(o, trace));
+    std::string logs[2];
+    for (std::string& log : logs) {
+      cli::ReplayOptions options;
+      options.backend = cli::Backend::kGpu;
+      options.make_device = [&log](const cli::PoolGeometry& g) -> StatusOr<std::unique_ptr<cli::PoolDataPath>> {
+        KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<cli::PoolDataPath> path, cli::CreateGpuPoolPath(g, /*gpus=*/1));
+        return std::unique_ptr<cli::PoolDataPath>(new RecordingPath(std::move(path), &log));
+      };
+      ReplayCounts counts;
+      RC_ASSERT_OK(ReplayTraceText(trace.str(), options, &counts));
+    }
+    RC_CLASSIFY(!logs[0].empty(), "plans and rows recorded");
+    RC_ASSERT(logs[0] == logs[1]);
+  }, rc::detail::configuration().testParams));
+}
+
+}  // namespace
+}  // namespace kvshard::props
