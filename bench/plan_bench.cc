@@ -26,7 +26,8 @@ Status BenchPlanOf(BenchContext& c, int64_t reqs, int64_t prefix_tokens) {
   ExtendBatch b;
   b.shard_size = n;
   b.page_size = ps;
-  b.pages_per_rank = reqs * (k_pages + 1) / n + 15;
+  // A request puts at most ceil((k_pages + 1) / n) pages on one owner; local page 0 stays unused.
+  b.pages_per_rank = reqs * ((k_pages + n) / n) + 1;
   std::vector<int64_t> next_local(n, 1);
   std::mt19937_64 rng(5);
   int64_t block_pages = 0;

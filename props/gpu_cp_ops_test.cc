@@ -191,13 +191,16 @@ void ExpectLargeRerangeMatches(int64_t batch, int64_t cp, int64_t ps, int64_t ma
 }
 
 // The single-launch rerange refused more than 1024 requests and cp > 1024: at those limits, 2x and 16x past
-// them the rerange matches the reference (the segment table kernel loops over tiles of 8192 entries).
+// them the rerange matches the reference (the segment table kernel loops over tiles of 8192 entries). Page size
+// >= 2: the batch planner refuses ps = 1 (batch_gt1_page_split_fallback).
 TEST(GpuCpOps, RerangeMatchesReferencePastTheOldLimits) {
   KVSHARD_REQUIRE_GPUS(1);
   for (int64_t batch : {1024, 1025, 2048, 16384}) {
-    for (int64_t cp : {1, 3, 8}) ExpectLargeRerangeMatches(batch, cp, cp == 3 ? 1 : 16, 40, static_cast<uint32_t>(batch * 10 + cp));
+    for (int64_t cp : {1, 3, 8}) {
+      ExpectLargeRerangeMatches(batch, cp, cp == 3 ? 2 : 16, 40, static_cast<uint32_t>(batch * 10 + cp));
+    }
   }
-  for (int64_t cp : {1024, 2048, 16384}) ExpectLargeRerangeMatches(2, cp, 1, 4 * cp, static_cast<uint32_t>(cp));
+  for (int64_t cp : {1024, 2048, 16384}) ExpectLargeRerangeMatches(2, cp, 2, 4 * cp, static_cast<uint32_t>(cp));
 }
 
 TEST(GpuCpOps, RerangeCanImplementAcceptsWhatTheReferenceAccepts) {

@@ -37,17 +37,19 @@ class RecordingPath : public cli::PoolDataPath {
     *log_ += (plan.ok() ? GatherPlanToJson(*plan).dump() : plan.status().ToString()) + "\n";
     return plan;
   }
-  Status Write(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& rows) override {
+  Status Write(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) override {
     return inner_->Write(layer, locs, rows);
   }
-  StatusOr<std::vector<std::vector<uint32_t>>> Read(int64_t layer, const std::vector<int64_t>& locs) override {
-    StatusOr<std::vector<std::vector<uint32_t>>> rows = inner_->Read(layer, locs);
+  StatusOr<std::vector<ref::BufferRows>> Read(int64_t layer, const std::vector<int64_t>& locs) override {
+    StatusOr<std::vector<ref::BufferRows>> rows = inner_->Read(layer, locs);
     if (!rows.ok()) {
       *log_ += rows.status().ToString() + "\n";
       return rows;
     }
-    for (const std::vector<uint32_t>& rank : *rows) {
-      log_->append(reinterpret_cast<const char*>(rank.data()), rank.size() * sizeof(uint32_t));
+    for (const ref::BufferRows& rank : *rows) {
+      for (const std::vector<uint8_t>& buffer : rank) {
+        log_->append(reinterpret_cast<const char*>(buffer.data()), buffer.size());
+      }
     }
     return rows;
   }
