@@ -1,6 +1,6 @@
 // CP batch rerange of c.opt.batch ragged requests (cp = 8, ps = 64) whose gathered rows total the payload: the
-// device rerange (segment table from the device split table, then the span gather; with a preallocated and a
-// stream-ordered scratch), and one cudaMemcpyAsync per non-empty segment (SGLang's torch path), against
+// device rerange (segment table and row index from the device split table, then the index gather; with a
+// preallocated and a stream-ordered scratch), and one cudaMemcpyAsync per non-empty segment (SGLang's torch path), against
 // gather_rows of the same run (else the copy), each checked against the original request-order rows.
 #include <algorithm>
 #include <cstdio>
@@ -53,7 +53,7 @@ Status BenchRerange(BenchContext& c, int64_t bytes) {
   auto pct_copy = [&](double us) {
     return c.copy_busbw[bytes] > 0 ? 100.0 * (2.0 * total * rb / us / 1e3) / c.copy_busbw[bytes] : 0.0;
   };
-  const size_t temp_bytes = gpu::BatchRerangeTempBytes(reqs, cp);
+  const size_t temp_bytes = gpu::BatchRerangeTempBytes(reqs, cp, total);
   KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_temp, gpu::DeviceBuffer::Allocate(temp_bytes));
   const int64_t layers = std::max<int64_t>(1, c.opt.layers);
   // 0: table + gather per call (preallocated scratch); 1: the same, scratch from cudaMallocAsync; 2: the table
@@ -83,9 +83,9 @@ Status BenchRerange(BenchContext& c, int64_t bytes) {
     BenchRow r = MakeRow(kOps[variant], total * rb, us, 2.0 * total * rb, limit, limit_bw, CountWrongRows(got, x, rb));
     char pc[32];
     std::snprintf(pc, sizeof(pc), "%.1f", pct_copy(us));
-    static const char* const kNotes[] = {"table + span gather per call, preallocated scratch",
-                                         "table + span gather per call, scratch from cudaMallocAsync",
-                                         "table once per batch + one span gather per layer, per layer"};
+    static const char* const kNotes[] = {"table + index + gather per call, preallocated scratch",
+                                         "table + index + gather per call, scratch from cudaMallocAsync",
+                                         "table + index once per batch, one gather per layer, per layer"};
     r.note = std::to_string(reqs) + " requests, cp=8, ps=64; " + kNotes[variant] +
              (variant == 2 ? " (" + std::to_string(layers) + " layers)" : std::string()) + "; " + pc + " % of copy";
     c.rows->push_back(r);

@@ -1,5 +1,5 @@
-// CP data-movement kernels. The rerange builds its segment table on the device (block scans over the split
-// table, any batch), then warps copy tiles of output rows as contiguous spans; the rest are row-group gathers.
+// CP data-movement kernels. The rerange builds its segment table and per-row source index on the device (block
+// scans over the split table, any batch), then is an index gather (LaunchGatherRows); the rest are row-group gathers.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 
 #include "core/cp_limits.h"
 #include "gpu/cp_ops.h"
+#include "gpu/kv_ops.h"
 #include "gpu/row_copy.cuh"
 #include "gpu/nvtx.h"
 
@@ -15,8 +16,10 @@ namespace kvshard::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kTableThreads = 1024;
-constexpr int kTableItems = 8;  // split entries per thread per pass of the table kernel
+// 256 x 8 per pass, no register spills at one block per SM (a single 1,024 x 8 block spilled 1.6 KB per thread
+// and took 25 us for 4,096 entries on an H200).
+constexpr int kTableThreads = 256;
+constexpr int kTableItems = 8;  // entries per thread per pass of the table kernel
 constexpr int kTile = kTableThreads * kTableItems;
 
 // Index of the last k in [0, n) with starts[k] <= i (starts ascending, starts[0] = 0 <= i).
@@ -31,106 +34,102 @@ __device__ __forceinline__ int64_t FindSegment(const int64_t* starts, int64_t n,
 
 using TableScan = cub::BlockScan<int64_t, kTableThreads>;
 
-// One block builds the segment table of the whole batch (any batch and cp; tiles of kTile entries with a
-// running carry): seg_out[s] = output row of segment s = q*2cp+k (exclusive prefix of the request-major split
-// table, seg_out[S] = total) and seg_src[s] = its first row in the rank-major gathered buffer,
-// r*m + (rows of rank r before request q) (+ splits[q][r] for the second segment of rank r). The per-rank
-// prefix is one exclusive scan over the rank-major order t = r*batch + q, minus its value at q = 0 (rbase).
-__global__ void __launch_bounds__(kTableThreads) RerangeTableKernel(const int64_t* __restrict__ splits,
-                                                                    int64_t batch, int64_t cp, int64_t m,
-                                                                    int64_t total_rows, int64_t* seg_out,
-                                                                    int64_t* seg_src, int64_t* rbase, int64_t* bad) {
+// One pass of a block-wide exclusive scan over n entries in tiles of kTile with a running carry: value(e) gives
+// entry e, emit(e, prefix, value) receives its exclusive prefix. Returns the total (to every thread).
+template <typename Value, typename Emit>
+__device__ int64_t BlockScanAll(int64_t n, Value value, Emit emit) {
   __shared__ typename TableScan::TempStorage temp;
   __shared__ int64_t carry;
-  const int64_t segs = 2 * cp, s_total = batch * segs;
   if (threadIdx.x == 0) carry = 0;
   __syncthreads();
-  for (int64_t base = 0; base < s_total; base += kTile) {
+  for (int64_t base = 0; base < n; base += kTile) {
     int64_t v[kTableItems], x[kTableItems];
 #pragma unroll
     for (int j = 0; j < kTableItems; ++j) {
-      const int64_t s = base + threadIdx.x * kTableItems + j;
-      v[j] = s < s_total ? splits[s] : 0;
+      const int64_t e = base + threadIdx.x * kTableItems + j;
+      v[j] = e < n ? value(e) : 0;
     }
     int64_t agg = 0;
     TableScan(temp).ExclusiveSum(v, x, agg);
     const int64_t c = carry;
 #pragma unroll
     for (int j = 0; j < kTableItems; ++j) {
-      const int64_t s = base + threadIdx.x * kTableItems + j;
-      if (s < s_total) seg_out[s] = c + x[j];
+      const int64_t e = base + threadIdx.x * kTableItems + j;
+      if (e < n) emit(e, c + x[j], v[j]);
     }
     __syncthreads();  // everyone has read carry and temp
     if (threadIdx.x == 0) carry = c + agg;
     __syncthreads();
   }
-  if (threadIdx.x == 0) {
-    seg_out[s_total] = carry;
-    if (carry != total_rows && bad) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
-    carry = 0;
-  }
-  __syncthreads();
-  const int64_t pairs = cp * batch;
-  for (int64_t base = 0; base < pairs; base += kTile) {
-    int64_t v[kTableItems], x[kTableItems];
-#pragma unroll
-    for (int j = 0; j < kTableItems; ++j) {
-      const int64_t t = base + threadIdx.x * kTableItems + j;
-      v[j] = 0;
-      if (t < pairs) {
-        const int64_t r = t / batch, q = t % batch;
-        v[j] = splits[q * segs + r] + splits[q * segs + segs - 1 - r];
-      }
-    }
-    int64_t agg = 0;
-    TableScan(temp).ExclusiveSum(v, x, agg);
-    const int64_t c = carry;
-#pragma unroll
-    for (int j = 0; j < kTableItems; ++j) {
-      const int64_t t = base + threadIdx.x * kTableItems + j;
-      if (t < pairs && t % batch == 0) rbase[t / batch] = c + x[j];
-    }
-    __syncthreads();  // rbase of every rank starting in this tile (or before) is visible
-#pragma unroll
-    for (int j = 0; j < kTableItems; ++j) {
-      const int64_t t = base + threadIdx.x * kTableItems + j;
-      if (t >= pairs) continue;
-      const int64_t r = t / batch, q = t % batch;
-      const int64_t before = c + x[j] - rbase[r];
-      seg_src[q * segs + r] = r * m + before;
-      seg_src[q * segs + segs - 1 - r] = r * m + before + splits[q * segs + r];
-      // SGLang's rank_payload_exceeds_max: rank r's rows after the last request pass its block.
-      if (q == batch - 1 && before + v[j] > m && bad) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) carry = c + agg;
-    __syncthreads();
-  }
+  return carry;
 }
 
-// A warp per tile of `tile_rows` output rows: one search for the tile's first segment, then every segment
-// piece in the tile is a contiguous span in both buffers, copied flat (16-byte vectors, 4 loads in flight).
-template <typename V>
-__global__ void RerangeCopyKernel(V* __restrict__ out, const V* __restrict__ gathered,
-                                  const int64_t* __restrict__ seg_out, const int64_t* __restrict__ seg_src,
-                                  int64_t segments, int64_t total_rows, int64_t in_rows, int64_t vecs,
-                                  int64_t tile_rows) {
-  const int lane = threadIdx.x % 32;
-  const int64_t warps = int64_t{gridDim.x} * (blockDim.x / 32);
-  const int64_t tiles = (total_rows + tile_rows - 1) / tile_rows;
-  const int64_t produced = seg_out[segments] < total_rows ? seg_out[segments] : total_rows;
-  for (int64_t tile = blockIdx.x * int64_t{blockDim.x / 32} + threadIdx.x / 32; tile < tiles; tile += warps) {
-    const int64_t lo = tile * tile_rows;
-    const int64_t hi = lo + tile_rows < produced ? lo + tile_rows : produced;
-    if (lo >= hi) continue;  // inconsistent table (counted by the table kernel): never write past its rows
-    for (int64_t k = FindSegment(seg_out, segments, lo); k < segments && seg_out[k] < hi; ++k) {
-      const int64_t a = seg_out[k] > lo ? seg_out[k] : lo;
-      const int64_t b = seg_out[k + 1] < hi ? seg_out[k + 1] : hi;
-      if (a >= b) continue;
-      const int64_t src = seg_src[k] + (a - seg_out[k]);
-      if (src < 0 || src + (b - a) > in_rows) continue;  // rank payload past its block (counted)
-      CopyRow<V, int64_t>(out + a * vecs, gathered + src * vecs, (b - a) * vecs, lane, 32);
+// The segment table of the whole batch (any batch and cp), grid = cp + 1 blocks. Block 0: seg_out[s] = output
+// row of segment s = q*2cp+k, the exclusive prefix of the request-major split table (seg_out[S] = total).
+// Block 1 + r: rank r's column, seg_src[q*2cp+r] = r*m + (rank r's rows of the requests before q) and
+// seg_src[q*2cp+2cp-1-r] = that + splits[q][r], the first rows of its two segments in the rank-major gathered
+// buffer. Counts (bad) a total other than total_rows and, as SGLang's rank_payload_exceeds_max, a rank whose
+// rows pass its block of m.
+__global__ void __launch_bounds__(kTableThreads, 1) RerangeTableKernel(const int64_t* __restrict__ splits,
+                                                                       int64_t batch, int64_t cp, int64_t m,
+                                                                       int64_t total_rows, int64_t* seg_out,
+                                                                       int64_t* seg_src, int64_t* bad) {
+  const int64_t segs = 2 * cp;
+  if (blockIdx.x == 0) {
+    const int64_t total = BlockScanAll(
+        batch * segs, [&](int64_t s) { return splits[s]; },
+        [&](int64_t s, int64_t prefix, int64_t) { seg_out[s] = prefix; });
+    if (threadIdx.x == 0) {
+      seg_out[batch * segs] = total;
+      if (total != total_rows && bad) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
     }
+    return;
+  }
+  const int64_t r = blockIdx.x - 1;
+  const int64_t rows = BlockScanAll(
+      batch, [&](int64_t q) { return splits[q * segs + r] + splits[q * segs + segs - 1 - r]; },
+      [&](int64_t q, int64_t before, int64_t) {
+        seg_src[q * segs + r] = r * m + before;
+        seg_src[q * segs + segs - 1 - r] = r * m + before + splits[q * segs + r];
+      });
+  if (threadIdx.x == 0 && rows > m && bad) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
+}
+
+// The per-row source index of the rerange: index[i] = seg_src[k] + (i - seg_out[k]) for the segment k holding
+// output row i, or -1 (never copied) where the table is inconsistent: a row outside its segment's range, or a
+// source outside the gathered buffer. A thread per row, so every entry has one writer even for a corrupt table.
+// A warp's 32 consecutive rows share the search: a 32-ary search (one ballot per round) for the warp's first
+// row, then each lane picks its segment from the next 32 boundaries by shuffles; a row past them (more than 31
+// empty segments in the warp's span) falls back to its own binary search.
+__global__ void RerangeIndexKernel(const int64_t* __restrict__ seg_out, const int64_t* __restrict__ seg_src,
+                                   int64_t segments, int64_t total_rows, int64_t in_rows, int64_t* __restrict__ index) {
+  constexpr unsigned kFull = 0xffffffffu;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t w0 = blockIdx.x * int64_t{blockDim.x} + threadIdx.x - lane; w0 < total_rows; w0 += stride) {
+    int64_t lo = 0, n = segments;  // the last k in [lo, lo + n) with seg_out[k] <= w0
+    while (n > 32) {
+      const int64_t step = (n + 31) / 32;
+      const unsigned m = __ballot_sync(kFull, lane * step < n && seg_out[lo + lane * step] <= w0);
+      const int j = m ? 31 - __clz(m) : 0;
+      lo += j * step;
+      n = min(step, n - j * step);
+    }
+    const int64_t i = w0 + lane;
+    const int64_t b = lo + lane < segments ? seg_out[lo + lane] : INT64_MAX;
+    int pick = -1;
+    for (int j = 0; j < 32; ++j) {
+      if (__shfl_sync(kFull, b, j) <= i) pick = j;
+    }
+    if (i >= total_rows) continue;
+    int64_t k = lo + pick;
+    if (pick == 31 && k + 1 < segments) k += FindSegment(seg_out + k, segments - k, i);
+    int64_t src = -1;
+    if (pick >= 0 && seg_out[k] <= i && i < seg_out[k + 1]) {
+      src = seg_src[k] + (i - seg_out[k]);
+      if (src < 0 || src >= in_rows) src = -1;  // rank payload past its block (counted by the table kernel)
+    }
+    index[i] = src;
   }
 }
 
@@ -234,9 +233,25 @@ Status BatchRerangeCanImplement(int64_t batch, int64_t cp, int64_t max_rank_toke
   return SizeCheck(0, row_bytes);
 }
 
-size_t BatchRerangeTempBytes(int64_t batch, int64_t cp) {
-  // seg_out [S + 1], seg_src [S], rbase [cp], S = batch * 2cp.
-  return static_cast<size_t>(2 * batch * 2 * cp + 1 + cp) * sizeof(int64_t);
+namespace {
+
+// The table's layout in temp: seg_out [S + 1], seg_src [S], index [total_rows]; S = batch * 2cp.
+struct RerangeTable {
+  int64_t* seg_out;
+  int64_t* seg_src;
+  int64_t* index;
+};
+
+RerangeTable TableIn(void* temp, int64_t batch, int64_t cp) {
+  const int64_t segments = batch * 2 * cp;
+  int64_t* w = static_cast<int64_t*>(temp);
+  return {w, w + segments + 1, w + 2 * segments + 1};
+}
+
+}  // namespace
+
+size_t BatchRerangeTempBytes(int64_t batch, int64_t cp, int64_t total_rows) {
+  return static_cast<size_t>(2 * batch * 2 * cp + 1 + std::max<int64_t>(total_rows, 0)) * sizeof(int64_t);
 }
 
 Status LaunchBuildRerangeTable(const int64_t* splits, int64_t batch, int64_t cp, int64_t max_rank_token,
@@ -244,14 +259,18 @@ Status LaunchBuildRerangeTable(const int64_t* splits, int64_t batch, int64_t cp,
   KVSHARD_NVTX_RANGE("kvshard.cp.rerange_table");
   KVSHARD_RETURN_IF_ERROR(BatchRerangeCanImplement(batch, cp, max_rank_token, 1));
   if (total_rows < 0) return InvalidArgument("total_rows: must be >= 0, got ", total_rows);
-  if (temp_bytes < BatchRerangeTempBytes(batch, cp)) {
-    return InvalidArgument("temp_bytes: need ", BatchRerangeTempBytes(batch, cp), ", got ", temp_bytes);
+  if (temp_bytes < BatchRerangeTempBytes(batch, cp, total_rows)) {
+    return InvalidArgument("temp_bytes: need ", BatchRerangeTempBytes(batch, cp, total_rows), ", got ", temp_bytes);
   }
   const int64_t segments = batch * 2 * cp;
-  int64_t* seg_out = static_cast<int64_t*>(temp);
-  int64_t* seg_src = seg_out + segments + 1;
-  RerangeTableKernel<<<1, kTableThreads, 0, stream>>>(splits, batch, cp, max_rank_token, total_rows, seg_out, seg_src,
-                                                      seg_src + segments, bad);
+  const RerangeTable t = TableIn(temp, batch, cp);
+  RerangeTableKernel<<<static_cast<unsigned>(cp + 1), kTableThreads, 0, stream>>>(
+      splits, batch, cp, max_rank_token, total_rows, t.seg_out, t.seg_src, bad);
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  if (total_rows == 0) return Status::Ok();
+  const int64_t blocks = std::min<int64_t>((total_rows + kThreads - 1) / kThreads, int64_t{1} << 20);
+  RerangeIndexKernel<<<static_cast<int>(blocks), kThreads, 0, stream>>>(t.seg_out, t.seg_src, segments, total_rows,
+                                                                         cp * max_rank_token, t.index);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }
@@ -262,21 +281,10 @@ Status LaunchRerangeFromTable(void* out, const void* gathered, const void* table
   KVSHARD_RETURN_IF_ERROR(BatchRerangeCanImplement(batch, cp, max_rank_token, row_bytes));
   KVSHARD_RETURN_IF_ERROR(SizeCheck(total_rows, row_bytes));
   if (total_rows == 0) return Status::Ok();
-  const int64_t segments = batch * 2 * cp;
-  const int64_t* seg_out = static_cast<const int64_t*>(table);
-  const int64_t* seg_src = seg_out + segments + 1;
-  const int blocks = PersistentBlocks(total_rows, 32, kThreads);
-  const int64_t warps = int64_t{blocks} * (kThreads / 32);
-  // About four tiles per warp, at most ~16 KiB per tile.
-  const int64_t tile_rows = std::max<int64_t>(1, std::min<int64_t>(total_rows / (4 * warps), (16 << 10) / row_bytes));
-  DispatchVector(RowVectorBytes(row_bytes, out, gathered), [&]<int kB>() {
-    using V = typename VecOf<kB>::T;
-    RerangeCopyKernel<V><<<blocks, kThreads, 0, stream>>>(static_cast<V*>(out), static_cast<const V*>(gathered),
-                                                          seg_out, seg_src, segments, total_rows,
-                                                          cp * max_rank_token, row_bytes / kB, tile_rows);
-  });
-  KVSHARD_CUDA_CHECK(cudaGetLastError());
-  return Status::Ok();
+  // The rerange is now a plain index gather (rows with index -1 are left as they are, as the table kernel
+  // counted them); bad = nullptr so those rows are not counted twice.
+  const RerangeTable t = TableIn(const_cast<void*>(table), batch, cp);
+  return LaunchGatherRows(out, gathered, cp * max_rank_token, t.index, total_rows, row_bytes, nullptr, stream);
 }
 
 Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits, int64_t batch, int64_t cp,
@@ -295,7 +303,7 @@ Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits
                           cudaStream_t stream) {
   KVSHARD_RETURN_IF_ERROR(BatchRerangeCanImplement(batch, cp, max_rank_token, row_bytes));
   if (total_rows == 0) return SizeCheck(total_rows, row_bytes);
-  const size_t bytes = BatchRerangeTempBytes(batch, cp);
+  const size_t bytes = BatchRerangeTempBytes(batch, cp, total_rows);
   void* temp = nullptr;
   KVSHARD_CUDA_CHECK(cudaMallocAsync(&temp, bytes, stream));
   const Status s = LaunchBatchRerange(out, gathered, splits, batch, cp, max_rank_token, total_rows, row_bytes, bad,

@@ -1,5 +1,6 @@
-// GPU data movement of CP prefill (spec §4-5): the batch rerange (device-built segment table, span gather),
-// plan-driven segment gathers (split-by-plan, valid-row selection), round-robin split/restore, last tokens.
+// GPU data movement of CP prefill (spec §4-5): the batch rerange (device-built segment table and row index, then
+// an index gather), plan-driven segment gathers (split-by-plan, valid-row selection), round-robin split/restore,
+// last tokens.
 // Host-safe launch API; `bad` (optional device counter) counts rows skipped for inconsistent metadata.
 #ifndef KVSHARD_GPU_CP_OPS_H_
 #define KVSHARD_GPU_CP_OPS_H_
@@ -16,21 +17,22 @@ namespace kvshard::gpu {
 // kMaxCpSegments (the reference's bound) and sane row sizes. No request, row or segment limit below those.
 Status BatchRerangeCanImplement(int64_t batch, int64_t cp, int64_t max_rank_token, int64_t row_bytes);
 
-// Device scratch bytes the rerange needs (its segment table: 2 * batch * 2cp + 1 + cp int64 words).
-size_t BatchRerangeTempBytes(int64_t batch, int64_t cp);
+// Device scratch bytes the rerange needs: its segment table (2 * batch * 2cp + 1 int64 words) and the
+// per-row source index (total_rows int64 words).
+size_t BatchRerangeTempBytes(int64_t batch, int64_t cp, int64_t total_rows);
 
-// The batch rerange as a segmented gather, two launches on `stream`: RerangeTableKernel derives every
-// segment's output row and gathered source row from the device split table (scans; no host-built index),
-// then RerangeCopyKernel copies tiles of output rows as contiguous spans. `gathered` is the rank-major
-// all-gather buffer (cp blocks of max_rank_token rows; rank r's block holds, per request, its valid segment r
-// then 2cp-1-r); `splits` is the device array of the valid split lists (batch x 2cp, request-major).
-// out[i] = gathered[src(i)] in request order, total_rows = sum(splits). `temp` holds
-// BatchRerangeTempBytes(batch, cp) bytes and must stay untouched until the launches complete.
+// The batch rerange as an index gather, three launches on `stream`: RerangeTableKernel derives every segment's
+// output row and gathered source row from the device split table (scans; no host-built index),
+// RerangeIndexKernel expands it into one source row per output row, and LaunchGatherRows copies the rows.
+// `gathered` is the rank-major all-gather buffer (cp blocks of max_rank_token rows; rank r's block holds, per
+// request, its valid segment r then 2cp-1-r); `splits` is the device array of the valid split lists (batch x 2cp,
+// request-major). out[i] = gathered[src(i)] in request order, total_rows = sum(splits). `temp` holds
+// BatchRerangeTempBytes(batch, cp, total_rows) bytes and must stay untouched until the launches complete.
 Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits, int64_t batch, int64_t cp,
                           int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, int64_t* bad, void* temp,
                           size_t temp_bytes, cudaStream_t stream);
 // The rerange's two halves, for a table built once per batch and reused by every layer's rerange (the split
-// lists are per batch): RerangeTableKernel into `temp`, and RerangeCopyKernel reading that table.
+// lists are per batch): the table and row index into `temp`, and the index gather reading them.
 Status LaunchBuildRerangeTable(const int64_t* splits, int64_t batch, int64_t cp, int64_t max_rank_token,
                                int64_t total_rows, int64_t* bad, void* temp, size_t temp_bytes, cudaStream_t stream);
 Status LaunchRerangeFromTable(void* out, const void* gathered, const void* table, int64_t batch, int64_t cp,

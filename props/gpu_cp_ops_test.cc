@@ -77,6 +77,32 @@ TEST(GpuCpOps, FusedRerangeMatchesReferenceAndRestoresOrder) {
   EXPECT_TRUE(ok);
 }
 
+// A gathered buffer with blocks one row shorter than the largest rank payload (SGLang's
+// rank_payload_exceeds_max): the table kernel counts it and the rerange is refused, reading nothing past the
+// buffer (rows whose source would fall outside it get index -1 and are never copied).
+TEST(GpuCpOps, RerangeRefusesARankPayloadPastItsBlock) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const bool ok = rc::check("a rank payload past max_rank_token is counted and refused", [] {
+    const CPBatchCase c = *GenCPBatchCase();
+    RC_PRE(c.extend_lens.size() >= 2);
+    const CPSharedKVBatchPlan plan0 = PlanFor(c, 0);
+    // The largest rank payload of the valid splits (max_rank_token may also cover compute padding).
+    const Int64Table& splits = plan0.request_split_lists;
+    int64_t m = 0;
+    for (int64_t r = 0; r < c.cp_size; ++r) {
+      int64_t rows = 0;
+      for (int64_t q = 0; q < splits.rows(); ++q) rows += splits[q][r] + splits[q][2 * c.cp_size - 1 - r];
+      m = std::max(m, rows);
+    }
+    RC_PRE(m >= 1);
+    const std::vector<uint8_t> gathered(static_cast<size_t>(c.cp_size * (m - 1) * c.row_bytes), 0x5a);
+    auto got = gpu::RunBatchRerange(gathered, c.row_bytes, splits, c.cp_size, m - 1);
+    RC_ASSERT(!got.ok());
+    RC_ASSERT(got.status().message().find("inconsistent metadata") != std::string::npos);
+  });
+  EXPECT_TRUE(ok);
+}
+
 TEST(GpuCpOps, SplitByPlanMatchesReference) {
   KVSHARD_REQUIRE_GPUS(1);
   const bool ok = rc::check("split by plan == reference (data/position, compute/valid)", [] {
@@ -191,7 +217,7 @@ void ExpectLargeRerangeMatches(int64_t batch, int64_t cp, int64_t ps, int64_t ma
 }
 
 // The single-launch rerange refused more than 1024 requests and cp > 1024: at those limits, 2x and 16x past
-// them the rerange matches the reference (the segment table kernel loops over tiles of 8192 entries). Page size
+// them the rerange matches the reference (the segment table kernel loops over tiles of 2048 entries). Page size
 // >= 2: the batch planner refuses ps = 1 (batch_gt1_page_split_fallback).
 TEST(GpuCpOps, RerangeMatchesReferencePastTheOldLimits) {
   KVSHARD_REQUIRE_GPUS(1);
