@@ -1,27 +1,10 @@
 // The CP shared-KV and seed 003 helper results, computed by the reference (cpu_ref/cp_shared_kv.h, cp_helpers.h).
 #include "cli/cp_results.h"
 
-#include <cstring>
-
 #include "core/host_tensor.h"
 #include "cpu_ref/cp_shared_kv.h"
 
 namespace kvshard::cli {
-namespace {
-
-HostTensor RowsTensor(const Int64List& rows) {
-  HostTensor t = HostTensor::Zeros(static_cast<int64_t>(rows.size()), 8);
-  if (!rows.empty()) std::memcpy(t.data.data(), rows.data(), rows.size() * 8);
-  return t;
-}
-
-Int64List TensorRows(const HostTensor& t) {
-  Int64List rows(static_cast<size_t>(t.rows));
-  if (t.rows > 0) std::memcpy(rows.data(), t.data.data(), rows.size() * 8);
-  return rows;
-}
-
-}  // namespace
 
 StatusOr<Json> PageOwnersJson(const InSeqSplit& split) {
   const CPSharedKVBatchPlan& p = split.plan;
@@ -85,8 +68,8 @@ StatusOr<Json> CanCpSplitJson(int64_t seq_len, int64_t cp_size, bool use_nsa, co
 }
 
 StatusOr<Json> CpLocalPairJson(const Int64List& rows, int64_t prev_len, int64_t next_len) {
-  KVSHARD_ASSIGN_OR_RETURN(const auto pair, ref::SplitInSeqCpLocalPair(RowsTensor(rows), prev_len, next_len, "rows"));
-  return Json{{"prev", TensorRows(pair.first)}, {"next", TensorRows(pair.second)}};
+  KVSHARD_ASSIGN_OR_RETURN(const auto pair, ref::SplitInSeqCpLocalPair(HostTensor::FromInt64s(rows), prev_len, next_len, "rows"));
+  return Json{{"prev", pair.first.Int64s()}, {"next", pair.second.Int64s()}};
 }
 
 }  // namespace kvshard::cli
