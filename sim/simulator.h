@@ -1,5 +1,5 @@
-// kvshard simulate's model: a serving workload driven through the rotated owner-classed allocator, the prefix
-// cache with the rotation-base rule, chunked prefill batches, the gather plan of every extend batch and, with
+// kvshard simulate's model: a serving workload driven through the rotated owner-classed allocator (or, with
+// AllocMode::kOwners, pages from their CP compute owners' classes), the prefix cache with the rotation-base rule, chunked prefill batches, the gather plan of every extend batch and, with
 // CP, its split plan; every invariant checked as it runs; the cost model advances the clock.
 #ifndef KVSHARD_SIM_SIMULATOR_H_
 #define KVSHARD_SIM_SIMULATOR_H_
