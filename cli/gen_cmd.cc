@@ -35,6 +35,9 @@ void DeclareFlags(po::options_description& flags) {
       ("no-radix", po::bool_switch(),
        "no radix cache records: every request is an allocator chain (without it, about half the requests are "
        "document requests: match_prefix with lock, alloc, insert, tail free, dec_lock_ref; evict on deferral)")
+      ("cp-records", po::bool_switch(),
+       "per committed batch also the CP records: page_owners, cp_direct_write (a random rank, on the batch's "
+       "out_cache_loc or on owner-class pages), cp_seq_idx, can_cp_split, cp_local_pair")
       ("out", po::value<std::string>()->value_name("FILE"), "write the trace here instead of standard output");
   DeclareMaxMemoryFlag(flags);
 }
@@ -80,6 +83,7 @@ Status Run(const Flags& flags, std::ostream& out) {
   o.num_layers = flags.Int("layers");
   o.row_words = flags.Int("row-words");
   o.radix = !flags.Bool("no-radix");
+  o.cp_records = flags.Bool("cp-records");
   KVSHARD_RETURN_IF_ERROR(ValidateTraceGenOptions(o));
   KVSHARD_RETURN_IF_ERROR(CheckGenMemory(o, MaxMemory(flags)));
   if (!flags.Has("out")) return GenerateTrace(o, out);
@@ -96,7 +100,7 @@ Status Run(const Flags& flags, std::ostream& out) {
 Command GenCommand() {
   return {"gen", "write a seeded synthetic trace, expect filled by the reference (same seed, same bytes)",
           "[--seed INT] [--records INT] [--shard-size INT] [--page-size INT] [--cp-size INT] [--batch-size INT] "
-          "[--edge-heavy] [--layers INT] [--row-words INT] [--no-radix] [--out FILE] [--max-memory BYTES]",
+          "[--edge-heavy] [--layers INT] [--row-words INT] [--no-radix] [--cp-records] [--out FILE] [--max-memory BYTES]",
           DeclareFlags, Run};
 }
 

@@ -184,6 +184,40 @@ TEST(GenCmdTest, CorruptedPipelineAndRadixExpectIsReportedAtItsLine) {
   EXPECT_EQ(corrupted, 6);
 }
 
+TEST(GenCmdTest, CpRecordsReachEveryOpReplayCleanAndACorruptedExpectExitsOne) {
+  const CliResult plain = RunCli({"gen", "--seed", "3", "--records", "300"});
+  const CliResult g = RunCli({"gen", "--seed", "3", "--records", "300", "--cp-records", "--edge-heavy"});
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_EQ(g.out, RunCli({"gen", "--seed", "3", "--records", "300", "--cp-records", "--edge-heavy"}).out);
+  EXPECT_EQ(plain.out.find("cp_direct_write"), std::string::npos);  // off by default: old traces keep their bytes
+  for (const char* op : {"page_owners", "cp_direct_write", "cp_seq_idx", "can_cp_split", "cp_local_pair"}) {
+    EXPECT_TRUE(HasOp(g.out, op)) << op;
+  }
+  EXPECT_NE(g.out.find("reason=local_loc_owner_mismatch"), std::string::npos);  // the rotated pages fail ...
+  EXPECT_NE(g.out.find("\"cp_local_physical_out_cache_loc\""), std::string::npos);  // ... owner-class pages pass
+  const CliResult r = RunCli({"replay", "-"}, g.out);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("replayed 300 records"), std::string::npos) << r.out;
+  EXPECT_EQ(RunCli({"replay", "-", "--impl", "fast"}, g.out).out, r.out);
+  // Change the first CP record's expect: exit 1 naming its line and op.
+  std::vector<std::string> lines = Lines(g.out);
+  for (size_t i = 1; i < lines.size(); ++i) {
+    Json rec = Json::parse(lines[i]);
+    if (rec["op"] != "page_owners") continue;
+    rec["expect"]["page_owner_plan"][0] = rec["expect"]["page_owner_plan"][0].get<int64_t>() + 1;
+    lines[i] = rec.dump();
+    std::string text;
+    for (const std::string& l : lines) text += l + "\n";
+    const CliResult bad = RunCli({"replay", "-"}, text);
+    EXPECT_EQ(bad.exit_code, 1) << bad.err;
+    EXPECT_EQ(bad.err.rfind("kvshard: mismatch: line " + std::to_string(i + 1) + ": page_owners: page_owner_plan[0]: ",
+                            0),
+              0u)
+        << bad.err;
+    break;
+  }
+}
+
 TEST(GenCmdTest, BadOptionsExitTwo) {
   ExpectFailures({{"gen --records -1", "--records: must be non-negative", 2},
                   {"gen --batch-size 0", "--batch-size: must be in [1, 4096]", 2},

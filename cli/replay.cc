@@ -87,6 +87,23 @@ const std::map<std::string, std::vector<FieldShape>>& OpShapes() {
       {"get_key_buffer", {{"layer", Shape::kInt, true}, {"locs", Shape::kIntList, false}}},
       {"end_shard_extend", {}},
       {"set_kv_buffer_prefix_valid", {{"layer", Shape::kInt, false}, {"locs", Shape::kIntList, false}}},
+      // CP shared-KV direct writes, the page compute owners and seed 003's helpers (cli/replay_cp.cc).
+      {"page_owners", {{"cp_size", Shape::kInt, true}, {"cp_rank", Shape::kInt, false},
+                       {"page_size", Shape::kInt, true}, {"extend_lens", Shape::kIntList, true},
+                       {"prefix_lens", Shape::kIntList, false}}},
+      {"cp_direct_write", {{"cp_size", Shape::kInt, true}, {"cp_rank", Shape::kInt, true},
+                           {"page_size", Shape::kInt, true}, {"extend_lens", Shape::kIntList, true},
+                           {"prefix_lens", Shape::kIntList, false}, {"out_cache_loc", Shape::kIntList, true},
+                           {"extend_num_tokens", Shape::kInt, false}}},
+      {"cp_seq_idx", {{"cp_chunks_len", Shape::kIntList, true}, {"seqs_len", Shape::kIntList, true}}},
+      {"can_cp_split", {{"seq_len", Shape::kInt, true}, {"cp_size", Shape::kInt, true}, {"use_nsa", Shape::kBool, false},
+                        {"uses_cp_shared_kv", Shape::kBool, false}, {"is_context_parallel_extend", Shape::kBool, false},
+                        {"sglang_cp_draft_shared_kv", Shape::kBool, false}, {"is_draft_extend", Shape::kBool, false},
+                        {"extend_seq_lens_cpu", Shape::kIntList, false}, {"extend_prefix_lens_cpu", Shape::kIntList, false},
+                        {"page_size", Shape::kInt, false}, {"nsa_prefill_cp_mode", Shape::kString, false},
+                        {"enable_nsa_prefill_context_parallel", Shape::kBool, false}}},
+      {"cp_local_pair", {{"rows", Shape::kIntList, true}, {"prev_len", Shape::kInt, true},
+                         {"next_len", Shape::kInt, true}}},
   };
   return *shapes;
 }
@@ -116,7 +133,8 @@ Status CheckShape(const Json& rec, const std::string& op) {
     return InvalidArgument("op: unknown op \"", op,
                            "\" (place, split, rerange, gather_plan, alloc, free, free_group, match_prefix, "
                            "dec_lock_ref, insert, evict, begin_shard_extend, set_kv_buffer, get_key_buffer, "
-                           "end_shard_extend, set_kv_buffer_prefix_valid)");
+                           "end_shard_extend, set_kv_buffer_prefix_valid, page_owners, cp_direct_write, cp_seq_idx, "
+                           "can_cp_split, cp_local_pair)");
   }
   std::vector<std::string> keys;
   for (const FieldShape& f : it->second) keys.push_back(f.key);
@@ -134,6 +152,12 @@ Status CheckShape(const Json& rec, const std::string& op) {
   if (op == "gather_plan" && rec.at("batch").contains("pool_pages_per_rank")) {  // a pre-rename trace is malformed
     StatusOr<ExtendBatch> b = ExtendBatchFromJson(rec.at("batch"));
     return InvalidArgument("batch.", b.status().message());
+  }
+  if (op == "can_cp_split" && rec.contains("nsa_prefill_cp_mode")) {
+    const std::string mode = rec.at("nsa_prefill_cp_mode").get<std::string>();
+    if (mode != "in-seq-split" && mode != "round-robin-split") {
+      return InvalidArgument("nsa_prefill_cp_mode: must be in-seq-split or round-robin-split, got ", mode);
+    }
   }
   return op == "split" ? CheckSplitMode(rec) : Status::Ok();
 }
@@ -255,6 +279,7 @@ StatusOr<Json> Replayer::Execute(const TraceRecord& record, const Json* only) {
   if (record.op == "split") return RunSplit(rec, only, impl_);
   if (record.op == "rerange") return RunRerange(rec, impl_);
   if (record.op == "gather_plan") return RunGatherPlan(rec, impl_);
+  if (IsCpRecord(record.op)) return RunCpRecord(record.op, rec, impl_);
   if (PoolReplay::Handles(record.op)) {
     if (!pool_) return InvalidArgument(record.op, ": pipeline records need the header's \"pool\"");
     KVSHARD_ASSIGN_OR_RETURN(Json result, pool_->Execute(record.op, rec, only));
@@ -427,7 +452,7 @@ Status Replayer::Replay(const TraceRecord& record) {
     }
   }
   if (allocator_ && !PoolReplay::Handles(record.op) && record.op != "place" && record.op != "split" &&
-      record.op != "rerange" && record.op != "gather_plan") {
+      record.op != "rerange" && record.op != "gather_plan" && !IsCpRecord(record.op)) {
     if (Status s = CheckAllocatorInvariants(record.json, *got); !s.ok()) return Mismatch(where, s.message());
     if (Status s = CheckCacheInvariants(); !s.ok()) return Mismatch(where, s.message());
   }

@@ -29,6 +29,12 @@ struct ReplaySummary {
   std::string first_mismatch;  // "line N: <op>: <field>: expected X, got Y"
 };
 
+// True for the stateless CP records: page_owners, cp_direct_write, cp_seq_idx, can_cp_split, cp_local_pair.
+bool IsCpRecord(const std::string& op);
+// Runs one of them (shape already checked) on the reference; the in-seq plan of page_owners and cp_direct_write
+// is built by `impl` (cli/replay_cp.cc).
+StatusOr<Json> RunCpRecord(const std::string& op, const Json& rec, Impl impl);
+
 // The header keys a trace may carry.
 const std::vector<std::string>& TraceHeaderKeys();
 

@@ -47,6 +47,9 @@ const Knob kKnobs[] = {
     {"decode-tokens-per-s", [](sim::SimConfig& c, const boost::any& v) { c.decode_tokens_per_s = D(v); }},
     {"kv-bytes", [](sim::SimConfig& c, const boost::any& v) { c.kv_bytes_per_token_layer = I(v); }},
     {"layers", [](sim::SimConfig& c, const boost::any& v) { c.cost.layers = I(v); }},
+    {"alloc-mode", [](sim::SimConfig& c, const boost::any& v) {
+       c.alloc_mode = boost::any_cast<std::string>(v) == "owners" ? sim::AllocMode::kOwners : sim::AllocMode::kRotated;
+     }},
 };
 
 const Knob* FindKnob(const std::string& key) {
@@ -64,6 +67,7 @@ std::string KnobList() {
 
 Json AnyJson(const boost::any& v) {
   if (v.type() == typeid(int64_t)) return Json(boost::any_cast<int64_t>(v));
+  if (v.type() == typeid(std::string)) return Json(boost::any_cast<std::string>(v));
   return Json(boost::any_cast<double>(v));
 }
 
@@ -143,7 +147,7 @@ void DeclareSweepFlags(po::options_description& flags) {
       ("sweep", po::value<std::vector<std::string>>()->value_name("FLAG=V,..."),
        "repeatable: run every combination of these values of simulate flags (shard-size, page-size, cp-size, "
        "cache-tokens, chunk-tokens, max-batch-tokens, max-batch-requests, time-scale, decode-tokens-per-s, "
-       "kv-bytes, layers), one summary row each (docs/simulate.md)")
+       "kv-bytes, layers, alloc-mode), one summary row each (docs/simulate.md)")
       ("threads", Int(1, 1024), "with --sweep: configurations run at once (default: the hardware threads, divided "
                                 "among the MPI processes of a host)");
   if (!flags.find_nothrow("csv", false)) {

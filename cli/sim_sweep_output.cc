@@ -52,11 +52,14 @@ std::string CsvField(const std::string& text) {
 }  // namespace
 
 void PrintSweepTable(const std::vector<std::string>& keys, const std::vector<Json>& rows, std::ostream& out) {
+  // With CP rows, two more columns: direct-write pages failing the owner check, gather plans SGLang rejects.
+  const bool cp = std::any_of(rows.begin(), rows.end(), [](const Json& r) { return r.contains("direct_write"); });
   std::vector<std::string> header = {"#"};
   header.insert(header.end(), keys.begin(), keys.end());
   for (const char* h : {"requests", "batches", "hit_tokens", "pages_max", "skew_max", "evicted", "deferrals",
-                        "gather_p99_MiB", "cp_padding", "batch_p99_us", "simulated_s", "violations", "status"}) {
-    header.push_back(h);
+                        "gather_p99_MiB", "cp_padding", "dw_fail_pages", "gather_rejects", "batch_p99_us",
+                        "simulated_s", "violations", "status"}) {
+    if (cp || (std::string(h) != "dw_fail_pages" && std::string(h) != "gather_rejects")) header.push_back(h);
   }
   std::vector<std::vector<std::string>> table = {header};
   for (const Json& row : rows) {
@@ -76,6 +79,12 @@ void PrintSweepTable(const std::vector<std::string>& keys, const std::vector<Jso
       line.push_back(Cell(At(row, "deferrals")));
       line.push_back(p99.is_number() ? Cell(Json(p99.get<double>() / (1 << 20)), 2) : "");
       line.push_back(Cell(At(row, "cp_padding_fraction")));
+      if (cp) {
+        const Json& fail = At(row, "direct_write", "local_loc_owner_mismatch_pages");
+        const Json& rejects = At(row, "direct_write", "gather_plan_rejections");
+        line.push_back(fail.is_null() ? "-" : Cell(fail));
+        line.push_back(rejects.is_null() ? "-" : Cell(rejects));
+      }
       line.push_back(Cell(At(row, "batch_time_us", "p99"), 1));
       line.push_back(Cell(At(row, "simulated_s"), 1));
       line.push_back(Cell(At(row, "violations")));

@@ -158,6 +158,34 @@ TEST(SimSweepTest, BadSweepSyntaxExitsTwoNamingSweep) {
   }, kTwoTurns);
 }
 
+TEST(SimSweepTest, AllocModeSweepsWithDirectWriteColumns) {
+  const Json j = JsonOf("simulate - --json --cp-size 2 --shard-size 4 --sweep alloc-mode=rotated,owners", kTwoTurns);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["sweep"]["alloc-mode"], Json::array({"rotated", "owners"}));
+  EXPECT_EQ(j["rows"][0]["direct_write"]["alloc_mode"], "rotated");
+  EXPECT_EQ(j["rows"][1]["direct_write"]["alloc_mode"], "owners");
+  EXPECT_EQ(j["rows"][1]["direct_write"]["local_loc_owner_mismatch_pages"], 0);
+  EXPECT_GT(j["rows"][0]["direct_write"]["local_loc_owner_mismatch_pages"].get<int64_t>(), 0);
+  const CliResult table = RunCli({"simulate", "-", "--cp-size", "2", "--shard-size", "4", "--sweep",
+                                  "alloc-mode=rotated,owners"},
+                                 kTwoTurns);
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("dw_fail_pages"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("gather_rejects"), std::string::npos) << table.out;
+  // Without CP rows the table keeps its columns.
+  const CliResult plain = RunCli({"simulate", "-", "--sweep", "shard-size=2,4"}, kTwoTurns);
+  EXPECT_EQ(plain.out.find("dw_fail_pages"), std::string::npos) << plain.out;
+  // A cp that does not divide N in owners mode is that row's error.
+  const CliResult bad = RunCli(Words("simulate - --json --alloc-mode owners --shard-size 4 --sweep cp-size=2,3"),
+                               kTwoTurns);
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  const Json rows = Json::parse(bad.out, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(rows["rows"][0].contains("error"));
+  EXPECT_NE(rows["rows"][1]["error"].get<std::string>().find("--alloc-mode: owners needs --cp-size (3)"),
+            std::string::npos);
+  ExpectFailures({{"simulate - --sweep alloc-mode=rotated,cyclic", "--sweep: alloc-mode=cyclic"}}, kTwoTurns);
+}
+
 TEST(SimSweepTest, EveryRowUsesTheCalibration) {
   const std::string file = RunfilePath("testdata/calibration/h200.json");
   const Json j = JsonOf("simulate - --json --calibration " + file + " --sweep shard-size=2,4", kTwoTurns);

@@ -41,6 +41,9 @@ void DeclareFlags(po::options_description& flags) {
       ("calibration", File(), "a cost-model calibration (testdata/calibration/h200.json; kvshard calibrate shows "
                               "its fits); without it the cost model uses physical limits")
       ("need-sort", po::bool_switch(), "the allocator's need_sort mode")
+      ("alloc-mode", Choice({"rotated", "owners"})->default_value("rotated"),
+       "rotated: SGLang's page-interleave allocator; owners (with --cp-size > 1, which must divide --shard-size): "
+       "every new page from its CP compute owner's class, so CP shared-KV direct writes never fail the owner check")
       ("quiet", po::bool_switch(), "no progress bar on standard error")
       ("json", po::bool_switch(), "print one JSON object instead of the summary");
   DeclareSimulateOutputFlags(flags);
@@ -55,7 +58,24 @@ constexpr int64_t kSimBytesPerPage = 128;
 
 double Ratio(int64_t a, int64_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b); }
 
+// Whether KV sharding and CP shared-KV direct writes ran together: no page failed the owner check and SGLang's
+// gather accepted every batch's prefix (docs/simulate.md, "CP shared-KV direct writes").
+bool RunTogether(const sim::SimResult& r) { return r.owner_mismatch_pages == 0 && r.gather_plan_rejections == 0; }
+
 }  // namespace
+
+// The --json "direct_write" object (cp_size > 1).
+Json SimDirectWriteJson(const sim::SimResult& r, const sim::SimConfig& c) {
+  return Json{{"alloc_mode", sim::AllocModeName(c.alloc_mode)},
+              {"pages", r.direct_write_pages},
+              {"local_loc_owner_mismatch_pages", r.owner_mismatch_pages},
+              {"failed_batches", r.direct_write_failed_batches},
+              {"failed_rank_writes", r.direct_write_failed_ranks},
+              {"gather_plan_rejections", r.gather_plan_rejections},
+              {"class_exhausted_deferrals", r.class_exhausted_deferrals},
+              {"run_together", RunTogether(r)}};
+}
+
 
 // Declared in cli/sim_sweep.h: every sweep row carries these keys.
 Json ResultJson(const sim::SimResult& r, const sim::SimConfig& c) {
@@ -87,6 +107,9 @@ Json ResultJson(const sim::SimResult& r, const sim::SimConfig& c) {
   j["config"] = {{"shard_size", c.shard_size}, {"page_size", c.page_size}, {"cp_size", c.cp_size},
                  {"cache_tokens", c.cache_tokens}, {"chunk_tokens", c.chunk_tokens},
                  {"max_batch_tokens", c.max_batch_tokens}, {"layers", c.cost.layers}};
+  if (c.cp_size > 1) {  // CP shared-KV direct writes: only with CP (the output without CP is unchanged)
+    j["direct_write"] = SimDirectWriteJson(r, c);
+  }
   return j;
 }
 
@@ -108,6 +131,16 @@ void PrintSummary(const sim::SimResult& r, const sim::SimConfig& c, std::ostream
   out << "gathered bytes per layer per batch: total " << r.gathered_bytes_layer.total << ", p50 "
       << r.gathered_bytes_layer.p50 << ", p99 " << r.gathered_bytes_layer.p99 << "\n";
   if (c.cp_size > 1) out << "CP compute padding: " << Ratio(r.cp_padding_tokens, r.cp_compute_tokens) << " of computed tokens\n";
+  if (c.cp_size > 1) {
+    out << "CP shared-KV direct writes (--alloc-mode " << sim::AllocModeName(c.alloc_mode) << "): "
+        << r.owner_mismatch_pages << " of " << r.direct_write_pages << " pages fail the owner check "
+        << "(local_loc_owner_mismatch) in " << r.direct_write_failed_batches << " of " << r.batches << " batches ("
+        << r.direct_write_failed_ranks << " rank writes); SGLang's prefix gather rejects " << r.gather_plan_rejections
+        << " batches (non-cyclic owners); " << r.class_exhausted_deferrals << " deferrals with pages free in other "
+        << "classes\n";
+    out << "KV sharding with direct writes: " << (RunTogether(r) ? "runs together on this workload" : "does not run together on this workload")
+        << "\n";
+  }
   out << "predicted batch time (" << c.cost.source << "): p50 " << r.batch_time_us.p50 << " us, p99 "
       << r.batch_time_us.p99 << " us, total " << r.batch_time_us.total / 1e6 << " s; simulated clock "
       << r.simulated_s << " s\n";
@@ -129,6 +162,7 @@ Status Run(const Flags& flags, std::ostream& out) {
   c.kv_bytes_per_token_layer = flags.Int("kv-bytes");
   c.cost.layers = flags.Int("layers");
   c.need_sort = flags.Bool("need-sort");
+  c.alloc_mode = flags.String("alloc-mode") == "owners" ? sim::AllocMode::kOwners : sim::AllocMode::kRotated;
   if (flags.Has("calibration")) {
     KVSHARD_RETURN_IF_ERROR(flags.WithInput("calibration", [&](std::istream& in) -> Status {
       StatusOr<sim::Calibration> cal = sim::ReadCalibration(in);
@@ -144,6 +178,10 @@ Status Run(const Flags& flags, std::ostream& out) {
     return RunSweep(flags, c, DeclareFlags, out);
   }
   KVSHARD_RETURN_IF_ERROR(sim::ValidateSimConfig(c));
+  if (c.alloc_mode == sim::AllocMode::kOwners && flags.Has("emit-trace")) {
+    return InvalidArgument("--alloc-mode: owners cannot be emitted with --emit-trace (the trace's alloc records "
+                           "replay the rotated allocator)");
+  }
   // The bounded pool the simulator builds (one past the allocator's 2^24 pages is the model's error; an
   // unbounded pool is sized from the workload, within the 2^24).
   const int64_t cache_pages_per_rank = c.cache_tokens / (c.shard_size * c.page_size);
@@ -200,7 +238,8 @@ Status Run(const Flags& flags, std::ostream& out) {
 
 Command SimulateCommand() {
   Command c{"simulate", "simulate a serving workload through the sharded pool and the CP planner",
-            "FILE|- [--format F] [--shard-size N] [--page-size P] [--cp-size C] [--cache-tokens T] [--json] "
+            "FILE|- [--format F] [--shard-size N] [--page-size P] [--cp-size C] [--alloc-mode rotated|owners] "
+            "[--cache-tokens T] [--json] "
             "[--emit-trace FILE [--emit-max-batches B] [--emit-layers L]]\n"
             "FILE --sweep FLAG=V,V,... [--sweep FLAG=V,...] [--threads T] [--json] [--csv OUT.csv]",
             DeclareFlags, Run};

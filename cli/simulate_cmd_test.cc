@@ -17,6 +17,12 @@ const char kTwoTurns[] =
     "{\"timestamp\": 0, \"input_length\": 1100, \"output_length\": 5, \"hash_ids\": [7, 8, 9]}\n"
     "{\"timestamp\": 1000, \"input_length\": 1500, \"output_length\": 5, \"hash_ids\": [7, 8, 10]}\n";
 
+// A file path under the test's temporary directory (an --emit-trace target that must not be written).
+std::string TempPathForEmit() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return std::string(tmp ? tmp : "/tmp") + "/never_written.jsonl";
+}
+
 TEST(SimulateCmdTest, JsonCarriesTheContractKeys) {
   const Json j = JsonOf("simulate - --format mooncake --shard-size 8 --page-size 64 --cache-tokens 0 --json", kTwoTurns);
   for (const char* key : {"requests", "prefix_hit_rate_blocks", "prefix_hit_rate_tokens", "violations",
@@ -71,6 +77,54 @@ TEST(SimulateCmdTest, BadInputExitsTwoNamingLineAndField) {
   // A bounded pool too small for one prompt: exit 2 naming --cache-tokens.
   EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--cache-tokens", "512", "--shard-size", "4"}, kTwoTurns), 2,
                         "--cache-tokens: "));
+}
+
+TEST(SimulateCmdTest, AllocModeReportsDirectWritesAndTheirCost) {
+  // Without CP: no direct_write key, and the output does not depend on --alloc-mode.
+  const Json plain = JsonOf("simulate - --shard-size 4 --json", kTwoTurns);
+  EXPECT_FALSE(plain.contains("direct_write"));
+  EXPECT_EQ(JsonOf("simulate - --shard-size 4 --json --alloc-mode owners", kTwoTurns), plain);
+  const Json rotated = JsonOf("simulate - --shard-size 4 --cp-size 4 --json", kTwoTurns);
+  ASSERT_TRUE(rotated.contains("direct_write")) << rotated;
+  const Json& r = rotated["direct_write"];
+  EXPECT_EQ(r["alloc_mode"], "rotated");
+  EXPECT_GT(r["local_loc_owner_mismatch_pages"].get<int64_t>(), 0);
+  EXPECT_GT(r["failed_batches"].get<int64_t>(), 0);
+  EXPECT_EQ(r["gather_plan_rejections"], 0);
+  EXPECT_EQ(r["run_together"], false);
+  const Json owners = JsonOf("simulate - --shard-size 4 --cp-size 4 --alloc-mode owners --json", kTwoTurns);
+  const Json& o = owners["direct_write"];
+  EXPECT_EQ(o["alloc_mode"], "owners");
+  EXPECT_EQ(o["local_loc_owner_mismatch_pages"], 0);
+  EXPECT_EQ(o["failed_rank_writes"], 0);
+  EXPECT_EQ(o["pages"], r["pages"]);
+  EXPECT_EQ(o["gather_plan_rejections"], 1);  // the second turn's 16 cached pages follow the CP owners
+  EXPECT_EQ(o["run_together"], false);
+  for (const char* key : {"pages", "failed_batches", "failed_rank_writes", "class_exhausted_deferrals"}) {
+    EXPECT_TRUE(o.contains(key)) << key;
+  }
+  const CliResult summary = RunCli({"simulate", "-", "--shard-size", "4", "--cp-size", "4", "--alloc-mode", "owners"},
+                                   kTwoTurns);
+  EXPECT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_NE(summary.out.find("CP shared-KV direct writes (--alloc-mode owners): 0 of "), std::string::npos)
+      << summary.out;
+  EXPECT_NE(summary.out.find("SGLang's prefix gather rejects 1 batches"), std::string::npos) << summary.out;
+  EXPECT_NE(summary.out.find("KV sharding with direct writes: does not run together"), std::string::npos);
+  // One turn without any prefix: owner-plan allocation runs together with KV sharding.
+  const Json one = JsonOf("simulate - --shard-size 4 --cp-size 2 --alloc-mode owners --json",
+                          "{\"timestamp\": 0, \"input_length\": 1100, \"output_length\": 5, \"hash_ids\": [7, 8, 9]}\n");
+  EXPECT_EQ(one["direct_write"]["run_together"], true) << one;
+}
+
+TEST(SimulateCmdTest, AllocModeBadInputExitsTwoNamingTheFlag) {
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--alloc-mode", "cyclic"}, kTwoTurns), 2, "--alloc-mode: must be"));
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--shard-size", "8", "--cp-size", "3", "--alloc-mode", "owners"},
+                               kTwoTurns),
+                        2, "--alloc-mode: owners needs --cp-size (3) to divide --shard-size (8)"));
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--cp-size", "2", "--alloc-mode", "owners", "--emit-trace",
+                                TempPathForEmit()},
+                               kTwoTurns),
+                        2, "--alloc-mode: owners cannot be emitted with --emit-trace"));
 }
 
 // A fresh directory under the test's temporary directory.

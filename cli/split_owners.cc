@@ -7,9 +7,9 @@
 #include <ostream>
 
 #include "cli/cli_util.h"
+#include "cli/cp_results.h"
 #include "cli/memory_limit.h"
 #include "cli/results.h"
-#include "cpu_ref/cp_shared_kv.h"
 
 namespace kvshard::cli {
 namespace {
@@ -21,55 +21,8 @@ constexpr int64_t kBytesPerOwnerPage = 96;
 // Bytes per out_cache_loc row: the input list, the split copies (logical, physical) and their JSON.
 constexpr int64_t kBytesPerLoc = 160;
 
-// The direct-write locs of one rank, or the model's error with the first foreign loc named.
-struct DirectWrite {
-  Int64List logical;
-  Int64List physical;
-};
-
-StatusOr<DirectWrite> RunDirectWrite(const Flags& flags, const InSeqSplit& split) {
-  ref::CpSharedKVForwardBatch b;
-  b.uses_cp_shared_kv = true;
-  b.nsa_cp_metadata = split.metadata;
-  b.cp_shared_kv_layout = ref::CpSharedKVLayout{split.plan.cp_size, split.plan.cp_rank, split.plan.page_size};
-  b.out_cache_loc = flags.IntList("out-cache-loc");
-  if (flags.Has("extend-num-tokens")) b.extend_num_tokens = flags.Int("extend-num-tokens");
-  StatusOr<std::optional<Int64List>> physical = ref::GetCpSharedKVLocalPhysicalOutCacheLoc(&b);
-  if (!physical.ok()) {
-    const std::string message = physical.status().message();
-    if (message.find("reason=local_loc_owner_mismatch") == std::string::npos) {
-      return InvalidArgument("--out-cache-loc: ", message);
-    }
-    // Say which loc: the first of this rank's split locs on a page another rank owns.
-    ref::CpSharedKVForwardBatch probe = b;
-    probe.cp_shared_kv_layout = ref::CpSharedKVLayout{1, 0, split.plan.page_size};  // owns everything
-    const Int64List local = **ref::GetCpSharedKVLocalOutCacheLoc(&probe);
-    for (int64_t loc : local) {
-      if (loc > 0 && !b.cp_shared_kv_layout->OwnedByThisRank(loc)) {
-        return InvalidArgument("--out-cache-loc: ", message, " (first foreign loc ", loc, ": page ",
-                               loc / split.plan.page_size, " is owned by rank ", b.cp_shared_kv_layout->OwnerOf(loc),
-                               ")");
-      }
-    }
-    return InvalidArgument("--out-cache-loc: ", message);
-  }
-  return DirectWrite{b.cp_local_out_cache_loc.value(), physical->value()};
-}
-
-// Per-request owners (request q's extent pages start at prefix_q / ps).
-std::vector<Int64List> RequestOwners(const CPSharedKVBatchPlan& p, const Int64List& flat) {
-  std::vector<Int64List> owners;
-  size_t k = 0;
-  for (int64_t q = 0; q < p.batch_size; ++q) {
-    const size_t n = static_cast<size_t>(p.request_padded_pages[q]);
-    owners.emplace_back(flat.begin() + k, flat.begin() + k + n);
-    k += n;
-  }
-  return owners;
-}
-
-void PrintTable(const CPSharedKVBatchPlan& p, const std::vector<Int64List>& owners,
-                const std::optional<DirectWrite>& dw, std::ostream& out) {
+void PrintTable(const CPSharedKVBatchPlan& p, const std::vector<Int64List>& owners, const Json& dw,
+                std::ostream& out) {
   out << "page compute owners: cp_size=" << p.cp_size << " page_size=" << p.page_size << " batch_size="
       << p.batch_size << " (extent page -> the rank computing and writing it)\n";
   for (int64_t q = 0; q < p.batch_size; ++q) {
@@ -77,10 +30,12 @@ void PrintTable(const CPSharedKVBatchPlan& p, const std::vector<Int64List>& owne
     out << "  req " << q << ": pages [" << first << "," << first + p.request_padded_pages[q] << ") owners "
         << ListText(owners[q]) << "\n";
   }
-  if (!dw) return;
-  out << "direct write (cp_rank " << p.cp_rank << "): " << dw->logical.size() << " locs\n"
-      << "  cp_local_out_cache_loc=" << ListText(dw->logical) << "\n"
-      << "  cp_local_physical_out_cache_loc=" << ListText(dw->physical) << "\n";
+  if (dw.is_null()) return;
+  const Int64List logical = dw.at("cp_local_out_cache_loc").get<Int64List>();
+  out << "direct write (cp_rank " << p.cp_rank << "): " << logical.size() << " locs\n"
+      << "  cp_local_out_cache_loc=" << ListText(logical) << "\n"
+      << "  cp_local_physical_out_cache_loc="
+      << ListText(dw.at("cp_local_physical_out_cache_loc").get<Int64List>()) << "\n";
 }
 
 }  // namespace
@@ -112,26 +67,23 @@ Status RunSplitOwners(const Flags& flags, std::ostream& out) {
   StatusOr<InSeqSplit> split = BuildInSeqSplit(extend, PrefixLens(flags, extend.size()), flags.Int("page-size"),
                                                flags.Int("cp-size"), flags.Int("cp-rank"), ImplFlag(flags));
   if (!split.ok()) return CpModelError(split.status());
-  StatusOr<Int64List> flat = ref::BuildFlatPageOwnerPlan(split->plan);
-  if (!flat.ok()) return CpModelError(flat.status());
-  std::optional<DirectWrite> dw;
+  StatusOr<Json> j = PageOwnersJson(*split);
+  if (!j.ok()) return CpModelError(j.status());
+  Json dw;
   if (flags.Has("out-cache-loc")) {
-    StatusOr<DirectWrite> r = RunDirectWrite(flags, *split);
-    if (!r.ok()) return r.status();
-    dw = std::move(*r);
+    const std::optional<int64_t> static_rows =
+        flags.Has("extend-num-tokens") ? std::optional<int64_t>(flags.Int("extend-num-tokens")) : std::nullopt;
+    KVSHARD_ASSIGN_OR_RETURN(dw, DirectWriteJson(*split, flags.IntList("out-cache-loc"), static_rows, "--out-cache-loc"));
   }
-  const std::vector<Int64List> owners = RequestOwners(split->plan, *flat);
   if (!flags.Bool("json")) {
-    PrintTable(split->plan, owners, dw, out);
+    PrintTable(split->plan, j->at("request_page_compute_owners").get<std::vector<Int64List>>(), dw, out);
     return Status::Ok();
   }
-  Json j = {{"cp_size", split->plan.cp_size}, {"cp_rank", split->plan.cp_rank}, {"page_size", split->plan.page_size},
-            {"page_owner_plan", *flat}, {"request_page_compute_owners", owners}};
-  if (dw) {
-    j["cp_local_out_cache_loc"] = dw->logical;
-    j["cp_local_physical_out_cache_loc"] = dw->physical;
+  if (!dw.is_null()) {
+    (*j)["cp_local_out_cache_loc"] = dw["cp_local_out_cache_loc"];
+    (*j)["cp_local_physical_out_cache_loc"] = dw["cp_local_physical_out_cache_loc"];
   }
-  PrintJson(j, out);
+  PrintJson(*j, out);
   return Status::Ok();
 }
 

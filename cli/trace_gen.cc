@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/replay.h"
+#include "cli/trace_gen_cp.h"
 #include "core/gather_plan.h"
 #include "core/spec.h"
 #include "core/trace.h"
@@ -290,7 +291,14 @@ class Generator {
     }
     KVSHARD_RETURN_IF_ERROR(Pipeline(requests));
     KVSHARD_RETURN_IF_ERROR(GatherPlan(requests));
-    KVSHARD_RETURN_IF_ERROR(SplitAndRerange(extend, prefix));
+    KVSHARD_ASSIGN_OR_RETURN(Json split, SplitAndRerange(extend, prefix));
+    if (o_.cp_records) {
+      CpGenBatch cp{o_.cp_size, o_.page_size, extend, prefix, {}, std::move(split), o_.edge_heavy};
+      for (int64_t i = 0; i < reqs; ++i) cp.new_pages.push_back(got.at("pages")[i].get<std::vector<int64_t>>());
+      CpGenHooks hooks{[this](int64_t lo, int64_t hi) { return rng_.Uniform(lo, hi); },
+                       [this](Json rec) { return Emit(std::move(rec)); }, [this] { return Full(); }};
+      KVSHARD_RETURN_IF_ERROR(EmitCpRecords(cp, hooks));
+    }
     // Finish the document requests: cache the full pages, free the partial tail page, unlock.
     for (const DocRequest& d : docs) {
       if (Full()) return Status::Ok();
@@ -354,18 +362,21 @@ class Generator {
                 {"send_rows"}).status();
   }
 
-  Status SplitAndRerange(const std::vector<int64_t>& extend, const std::vector<int64_t>& prefix) {
-    if (Full()) return Status::Ok();
+  // The batch's split (for one random rank) and rerange records; returns the split's answer (null when rejected
+  // or not written).
+  StatusOr<Json> SplitAndRerange(const std::vector<int64_t>& extend, const std::vector<int64_t>& prefix) {
+    if (Full()) return Json(nullptr);
     Json split{{"op", "split"}, {"cp_size", o_.cp_size}, {"cp_rank", rng_.Uniform(0, o_.cp_size - 1)},
                {"page_size", o_.page_size}, {"extend_lens", extend}, {"prefix_lens", prefix}};
-    KVSHARD_RETURN_IF_ERROR(Emit(split, {"request_split_lists", "request_compute_split_lists", "request_kv_len_prev",
-                                         "request_kv_len_next", "request_last_token_owner",
-                                         "request_last_token_local_offset", "compute_padding_enabled"})
-                                .status());
-    if (Full()) return Status::Ok();
+    KVSHARD_ASSIGN_OR_RETURN(Json answer, Emit(split, {"request_split_lists", "request_compute_split_lists",
+                                                        "request_kv_len_prev", "request_kv_len_next",
+                                                        "request_last_token_owner",
+                                                        "request_last_token_local_offset", "compute_padding_enabled"}));
+    if (Full()) return answer;
     Json rerange{{"op", "rerange"}, {"cp_size", o_.cp_size}, {"page_size", o_.page_size}, {"extend_lens", extend},
                  {"prefix_lens", prefix}};
-    return Emit(rerange, {"max_rank_token", "per_rank_tokens", "source_rows"}).status();
+    KVSHARD_RETURN_IF_ERROR(Emit(rerange, {"max_rank_token", "per_rank_tokens", "source_rows"}).status());
+    return answer;
   }
 
   // Frees one chain's tail page by slots, or the whole chain by request.
@@ -452,6 +463,7 @@ Status GenerateTrace(const TraceGenOptions& o, std::ostream& out) {
   Json generator{{"tool", "kvshard gen"}, {"seed", o.seed}, {"records", o.records}, {"batch_size", o.batch_size},
                  {"max_len", o.max_len}, {"cp_size", o.cp_size}, {"share_percent", o.share_percent},
                  {"edge_heavy", o.edge_heavy}, {"layers", o.num_layers}, {"radix", o.radix}};
+  if (o.cp_records) generator["cp_records"] = true;  // only when asked: the other traces keep their bytes
   Json header{{"kvshard_trace", kTraceVersion},
               {"allocator", {{"shard_size", o.shard_size}, {"page_size", o.page_size},
                              {"pages_per_rank", o.pages_per_rank}, {"need_sort", o.need_sort}}}};

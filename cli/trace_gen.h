@@ -30,6 +30,8 @@ struct TraceGenOptions {
   int64_t num_layers = 2;      // pipeline layers per committed batch; 0: no pipeline records and no header "pool"
   int64_t row_words = 4;       // 32-bit words per KV row of the header's pool
   bool radix = true;           // about half the requests are document requests through the radix cache
+  bool cp_records = false;     // per committed batch also page_owners, cp_direct_write, cp_seq_idx, can_cp_split,
+                               // cp_local_pair records (cli/trace_gen_cp.h)
 };
 
 // Validates the options (names the flag in kebab-case spelling, e.g. "--batch-size").

@@ -18,6 +18,10 @@ struct HostTensor {
 
   // A zero-filled tensor.
   static HostTensor Zeros(int64_t rows, int64_t row_bytes);
+  // One 8-byte row per value (host byte order): how the CP data paths carry int64 lists such as locs.
+  static HostTensor FromInt64s(const std::vector<int64_t>& values);
+  // The 8-byte rows as int64 values (row_bytes must be 8).
+  std::vector<int64_t> Int64s() const;
   // Pointer to row i.
   uint8_t* row(int64_t i) { return data.data() + i * row_bytes; }
   // Pointer to row i (const).

@@ -2,7 +2,6 @@
 // SplitTensorByCPBatchPlan (batch) or the split_list/zigzag_index rebuild (bs = 1), the caches written last.
 #include "cpu_ref/cp_shared_kv.h"
 
-#include <cstring>
 
 #include "core/cp_limits.h"
 #include "core/host_tensor.h"
@@ -17,18 +16,6 @@ Status DirectWriteError(const char* reason, const Args&... args) {
 }
 
 std::string OptText(const std::optional<int64_t>& v) { return v ? std::to_string(*v) : "None"; }
-
-HostTensor LocsTensor(const Int64List& locs) {
-  HostTensor t = HostTensor::Zeros(static_cast<int64_t>(locs.size()), 8);
-  if (!locs.empty()) std::memcpy(t.data.data(), locs.data(), locs.size() * 8);
-  return t;
-}
-
-Int64List TensorLocs(const HostTensor& t) {
-  Int64List locs(static_cast<size_t>(t.rows));
-  if (t.rows > 0) std::memcpy(locs.data(), t.data.data(), locs.size() * 8);
-  return locs;
-}
 
 // cp_split_and_rebuild_1d on the bs = 1 path: split by split_list, concatenate segments zigzag_index.
 StatusOr<Int64List> SplitScalar(const Int64List& locs, const NSAContextParallelMetadata& m) {
@@ -118,8 +105,8 @@ StatusOr<std::optional<Int64List>> GetCpSharedKVLocalOutCacheLoc(CpSharedKVForwa
   Int64List local;
   if (plan != nullptr) {
     KVSHARD_ASSIGN_OR_RETURN(const HostTensor t,
-                             SplitTensorByCPBatchPlan(LocsTensor(locs), *plan, SplitMode::k1d, SplitKind::kValid));
-    local = TensorLocs(t);
+                             SplitTensorByCPBatchPlan(HostTensor::FromInt64s(locs), *plan, SplitMode::k1d, SplitKind::kValid));
+    local = t.Int64s();
   } else {
     KVSHARD_ASSIGN_OR_RETURN(local, SplitScalar(locs, m));
   }

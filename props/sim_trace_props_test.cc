@@ -15,55 +15,12 @@
 #include "core/trace.h"
 #include "core/workload.h"
 #include "props/property.h"
+#include "props/sim_generators.h"
 #include "props/rc_status.h"
 #include "props/trace_testing.h"
 
 namespace kvshard::props {
 namespace {
-
-// A workload of documents: request i reads the first k blocks of document d (16 tokens a block), then maybe a
-// block of its own; prompts end anywhere in their last block.
-Workload DrawWorkload() {
-  Workload w;
-  w.format = WorkloadFormat::kQwen;
-  w.block_tokens = 16;
-  const int64_t requests = *rc::gen::inRange<int64_t>(1, 31);
-  const int64_t docs = *rc::gen::inRange<int64_t>(1, 5);
-  int64_t ts = 0;
-  for (int64_t i = 0; i < requests; ++i) {
-    WorkloadRequest r;
-    const int64_t d = *rc::gen::inRange<int64_t>(0, docs);
-    const int64_t k = *rc::gen::inRange<int64_t>(1, 9);
-    for (int64_t b = 0; b < k; ++b) r.block_hashes.push_back(d * 100 + b);
-    if (*rc::gen::arbitrary<bool>()) r.block_hashes.push_back(1000 + i);
-    const int64_t blocks = static_cast<int64_t>(r.block_hashes.size());
-    r.input_tokens = 16 * (blocks - 1) + *rc::gen::inRange<int64_t>(1, 17);
-    r.output_tokens = *rc::gen::inRange<int64_t>(0, 40);
-    ts += *rc::gen::element<int64_t>(0, 0, 100, 5000, 200000);
-    r.arrival_us = ts;
-    w.requests.push_back(std::move(r));
-  }
-  return w;
-}
-
-sim::SimConfig DrawConfig(const Workload& w) {
-  sim::SimConfig c;
-  c.shard_size = *rc::gen::inRange<int64_t>(1, 9);
-  c.page_size = *rc::gen::element<int64_t>(1, 4, 16);
-  const int64_t ps = c.page_size;
-  c.chunk_tokens = ps * *rc::gen::inRange<int64_t>(1, 9);
-  c.max_batch_tokens = ps * *rc::gen::inRange<int64_t>(1, 17);
-  c.max_batch_requests = *rc::gen::inRange<int64_t>(1, 7);
-  c.need_sort = *rc::gen::arbitrary<bool>();
-  c.time_scale = *rc::gen::element(0.0, 0.5, 1.0);
-  c.decode_tokens_per_s = *rc::gen::element(5.0, 50.0, 1000.0);
-  if (*rc::gen::arbitrary<bool>()) {  // bounded: from one prompt's pages per rank to a little more
-    int64_t pages = 1;
-    for (const WorkloadRequest& r : w.requests) pages = std::max(pages, (r.input_tokens + ps - 1) / ps);
-    c.cache_tokens = c.shard_size * ps * (pages + *rc::gen::inRange<int64_t>(0, 24));
-  }
-  return c;
-}
 
 // Replays `text` through the reference; the first mismatch or malformed line, else OK.
 Status ReplayText(const std::string& text) {

@@ -32,24 +32,6 @@ const std::vector<std::string>& RadixOps() {
   return *ops;
 }
 
-bool HasOp(const std::string& text, const std::string& op) {
-  return text.find("{\"op\":\"" + op + "\"") != std::string::npos;
-}
-
-// The op of a record line ("" for the header).
-std::string OpOf(const std::string& line) {
-  const std::string head = "{\"op\":\"";
-  if (line.rfind(head, 0) != 0) return "";
-  return line.substr(head.size(), line.find('"', head.size()) - head.size());
-}
-
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 // Replays `text` on the reference; returns the first mismatch status (OK when clean) and counts records.
 Status ReplayText(const std::string& text, int64_t* records) {
   ReplayCounts counts;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <rapidcheck.h>
 
@@ -34,6 +35,26 @@ inline cli::TraceGenOptions ArbitraryTraceGenOptions() {
   o.row_words = *rc::gen::inRange<int64_t>(1, 5);
   o.radix = *rc::gen::arbitrary<bool>();
   return o;
+}
+
+// True iff a line of `text` is a record of `op`.
+inline bool HasOp(const std::string& text, const std::string& op) {
+  return text.find("{\"op\":\"" + op + "\"") != std::string::npos;
+}
+
+// The op of a record line ("" for the header).
+inline std::string OpOf(const std::string& line) {
+  const std::string head = "{\"op\":\"";
+  if (line.rfind(head, 0) != 0) return "";
+  return line.substr(head.size(), line.find('"', head.size()) - head.size());
+}
+
+// The lines of `text`.
+inline std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
 }
 
 // What an in-memory replay saw.

@@ -6,7 +6,7 @@
 
 namespace kvshard::sim {
 
-PrefixCache::PrefixCache(int64_t shard_size) : n_(shard_size), nodes_(1) {}
+PrefixCache::PrefixCache(int64_t shard_size, bool cyclic_chains) : n_(shard_size), cyclic_(cyclic_chains), nodes_(1) {}
 
 void PrefixCache::UpdateEvictable(int64_t id) {
   if (Evictable(id)) {
@@ -49,7 +49,7 @@ StatusOr<PrefixCache::InsertResult> PrefixCache::Insert(const std::vector<uint64
   if (static_cast<int64_t>(pages.size()) < full) {
     return InvalidArgument("pages: need one page per fingerprint (", full, "), got ", pages.size());
   }
-  for (int64_t k = 0; k < full; ++k) {
+  for (int64_t k = 0; cyclic_ && k < full; ++k) {
     if (pages[k] % n_ != (rotation_base + k) % n_) {
       return InvalidArgument("pages[", k, "]: owner ", pages[k] % n_, " is not cyclic from rotation base ",
                              rotation_base);
@@ -146,7 +146,7 @@ Status PrefixCache::CheckInvariants() const {
       return Internal("prefix cache node ", id, ": parent ", node.parent, " has another chain or depth");
     }
     if (node.parent == 0 && node.depth != 1) return Internal("prefix cache node ", id, ": root child at depth ", node.depth);
-    if (node.page % n_ != (node.base + node.depth - 1) % n_) {
+    if (cyclic_ && node.page % n_ != (node.base + node.depth - 1) % n_) {
       return Internal("prefix cache node ", id, ": page ", node.page, " at position ", node.depth - 1,
                       " breaks the cyclic owners of base ", node.base);
     }

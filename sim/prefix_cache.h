@@ -31,8 +31,9 @@ class PrefixCache {
     std::vector<int64_t> freed;        // request pages the caller must free (duplicates, or all when declined)
   };
 
-  // `shard_size` N checks that chains are cyclic (page % N == (base + k) % N).
-  explicit PrefixCache(int64_t shard_size);
+  // `shard_size` N checks that chains are cyclic (page % N == (base + k) % N); with `cyclic_chains` false
+  // (simulate --alloc-mode owners, whose chains follow the CP compute owners) that check is off.
+  explicit PrefixCache(int64_t shard_size, bool cyclic_chains = true);
 
   // Matches up to `max_pages` leading fingerprints and refreshes their LRU time.
   Match MatchPrefix(const std::vector<uint64_t>& fingerprints, int64_t max_pages);
@@ -73,6 +74,7 @@ class PrefixCache {
   void UpdateEvictable(int64_t id);
 
   int64_t n_;
+  bool cyclic_ = true;
   std::vector<Node> nodes_;  // nodes_[0] is the root
   std::vector<int64_t> free_ids_;
   std::unordered_map<std::pair<int64_t, uint64_t>, int64_t, EdgeHash> edges_;  // (parent, key) -> child

@@ -4,20 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
-#include <memory>
-#include <queue>
-#include <utility>
 
-#include "core/alloc_script.h"
-#include "core/gather_plan.h"
 #include "cpu_fast/cp_split.h"
-#include "cpu_fast/gather_plan.h"
-#include "cpu_ref/allocator.h"
-#include "sim/prefix_cache.h"
-#include "sim/recorder.h"
+#include "sim/simulation.h"
 
 namespace kvshard::sim {
+namespace internal {
 namespace {
 
 uint64_t Mix(uint64_t x) {  // splitmix64 finalizer
@@ -26,20 +18,6 @@ uint64_t Mix(uint64_t x) {  // splitmix64 finalizer
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
-
-// One request in flight.
-struct Req {
-  int64_t id = 0;
-  const WorkloadRequest* w = nullptr;
-  std::vector<uint64_t> fps;        // fingerprint of each full prompt page
-  bool matched = false;
-  int64_t done = 0;                 // prompt tokens in the KV pool (cached prefix + prefilled)
-  int64_t base = kNewChain;
-  std::vector<int64_t> pages;       // position pages so far
-  int64_t own_pages = 0;            // pages allocated to this request (not the cached prefix it matched)
-  int64_t lock_node = 0;
-  double finish_us = 0;
-};
 
 // Page fingerprints of a prompt: the (block id, offset) runs each page covers, hashed; without block ids the
 // request's own id makes every page unique.
@@ -81,52 +59,7 @@ Distribution Summarize(const std::vector<double>& v) {
   return d;
 }
 
-class Simulation {
- public:
-  Simulation(const Workload& w, const SimConfig& c, const SimProgress& p, SimRecord* record)
-      : w_(w), c_(c), progress_(p), cache_(c.shard_size) {
-    if (record) rec_ = std::make_unique<SimRecorder>(record);
-  }
-
-  StatusOr<SimResult> Run();
-
- private:
-  Status Setup();
-  void Violation(const std::string& what);
-  void Match(Req& r);
-  // Tries to allocate `batch` (evicting for it when the pool is short); false when deferred.
-  StatusOr<bool> Allocate(const std::vector<std::pair<Req*, int64_t>>& batch, ref::ExtendPages* out);
-  Status RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, const ref::ExtendPages& out);
-  Status Complete(Req& r);
-  Status FreePages(const std::vector<int64_t>& pages);
-  void CheckConservation(const char* where);
-  void SamplePages();
-
-  const Workload& w_;
-  const SimConfig& c_;
-  const SimProgress& progress_;
-  std::unique_ptr<ref::PageInterleaveAllocator> alloc_;
-  PrefixCache cache_;
-  fast::GatherPlanner planner_;
-  GatherPlan plan_;
-  CPSharedKVBatchPlan cp_plan_;
-  std::vector<std::unique_ptr<Req>> live_;
-  std::deque<Req*> waiting_;
-  using Finish = std::pair<double, Req*>;
-  // Earliest finish first; equal times in request order (not pointer order, which depends on the heap layout).
-  struct FinishesLater {
-    bool operator()(const Finish& a, const Finish& b) const {
-      return a.first != b.first ? a.first > b.first : a.second->id > b.second->id;
-    }
-  };
-  std::priority_queue<Finish, std::vector<Finish>, FinishesLater> decoding_;
-  double now_us_ = 0;
-  int64_t step_ = 0, own_pages_ = 0, finished_ = 0, samples_ = 0;
-  double in_use_sum_ = 0, skew_sum_ = 0;
-  std::vector<double> gathered_, batch_us_;
-  SimResult r_;
-  std::unique_ptr<SimRecorder> rec_;  // only when asked to record
-};
+}  // namespace
 
 Status Simulation::Setup() {
   const int64_t n = c_.shard_size, ps = c_.page_size;
@@ -192,38 +125,6 @@ Status Simulation::FreePages(const std::vector<int64_t>& pages) {
   return Status::Ok();
 }
 
-StatusOr<bool> Simulation::Allocate(const std::vector<std::pair<Req*, int64_t>>& batch, ref::ExtendPages* out) {
-  const int64_t ps = c_.page_size;
-  AllocBatch ab;
-  int64_t need = 0;
-  for (const auto& [r, chunk] : batch) {
-    ab.prefix_lens.push_back(r->done);
-    ab.seq_lens.push_back(r->done + chunk);
-    ab.rotation_bases.push_back(r->base);
-    ab.last_locs.push_back(r->pages.empty() ? 0 : r->pages.back() * ps + ps - 1);
-    need += (r->done + chunk + ps - 1) / ps - r->done / ps;
-  }
-  std::vector<int64_t> ids;
-  if (c_.observer) {
-    for (const auto& [r, chunk] : batch) ids.push_back(r->id);
-  }
-  KVSHARD_ASSIGN_OR_RETURN(bool ok, alloc_->AllocExtend(ab, out));
-  if (c_.observer) c_.observer->OnAlloc(ids, ab, ok, *out, *alloc_);
-  if (ok) return true;
-  std::vector<int64_t> freed;
-  r_.evicted_pages += cache_.Evict(need * c_.shard_size, &freed);
-  if (c_.observer) c_.observer->OnEvict(need * c_.shard_size, freed, cache_.cached_pages());
-  if (!freed.empty()) {  // the evicted pages go back to the allocator (not a free of the simulator's own)
-    std::vector<int64_t> locs;
-    for (int64_t p : freed) locs.push_back(p * ps);
-    KVSHARD_RETURN_IF_ERROR(alloc_->Free(locs));
-  }
-  if (freed.empty()) return false;
-  KVSHARD_ASSIGN_OR_RETURN(ok, alloc_->AllocExtend(ab, out));
-  if (c_.observer) c_.observer->OnAlloc(ids, ab, ok, *out, *alloc_);
-  return ok;
-}
-
 void Simulation::CheckConservation(const char* where) {
   int64_t free_pages = 0;
   for (int64_t x : alloc_->class_free_page_counts()) free_pages += x;
@@ -271,7 +172,7 @@ Status Simulation::RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, 
     r.pages.insert(r.pages.end(), out.pages.begin() + out.offsets[i], out.pages.begin() + out.offsets[i + 1]);
     r.own_pages += out.offsets[i + 1] - out.offsets[i];
     own_pages_ += out.offsets[i + 1] - out.offsets[i];
-    for (int64_t k = first; k < static_cast<int64_t>(r.pages.size()); ++k) {
+    for (int64_t k = first; !owners_ && k < static_cast<int64_t>(r.pages.size()); ++k) {
       if (r.pages[k] % n != (base + k) % n) {
         Violation(StrCat("request ", r.id, ": page ", r.pages[k], " at position ", k,
                          " breaks the cyclic owners of base ", base));
@@ -292,16 +193,10 @@ Status Simulation::RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, 
     for (const auto& [r, chunk] : batch) ids.push_back(r->id);
     c_.observer->OnBatch(ids, eb.requests);
   }
-  eb.max_prefix_tokens = n * ps * std::max<int64_t>(1, prefix_pages);
-  eb.chunk_tokens = ps * chunk_pages;
-  if (Status s = planner_.Build(eb, &plan_, /*with_send_rows=*/false); !s.ok()) {
-    Violation(StrCat("gather plan: ", s.message()));
-  }
+  PlanGather(eb, prefix_pages, chunk_pages, &work);
   work.requests = static_cast<int64_t>(batch.size());
   for (int64_t x : extend_lens) work.extend_tokens += x;
   work.compute_tokens = work.extend_tokens;
-  work.prefix_pages = static_cast<int64_t>(plan_.mapped_pages.size()) - chunk_pages;
-  work.gathered_bytes_layer = n * plan_.block_pages * ps * c_.kv_bytes_per_token_layer;
   work.staged_bytes_layer = work.extend_tokens * c_.kv_bytes_per_token_layer;
   if (c_.cp_size > 1) {
     if (Status s = fast::BuildBatchPageAlignedInSeqSplitPlanInto(extend_lens, prefix_lens, ps, c_.cp_size, 0, &cp_plan_);
@@ -317,6 +212,7 @@ Status Simulation::RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, 
       r_.cp_padding_tokens += padding;
       work.compute_tokens = padded;
       work.rerange_bytes_layer = padded * c_.kv_bytes_per_token_layer;
+      CheckDirectWrites(batch, out);
     }
   }
   gathered_.push_back(static_cast<double>(work.gathered_bytes_layer));
@@ -418,14 +314,13 @@ StatusOr<SimResult> Simulation::Run() {
       batch.resize(1);
       KVSHARD_ASSIGN_OR_RETURN(ok, Allocate(batch, &out));
     }
+    if (!ok && owners_ && decoding_.empty()) {  // a class-agnostic eviction may have missed the short class
+      KVSHARD_ASSIGN_OR_RETURN(ok, EvictUntilAdmitted(batch, &out));
+    }
     if (!ok) {
       ++r_.deferrals;
-      if (decoding_.empty()) {
-        const Req& r = *batch[0].first;
-        return InvalidArgument("--cache-tokens: request ", r.id, " (", r.w->input_tokens, " prompt tokens) cannot "
-                               "be admitted: the pool (", r_.pool_pages_per_rank, " pages per rank) is full of "
-                               "locked prefixes and no request is running to free pages");
-      }
+      if (alloc_->aggregate_free_size() >= NewPages(batch, ps) * ps) ++r_.class_exhausted_deferrals;
+      if (decoding_.empty()) return NotAdmitted(batch);
       now_us_ = std::max(now_us_, decoding_.top().first);
       continue;
     }
@@ -447,7 +342,9 @@ StatusOr<SimResult> Simulation::Run() {
   return r_;
 }
 
-}  // namespace
+}  // namespace internal
+
+const char* AllocModeName(AllocMode mode) { return mode == AllocMode::kOwners ? "owners" : "rotated"; }
 
 Status ValidateSimConfig(const SimConfig& c) {
   if (c.shard_size < 1 || c.shard_size > 4096) return InvalidArgument("--shard-size: must be in [1, 4096], got ", c.shard_size);
@@ -468,6 +365,11 @@ Status ValidateSimConfig(const SimConfig& c) {
     return InvalidArgument("--decode-tokens-per-s: must be > 0");
   }
   if (c.kv_bytes_per_token_layer < 1) return InvalidArgument("--kv-bytes: must be >= 1");
+  if (c.alloc_mode == AllocMode::kOwners && c.cp_size > 1 && c.shard_size % c.cp_size != 0) {
+    return InvalidArgument("--alloc-mode: owners needs --cp-size (", c.cp_size, ") to divide --shard-size (",
+                           c.shard_size, "): a page's CP owner (page % cp) must follow from its allocator class "
+                           "(page % N)");
+  }
   return Status::Ok();
 }
 
@@ -478,7 +380,7 @@ StatusOr<SimResult> Simulate(const Workload& workload, const SimConfig& config, 
 StatusOr<SimResult> Simulate(const Workload& workload, const SimConfig& config, const SimProgress& progress,
                              SimRecord* record) {
   KVSHARD_RETURN_IF_ERROR(ValidateSimConfig(config));
-  Simulation sim(workload, config, progress, record);
+  internal::Simulation sim(workload, config, progress, record);
   return sim.Run();
 }
 

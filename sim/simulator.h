@@ -1,5 +1,5 @@
-// kvshard simulate's model: a serving workload driven through the rotated owner-classed allocator, the prefix
-// cache with the rotation-base rule, chunked prefill batches, the gather plan of every extend batch and, with
+// kvshard simulate's model: a serving workload driven through the rotated owner-classed allocator (or, with
+// AllocMode::kOwners, pages from their CP compute owners' classes), the prefix cache with the rotation-base rule, chunked prefill batches, the gather plan of every extend batch and, with
 // CP, its split plan; every invariant checked as it runs; the cost model advances the clock.
 #ifndef KVSHARD_SIM_SIMULATOR_H_
 #define KVSHARD_SIM_SIMULATOR_H_
@@ -17,6 +17,15 @@
 
 namespace kvshard::sim {
 
+// How extend batches get their pages (docs/simulate.md, "CP shared-KV direct writes").
+enum class AllocMode {
+  kRotated,  // SGLang's rotated page-interleave allocator (AllocExtend): chains cyclic from their base
+  kOwners,   // with cp_size > 1, each new page from its CP compute owner's class (AllocExtendByClasses)
+};
+
+// "rotated" / "owners".
+const char* AllocModeName(AllocMode mode);
+
 // The serving configuration.
 struct SimConfig {
   int64_t shard_size = 8;            // N, KV shard ranks
@@ -30,6 +39,7 @@ struct SimConfig {
   double decode_tokens_per_s = 50;   // per request: a finished prefill holds its pages output/rate seconds
   int64_t kv_bytes_per_token_layer = 1152;  // one KV row (MLA: 576 bf16)
   bool need_sort = false;            // the allocator's need_sort mode
+  AllocMode alloc_mode = AllocMode::kRotated;  // kOwners needs cp_size | shard_size (cp_size 1: as kRotated)
   CostModel cost;
   SimObserver* observer = nullptr;  // not owned; null (the default): no callbacks, no cost
 };
@@ -56,6 +66,13 @@ struct SimResult {
   int64_t cp_compute_tokens = 0, cp_padding_tokens = 0;
   Distribution batch_time_us;          // the cost model's prediction per batch
   double simulated_s = 0;              // the clock at the last completion
+  // CP shared-KV direct writes (cp_size > 1), every batch checked on every CP rank in both modes:
+  int64_t direct_write_pages = 0;          // extent pages written
+  int64_t owner_mismatch_pages = 0;        // pages failing the owner check (local_loc_owner_mismatch)
+  int64_t direct_write_failed_batches = 0;  // batches where at least one rank's direct write fails
+  int64_t direct_write_failed_ranks = 0;    // Σ over batches of the ranks whose direct write fails
+  int64_t gather_plan_rejections = 0;       // batches whose prefix owners are not cyclic (SGLang's gather rejects)
+  int64_t class_exhausted_deferrals = 0;    // deferrals with enough free pages in the pool, short in one class
 };
 
 // Observes the simulation as it runs (for the progress bar): requests finished so far.

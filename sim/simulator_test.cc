@@ -86,6 +86,102 @@ TEST(SimulatorTest, CpPlansCountPadding) {
   EXPECT_EQ(r->cp_padding_tokens, 156);
 }
 
+// Four one-block requests arriving one after another, then one that reuses request 0's two blocks.
+Workload FourThenReuse() {
+  return Mooncake(
+      "{\"timestamp\": 0, \"input_length\": 1000, \"output_length\": 5, \"hash_ids\": [1, 2]}\n"
+      "{\"timestamp\": 0, \"input_length\": 700, \"output_length\": 5, \"hash_ids\": [3, 4]}\n"
+      "{\"timestamp\": 0, \"input_length\": 300, \"output_length\": 5, \"hash_ids\": [5]}\n"
+      "{\"timestamp\": 0, \"input_length\": 2000, \"output_length\": 5, \"hash_ids\": [6, 7, 8, 9]}\n"
+      "{\"timestamp\": 900000, \"input_length\": 1500, \"output_length\": 5, \"hash_ids\": [1, 2, 10]}\n");
+}
+
+TEST(SimulatorTest, RotatedAllocationFailsDirectWritesOwnerPlanNever) {
+  SimConfig c = Small();
+  c.cp_size = 4;
+  StatusOr<SimResult> rotated = Simulate(FourThenReuse(), c);
+  ASSERT_TRUE(rotated.ok()) << rotated.status().ToString();
+  EXPECT_EQ(rotated->violations, 0) << rotated->first_violation;
+  EXPECT_GT(rotated->owner_mismatch_pages, 0);
+  EXPECT_GT(rotated->direct_write_failed_batches, 0);
+  EXPECT_EQ(rotated->gather_plan_rejections, 0);
+  c.alloc_mode = AllocMode::kOwners;
+  StatusOr<SimResult> owners = Simulate(FourThenReuse(), c);
+  ASSERT_TRUE(owners.ok()) << owners.status().ToString();
+  EXPECT_EQ(owners->violations, 0) << owners->first_violation;
+  EXPECT_EQ(owners->owner_mismatch_pages, 0);
+  EXPECT_EQ(owners->direct_write_failed_ranks, 0);
+  EXPECT_EQ(owners->direct_write_pages, rotated->direct_write_pages);  // the same batches, unbounded pool
+  EXPECT_EQ(owners->batches, rotated->batches);
+  // Request 3's second chunk extends its first chunk's 16 pages and request 4 reuses request 0's first 15: their
+  // owners follow the CP split, not a rotation, so SGLang's gather plan would reject both batches; the model
+  // gathers them owner-major.
+  EXPECT_EQ(owners->gather_plan_rejections, 2);
+  EXPECT_EQ(owners->cached_tokens, rotated->cached_tokens);
+  EXPECT_GT(owners->gathered_bytes_layer.max, 0);
+}
+
+TEST(SimulatorTest, OwnerPlanSkewsThePagesAndDefersWhenAClassRunsOut) {
+  std::string text;  // 60 one-page prompts: every compute owner plan puts the page on CP rank 0
+  for (int i = 0; i < 60; ++i) {
+    text += "{\"timestamp\": " + std::to_string(i) + ", \"input_length\": 50, \"output_length\": 50, "
+            "\"hash_ids\": [" + std::to_string(i) + "]}\n";
+  }
+  SimConfig c = Small();
+  c.cp_size = 4;
+  c.cache_tokens = 4 * 64 * 20;  // 20 pages per rank
+  StatusOr<SimResult> rotated = Simulate(Mooncake(text), c);
+  ASSERT_TRUE(rotated.ok()) << rotated.status().ToString();
+  c.alloc_mode = AllocMode::kOwners;
+  StatusOr<SimResult> owners = Simulate(Mooncake(text), c);
+  ASSERT_TRUE(owners.ok()) << owners.status().ToString();
+  EXPECT_EQ(owners->violations, 0) << owners->first_violation;
+  EXPECT_EQ(owners->owner_mismatch_pages, 0);
+  EXPECT_EQ(owners->pages_in_use_max, 20);  // class 0 full ...
+  EXPECT_GT(owners->pages_in_use_skew_mean, 3.9);  // ... while the other three stay empty: skew N = 4, always
+  EXPECT_GT(owners->class_exhausted_deferrals, 0);
+  EXPECT_LT(rotated->pages_in_use_skew_mean, 2.0);
+  EXPECT_EQ(rotated->class_exhausted_deferrals, 0);
+}
+
+TEST(SimulatorTest, OwnerPlanWithKClassesPerCpRankAndCpOneIsRotated) {
+  SimConfig c = Small();
+  c.shard_size = 8;
+  c.cp_size = 4;  // classes o and o + 4 both hold CP rank o's pages
+  c.alloc_mode = AllocMode::kOwners;
+  StatusOr<SimResult> owners = Simulate(FourThenReuse(), c);
+  ASSERT_TRUE(owners.ok()) << owners.status().ToString();
+  EXPECT_EQ(owners->violations, 0) << owners->first_violation;
+  EXPECT_EQ(owners->owner_mismatch_pages, 0);
+  c.cp_size = 3;
+  EXPECT_EQ(ValidateSimConfig(c).message().rfind("--alloc-mode: owners needs --cp-size (3) to divide --shard-size (8)", 0),
+            0u);
+  c.cp_size = 1;  // no CP plan: owners mode allocates as the rotated allocator does
+  StatusOr<SimResult> one = Simulate(FourThenReuse(), c);
+  c.alloc_mode = AllocMode::kRotated;
+  StatusOr<SimResult> rotated = Simulate(FourThenReuse(), c);
+  ASSERT_TRUE(one.ok() && rotated.ok());
+  EXPECT_EQ(one->pages_in_use_max, rotated->pages_in_use_max);
+  EXPECT_EQ(one->declined_grafts, rotated->declined_grafts);
+  EXPECT_EQ(one->direct_write_pages, 0);
+}
+
+TEST(SimulatorTest, OwnerPlanPoolTooSmallForAClassNamesIt) {
+  // A 9-page prompt at cp 4: segment 0 of 8 gets 2 pages, so CP rank 0 computes 3 pages (segments 0 and 7); a
+  // pool of 2 pages per rank cannot hold them.
+  SimConfig c = Small();
+  c.cp_size = 4;
+  c.alloc_mode = AllocMode::kOwners;
+  c.cache_tokens = 4 * 64 * 2;
+  const Workload w = Mooncake("{\"timestamp\": 0, \"input_length\": 566, \"output_length\": 1, \"hash_ids\": [1, 2]}\n");
+  StatusOr<SimResult> r = Simulate(w, c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--alloc-mode owners draws each page from its CP compute owner's class, and "
+                                      "class 0 needs 3 pages but has 2 free"),
+            std::string::npos)
+      << r.status().message();
+}
+
 TEST(SimulatorTest, BadConfigNamesTheFlag) {
   SimConfig c = Small();
   c.chunk_tokens = 100;

@@ -1,0 +1,109 @@
+// The simulator's internal state (sim/simulator.h's Simulate): one request in flight and the serving loop's
+// class, shared by simulator.cc (the loop, batches, completions) and admission.cc (allocation, eviction, the
+// gather plan and the CP direct-write check). Private to //sim:simulator.
+#ifndef KVSHARD_SIM_SIMULATION_H_
+#define KVSHARD_SIM_SIMULATION_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <queue>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/alloc_script.h"
+#include "core/cp_plan.h"
+#include "core/gather_plan.h"
+#include "cpu_fast/gather_plan.h"
+#include "cpu_ref/allocator.h"
+#include "sim/cost_model.h"
+#include "sim/prefix_cache.h"
+#include "sim/recorder.h"
+#include "sim/simulator.h"
+
+namespace kvshard::sim::internal {
+
+// One request in flight.
+struct Req {
+  int64_t id = 0;
+  const WorkloadRequest* w = nullptr;
+  std::vector<uint64_t> fps;        // fingerprint of each full prompt page
+  bool matched = false;
+  int64_t done = 0;                 // prompt tokens in the KV pool (cached prefix + prefilled)
+  int64_t base = kNewChain;
+  std::vector<int64_t> pages;       // position pages so far
+  int64_t own_pages = 0;            // pages allocated to this request (not the cached prefix it matched)
+  int64_t lock_node = 0;
+  double finish_us = 0;
+};
+
+// New pages of `batch`: Σ ceil(seq / ps) - prefix / ps.
+int64_t NewPages(const std::vector<std::pair<Req*, int64_t>>& batch, int64_t ps);
+
+// One simulation run (Simulate builds one per call).
+class Simulation {
+ public:
+  Simulation(const Workload& w, const SimConfig& c, const SimProgress& p, SimRecord* record)
+      : w_(w), c_(c), progress_(p), owners_(c.alloc_mode == AllocMode::kOwners && c.cp_size > 1),
+        cache_(c.shard_size, /*cyclic_chains=*/!owners_) {
+    if (record) rec_ = std::make_unique<SimRecorder>(record);
+  }
+
+  StatusOr<SimResult> Run();
+
+ private:
+  Status Setup();
+  void Violation(const std::string& what);
+  void Match(Req& r);
+  // Tries to allocate `batch` (evicting for it when the pool is short); false when deferred.
+  StatusOr<bool> Allocate(const std::vector<std::pair<Req*, int64_t>>& batch, ref::ExtendPages* out);
+  // One allocator call for `batch` (ab): AllocExtend, or in owner-plan mode AllocExtendByClasses.
+  StatusOr<bool> TryAlloc(const std::vector<std::pair<Req*, int64_t>>& batch, const AllocBatch& ab,
+                          ref::ExtendPages* out);
+  // Evicts N x `need` pages for a deferred batch and frees them to the allocator; false when nothing was evicted.
+  StatusOr<bool> EvictFor(int64_t need);
+  // Owner-plan mode with nothing running: evicts until `batch` is admitted or the cache has nothing evictable.
+  StatusOr<bool> EvictUntilAdmitted(const std::vector<std::pair<Req*, int64_t>>& batch, ref::ExtendPages* out);
+  // The error for a batch that can never be admitted (nothing running, nothing left to evict).
+  Status NotAdmitted(const std::vector<std::pair<Req*, int64_t>>& batch);
+  // Builds the gather plan (or, for non-cyclic owner-plan prefixes, the owner-major gather size) into `work`.
+  void PlanGather(ExtendBatch& eb, int64_t prefix_pages, int64_t chunk_pages, BatchWork* work);
+  // The direct-write owner check of a batch with a CP plan (both modes).
+  void CheckDirectWrites(const std::vector<std::pair<Req*, int64_t>>& batch, const ref::ExtendPages& out);
+  Status RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, const ref::ExtendPages& out);
+  Status Complete(Req& r);
+  Status FreePages(const std::vector<int64_t>& pages);
+  void CheckConservation(const char* where);
+  void SamplePages();
+
+  const Workload& w_;
+  const SimConfig& c_;
+  const SimProgress& progress_;
+  const bool owners_;  // owner-plan allocation (AllocMode::kOwners with cp_size > 1)
+  std::unique_ptr<ref::PageInterleaveAllocator> alloc_;
+  PrefixCache cache_;
+  fast::GatherPlanner planner_;
+  GatherPlan plan_;
+  CPSharedKVBatchPlan cp_plan_;
+  std::vector<std::unique_ptr<Req>> live_;
+  std::deque<Req*> waiting_;
+  using Finish = std::pair<double, Req*>;
+  // Earliest finish first; equal times in request order (not pointer order, which depends on the heap layout).
+  struct FinishesLater {
+    bool operator()(const Finish& a, const Finish& b) const {
+      return a.first != b.first ? a.first > b.first : a.second->id > b.second->id;
+    }
+  };
+  std::priority_queue<Finish, std::vector<Finish>, FinishesLater> decoding_;
+  double now_us_ = 0;
+  int64_t step_ = 0, own_pages_ = 0, finished_ = 0, samples_ = 0;
+  double in_use_sum_ = 0, skew_sum_ = 0;
+  std::vector<double> gathered_, batch_us_;
+  SimResult r_;
+  std::unique_ptr<SimRecorder> rec_;  // only when asked to record
+};
+
+}  // namespace kvshard::sim::internal
+
+#endif  // KVSHARD_SIM_SIMULATION_H_
