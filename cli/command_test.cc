@@ -53,7 +53,9 @@ TEST(DispatchTest, EveryCommandHasTypedHelp) {
     EXPECT_TRUE(r.err.empty()) << c.name;
     EXPECT_EQ(r.out.rfind("usage: kvshard " + c.name + " ", 0), 0u) << r.out;
     EXPECT_NE(r.out.find(c.name + " flags:"), std::string::npos) << r.out;
-    if (c.name != "gen") EXPECT_NE(r.out.find("--json "), std::string::npos) << r.out;  // gen writes a trace
+    if (c.name != "gen") {  // gen writes a trace
+      EXPECT_NE(r.out.find("--json "), std::string::npos) << r.out;
+    }
     EXPECT_EQ(r.out.find(" arg"), std::string::npos) << "untyped flag in:\n" << r.out;
   }
 }
