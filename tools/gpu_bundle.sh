@@ -90,3 +90,10 @@ echo "bundle in $out:" >&2
 for f in "$out"/bin/*; do
   echo "  $(basename "$f"): $(ldd "$f" | awk '{print $1}' | grep -vE '^(linux-vdso|/lib64/ld-linux)' | tr '\n' ' ')" >&2
 done
+# The fat binaries (four SASS architectures + PTX) make the bundle about 90 MB; KVSHARD_BUNDLE_TARBALL=FILE also
+# packs it as an xz tarball (about 14 MB), e.g. for a transfer limit: tar -xJf FILE recreates OUT_DIR.
+if [[ -n "${KVSHARD_BUNDLE_TARBALL:-}" ]]; then
+  mkdir -p "$(dirname "$KVSHARD_BUNDLE_TARBALL")"
+  tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -T0 -3 > "$KVSHARD_BUNDLE_TARBALL"
+  echo "packed: $KVSHARD_BUNDLE_TARBALL ($(du -h "$KVSHARD_BUNDLE_TARBALL" | cut -f1))" >&2
+fi
