@@ -1,6 +1,7 @@
 // Runs the bad-input table of docs/RELIABILITY.md: every row of testdata/bad_inputs/cases.tsv gives exactly its
 // exit code and its one error line, and the doc's table is the one rendered from the file (regenerate it with
 // `KVSHARD_UPDATE_DOCS=1 bazel run //cli:bad_inputs_test`).
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -54,6 +55,21 @@ std::vector<Row> ReadRows() {
   return rows;
 }
 
+// A word of the args column with each \xNN turned into its byte (bytes that are not UTF-8 or are control bytes).
+std::string Unescape(const std::string& word) {
+  std::string out;
+  for (size_t i = 0; i < word.size(); ++i) {
+    const auto hex = [&](size_t j) { return j < word.size() && std::isxdigit(static_cast<unsigned char>(word[j])); };
+    if (word.compare(i, 2, "\\x") == 0 && hex(i + 2) && hex(i + 3)) {
+      out += static_cast<char>(std::stoi(word.substr(i + 2, 2), nullptr, 16));
+      i += 3;
+    } else {
+      out += word[i];
+    }
+  }
+  return out;
+}
+
 // A table cell: '|' escaped for Markdown.
 std::string Cell(const std::string& text) {
   std::string out;
@@ -81,7 +97,8 @@ TEST(BadInputsTest, EveryRowGivesItsExitCodeAndExactlyItsMessage) {
   std::set<std::string> commands;
   std::set<std::string> seen;
   for (const Row& r : rows) {
-    const std::vector<std::string> args = Words(r.args);
+    std::vector<std::string> args = Words(r.args);
+    for (std::string& a : args) a = Unescape(a);
     const CliResult got = RunCli(args, r.stdin_file.empty() ? "" : ReadRunfile(r.stdin_file));
     EXPECT_EQ(got.exit_code, r.exit_code) << r.args << ": " << got.err;
     EXPECT_EQ(got.out, "") << r.args;

@@ -96,27 +96,64 @@ bool WantsHelp(const std::vector<std::string>& args) {
   return false;
 }
 
+// The length of the well-formed UTF-8 sequence of 2-4 bytes at text[i] (RFC 3629: no overlong forms, no
+// surrogates, nothing past U+10FFFF), or 0 when the bytes there are not one.
+size_t Utf8SequenceAt(const std::string& text, size_t i) {
+  const auto byte = [&](size_t j) { return j < text.size() ? static_cast<unsigned char>(text[j]) : 0; };
+  const unsigned char c = byte(i);
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  }
+  return n;
+}
+
 // `text` with control bytes escaped (newline as \\n, NUL as \\x00), so input text quoted into a message
-// stays on one line; bytes >= 0x80 pass through (UTF-8 stays intact).
-std::string EscapeControlBytes(const std::string& text) {
+// stays on one line, and each byte outside a well-formed UTF-8 sequence escaped as \\xNN, so the line is
+// valid UTF-8 (a log collector or terminal shows it as written); well-formed UTF-8 passes through.
+std::string EscapeForOneLine(const std::string& text) {
+  static const char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(text.size());
-  for (const char ch : text) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    if (c >= 0x20 && c != 0x7f) {
-      out += ch;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      if (const size_t n = Utf8SequenceAt(text, i)) {
+        out.append(text, i, n);
+        i += n - 1;
+        continue;
+      }
+    } else if (c >= 0x20 && c != 0x7f) {
+      out += text[i];
+      continue;
     } else if (c == '\n') {
       out += "\\n";
+      continue;
     } else if (c == '\t') {
       out += "\\t";
+      continue;
     } else if (c == '\r') {
       out += "\\r";
-    } else {
-      static const char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
+      continue;
     }
+    out += "\\x";
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
   }
   return out;
 }
@@ -125,7 +162,7 @@ std::string EscapeControlBytes(const std::string& text) {
 
 int Fail(const Status& status, std::ostream& err) {
   err << (status.code() == StatusCode::kMismatch ? "kvshard: mismatch: " : "kvshard: error: ")
-      << EscapeControlBytes(status.message()) << "\n";
+      << EscapeForOneLine(status.message()) << "\n";
   return ExitCodeFor(status);
 }
 

@@ -188,7 +188,7 @@ StatusOr<std::vector<SweepAxis>> ParseSweep(const std::vector<std::string>& args
       if (text.empty()) return InvalidArgument("--sweep: ", axis.key, ": empty value in '", list, "'");
       boost::any value;
       try {
-        option->semantic()->parse(value, {text}, true);
+        option->semantic()->parse(value, {text}, /*utf8=*/false);  // true converts from UTF-8: throws on bad bytes
       } catch (const FlagValueError& e) {
         return InvalidArgument("--sweep: ", axis.key, "=", text, e.detail());
       } catch (const po::error& e) {
