@@ -6,6 +6,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/memory_limit.h"
 #include "sim/calibration.h"
 
 namespace kvshard::cli {
@@ -15,6 +16,7 @@ void DeclareFlags(po::options_description& flags) {
   flags.add_options()
       ("calibration", File(), "the calibration file (also given without the flag); - reads standard input")
       ("json", po::bool_switch(), "print one JSON object instead of the table");
+  DeclareMaxMemoryFlag(flags);
 }
 
 // The phase of the cost model an operation's fit times ("-" for rows kept for reference).
@@ -31,12 +33,7 @@ const char* Phase(const std::string& op) {
 Status Run(const Flags& flags, std::ostream& out) {
   KVSHARD_RETURN_IF_ERROR(flags.Require({"calibration"}));
   sim::Calibration c;
-  KVSHARD_RETURN_IF_ERROR(flags.WithInput("calibration", [&](std::istream& in) -> Status {
-    StatusOr<sim::Calibration> read = sim::ReadCalibration(in);
-    if (!read.ok()) return InvalidArgument("--calibration: ", read.status().message());
-    c = std::move(*read);
-    return Status::Ok();
-  }));
+  KVSHARD_ASSIGN_OR_RETURN(c, ReadCalibrationFlag(flags));
   if (flags.Bool("json")) {
     Json j;
     j["device"] = c.device;
@@ -95,7 +92,7 @@ Status Run(const Flags& flags, std::ostream& out) {
 
 Command CalibrateCommand() {
   Command c{"calibrate", "fit the simulator's cost model to measured operation times and show the fit's error",
-            "FILE|- [--json]", DeclareFlags, Run};
+            "FILE|- [--json] [--max-memory BYTES]", DeclareFlags, Run};
   c.positional = "calibration";
   return c;
 }

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 
 namespace kvshard::cli {
 
@@ -59,5 +60,32 @@ int64_t SatAdd(int64_t a, int64_t b) {
 }
 
 int64_t MaxMemory(const Flags& flags) { return flags.Int("max-memory"); }
+
+static_assert(sizeof(WorkloadRequest) == kHeldRequestBytes, "kHeldRequestBytes is a WorkloadRequest's size");
+
+LineCheck LineMemoryCheck(int64_t max_memory) {
+  return [max_memory](int64_t line_bytes) {
+    return CheckMemory("record", "line held in memory", line_bytes, "line bytes", kLineBytesPerByte, max_memory);
+  };
+}
+
+WorkloadLimits WorkloadMemoryLimits(int64_t max_memory) {
+  WorkloadLimits limits;
+  limits.line = LineMemoryCheck(max_memory);
+  limits.held = [max_memory](int64_t requests, int64_t hashes) {
+    return CheckMemory("requests", "workload held in memory",
+                       {{requests, "requests", kHeldRequestBytes}, {hashes, "block hashes", kHeldHashBytes}},
+                       max_memory);
+  };
+  return limits;
+}
+
+StatusOr<sim::Calibration> ReadCalibrationFlag(const Flags& flags) {
+  KVSHARD_ASSIGN_OR_RETURN(const std::string text, flags.ReadText("calibration", kLineBytesPerByte));
+  std::istringstream in(text);
+  StatusOr<sim::Calibration> read = sim::ReadCalibration(in);
+  if (!read.ok()) return InvalidArgument("--calibration: ", read.status().message());
+  return read;
+}
 
 }  // namespace kvshard::cli

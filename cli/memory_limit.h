@@ -8,7 +8,10 @@
 #include <vector>
 
 #include "cli/flags.h"
+#include "core/line_reader.h"
 #include "core/status.h"
+#include "core/workload.h"
+#include "sim/calibration.h"
 
 namespace kvshard::cli {
 
@@ -44,6 +47,22 @@ int64_t SatAdd(int64_t a, int64_t b);
 
 // The --max-memory value of a command that declared it.
 int64_t MaxMemory(const Flags& flags);
+
+// Bytes a line of a JSON Lines or CSV input needs, held and parsed, per byte of the line.
+inline constexpr int64_t kLineBytesPerByte = 32;
+// Bytes a workload request kept in memory needs (WorkloadRequest), and each of its block hashes.
+inline constexpr int64_t kHeldRequestBytes = 48, kHeldHashBytes = 8;
+
+// Holds each line of a trace or workload to max_memory as it is read: "record: the line held in memory would need
+// <bytes> (<n> line bytes x 32 B), over --max-memory <max>".
+LineCheck LineMemoryCheck(int64_t max_memory);
+
+// The file of --calibration, read whole under --max-memory (32 B per byte) and parsed (sim/calibration.h).
+StatusOr<sim::Calibration> ReadCalibrationFlag(const Flags& flags);
+
+// The whole-workload limits under max_memory: each line as above, and the requests kept ("requests: the workload
+// held in memory would need ...").
+WorkloadLimits WorkloadMemoryLimits(int64_t max_memory);
 
 }  // namespace kvshard::cli
 

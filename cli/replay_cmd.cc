@@ -46,7 +46,7 @@ void PrintSummary(const ReplaySummary& s, int64_t rows, bool json, std::ostream&
 }
 
 Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
-  TraceReader reader(&in);
+  TraceReader reader(&in, LineMemoryCheck(MaxMemory(flags)));
   KVSHARD_ASSIGN_OR_RETURN(Json header, reader.ReadHeader(TraceHeaderKeys()));
   ReplayOptions options;
   KVSHARD_ASSIGN_OR_RETURN(options.backend, BackendFlag(flags));

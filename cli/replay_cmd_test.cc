@@ -100,6 +100,19 @@ TEST(ReplayCmdTest, MalformedTracesExitTwoNamingTheLine) {
   EXPECT_TRUE(FailsWith(RunCli({"replay", "/nonexistent.jsonl"}), 2, "--trace: /nonexistent.jsonl: cannot open file"));
 }
 
+// --max-memory bounds a trace line as it is read (32 B per byte), so one huge line never fills memory.
+TEST(ReplayCmdTest, MaxMemoryBoundsALineAsItIsRead) {
+  const std::string header = "{\"kvshard_trace\": 1, \"allocator\": {\"shard_size\": 2, \"page_size\": 4, "
+                             "\"pages_per_rank\": 4, \"need_sort\": false}}\n";
+  EXPECT_TRUE(FailsWith(RunCli({"replay", "-", "--max-memory", "1000"}, header), 2,
+                        "--trace: line 1: record: the line held in memory would need 3.4 KiB (109 line bytes x 32 B), "
+                        "over --max-memory 1000 B"));
+  const std::string huge_line = header + std::string(200000, ' ') + "{}\n";
+  EXPECT_TRUE(FailsWith(RunCli({"replay", "-", "--max-memory", "3000000"}, huge_line), 2,
+                        "--trace: line 2: record: the line held in memory would need 4 MiB (131072 line bytes x 32 B), "
+                        "over --max-memory 2.9 MiB"));
+}
+
 TEST(ReplayCmdTest, AnExpectedErrorThatDoesNotHappenIsAMismatch) {
   const std::string text = "{\"kvshard_trace\": 1}\n{\"op\": \"split\", \"cp_size\": 2, \"cp_rank\": 0, \"page_size\": 4, "
                            "\"extend_lens\": [3], \"expect\": {\"error\": \"batch_gt1_empty_extend\"}}\n";

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "cli/cli_util.h"
+#include "cli/memory_limit.h"
 #include "cli/mpi_world.h"
 #include "cli/sim_sweep_output.h"
 #include "core/workload.h"
@@ -257,7 +258,7 @@ Status RunSweep(const Flags& flags, const sim::SimConfig& base, void (*declare)(
   Workload workload;
   if (local.ok()) {
     local = flags.WithInput("workload", [&](std::istream& in) -> Status {
-      StatusOr<Workload> w = ReadWorkload(in, format);
+      StatusOr<Workload> w = ReadWorkload(in, format, WorkloadMemoryLimits(MaxMemory(flags)));
       if (!w.ok()) return InvalidArgument("--workload: ", w.status().message());
       workload = std::move(*w);
       return Status::Ok();

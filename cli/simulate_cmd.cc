@@ -164,12 +164,8 @@ Status Run(const Flags& flags, std::ostream& out) {
   c.need_sort = flags.Bool("need-sort");
   c.alloc_mode = flags.String("alloc-mode") == "owners" ? sim::AllocMode::kOwners : sim::AllocMode::kRotated;
   if (flags.Has("calibration")) {
-    KVSHARD_RETURN_IF_ERROR(flags.WithInput("calibration", [&](std::istream& in) -> Status {
-      StatusOr<sim::Calibration> cal = sim::ReadCalibration(in);
-      if (!cal.ok()) return InvalidArgument("--calibration: ", cal.status().message());
-      c.cost = sim::Calibrated(c.cost, *cal, "calibrated on " + cal->device + " (" + flags.String("calibration") + ")");
-      return Status::Ok();
-    }));
+    KVSHARD_ASSIGN_OR_RETURN(const sim::Calibration cal, ReadCalibrationFlag(flags));
+    c.cost = sim::Calibrated(c.cost, cal, "calibrated on " + cal.device + " (" + flags.String("calibration") + ")");
   }
   if (flags.Has("sweep")) {  // cli/sim_sweep.h; --csv names the rows' CSV file there
     for (const char* flag : {"timeline", "plots", "emit-trace"}) {
@@ -194,7 +190,7 @@ Status Run(const Flags& flags, std::ostream& out) {
   KVSHARD_ASSIGN_OR_RETURN(WorkloadFormat format, ParseWorkloadFormat(flags.String("format")));
   Workload workload;
   KVSHARD_RETURN_IF_ERROR(flags.WithInput("workload", [&](std::istream& in) -> Status {
-    StatusOr<Workload> w = ReadWorkload(in, format);
+    StatusOr<Workload> w = ReadWorkload(in, format, WorkloadMemoryLimits(MaxMemory(flags)));
     if (!w.ok()) return InvalidArgument("--workload: ", w.status().message());
     workload = std::move(*w);
     return Status::Ok();

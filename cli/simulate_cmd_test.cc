@@ -79,6 +79,26 @@ TEST(SimulateCmdTest, BadInputExitsTwoNamingLineAndField) {
                         "--cache-tokens: "));
 }
 
+// --max-memory bounds the workload as it is read: a line (32 B per byte, checked while the line is read, so one
+// huge line never fills memory) and the requests kept (48 B each + 8 B per block hash, checked every 4096).
+TEST(SimulateCmdTest, MaxMemoryBoundsTheWorkloadAsItIsRead) {
+  const std::string line = "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 5, \"hash_ids\": [0]}\n";
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--max-memory", "2000"}, line), 2,
+                        "--workload: line 1: record: the line held in memory would need 2.3 KiB (73 line bytes x 32 B), "
+                        "over --max-memory 2.0 KiB"));
+  std::string huge = "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 5, \"hash_ids\": [0";
+  while (huge.size() < 300000) huge += ", 1";
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--max-memory", "4000000"}, line + huge + "]}\n"), 2,
+                        "--workload: line 2: record: the line held in memory would need 4 MiB (131072 line bytes x "
+                        "32 B), over --max-memory 3.8 MiB"));
+  std::string many;
+  for (int i = 0; i < 5000; ++i) many += line;
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--max-memory", "200000"}, many), 2,
+                        "--workload: line 4096: requests: the workload held in memory would need 224 KiB (4096 "
+                        "requests x 48 B + 4096 block hashes x 8 B), over --max-memory 195.3 KiB"));
+  EXPECT_EQ(RunCli({"simulate", "-", "--max-memory", "300000", "--quiet"}, many).exit_code, 0);
+}
+
 TEST(SimulateCmdTest, AllocModeReportsDirectWritesAndTheirCost) {
   // Without CP: no direct_write key, and the output does not depend on --alloc-mode.
   const Json plain = JsonOf("simulate - --shard-size 4 --json", kTwoTurns);

@@ -29,8 +29,10 @@ bool Allowed(const std::vector<std::string>& allowed, const std::string& key) {
 }  // namespace
 
 StatusOr<Json> TraceReader::ReadHeader(const std::vector<std::string>& allowed_keys) {
-  if (!std::getline(*in_, text_)) return InvalidArgument("line 1: kvshard_trace: the trace is empty (no header)");
   line_ = 1;
+  StatusOr<bool> got = ReadLine(*in_, &text_, check_);
+  if (!got.ok()) return AtLine(line_, got.status());
+  if (!*got) return InvalidArgument("line 1: kvshard_trace: the trace is empty (no header)");
   StatusOr<Json> j = ParseLine(text_);
   if (!j.ok()) return AtLine(line_, j.status());
   if (!j->contains("kvshard_trace")) {
@@ -49,8 +51,13 @@ StatusOr<Json> TraceReader::ReadHeader(const std::vector<std::string>& allowed_k
 }
 
 StatusOr<bool> TraceReader::Next(TraceRecord* record) {
-  if (!std::getline(*in_, text_)) return false;
   ++line_;
+  StatusOr<bool> got = ReadLine(*in_, &text_, check_);
+  if (!got.ok()) return AtLine(line_, got.status());
+  if (!*got) {
+    --line_;  // no such line
+    return false;
+  }
   record->line = line_;
   StatusOr<Json> j = ParseLine(text_);
   if (!j.ok()) return AtLine(line_, j.status());

@@ -7,9 +7,11 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/json.h"
+#include "core/line_reader.h"
 #include "core/status.h"
 
 namespace kvshard {
@@ -27,8 +29,8 @@ struct TraceRecord {
 // Reads a trace line by line (memory flat in trace length). Errors are "line N: <field>: <what>".
 class TraceReader {
  public:
-  // `in` must outlive the reader.
-  explicit TraceReader(std::istream* in) : in_(in) {}
+  // `in` must outlive the reader; `check` bounds each line as it is read (an error there is "line N: ...").
+  explicit TraceReader(std::istream* in, LineCheck check = {}) : in_(in), check_(std::move(check)) {}
   // Reads line 1: an object with "kvshard_trace": 1 and only the keys in `allowed_keys`.
   StatusOr<Json> ReadHeader(const std::vector<std::string>& allowed_keys);
   // Reads the next record into *record; false at the end of the trace.
@@ -36,6 +38,7 @@ class TraceReader {
 
  private:
   std::istream* in_;
+  LineCheck check_;
   int64_t line_ = 0;
   std::string text_;
 };

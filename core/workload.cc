@@ -252,19 +252,22 @@ int64_t WorkloadReader::block_tokens() const {
   }
 }
 
-bool WorkloadReader::ReadLine() {
-  while (std::getline(*in_, text_)) {
+StatusOr<bool> WorkloadReader::NextLine() {
+  while (true) {
+    StatusOr<bool> got = ReadLine(*in_, &text_, check_);
+    if (!got.ok()) return Status(got.status().code(), StrCat("line ", line_ + 1, ": ", got.status().message()));
+    if (!*got) return false;
     ++line_;
     if (!text_.empty() && text_.back() == '\r') text_.pop_back();
     if (line_ == 1 && text_.starts_with("\xEF\xBB\xBF")) text_.erase(0, 3);  // a UTF-8 byte order mark
     if (text_.find_first_not_of(" \t") != std::string::npos) return true;
   }
-  return false;
 }
 
-StatusOr<WorkloadReader> WorkloadReader::Open(std::istream* in, WorkloadFormat format) {
-  WorkloadReader reader(in, format);
-  if (!reader.ReadLine()) return InvalidArgument("line ", reader.line_ + 1, ": workload: empty (no requests)");
+StatusOr<WorkloadReader> WorkloadReader::Open(std::istream* in, WorkloadFormat format, LineCheck check) {
+  WorkloadReader reader(in, format, std::move(check));
+  KVSHARD_ASSIGN_OR_RETURN(const bool any, reader.NextLine());
+  if (!any) return InvalidArgument("line ", reader.line_ + 1, ": workload: empty (no requests)");
   const std::string& text = reader.text_;
   std::vector<std::string> header;
   if (format == WorkloadFormat::kAuto) {
@@ -294,9 +297,16 @@ StatusOr<WorkloadReader> WorkloadReader::Open(std::istream* in, WorkloadFormat f
 
 StatusOr<bool> WorkloadReader::Next(WorkloadRequest* request) {
   if (!error_.ok()) return error_;
+  bool more = true;
   if (pending_) {
     pending_ = false;
-  } else if (!ReadLine()) {
+  } else if (StatusOr<bool> got = NextLine(); !got.ok()) {
+    error_ = got.status();
+    return error_;
+  } else {
+    more = *got;
+  }
+  if (!more) {
     if (in_->bad()) {
       error_ = Internal("line ", line_ + 1, ": workload: read error");
     } else if (requests_ == 0) {
@@ -432,17 +442,28 @@ Status WorkloadReader::ParseCsvRecord(WorkloadRequest* request) {
   return SetArrival(time_us, "Timestamp", c[0], request);
 }
 
-StatusOr<Workload> ReadWorkload(std::istream& in, WorkloadFormat format) {
-  KVSHARD_ASSIGN_OR_RETURN(WorkloadReader reader, WorkloadReader::Open(&in, format));
+StatusOr<Workload> ReadWorkload(std::istream& in, WorkloadFormat format, const WorkloadLimits& limits) {
+  KVSHARD_ASSIGN_OR_RETURN(WorkloadReader reader, WorkloadReader::Open(&in, format, limits.line));
   Workload workload;
   workload.format = reader.format();
   workload.block_tokens = reader.block_tokens();
+  int64_t hashes = 0;
+  const auto check_held = [&]() -> Status {
+    if (!limits.held) return Status::Ok();
+    const Status s = limits.held(static_cast<int64_t>(workload.requests.size()), hashes);
+    return s.ok() ? s : Status(s.code(), StrCat("line ", reader.line(), ": ", s.message()));
+  };
   while (true) {
     WorkloadRequest request;
     KVSHARD_ASSIGN_OR_RETURN(const bool more, reader.Next(&request));
     if (!more) break;
+    hashes += static_cast<int64_t>(request.block_hashes.size());
     workload.requests.push_back(std::move(request));
+    if (static_cast<int64_t>(workload.requests.size()) % kHeldCheckRequests == 0) {
+      KVSHARD_RETURN_IF_ERROR(check_held());
+    }
   }
+  KVSHARD_RETURN_IF_ERROR(check_held());
   return workload;
 }
 

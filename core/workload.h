@@ -5,9 +5,12 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/line_reader.h"
 #include "core/status.h"
 
 namespace kvshard {
@@ -49,8 +52,8 @@ struct Workload {
 class WorkloadReader {
  public:
   // Reads up to the first non-blank line: detects the format for kAuto and checks a CSV header. `in` must
-  // outlive the reader.
-  static StatusOr<WorkloadReader> Open(std::istream* in, WorkloadFormat format);
+  // outlive the reader; `check` bounds each line as it is read (an error there is "line N: ...").
+  static StatusOr<WorkloadReader> Open(std::istream* in, WorkloadFormat format, LineCheck check = {});
 
   // The format being read (never kAuto).
   WorkloadFormat format() const { return format_; }
@@ -64,8 +67,9 @@ class WorkloadReader {
   StatusOr<bool> Next(WorkloadRequest* request);
 
  private:
-  WorkloadReader(std::istream* in, WorkloadFormat format) : in_(in), format_(format) {}
-  bool ReadLine();
+  WorkloadReader(std::istream* in, WorkloadFormat format, LineCheck check)
+      : in_(in), format_(format), check_(std::move(check)) {}
+  StatusOr<bool> NextLine();
   Status ParseJsonRecord(WorkloadRequest* request);
   Status ParseCsvRecord(WorkloadRequest* request);
   Status SetArrival(int64_t time_us, const std::string& field, const std::string& as_written,
@@ -73,6 +77,7 @@ class WorkloadReader {
 
   std::istream* in_;
   WorkloadFormat format_;
+  LineCheck check_;
   int64_t line_ = 0;
   std::string text_;
   bool pending_ = false;  // text_ holds a record that Open read but Next has not parsed yet
@@ -83,8 +88,18 @@ class WorkloadReader {
   Status error_;
 };
 
-// Reads a whole workload (kAuto: detected from the first non-blank line).
-StatusOr<Workload> ReadWorkload(std::istream& in, WorkloadFormat format);
+// Bounds on what reading a whole workload holds in memory.
+struct WorkloadLimits {
+  LineCheck line;  // each line as it is read (core/line_reader.h)
+  // The requests kept so far and their block hashes, checked each kHeldCheckRequests requests and at the end.
+  std::function<Status(int64_t requests, int64_t block_hashes)> held;
+};
+
+// The requests ReadWorkload keeps between two calls of WorkloadLimits::held.
+inline constexpr int64_t kHeldCheckRequests = 4096;
+
+// Reads a whole workload (kAuto: detected from the first non-blank line); a limit's error is "line N: ...".
+StatusOr<Workload> ReadWorkload(std::istream& in, WorkloadFormat format, const WorkloadLimits& limits = {});
 
 }  // namespace kvshard
 
