@@ -37,56 +37,80 @@ inline Status OpenInputFile(const std::string& path, std::ifstream* file) {
   return Status::Ok();
 }
 
+// The deepest nesting of arrays and objects ParseJsonStrict accepts (kvshard's formats need 5 levels; deeper input
+// is refused before anything recursive, such as printing a value, meets it).
+inline constexpr size_t kMaxJsonDepth = 128;
+
 // Parses `text` as JSON and rejects a key given twice in one object (nlohmann keeps the last silently):
-// "<path_prefix><requests[0].pages>: duplicate key". A syntax error is "<where>: not valid JSON".
+// "<path_prefix><requests[0].pages>: duplicate key". A syntax error is "<where>: not valid JSON", nesting past
+// kMaxJsonDepth "<where>: nested deeper than 128 arrays and objects" (no "<where>: " when it is empty). Memory is linear in the input's size and
+// depth: each open container keeps its own path part, and a full path is built only for the error.
 inline StatusOr<Json> ParseJsonStrict(const std::string& text, const std::string& where,
                                       const std::string& path_prefix = "") {
   struct Frame {
     bool array = false;
-    size_t next = 0;   // arrays: index of the next element
-    std::string key;   // objects: the key being read
-    std::string path;  // this container's path ("" at the top)
+    size_t next = 0;          // arrays: index of the next element
+    std::string key;          // objects: the key being read
+    std::string part;         // this container's part of its path: "requests", ".pages", "[0]" ("" at the top)
+    bool path_empty = true;   // this container's whole path is ""
     std::unordered_set<std::string> keys;
   };
   std::vector<Frame> stack;
+  size_t depth = 0;  // open containers, also those past kMaxJsonDepth (not on the stack)
+  bool too_deep = false;
   std::string duplicate;
-  const auto child_path = [&]() -> std::string {
-    if (stack.empty()) return "";
-    Frame& f = stack.back();
-    if (f.array) return f.path + "[" + std::to_string(f.next++) + "]";
-    return f.path.empty() ? f.key : f.path + "." + f.key;
+  const auto path_of_top = [&]() {
+    std::string path;
+    for (const Frame& f : stack) path += f.part;
+    return path;
   };
   const Json::parser_callback_t on_event = [&](int, Json::parse_event_t event, Json& parsed) {
     switch (event) {
       case Json::parse_event_t::object_start:
       case Json::parse_event_t::array_start: {
+        if (++depth > kMaxJsonDepth) {
+          too_deep = true;
+          return false;  // not kept in the result
+        }
         Frame f;
         f.array = event == Json::parse_event_t::array_start;
-        f.path = child_path();
+        if (!stack.empty()) {
+          Frame& parent = stack.back();
+          if (parent.array) {
+            f.part = "[" + std::to_string(parent.next++) + "]";
+          } else {
+            f.part = (parent.path_empty ? "" : ".") + parent.key;
+          }
+          f.path_empty = parent.path_empty && f.part.empty();
+        }
         stack.push_back(std::move(f));
         break;
       }
       case Json::parse_event_t::object_end:
       case Json::parse_event_t::array_end:
+        if (depth-- > kMaxJsonDepth) break;
         if (!stack.empty()) stack.pop_back();
         break;
       case Json::parse_event_t::key:
-        if (!stack.empty() && parsed.is_string()) {
+        if (depth <= kMaxJsonDepth && !stack.empty() && parsed.is_string()) {
           Frame& f = stack.back();
           f.key = parsed.get<std::string>();
           if (!f.keys.insert(f.key).second && duplicate.empty()) {
-            duplicate = f.path.empty() ? f.key : f.path + "." + f.key;
+            duplicate = f.path_empty ? f.key : path_of_top() + "." + f.key;
           }
         }
         break;
       case Json::parse_event_t::value:
-        if (!stack.empty() && stack.back().array) ++stack.back().next;
+        if (depth <= kMaxJsonDepth && !stack.empty() && stack.back().array) ++stack.back().next;
         break;
     }
     return true;
   };
   Json j = Json::parse(text, on_event, /*allow_exceptions=*/false);
   if (j.is_discarded()) return InvalidArgument(where, ": not valid JSON");
+  if (too_deep) {
+    return InvalidArgument(where, where.empty() ? "" : ": ", "nested deeper than ", kMaxJsonDepth, " arrays and objects");
+  }
   if (!duplicate.empty()) return InvalidArgument(path_prefix, duplicate, ": duplicate key");
   return j;
 }

@@ -27,6 +27,26 @@ TEST(JsonTest, DuplicateKeysAreRejectedWithTheirPath) {
   EXPECT_EQ(StrictError(R"({"r":[{"a":1},{"a":2}],"s":{"a":"a"},"t":"a"})"), "ok");
 }
 
+// Nesting: kMaxJsonDepth levels parse, one more is refused; 300,000 levels (a 600 KB file) are refused in time
+// and memory linear in the input (paths kept per level made it quadratic: ~135 GB at this depth).
+TEST(JsonTest, NestingPastTheDepthLimitIsRefused) {
+  const auto nested = [](size_t depth, const std::string& inner = "") {
+    return std::string(depth, '[') + inner + std::string(depth, ']');
+  };
+  EXPECT_EQ(StrictError(nested(kMaxJsonDepth)), "ok");
+  EXPECT_EQ(StrictError(nested(kMaxJsonDepth + 1)), "--batch: in.json: nested deeper than 128 arrays and objects");
+  EXPECT_EQ(StrictError(nested(300000)), "--batch: in.json: nested deeper than 128 arrays and objects");
+  EXPECT_EQ(StrictError("{\"a\": " + nested(kMaxJsonDepth - 1) + "}"), "ok");
+  EXPECT_EQ(StrictError("{\"a\": " + nested(kMaxJsonDepth) + "}"),
+            "--batch: in.json: nested deeper than 128 arrays and objects");
+  // A duplicate key at the deepest level still names its whole path.
+  EXPECT_EQ(StrictError(nested(kMaxJsonDepth - 1, R"({"k":1,"k":2})")),
+            "--batch: " + [] { std::string p; for (size_t i = 1; i < kMaxJsonDepth; ++i) p += "[0]"; return p; }() +
+                ".k: duplicate key");
+  EXPECT_EQ(ParseJsonStrict(nested(kMaxJsonDepth + 1), "").status().message(),
+            "nested deeper than 128 arrays and objects");
+}
+
 TEST(JsonTest, SyntaxErrorsNameTheSource) {
   EXPECT_EQ(StrictError(R"({"a":)"), "--batch: in.json: not valid JSON");
   EXPECT_EQ(StrictError(""), "--batch: in.json: not valid JSON");

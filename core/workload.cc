@@ -347,7 +347,13 @@ Status WorkloadReader::ParseJsonRecord(WorkloadRequest* request) {
   // Only the top-level object's keys (depth 1) are checked for duplicates; nlohmann keeps the last silently.
   std::vector<std::string> seen;
   std::string duplicate;
+  bool too_deep = false;
   const auto on_event = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    const bool start = event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start;
+    if (start && depth >= static_cast<int>(kMaxJsonDepth)) {  // depth: the containers open around this one
+      too_deep = true;
+      return false;  // not kept (printing a deeply nested value would recurse past the stack)
+    }
     if (event == Json::parse_event_t::key && depth == 1 && duplicate.empty()) {
       const std::string& key = parsed.get_ref<const std::string&>();
       for (const std::string& s : seen) {
@@ -365,6 +371,7 @@ Status WorkloadReader::ParseJsonRecord(WorkloadRequest* request) {
   } catch (const Json::exception&) {
     return InvalidArgument("record: not valid JSON (a number out of range)");
   }
+  if (too_deep) return InvalidArgument("record: nested deeper than ", kMaxJsonDepth, " arrays and objects");
   if (!j.is_object()) return InvalidArgument("record: must be a JSON object, got ", Shown(j));
   if (!duplicate.empty()) return InvalidArgument(Escape(duplicate), ": duplicate key");
   const bool qwen = format_ == WorkloadFormat::kQwen;

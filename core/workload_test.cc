@@ -211,6 +211,15 @@ TEST(WorkloadErrorsTest, MooncakeLines) {
   const std::string keys = "(a Mooncake record has timestamp, input_length, output_length, hash_ids)";
   ExpectErrors({
       {kMooncake, "{\"timestamp\": 0,\n", "line 1: record: not valid JSON (at byte 17 of the line)"},
+      // Deep nesting (printing the record recursed past the stack: a segfault at 300,000 levels).
+      {kMooncake, std::string(300000, '[') + std::string(300000, ']'),
+       "line 1: record: nested deeper than 128 arrays and objects"},
+      {kMooncake, "{\"timestamp\": " + std::string(300000, '[') + std::string(300000, ']') + "}",
+       "line 1: record: nested deeper than 128 arrays and objects"},
+      {kMooncake,  // 128 levels (the object and 127 arrays) parse
+       R"({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": )" + std::string(127, '[') +
+           std::string(127, ']') + "}",
+       "line 1: hash_ids[0]: must be an integer"},
       {kMooncake, "2023-11-16 18:17:03,1,1\n", "line 1: record: not valid JSON (at byte 7 of the line)"},
       {kMooncake, ok + "[1, 2]\n", "line 2: record: must be a JSON object, got [1,2]"},
       {kMooncake, R"({"timestamp": 1e400})", "line 1: record: not valid JSON (a number out of range)"},

@@ -164,7 +164,7 @@ StatusOr<Calibration> ReadCalibration(std::istream& in) {
   if (Json::parse(buf.str(), nullptr, /*allow_exceptions=*/false).is_discarded()) {
     return InvalidArgument("not valid JSON");
   }
-  KVSHARD_ASSIGN_OR_RETURN(const Json j, ParseJsonStrict(buf.str(), "calibration"));  // duplicate keys: errors
+  KVSHARD_ASSIGN_OR_RETURN(const Json j, ParseJsonStrict(buf.str(), ""));  // duplicate keys: errors
   KVSHARD_RETURN_IF_ERROR(Strict(j, "", {"kvshard_calibration", "device", "made_by", "limits", "rows"}));
   if (!j.contains("kvshard_calibration") || j["kvshard_calibration"] != 1) {
     return InvalidArgument("kvshard_calibration: must be 1 (the format version)");
