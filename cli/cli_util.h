@@ -12,6 +12,7 @@
 #include "cli/flags.h"
 #include "core/json.h"
 #include "core/status.h"
+#include "replay/backend.h"
 
 namespace kvshard::cli {
 
@@ -71,12 +72,10 @@ class JsonObjectWriter {
 // "[a,b,c]".
 std::string ListText(const std::vector<int64_t>& v);
 
-// Which implementation a command runs: the reference, the GPU backend, or both with a bit-exact diff.
-enum class Backend { kRef, kGpu, kDiff };
+// The backend and plan-builder choices of the commands (replay/backend.h).
+using replay::Backend;
+using replay::Impl;
 
-// Which host implementation builds plans: the reference (the executable spec) or cpu_fast/'s optimized paths
-// (the same fields and errors, differential-tested in props/; `--impl fast` where speed matters).
-enum class Impl { kRef, kFast };
 // --impl: ref (default) or fast, for the plan-building commands.
 po::typed_value<std::string>* ImplValue();
 // The --impl flag's value.

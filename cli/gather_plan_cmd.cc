@@ -5,7 +5,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/memory_limit.h"
-#include "cli/results.h"
+#include "replay/results.h"
 #include "core/gather_plan.h"
 #include "core/pool_json.h"
 #include "cpu_ref/gather_plan.h"
@@ -130,7 +130,7 @@ Status RunBatch(const Flags& flags, std::ostream& out) {
   json = Json();  // the tree is not needed past here
   KVSHARD_RETURN_IF_ERROR(CheckPlanMemory(flags, batch, flags.String("backend") != "ref"));
   KVSHARD_ASSIGN_OR_RETURN(Backend backend, BackendFlag(flags));
-  KVSHARD_ASSIGN_OR_RETURN(PlanAndRows built, BuildGatherPlanAndRows(batch, locs, "--translate", ImplFlag(flags)));
+  KVSHARD_ASSIGN_OR_RETURN(replay::PlanAndRows built, replay::BuildGatherPlanAndRows(batch, locs, "--translate", ImplFlag(flags)));
   GatherPlan& plan = built.plan;
 #ifdef KVSHARD_HAVE_CUDA
   if (backend != Backend::kRef) {
@@ -143,7 +143,7 @@ Status RunBatch(const Flags& flags, std::ostream& out) {
 #endif
   KVSHARD_ASSIGN_OR_RETURN(std::vector<int64_t> rows, ref::Translate(plan, locs, "--translate"));
   if (flags.Bool("json")) {
-    PrintJson(GatherPlanJson(plan, rows, flags.Has("translate")), out);
+    PrintJson(replay::GatherPlanJson(plan, rows, flags.Has("translate")), out);
   } else {
     PrintTable(batch, plan, locs, rows, out);
   }

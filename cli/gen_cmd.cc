@@ -6,8 +6,8 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/memory_limit.h"
-#include "cli/replay.h"
-#include "cli/trace_gen.h"
+#include "replay/replayer.h"
+#include "replay/trace_gen.h"
 #include "core/spec.h"
 
 namespace kvshard::cli {
@@ -48,10 +48,10 @@ constexpr int64_t kGeneratorStateBytes = int64_t{16} << 20;
 
 // The reference state the generator keeps (the allocator of N * (pages_per_rank + 1) pages and, with --layers,
 // the pools sized by the header's scratch bound), checked against --max-memory before any is built.
-Status CheckGenMemory(const TraceGenOptions& o, int64_t max_memory) {
-  PoolGeometry pool;
+Status CheckGenMemory(const replay::TraceGenOptions& o, int64_t max_memory) {
+  replay::PoolGeometry pool;
   if (o.num_layers > 0) {
-    const ScratchBound bound = TraceGenScratchBound(o);
+    const replay::ScratchBound bound = replay::TraceGenScratchBound(o);
     pool.shard_size = o.shard_size;
     pool.page_size = o.page_size;
     pool.pages_per_rank = o.pages_per_rank;
@@ -61,14 +61,14 @@ Status CheckGenMemory(const TraceGenOptions& o, int64_t max_memory) {
     pool.row_words = o.row_words;
   }
   std::vector<MemoryTerm> terms =
-      ReplayMemoryTerms(o.shard_size, o.page_size, o.pages_per_rank, o.num_layers > 0 ? &pool : nullptr);
+      replay::ReplayMemoryTerms(o.shard_size, o.page_size, o.pages_per_rank, o.num_layers > 0 ? &pool : nullptr);
   terms.push_back({1, "generator state", kGeneratorStateBytes});
   return CheckMemory(o.num_layers > 0 ? "--layers" : "--pages-per-rank", "generator's allocator and pools", terms,
                      max_memory);
 }
 
 Status Run(const Flags& flags, std::ostream& out) {
-  TraceGenOptions o;
+  replay::TraceGenOptions o;
   o.seed = static_cast<uint64_t>(flags.Int("seed"));
   o.records = flags.Int("records");
   o.shard_size = flags.Int("shard-size");
@@ -84,12 +84,12 @@ Status Run(const Flags& flags, std::ostream& out) {
   o.row_words = flags.Int("row-words");
   o.radix = !flags.Bool("no-radix");
   o.cp_records = flags.Bool("cp-records");
-  KVSHARD_RETURN_IF_ERROR(ValidateTraceGenOptions(o));
+  KVSHARD_RETURN_IF_ERROR(replay::ValidateTraceGenOptions(o));
   KVSHARD_RETURN_IF_ERROR(CheckGenMemory(o, MaxMemory(flags)));
-  if (!flags.Has("out")) return GenerateTrace(o, out);
+  if (!flags.Has("out")) return replay::GenerateTrace(o, out);
   std::ofstream file(flags.String("out"));
   if (!file) return InvalidArgument("--out: ", flags.String("out"), ": cannot open for writing");
-  KVSHARD_RETURN_IF_ERROR(GenerateTrace(o, file));
+  KVSHARD_RETURN_IF_ERROR(replay::GenerateTrace(o, file));
   file.close();
   if (!file) return InvalidArgument("--out: ", flags.String("out"), ": write failed");
   return Status::Ok();

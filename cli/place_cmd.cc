@@ -6,7 +6,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/memory_limit.h"
-#include "cli/results.h"
+#include "replay/results.h"
 #include "core/parse.h"
 #include "cpu_ref/placement.h"
 #ifdef KVSHARD_HAVE_CUDA
@@ -102,7 +102,7 @@ Status Run(const Flags& flags, std::ostream& out) {
   (void)backend;
 #endif
   if (flags.Bool("json")) {
-    PrintJson(PlacementJson(result), out);
+    PrintJson(replay::PlacementJson(result), out);
   } else {
     PrintTable(locs, result, spec, rank, out);
   }

@@ -1,14 +1,14 @@
 // kvshard replay: runs a trace (docs/trace-format.md) through the reference model and reports the first
 // decision that differs from it, by line and field (exit 1), or a malformed line (exit 2).
+#include <functional>
 #include <ostream>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/memory_limit.h"
-#include "cli/replay.h"
-#include "core/trace.h"
+#include "replay/replayer.h"
 #ifdef KVSHARD_HAVE_CUDA
-#include "cli/gpu_pool_path.h"
+#include "replay/gpu_pool_path.h"
 #endif
 
 namespace kvshard::cli {
@@ -29,7 +29,7 @@ void DeclareFlags(po::options_description& flags) {
   DeclareMaxMemoryFlag(flags);
 }
 
-void PrintSummary(const ReplaySummary& s, int64_t rows, bool json, std::ostream& out) {
+void PrintSummary(const replay::ReplaySummary& s, int64_t rows, bool json, std::ostream& out) {
   if (json) {
     Json j;
     j["records"] = s.records;
@@ -46,33 +46,28 @@ void PrintSummary(const ReplaySummary& s, int64_t rows, bool json, std::ostream&
 }
 
 Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
-  TraceReader reader(&in, LineMemoryCheck(MaxMemory(flags)));
-  KVSHARD_ASSIGN_OR_RETURN(Json header, reader.ReadHeader(TraceHeaderKeys()));
-  ReplayOptions options;
+  replay::ReplayOptions options;
   KVSHARD_ASSIGN_OR_RETURN(options.backend, BackendFlag(flags));
   options.impl = ImplFlag(flags);
   options.max_memory = MaxMemory(flags);
+  options.line_check = LineMemoryCheck(options.max_memory);
 #ifdef KVSHARD_HAVE_CUDA
   const int gpus = static_cast<int>(flags.Int("gpus"));
-  options.make_device = [gpus](const PoolGeometry& g) { return CreateGpuPoolPath(g, gpus); };
+  options.make_device = [gpus](const replay::PoolGeometry& g) { return replay::CreateGpuPoolPath(g, gpus); };
 #endif
-  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<Replayer> replayer, Replayer::Create(header, options));
-  ReplaySummary& s = replayer->summary();
-  TraceRecord record;
-  while (true) {
-    KVSHARD_ASSIGN_OR_RETURN(bool more, reader.Next(&record));
-    if (!more) break;
-    Status status = replayer->Replay(record);
-    if (status.ok()) continue;
-    if (status.code() != StatusCode::kMismatch) return status;
-    if (s.mismatches++ == 0) s.first_mismatch = status.message();
-    if (!flags.Bool("keep-going")) {
-      if (flags.Bool("json")) PrintSummary(s, replayer->rows_compared(), true, out);
-      return status;
-    }
-    out << "mismatch: " << status.message() << "\n";
+  const bool json = flags.Bool("json");
+  replay::ReplayReport report;
+  const Status status = replay::ReplayStream(in, options, &report,
+                                             flags.Bool("keep-going") ? [&out](const Status& m) {
+                                               out << "mismatch: " << m.message() << "\n";
+                                             } : std::function<void(const Status&)>());
+  const replay::ReplaySummary& s = report.summary;
+  if (status.code() == StatusCode::kMismatch) {  // the first one, without --keep-going
+    if (json) PrintSummary(s, report.rows_compared, true, out);
+    return status;
   }
-  PrintSummary(s, replayer->rows_compared(), flags.Bool("json"), out);
+  KVSHARD_RETURN_IF_ERROR(status);
+  PrintSummary(s, report.rows_compared, json, out);
   if (s.mismatches > 0) return Mismatch(s.mismatches, " mismatches in ", s.records, " records; first: ", s.first_mismatch);
   return Status::Ok();
 }

@@ -8,7 +8,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/memory_limit.h"
-#include "cli/results.h"
+#include "replay/results.h"
 #include "cpu_ref/cp_data.h"
 #ifdef KVSHARD_HAVE_CUDA
 #include <cstring>
@@ -75,7 +75,7 @@ void WriteJsonList(std::ostream& out, bool empty, Emit emit) {
 
 // `rerange --json` streamed: byte-identical to PrintJson(RerangeJson(r)), with source_rows written segment
 // by segment from the copies instead of held (flat memory at any row count).
-void PrintRerangeJsonStreamed(const Rerange& r, const std::vector<ref::RowCopy>& copies, std::ostream& out) {
+void PrintRerangeJsonStreamed(const replay::Rerange& r, const std::vector<ref::RowCopy>& copies, std::ostream& out) {
   const auto list = [&](const std::vector<int64_t>& v) {
     WriteJsonList(out, v.empty(), [&](auto put) {
       for (int64_t x : v) put(x);
@@ -103,8 +103,8 @@ Status Run(const Flags& flags, std::ostream& out) {
   // The size check is a flag check: it precedes the GPU check in BackendFlag.
   KVSHARD_RETURN_IF_ERROR(CheckRerangeMemory(flags, cp_size, extend, flags.String("backend") == "ref"));
   KVSHARD_ASSIGN_OR_RETURN(Backend backend, BackendFlag(flags));
-  StatusOr<Rerange> result =
-      BuildRerange(cp_size, page_size, extend, prefix, ImplFlag(flags), /*with_source_rows=*/backend != Backend::kRef);
+  StatusOr<replay::Rerange> result =
+      replay::BuildRerange(cp_size, page_size, extend, prefix, ImplFlag(flags), /*with_source_rows=*/backend != Backend::kRef);
   if (!result.ok()) return CpModelError(result.status());
   const int64_t max_rank_token = result->max_rank_token;
 #ifdef KVSHARD_HAVE_CUDA
@@ -132,7 +132,7 @@ Status Run(const Flags& flags, std::ostream& out) {
     if (backend == Backend::kRef) {
       PrintRerangeJsonStreamed(*result, *copies, out);
     } else {
-      PrintJson(RerangeJson(*result), out);
+      PrintJson(replay::RerangeJson(*result), out);
     }
     return Status::Ok();
   }

@@ -1,7 +1,7 @@
 // Tests of `kvshard rerange`: SGLang's goldens, JSON fields, the table, errors and backends.
 #include "cli/cli_test_util.h"
 #include "cli/memory_limit.h"
-#include "cli/results.h"
+#include "replay/results.h"
 #include "core/json.h"
 #include "gtest/gtest.h"
 
@@ -67,14 +67,14 @@ TEST(RerangeCmdTest, StreamedJsonIsByteIdenticalToTheJsonTree) {
                              std::to_string(c.page_size) + " --extend-lens " + join(c.extend) + " --prefix-lens " +
                              join(c.prefix);
     const CliResult got = RunCli(Words(line));
-    StatusOr<Rerange> want = BuildRerange(c.cp_size, c.page_size, c.extend, c.prefix);
+    StatusOr<replay::Rerange> want = replay::BuildRerange(c.cp_size, c.page_size, c.extend, c.prefix);
     if (!want.ok()) {
       EXPECT_EQ(got.exit_code, 2) << line;
       continue;
     }
     ASSERT_EQ(got.exit_code, 0) << line << ": " << got.err;
     std::ostringstream tree;
-    PrintJson(RerangeJson(*want), tree);
+    PrintJson(replay::RerangeJson(*want), tree);
     EXPECT_EQ(got.out, tree.str()) << line;
   }
 }

@@ -20,6 +20,7 @@
 #include "cli/memory_limit.h"
 #include "cli/mpi_world.h"
 #include "cli/sim_sweep_output.h"
+#include "sim/result_json.h"
 #include "core/workload.h"
 
 namespace kvshard::cli {
@@ -78,10 +79,10 @@ Json RowJson(size_t index, const Json& swept, const sim::SimConfig& c, const Sta
   row["index"] = index;
   row["sweep"] = swept;
   if (r.ok()) {
-    const Json single = ResultJson(*r, c);
+    const Json single = sim::ResultJson(*r, c);
     for (const auto& [key, value] : single.items()) row[key] = value;
   } else {
-    row["config"] = ResultJson(sim::SimResult{}, c)["config"];
+    row["config"] = sim::ResultJson(sim::SimResult{}, c)["config"];
     row["error"] = r.status().message();
     row["exit_code"] = ExitCodeFor(r.status());
   }

@@ -14,11 +14,6 @@
 
 namespace kvshard::cli {
 
-// The single run's --json object of a result (defined in simulate_cmd.cc; every sweep row carries its keys).
-Json ResultJson(const sim::SimResult& r, const sim::SimConfig& c);
-// Its "direct_write" object (cp_size > 1): the CP shared-KV direct-write figures (also in simulate_cmd.cc).
-Json SimDirectWriteJson(const sim::SimResult& r, const sim::SimConfig& c);
-
 // Declares --sweep, --threads and (unless simulate already has it) --csv.
 void DeclareSweepFlags(po::options_description& flags);
 

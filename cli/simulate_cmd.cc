@@ -13,9 +13,10 @@
 #include "cli/memory_limit.h"
 #include "cli/simulate_outputs.h"
 #include "cli/sim_sweep.h"
-#include "cli/sim_trace.h"
+#include "cli/simulate_emit.h"
 #include "core/workload.h"
 #include "sim/calibration.h"
+#include "sim/result_json.h"
 #include "sim/simulator.h"
 
 namespace kvshard::cli {
@@ -58,62 +59,6 @@ constexpr int64_t kSimBytesPerPage = 128;
 
 double Ratio(int64_t a, int64_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b); }
 
-// Whether KV sharding and CP shared-KV direct writes ran together: no page failed the owner check and SGLang's
-// gather accepted every batch's prefix (docs/simulate.md, "CP shared-KV direct writes").
-bool RunTogether(const sim::SimResult& r) { return r.owner_mismatch_pages == 0 && r.gather_plan_rejections == 0; }
-
-}  // namespace
-
-// The --json "direct_write" object (cp_size > 1).
-Json SimDirectWriteJson(const sim::SimResult& r, const sim::SimConfig& c) {
-  return Json{{"alloc_mode", sim::AllocModeName(c.alloc_mode)},
-              {"pages", r.direct_write_pages},
-              {"local_loc_owner_mismatch_pages", r.owner_mismatch_pages},
-              {"failed_batches", r.direct_write_failed_batches},
-              {"failed_rank_writes", r.direct_write_failed_ranks},
-              {"gather_plan_rejections", r.gather_plan_rejections},
-              {"class_exhausted_deferrals", r.class_exhausted_deferrals},
-              {"run_together", RunTogether(r)}};
-}
-
-
-// Declared in cli/sim_sweep.h: every sweep row carries these keys.
-Json ResultJson(const sim::SimResult& r, const sim::SimConfig& c) {
-  auto dist = [](const sim::Distribution& d) { return Json{{"total", d.total}, {"p50", d.p50}, {"p99", d.p99}, {"max", d.max}}; };
-  Json j;
-  j["requests"] = r.requests;
-  j["batches"] = r.batches;
-  j["prefix_hit_rate_blocks"] = Ratio(r.hit_blocks, r.hash_blocks);
-  j["prefix_hit_rate_tokens"] = Ratio(r.cached_tokens, r.input_tokens);
-  j["hash_blocks"] = r.hash_blocks;
-  j["hit_blocks"] = r.hit_blocks;
-  j["input_tokens"] = r.input_tokens;
-  j["cached_tokens"] = r.cached_tokens;
-  j["extend_tokens"] = r.extend_tokens;
-  j["violations"] = r.violations;
-  j["first_violation"] = r.violations ? Json(r.first_violation) : Json(nullptr);
-  j["pool_pages_per_rank"] = r.pool_pages_per_rank;
-  j["pages_in_use"] = {{"max", r.pages_in_use_max}, {"mean", r.pages_in_use_mean},
-                       {"skew_max", r.pages_in_use_skew_max}, {"skew_mean", r.pages_in_use_skew_mean}};
-  j["deferrals"] = r.deferrals;
-  j["declined_grafts"] = r.declined_grafts;
-  j["duplicate_pages"] = r.duplicate_pages;
-  j["evictions"] = r.evicted_pages;
-  j["gathered_bytes_per_layer"] = dist(r.gathered_bytes_layer);
-  j["cp_padding_fraction"] = Ratio(r.cp_padding_tokens, r.cp_compute_tokens);
-  j["batch_time_us"] = dist(r.batch_time_us);
-  j["simulated_s"] = r.simulated_s;
-  j["cost_model"] = c.cost.source;
-  j["config"] = {{"shard_size", c.shard_size}, {"page_size", c.page_size}, {"cp_size", c.cp_size},
-                 {"cache_tokens", c.cache_tokens}, {"chunk_tokens", c.chunk_tokens},
-                 {"max_batch_tokens", c.max_batch_tokens}, {"layers", c.cost.layers}};
-  if (c.cp_size > 1) {  // CP shared-KV direct writes: only with CP (the output without CP is unchanged)
-    j["direct_write"] = SimDirectWriteJson(r, c);
-  }
-  return j;
-}
-
-namespace {
 
 void PrintSummary(const sim::SimResult& r, const sim::SimConfig& c, std::ostream& out) {
   out << std::fixed << std::setprecision(3);
@@ -138,7 +83,7 @@ void PrintSummary(const sim::SimResult& r, const sim::SimConfig& c, std::ostream
         << r.direct_write_failed_ranks << " rank writes); SGLang's prefix gather rejects " << r.gather_plan_rejections
         << " batches (non-cyclic owners); " << r.class_exhausted_deferrals << " deferrals with pages free in other "
         << "classes\n";
-    out << "KV sharding with direct writes: " << (RunTogether(r) ? "runs together on this workload" : "does not run together on this workload")
+    out << "KV sharding with direct writes: " << (sim::RunTogether(r) ? "runs together on this workload" : "does not run together on this workload")
         << "\n";
   }
   out << "predicted batch time (" << c.cost.source << "): p50 " << r.batch_time_us.p50 << " us, p99 "
@@ -213,7 +158,7 @@ Status Run(const Flags& flags, std::ostream& out) {
   if (drawn) std::fprintf(stderr, "\n");
   if (!r.ok()) return r.status();
   if (flags.Bool("json")) {
-    Json j = ResultJson(*r, c);
+    Json j = sim::ResultJson(*r, c);
     if (!emitted.is_null()) j["emitted_trace"] = emitted;
     PrintJson(j, out);
   } else {

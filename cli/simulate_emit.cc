@@ -2,7 +2,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cli/sim_trace.h"
+#include "cli/simulate_emit.h"
 
 namespace kvshard::cli {
 
@@ -33,7 +33,7 @@ StatusOr<sim::SimResult> SimulateForCli(const Flags& flags, const Workload& work
   if (std::filesystem::is_directory(path, ec)) return InvalidArgument("--emit-trace: ", path, " is a directory");
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (!file) return InvalidArgument("--emit-trace: ", path, ": cannot open for writing");
-  SimTraceOptions o;
+  sim::SimTraceOptions o;
   o.max_batches = flags.Int("emit-max-batches");
   o.num_layers = flags.Int("emit-layers");
   const sim::SimConfig& c = config;
@@ -48,7 +48,7 @@ StatusOr<sim::SimResult> SimulateForCli(const Flags& flags, const Workload& work
                  {"emit_max_batches", o.max_batches},
                  {"emit_layers", o.num_layers}};
   sim::SimResult result;
-  KVSHARD_ASSIGN_OR_RETURN(SimTraceCounts n, SimulateWithTrace(workload, config, o, file, &result, progress, record));
+  KVSHARD_ASSIGN_OR_RETURN(sim::SimTraceCounts n, sim::SimulateWithTrace(workload, config, o, file, &result, progress, record));
   file.close();
   if (!file) return InvalidArgument("--emit-trace: ", path, ": write failed");
   *emitted = {{"path", path},

@@ -7,7 +7,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/memory_limit.h"
-#include "cli/results.h"
+#include "replay/results.h"
 #include "cli/split_owners.h"
 #include "core/cp_plan_json.h"
 
@@ -56,7 +56,7 @@ int64_t Segments(int64_t batch, int64_t cp_size) {
 
 // `split --json` written field by field: byte-identical to PrintJson(InSeqSplitJson(split)), holding one
 // field's JSON at a time instead of the whole tree.
-void PrintInSeqSplitJsonStreamed(const InSeqSplit& split, std::ostream& out) {
+void PrintInSeqSplitJsonStreamed(const replay::InSeqSplit& split, std::ostream& out) {
   JsonObjectWriter writer(out);
   ForEachJsonField(split.plan, nullptr, [&](const char* key, Json value) { writer.Field(key, value); });
   writer.Field("nsa_cp_metadata", ToJson(split.metadata));
@@ -71,7 +71,7 @@ Status RunInSeq(const Flags& flags, std::ostream& out) {
       "--extend-lens", json ? "split plan and its JSON" : "split plan",
       Segments(static_cast<int64_t>(extend.size()), flags.Int("cp-size")), "segments",
       kPlanBytesPerSegment + (json ? kJsonBytesPerSegment : 0), MaxMemory(flags)));
-  StatusOr<InSeqSplit> split = BuildInSeqSplit(extend, PrefixLens(flags, extend.size()), flags.Int("page-size"),
+  StatusOr<replay::InSeqSplit> split = replay::BuildInSeqSplit(extend, PrefixLens(flags, extend.size()), flags.Int("page-size"),
                                                flags.Int("cp-size"), flags.Int("cp-rank"), ImplFlag(flags));
   if (!split.ok()) return CpModelError(split.status());
   if (flags.Bool("json")) {
@@ -91,7 +91,7 @@ Status RunRoundRobin(const Flags& flags, std::ostream& out) {
   }
   KVSHARD_RETURN_IF_ERROR(CheckMemory("--extend-lens", "round-robin split", (tokens + cp_size - 1) / cp_size, "rows",
                                       kRoundRobinBytesPerRow, MaxMemory(flags)));
-  StatusOr<Json> r = RoundRobinSplitJson(flags.IntList("extend-lens"), cp_size, cp_rank);
+  StatusOr<Json> r = replay::RoundRobinSplitJson(flags.IntList("extend-lens"), cp_size, cp_rank);
   if (!r.ok()) return CpModelError(r.status());
   if (flags.Bool("json")) {
     PrintJson(*r, out);
@@ -106,7 +106,7 @@ Status RunRoundRobin(const Flags& flags, std::ostream& out) {
 Status RunTokenBalanced(const Flags& flags, std::ostream& out) {
   KVSHARD_RETURN_IF_ERROR(flags.Require({"cp-size", "total-len"}));
   const int64_t cp_size = flags.Int("cp-size"), total_len = flags.Int("total-len");
-  StatusOr<Json> s = TokenBalancedSplitJson(total_len, cp_size);
+  StatusOr<Json> s = replay::TokenBalancedSplitJson(total_len, cp_size);
   if (!s.ok()) return CpModelError(s.status());
   if (flags.Bool("json")) {
     PrintJson(*s, out);

@@ -1,7 +1,7 @@
 // Tests of `kvshard split`: SGLang's goldens for the three modes, tables, and errors (SGLang's fail-fast tags
 // kept, flag-level ranges naming the flag).
 #include "cli/cli_test_util.h"
-#include "cli/results.h"
+#include "replay/results.h"
 #include "core/json.h"
 #include "gtest/gtest.h"
 
@@ -98,14 +98,14 @@ TEST(SplitCmdTest, StreamedJsonIsByteIdenticalToTheJsonTree) {
                              std::to_string(c.cp_rank) + " --page-size " + std::to_string(c.page_size) +
                              " --extend-lens " + join(c.extend) + " --prefix-lens " + join(c.prefix);
     const CliResult got = RunCli(Words(line));
-    StatusOr<InSeqSplit> want = BuildInSeqSplit(c.extend, c.prefix, c.page_size, c.cp_size, c.cp_rank);
+    StatusOr<replay::InSeqSplit> want = replay::BuildInSeqSplit(c.extend, c.prefix, c.page_size, c.cp_size, c.cp_rank);
     if (!want.ok()) {
       EXPECT_EQ(got.exit_code, 2) << line;
       continue;
     }
     ASSERT_EQ(got.exit_code, 0) << line << ": " << got.err;
     std::ostringstream tree;
-    PrintJson(InSeqSplitJson(*want), tree);
+    PrintJson(replay::InSeqSplitJson(*want), tree);
     EXPECT_EQ(got.out, tree.str()) << line;
   }
 }

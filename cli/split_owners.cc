@@ -7,9 +7,9 @@
 #include <ostream>
 
 #include "cli/cli_util.h"
-#include "cli/cp_results.h"
+#include "replay/cp_results.h"
 #include "cli/memory_limit.h"
-#include "cli/results.h"
+#include "replay/results.h"
 
 namespace kvshard::cli {
 namespace {
@@ -64,16 +64,16 @@ Status RunSplitOwners(const Flags& flags, std::ostream& out) {
                                         static_cast<int64_t>(flags.IntList("out-cache-loc").size()), "rows",
                                         kBytesPerLoc, MaxMemory(flags)));
   }
-  StatusOr<InSeqSplit> split = BuildInSeqSplit(extend, PrefixLens(flags, extend.size()), flags.Int("page-size"),
+  StatusOr<replay::InSeqSplit> split = replay::BuildInSeqSplit(extend, PrefixLens(flags, extend.size()), flags.Int("page-size"),
                                                flags.Int("cp-size"), flags.Int("cp-rank"), ImplFlag(flags));
   if (!split.ok()) return CpModelError(split.status());
-  StatusOr<Json> j = PageOwnersJson(*split);
+  StatusOr<Json> j = replay::PageOwnersJson(*split);
   if (!j.ok()) return CpModelError(j.status());
   Json dw;
   if (flags.Has("out-cache-loc")) {
     const std::optional<int64_t> static_rows =
         flags.Has("extend-num-tokens") ? std::optional<int64_t>(flags.Int("extend-num-tokens")) : std::nullopt;
-    KVSHARD_ASSIGN_OR_RETURN(dw, DirectWriteJson(*split, flags.IntList("out-cache-loc"), static_rows, "--out-cache-loc"));
+    KVSHARD_ASSIGN_OR_RETURN(dw, replay::DirectWriteJson(*split, flags.IntList("out-cache-loc"), static_rows, "--out-cache-loc"));
   }
   if (!flags.Bool("json")) {
     PrintTable(split->plan, j->at("request_page_compute_owners").get<std::vector<Int64List>>(), dw, out);

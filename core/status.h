@@ -49,6 +49,13 @@ std::string StrCat(const Args&... args) {
   return os.str();
 }
 
+// `status` with `parts` put before its message (context: "line 3: ", "frees[2]."); its code kept, OK stays OK.
+template <typename... Args>
+Status Annotate(const Status& status, const Args&... parts) {
+  if (status.ok()) return status;
+  return Status(status.code(), StrCat(parts..., status.message()));
+}
+
 template <typename... Args>
 Status InvalidArgument(const Args&... args) { return Status(StatusCode::kInvalidArgument, StrCat(args...)); }
 template <typename... Args>

@@ -44,3 +44,11 @@ TEST(StatusTest, ExitCodes) {
 
 }  // namespace
 }  // namespace kvshard
+
+TEST(StatusTest, AnnotatePrefixesTheMessageAndKeepsTheCode) {
+  const Status s = Annotate(OutOfRange("locs[2]: too large"), "frees[", 1, "].");
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(s.message(), "frees[1].locs[2]: too large");
+  EXPECT_TRUE(Annotate(Status::Ok(), "line 3: ").ok());
+  EXPECT_EQ(Annotate(Mismatch("x"), "line ", 3, ": ").message(), "line 3: x");
+}

@@ -9,7 +9,7 @@ namespace kvshard {
 
 Status AtLine(int64_t line, const Status& status) {
   if (status.ok()) return status;
-  return Status(status.code(), StrCat("line ", line, ": ", status.message()));
+  return Annotate(status, "line ", line, ": ");
 }
 
 namespace {

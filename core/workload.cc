@@ -255,7 +255,7 @@ int64_t WorkloadReader::block_tokens() const {
 StatusOr<bool> WorkloadReader::NextLine() {
   while (true) {
     StatusOr<bool> got = ReadLine(*in_, &text_, check_);
-    if (!got.ok()) return Status(got.status().code(), StrCat("line ", line_ + 1, ": ", got.status().message()));
+    if (!got.ok()) return Annotate(got.status(), "line ", line_ + 1, ": ");
     if (!*got) return false;
     ++line_;
     if (!text_.empty() && text_.back() == '\r') text_.pop_back();
@@ -318,7 +318,7 @@ StatusOr<bool> WorkloadReader::Next(WorkloadRequest* request) {
   }
   const Status status = IsJsonFormat(format_) ? ParseJsonRecord(request) : ParseCsvRecord(request);
   if (!status.ok()) {
-    error_ = Status(status.code(), StrCat("line ", line_, ": ", status.message()));
+    error_ = Annotate(status, "line ", line_, ": ");
     return error_;
   }
   ++requests_;
@@ -458,7 +458,7 @@ StatusOr<Workload> ReadWorkload(std::istream& in, WorkloadFormat format, const W
   const auto check_held = [&]() -> Status {
     if (!limits.held) return Status::Ok();
     const Status s = limits.held(static_cast<int64_t>(workload.requests.size()), hashes);
-    return s.ok() ? s : Status(s.code(), StrCat("line ", reader.line(), ": ", s.message()));
+    return Annotate(s, "line ", reader.line(), ": ");
   };
   while (true) {
     WorkloadRequest request;

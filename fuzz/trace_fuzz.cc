@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string>
 
-#include "cli/replay.h"
+#include "replay/replayer.h"
 #include "core/trace.h"
 #include "fuzz/cli_check.h"
 #include "fuzz/fuzz_util.h"
@@ -17,7 +17,7 @@ namespace {
 void CheckReader(const std::string& text) {
   std::istringstream in(text);
   TraceReader reader(&in);
-  if (!reader.ReadHeader(cli::TraceHeaderKeys()).ok()) return;
+  if (!reader.ReadHeader(replay::TraceHeaderKeys()).ok()) return;
   TraceRecord record;
   int64_t line = 1;
   for (int records = 0; records < 100000; ++records) {

@@ -15,7 +15,7 @@
 #include <rapidcheck.h>
 
 #include "cli/commands.h"
-#include "cli/trace_gen.h"
+#include "replay/trace_gen.h"
 #include "core/json.h"
 #include "core/pool_json.h"
 #include "props/cp_generators.h"
@@ -71,7 +71,7 @@ std::string ListArg(const std::vector<int64_t>& v) {
 }
 
 // The `kvshard gen` command line of `o` (the flags cli/gen_cmd.cc maps onto TraceGenOptions).
-std::vector<std::string> GenArgs(const cli::TraceGenOptions& o) {
+std::vector<std::string> GenArgs(const replay::TraceGenOptions& o) {
   std::vector<std::string> a = {"gen", "--seed", std::to_string(o.seed), "--records", std::to_string(o.records),
                                 "--shard-size", std::to_string(o.shard_size), "--page-size", std::to_string(o.page_size),
                                 "--pages-per-rank", std::to_string(o.pages_per_rank), "--cp-size",
@@ -108,14 +108,14 @@ std::map<std::string, std::string> Files(const fs::path& dir) {
 
 TEST(DeterminismProps, GenTracesAreByteIdentical) {
   RecordPropertyCases(CheckProperty(CurrentTestId(), [] {
-    cli::TraceGenOptions o = ArbitraryTraceGenOptions();
+    replay::TraceGenOptions o = ArbitraryTraceGenOptions();
     o.seed &= INT64_MAX;  // --seed is a non-negative int64
     const std::vector<std::string> args = GenArgs(o);
     const Output r = RunTwice(args);
     RC_ASSERT(r.exit_code == 0);
     // The command prints what the library generates, and --out writes the same bytes.
     std::ostringstream lib;
-    RC_ASSERT_OK(cli::GenerateTrace(o, lib));
+    RC_ASSERT_OK(replay::GenerateTrace(o, lib));
     RC_ASSERT(r.out == lib.str());
     const fs::path dir = FreshDir("gen");
     std::vector<std::string> to_file = args;
@@ -123,7 +123,7 @@ TEST(DeterminismProps, GenTracesAreByteIdentical) {
     RC_ASSERT(Kvshard(to_file).exit_code == 0);
     RC_ASSERT(Files(dir).at("t.jsonl") == r.out);
     // Another seed gives another trace (the seed is in the header, and drives the records).
-    cli::TraceGenOptions other = o;
+    replay::TraceGenOptions other = o;
     other.seed = o.seed ^ 1;
     RC_ASSERT(Kvshard(GenArgs(other)).out != r.out);
   }, rc::detail::configuration().testParams));
@@ -182,10 +182,10 @@ TEST(DeterminismProps, PlansAreByteIdenticalAndRankIndependent) {
 // `replay` reports (the summary, --json, --keep-going) of a generated trace, byte for byte.
 TEST(DeterminismProps, ReplayReportsAreByteIdentical) {
   RecordPropertyCases(CheckProperty(CurrentTestId(), [] {
-    cli::TraceGenOptions o = ArbitraryTraceGenOptions();
+    replay::TraceGenOptions o = ArbitraryTraceGenOptions();
     o.records = *rc::gen::inRange<int64_t>(0, 60);
     std::ostringstream trace;
-    RC_ASSERT_OK(cli::GenerateTrace(o, trace));
+    RC_ASSERT_OK(replay::GenerateTrace(o, trace));
     for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
              {"replay", "-"}, {"replay", "-", "--json"}, {"replay", "-", "--keep-going", "--impl", "fast"}}) {
       RC_ASSERT(RunTwice(args, trace.str()).exit_code == 0);

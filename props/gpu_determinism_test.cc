@@ -11,8 +11,8 @@
 #include <rapidcheck.h>
 
 #include "cli/commands.h"
-#include "cli/gpu_pool_path.h"
-#include "cli/trace_gen.h"
+#include "replay/gpu_pool_path.h"
+#include "replay/trace_gen.h"
 #include "core/pool_json.h"
 #include "cpu_ref/cp_data.h"
 #include "cpu_ref/cp_split.h"
@@ -28,9 +28,9 @@ namespace kvshard::props {
 namespace {
 
 // A GPU pool path that appends every plan it builds and every row it reads to `log`.
-class RecordingPath : public cli::PoolDataPath {
+class RecordingPath : public replay::PoolDataPath {
  public:
-  RecordingPath(std::unique_ptr<cli::PoolDataPath> inner, std::string* log) : inner_(std::move(inner)), log_(log) {}
+  RecordingPath(std::unique_ptr<replay::PoolDataPath> inner, std::string* log) : inner_(std::move(inner)), log_(log) {}
   std::string Name() const override { return inner_->Name(); }
   StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) override {
     StatusOr<GatherPlan> plan = inner_->Begin(batch, out_cache_loc);
@@ -56,7 +56,7 @@ class RecordingPath : public cli::PoolDataPath {
   Status End() override { return inner_->End(); }
 
  private:
-  std::unique_ptr<cli::PoolDataPath> inner_;
+  std::unique_ptr<replay::PoolDataPath> inner_;
   std::string* log_;
 };
 
@@ -102,18 +102,18 @@ TEST(GpuDeterminism, GatherPlanOnTheGpuRepeats) {
 TEST(GpuDeterminism, PoolPipelineOnTheEmulatedGroupRepeats) {
   KVSHARD_REQUIRE_GPUS(1);
   RecordPropertyCases(CheckProperty(CurrentTestId(), [] {
-    cli::TraceGenOptions o = ArbitraryTraceGenOptions();
+    replay::TraceGenOptions o = ArbitraryTraceGenOptions();
     o.records = *rc::gen::inRange<int64_t>(1, 100);
     o.num_layers = *rc::gen::inRange<int64_t>(1, 4);
     std::ostringstream trace;
-    RC_ASSERT_OK(cli::GenerateTrace(o, trace));
+    RC_ASSERT_OK(replay::GenerateTrace(o, trace));
     std::string logs[2];
     for (std::string& log : logs) {
-      cli::ReplayOptions options;
-      options.backend = cli::Backend::kGpu;
-      options.make_device = [&log](const cli::PoolGeometry& g) -> StatusOr<std::unique_ptr<cli::PoolDataPath>> {
-        KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<cli::PoolDataPath> path, cli::CreateGpuPoolPath(g, /*gpus=*/1));
-        return std::unique_ptr<cli::PoolDataPath>(new RecordingPath(std::move(path), &log));
+      replay::ReplayOptions options;
+      options.backend = replay::Backend::kGpu;
+      options.make_device = [&log](const replay::PoolGeometry& g) -> StatusOr<std::unique_ptr<replay::PoolDataPath>> {
+        KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<replay::PoolDataPath> path, replay::CreateGpuPoolPath(g, /*gpus=*/1));
+        return std::unique_ptr<replay::PoolDataPath>(new RecordingPath(std::move(path), &log));
       };
       ReplayCounts counts;
       RC_ASSERT_OK(ReplayTraceText(trace.str(), options, &counts));

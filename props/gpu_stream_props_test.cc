@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
-#include "cli/gpu_pool_path.h"
+#include "replay/gpu_pool_path.h"
 #include "cpu_ref/sharded_pool.h"
 #include "props/gpu_test_env.h"
 #include "props/rc_status.h"
@@ -20,9 +20,9 @@
 namespace kvshard::props {
 namespace {
 
-cli::PoolGeometry GeometryOf(const StreamConfig& c) {
+replay::PoolGeometry GeometryOf(const StreamConfig& c) {
   const ref::ShardedPoolConfig pc = StreamPoolConfig(c);
-  cli::PoolGeometry g;
+  replay::PoolGeometry g;
   g.shard_size = pc.shard_size;
   g.page_size = pc.page_size;
   g.pages_per_rank = pc.pages_per_rank;
@@ -41,7 +41,7 @@ TEST(GpuStreamProps, EmulatedGpuPoolEqualsReferenceOnRandomStreams) {
     const StreamConfig c = Full([] { return DrawStreamConfig(3); });
     RC_LOG() << "stream: N=" << c.shard_size << " ps=" << c.page_size << " pages_per_rank=" << c.pages_per_rank
              << " layers=" << c.num_layers << " buffers=" << c.buffers.size() << "\n";
-    const std::unique_ptr<cli::PoolDataPath> gpu = RC_VALUE(cli::CreateGpuPoolPath(GeometryOf(c), /*gpus=*/1));
+    const std::unique_ptr<replay::PoolDataPath> gpu = RC_VALUE(replay::CreateGpuPoolPath(GeometryOf(c), /*gpus=*/1));
     const std::unique_ptr<StreamDriver> driver = RC_VALUE(StreamDriver::Create(c, gpu.get()));
     const int64_t steps = Full([] { return *rc::gen::inRange<int64_t>(1, 13); });
     for (int64_t s = 0; s < steps; ++s) {

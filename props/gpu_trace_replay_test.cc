@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
-#include "cli/gpu_pool_path.h"
+#include "replay/gpu_pool_path.h"
 #include "props/gpu_test_env.h"
 #include "props/property.h"
 #include "props/rc_status.h"
@@ -22,14 +22,14 @@ TEST(GpuTraceReplay, GeneratedTracesReplayCleanOnTheGpuBackend) {
   RecordPropertyCases(CheckProperty(
       "GpuTraceReplay/GeneratedTracesReplayCleanOnTheGpuBackend",
       [] {
-        cli::TraceGenOptions o = ArbitraryTraceGenOptions();
+        replay::TraceGenOptions o = ArbitraryTraceGenOptions();
         o.records = *rc::gen::inRange<int64_t>(1, 150);
         o.num_layers = *rc::gen::inRange<int64_t>(1, 4);  // pipeline records: data on the device
         std::ostringstream out;
-        RC_ASSERT_OK(cli::GenerateTrace(o, out));
-        cli::ReplayOptions options;
-        options.backend = cli::Backend::kDiff;
-        options.make_device = [](const cli::PoolGeometry& g) { return cli::CreateGpuPoolPath(g, /*gpus=*/1); };
+        RC_ASSERT_OK(replay::GenerateTrace(o, out));
+        replay::ReplayOptions options;
+        options.backend = replay::Backend::kDiff;
+        options.make_device = [](const replay::PoolGeometry& g) { return replay::CreateGpuPoolPath(g, /*gpus=*/1); };
         ReplayCounts counts;
         RC_ASSERT_OK(ReplayTraceText(out.str(), options, &counts));
         RC_ASSERT(counts.records == o.records);

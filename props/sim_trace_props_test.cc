@@ -10,8 +10,8 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
-#include "cli/replay.h"
-#include "cli/sim_trace.h"
+#include "replay/replayer.h"
+#include "sim/sim_trace.h"
 #include "core/trace.h"
 #include "core/workload.h"
 #include "props/property.h"
@@ -25,7 +25,7 @@ namespace {
 // Replays `text` through the reference; the first mismatch or malformed line, else OK.
 Status ReplayText(const std::string& text) {
   ReplayCounts counts;
-  return ReplayTraceText(text, cli::ReplayOptions{}, &counts);
+  return ReplayTraceText(text, replay::ReplayOptions{}, &counts);
 }
 
 // Every emitted trace replays with 0 mismatches (also one cut short at --emit-max-batches, and the partial trace
@@ -34,12 +34,12 @@ Status ReplayText(const std::string& text) {
 KVSHARD_PROP(SimTraceProps, EmittedTracesReplayClean, ()) {
   const Workload w = DrawWorkload();
   const sim::SimConfig c = DrawConfig(w);
-  cli::SimTraceOptions o;
+  sim::SimTraceOptions o;
   o.num_layers = *rc::gen::element<int64_t>(0, 1, 2);
   o.max_batches = *rc::gen::element<int64_t>(0, 0, 0, 2, 5);
   std::ostringstream out;
   sim::SimResult result;
-  const StatusOr<cli::SimTraceCounts> n = cli::SimulateWithTrace(w, c, o, out, &result);
+  const StatusOr<sim::SimTraceCounts> n = sim::SimulateWithTrace(w, c, o, out, &result);
   RC_CLASSIFY(c.cache_tokens > 0, "bounded pool");
   if (!n.ok()) {  // a bounded pool full of locked prefixes: what was emitted still replays
     RC_ASSERT(n.status().message().rfind("--cache-tokens: ", 0) == 0u);

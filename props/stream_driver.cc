@@ -12,7 +12,7 @@ ref::ShardedPoolConfig StreamPoolConfig(const StreamConfig& c) {
           c.page_size * c.max_batch * max_pages, c.num_layers, c.row_words, c.buffers};
 }
 
-StatusOr<std::unique_ptr<StreamDriver>> StreamDriver::Create(const StreamConfig& c, cli::PoolDataPath* mirror) {
+StatusOr<std::unique_ptr<StreamDriver>> StreamDriver::Create(const StreamConfig& c, replay::PoolDataPath* mirror) {
   if (c.shared.empty()) return InvalidArgument("shared: needs one entry per document, got none");
   KVSHARD_ASSIGN_OR_RETURN(ref::PageInterleaveAllocator allocator,
                            ref::PageInterleaveAllocator::Create({c.shard_size, c.page_size, c.pages_per_rank,
@@ -82,7 +82,7 @@ Status StreamDriver::Step(const std::vector<StreamRequest>& reqs) {
     requests.push_back(std::move(r));
   }
   if (Status s = pool_.BeginShardExtend(requests); !s.ok()) {
-    return Status(s.code(), StrCat("begin_shard_extend: ", s.message()));
+    return Annotate(s, "begin_shard_extend: ");
   }
   const std::vector<int64_t> chunk = ref::ExtendSlots(batch, out, ps);
   const int64_t salt = pool_.epoch();

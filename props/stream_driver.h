@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/pool_data_path.h"
+#include "replay/pool_data_path.h"
 #include "core/gather_plan.h"
 #include "core/status.h"
 #include "cpu_ref/allocator.h"
@@ -63,7 +63,7 @@ class StreamDriver {
   // A driver over a fresh allocator, cache and pools; an error names the invalid geometry (never aborts). With
   // `mirror` (e.g. the GPU backend's data path), every plan and every byte of every buffer of its reads must equal
   // the reference pool's.
-  static StatusOr<std::unique_ptr<StreamDriver>> Create(const StreamConfig& config, cli::PoolDataPath* mirror = nullptr);
+  static StatusOr<std::unique_ptr<StreamDriver>> Create(const StreamConfig& config, replay::PoolDataPath* mirror = nullptr);
   StreamDriver(const StreamDriver&) = delete;
   StreamDriver& operator=(const StreamDriver&) = delete;
   // Runs one extend batch (or defers it); an error names the first violated expectation.
@@ -94,7 +94,7 @@ class StreamDriver {
   ref::ShardedPool pool_;
   ref::UnshardedPool baseline_;
   StreamStats stats_;
-  cli::PoolDataPath* mirror_ = nullptr;
+  replay::PoolDataPath* mirror_ = nullptr;
 };
 
 }  // namespace kvshard::props

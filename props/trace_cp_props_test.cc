@@ -12,8 +12,8 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
-#include "cli/replay.h"
-#include "cli/trace_gen.h"
+#include "replay/replayer.h"
+#include "replay/trace_gen.h"
 #include "props/property.h"
 #include "props/rc_status.h"
 #include "props/trace_testing.h"
@@ -29,20 +29,20 @@ const std::vector<std::string>& CpOps() {
 
 bool IsCpOp(const std::string& op) { return std::count(CpOps().begin(), CpOps().end(), op) > 0; }
 
-std::string GenerateCp(cli::TraceGenOptions o) {
+std::string GenerateCp(replay::TraceGenOptions o) {
   o.cp_records = true;
   std::ostringstream out;
-  RC_ASSERT_OK(cli::GenerateTrace(o, out));
+  RC_ASSERT_OK(replay::GenerateTrace(o, out));
   return out.str();
 }
 
 Status Replay(const std::string& text) {
   ReplayCounts counts;
-  return ReplayTraceText(text, cli::ReplayOptions{}, &counts);
+  return ReplayTraceText(text, replay::ReplayOptions{}, &counts);
 }
 
 KVSHARD_PROP(TraceCpProps, GeneratedCpRecordsReplayCleanAndRejectOnlyWithTags, ()) {
-  cli::TraceGenOptions o = ArbitraryTraceGenOptions();
+  replay::TraceGenOptions o = ArbitraryTraceGenOptions();
   o.records = *rc::gen::inRange<int64_t>(0, 160);
   const std::string text = GenerateCp(o);
   RC_CLASSIFY(std::all_of(CpOps().begin(), CpOps().end(), [&](const std::string& op) { return HasOp(text, op); }),
@@ -68,7 +68,7 @@ KVSHARD_PROP(TraceCpProps, GeneratedCpRecordsReplayCleanAndRejectOnlyWithTags, (
 
 // Inserts a digit into a number, flips a boolean, or edits an expected error's text of one CP record's expect.
 KVSHARD_PROP(TraceCpProps, CorruptedCpExpectIsAMismatchAtItsLine, ()) {
-  cli::TraceGenOptions o = ArbitraryTraceGenOptions();
+  replay::TraceGenOptions o = ArbitraryTraceGenOptions();
   o.records = *rc::gen::inRange<int64_t>(20, 160);
   o.cp_size = std::max<int64_t>(o.cp_size, 2);
   std::vector<std::string> lines = Lines(GenerateCp(o));

@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
-#include "cli/replay.h"
-#include "cli/trace_gen.h"
+#include "replay/replayer.h"
+#include "replay/trace_gen.h"
 #include "core/trace.h"
 #include "props/property.h"
 #include "props/rc_status.h"
@@ -19,7 +19,7 @@
 namespace kvshard::props {
 namespace {
 
-using cli::TraceGenOptions;
+using replay::TraceGenOptions;
 
 const std::vector<std::string>& PipelineOps() {
   static const auto* ops =
@@ -35,14 +35,14 @@ const std::vector<std::string>& RadixOps() {
 // Replays `text` on the reference; returns the first mismatch status (OK when clean) and counts records.
 Status ReplayText(const std::string& text, int64_t* records) {
   ReplayCounts counts;
-  KVSHARD_RETURN_IF_ERROR(ReplayTraceText(text, cli::ReplayOptions{}, &counts));
+  KVSHARD_RETURN_IF_ERROR(ReplayTraceText(text, replay::ReplayOptions{}, &counts));
   *records = counts.records;
   return Status::Ok();
 }
 
 std::string Generate(const TraceGenOptions& o) {
   std::ostringstream out;
-  RC_ASSERT_OK(cli::GenerateTrace(o, out));
+  RC_ASSERT_OK(replay::GenerateTrace(o, out));
   return out.str();
 }
 
@@ -143,7 +143,7 @@ KVSHARD_PROP(TraceProps, ReadThenWriteIsIdentity, ()) {
   const std::string text = Generate(ArbitraryTraceGenOptions());
   std::istringstream in(text);
   TraceReader reader(&in);
-  std::string rewritten = RC_VALUE(reader.ReadHeader(cli::TraceHeaderKeys())).dump() + "\n";
+  std::string rewritten = RC_VALUE(reader.ReadHeader(replay::TraceHeaderKeys())).dump() + "\n";
   TraceRecord record;
   while (RC_VALUE(reader.Next(&record))) rewritten += record.json.dump() + "\n";
   RC_ASSERT(rewritten == text);

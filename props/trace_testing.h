@@ -11,15 +11,15 @@
 
 #include <rapidcheck.h>
 
-#include "cli/replay.h"
-#include "cli/trace_gen.h"
+#include "replay/replayer.h"
+#include "replay/trace_gen.h"
 #include "core/trace.h"
 
 namespace kvshard::props {
 
 // gen options reaching the edges: N = 1, ps = 1, one-page pools, one-request batches, edge-heavy lengths.
-inline cli::TraceGenOptions ArbitraryTraceGenOptions() {
-  cli::TraceGenOptions o;
+inline replay::TraceGenOptions ArbitraryTraceGenOptions() {
+  replay::TraceGenOptions o;
   o.seed = *rc::gen::arbitrary<uint64_t>();
   o.records = *rc::gen::inRange<int64_t>(0, 120);
   o.shard_size = *rc::gen::element<int64_t>(1, 2, 3, 4, 8);
@@ -64,20 +64,13 @@ struct ReplayCounts {
 };
 
 // Replays `text` under `options`; the first mismatch (or malformed record) is the status.
-inline Status ReplayTraceText(const std::string& text, const cli::ReplayOptions& options, ReplayCounts* counts) {
+inline Status ReplayTraceText(const std::string& text, const replay::ReplayOptions& options, ReplayCounts* counts) {
   std::istringstream in(text);
-  TraceReader reader(&in);
-  KVSHARD_ASSIGN_OR_RETURN(Json header, reader.ReadHeader(cli::TraceHeaderKeys()));
-  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<cli::Replayer> replayer, cli::Replayer::Create(header, options));
-  TraceRecord record;
-  while (true) {
-    KVSHARD_ASSIGN_OR_RETURN(bool more, reader.Next(&record));
-    if (!more) break;
-    KVSHARD_RETURN_IF_ERROR(replayer->Replay(record));
-  }
-  counts->records = replayer->summary().records;
-  counts->rows_compared = replayer->rows_compared();
-  return Status::Ok();
+  replay::ReplayReport report;
+  const Status status = replay::ReplayStream(in, options, &report);
+  counts->records = report.summary.records;
+  counts->rows_compared = report.rows_compared;
+  return status;
 }
 
 }  // namespace kvshard::props

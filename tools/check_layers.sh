@@ -24,13 +24,23 @@ cpu_fast: core
 gpu: core
 bench: core cpu_ref cpu_fast gpu
 sim: core cpu_ref cpu_fast
-cli: core cpu_ref cpu_fast gpu bench sim
-props: core cpu_ref cpu_fast gpu bench cli sim
-fuzz: core cpu_ref cpu_fast sim cli
+replay: core cpu_ref cpu_fast gpu
+cli: core cpu_ref cpu_fast gpu bench sim replay
+props: core cpu_ref cpu_fast gpu bench cli sim replay
+fuzz: core cpu_ref cpu_fast sim cli replay
 testdata:
 tools:
 third_party:
 (root):
+'
+
+# Narrow edges: package A may depend on package B only from (or only to) the targets named (a regex over labels).
+# replay/ reaches gpu/ from its one GPU data path; props/ and fuzz/ reach cli/ through the command table (and the
+# binary, for shell tests) only: the engines they test live below cli/.
+narrow='
+replay gpu from //replay:gpu_pool_path
+props cli to //cli:(commands|kvshard)
+fuzz cli to //cli:commands
 '
 
 # The universe: //... spelled as its top-level packages, skipping symlinks (bazel-* convenience links, which
@@ -51,7 +61,7 @@ graph=$(bazel query --noshow_progress --noimplicit_deps --output=graph --nograph
   exit 2
 }
 
-printf '%s\n' "$graph" | awk -v layers="$layers" '
+printf '%s\n' "$graph" | awk -v layers="$layers" -v narrow="$narrow" '
   BEGIN {
     n = split(layers, lines, "\n")
     for (i = 1; i <= n; i++) {
@@ -63,6 +73,10 @@ printf '%s\n' "$graph" | awk -v layers="$layers" '
       for (j = 1; j <= m; j++) allowed[kv[1], deps_of[j]] = 1
     }
     base["testdata"] = base["tools"] = base["third_party"] = base["(root)"] = 1
+    n = split(narrow, nl, "\n")
+    for (i = 1; i <= n; i++) {
+      if (split(nl[i], w, " ") == 4) { only_side[w[1], w[2]] = w[3]; only_through[w[1], w[2]] = w[4] }
+    }
     bad = 0; edges = 0
   }
   # The top-level package of a label: //cpu_ref:x -> cpu_ref, //third_party/cuda:x -> third_party, //:x -> (root);
@@ -100,6 +114,10 @@ printf '%s\n' "$graph" | awk -v layers="$layers" '
     } else if ((a in known) && (b in known) && !(b in base) && !((a, b) in allowed)) {
       printf "check_layers: forbidden edge %s -> %s (%s/ may depend on %s)\n", from, to, a, layer_list(a)
       bad++
+    } else if (((a, b) in only_through) && (only_side[a, b] == "from" ? from : to) !~ ("^" only_through[a, b] "$")) {
+      printf "check_layers: forbidden edge %s -> %s (%s/ reaches %s/ only %s %s)\n", from, to, a, b,
+        only_side[a, b], only_through[a, b]
+      bad++
     }
   }
   END {
@@ -109,4 +127,15 @@ printf '%s\n' "$graph" | awk -v layers="$layers" '
     }
     printf "layers: ok (%d edges between packages checked)\n", edges
   }
-'
+' || exit 1
+
+# The engines below the CLI parse no flags: nothing in replay/ reaches Boost (Program_options is the CLI's).
+boost=$(bazel query --noshow_progress "somepath(//replay/..., @boost//:all)" 2>"$err") || {
+  tail -20 "$err" >&2
+  echo "check_layers: bazel query failed" >&2
+  exit 2
+}
+if [[ -n $boost ]]; then
+  printf 'check_layers: //replay depends on Boost:\n%s\n' "$boost"
+  exit 1
+fi

@@ -1,14 +1,26 @@
 #!/usr/bin/env bash
 # Checks the package layers (tools/check_layers.sh), builds every target (CUDA code too, when the toolkit is
-# present) and runs every test; then runs the CPU tests again under AddressSanitizer and UBSan at once
-# (--config=asan_ubsan: docs/building.md). Prints a line per run and, last, "N passed, N failed, N skipped" over
-# all runs, counted per test case from Bazel's JUnit XML. GPU tests skip without a GPU.
-# KVSHARD_SANITIZERS=0 skips the sanitizer run (a quick local check); =asan,ubsan runs the two separately.
+# present, for one architecture: --config=test_archs; the bundle and a plain `bazel build` stay fat) and runs
+# every test. Under CI (CI=true, as .ci/run sets it) it then runs the CPU tests again under AddressSanitizer and
+# UBSan at once (--config=asan_ubsan: docs/building.md); a local run skips that rebuild and says how to run it.
+# Prints a line per run, the time of each phase, and, last, "N passed, N failed, N skipped" over all runs,
+# counted per test case from Bazel's JUnit XML. GPU tests skip without a GPU.
+# KVSHARD_SANITIZERS=asan_ubsan (or asan,ubsan: two builds) runs the sanitizer run locally; =0 skips it in CI.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+phases=()
+phase_start=$SECONDS
+phase() {  # name: records the time since the last phase ended
+  phases+=("$1 $((SECONDS - phase_start)) s")
+  phase_start=$SECONDS
+}
+print_phases() { local p; for p in "${phases[@]}"; do echo "kvshard: phase: $p"; done; }
 bash tools/install_deps.sh || exit 1
+phase "install"
 bash tools/check_layers.sh || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
-bazel build //... || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+phase "layers"
+bazel build --config=test_archs //... || { print_phases; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+phase "build"
 rc=0
 runs=()
 # Bazel exits 3 when tests failed (the XML says which) and 4 when none ran; anything else left no results.
@@ -25,17 +37,25 @@ run_tests() {  # name, config options...
     runs+=(--failed "$name:bazel test exited $code (no test results)")
   fi
 }
-run_tests normal
+run_tests normal --config=test_archs
+phase "normal tests"
 # KVSHARD_SANITIZERS: which sanitizer runs follow the normal one (comma list; 0 = none). CI runs asan_ubsan: one
-# instrumented build with both sanitizers, instead of two builds (docs/RELIABILITY.md, "Sanitizers").
-sans=${KVSHARD_SANITIZERS:-asan_ubsan}
+# instrumented build with both sanitizers, instead of two builds (docs/RELIABILITY.md, "Sanitizers"); a local run
+# skips it unless asked.
+if [[ ${CI:-} == true ]]; then
+  sans=${KVSHARD_SANITIZERS:-asan_ubsan}
+else
+  sans=${KVSHARD_SANITIZERS:-0}
+  [[ $sans == 0 ]] && echo "kvshard: note: sanitizer run skipped (CI runs it; KVSHARD_SANITIZERS=asan_ubsan bash tools/test.sh runs it here)"
+fi
 [[ $sans == 1 ]] && sans=asan_ubsan
 for san in ${sans//,/ }; do
   case $san in
     0) ;;
-    asan|ubsan|asan_ubsan) run_tests "$san" --config="$san" ;;
+    asan|ubsan|asan_ubsan) run_tests "$san" --config="$san"; phase "$san tests" ;;
     *) echo "kvshard: error: KVSHARD_SANITIZERS: unknown run '$san' (asan_ubsan, asan, ubsan or 0)" >&2; rc=1 ;;
   esac
 done
+print_phases
 python3 tools/test_summary.py "${runs[@]}" || rc=1
 exit $rc

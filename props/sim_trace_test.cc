@@ -1,6 +1,6 @@
 // kvshard simulate --emit-trace: emitted traces replay clean through the reference with the simulator's counters
 // in their records, a truncated trace closes cleanly, a corrupted expect is caught at its line.
-#include "cli/sim_trace.h"
+#include "sim/sim_trace.h"
 
 #include <memory>
 #include <sstream>
@@ -9,10 +9,10 @@
 
 #include <gtest/gtest.h>
 
-#include "cli/replay.h"
+#include "replay/replayer.h"
 #include "core/trace.h"
 
-namespace kvshard::cli {
+namespace kvshard::props {
 namespace {
 
 // Conversations of a Mooncake-like workload: turn t of conversation c repeats its first t + 1 blocks and adds
@@ -50,16 +50,16 @@ sim::SimConfig Config(int64_t cache_tokens, bool need_sort = false) {
 struct Emitted {
   std::string text;
   sim::SimResult result;
-  SimTraceCounts counts;
+  sim::SimTraceCounts counts;
 };
 
 Emitted Emit(const Workload& w, const sim::SimConfig& c, int64_t layers, int64_t max_batches = 0) {
   Emitted e;
-  SimTraceOptions o;
+  sim::SimTraceOptions o;
   o.num_layers = layers;
   o.max_batches = max_batches;
   std::ostringstream out;
-  StatusOr<SimTraceCounts> n = SimulateWithTrace(w, c, o, out, &e.result);
+  StatusOr<sim::SimTraceCounts> n = sim::SimulateWithTrace(w, c, o, out, &e.result);
   EXPECT_TRUE(n.ok()) << n.status().ToString();
   if (n.ok()) e.counts = *n;
   e.text = out.str();
@@ -70,8 +70,8 @@ Emitted Emit(const Workload& w, const sim::SimConfig& c, int64_t layers, int64_t
 Status ReplayText(const std::string& text, int64_t* records) {
   std::istringstream in(text);
   TraceReader reader(&in);
-  KVSHARD_ASSIGN_OR_RETURN(Json header, reader.ReadHeader(TraceHeaderKeys()));
-  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<Replayer> replayer, Replayer::Create(header));
+  KVSHARD_ASSIGN_OR_RETURN(Json header, reader.ReadHeader(replay::TraceHeaderKeys()));
+  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<replay::Replayer> replayer, replay::Replayer::Create(header));
   TraceRecord record;
   while (true) {
     KVSHARD_ASSIGN_OR_RETURN(bool more, reader.Next(&record));
@@ -216,11 +216,11 @@ TEST(SimTraceTest, PipelinePoolTooLargeToReplayNamesTheFlag) {
   for (int b = 1; b < 196; ++b) ids += ", " + std::to_string(b);
   std::istringstream in("{\"timestamp\": 0, \"input_length\": 100000, \"output_length\": 1, \"hash_ids\": [" + ids + "]}\n");
   const Workload w = *ReadWorkload(in, WorkloadFormat::kMooncake);
-  SimTraceOptions o;
+  sim::SimTraceOptions o;
   o.num_layers = 4096;
   std::ostringstream out;
   sim::SimResult r;
-  const StatusOr<SimTraceCounts> n = SimulateWithTrace(w, Config(0), o, out, &r);
+  const StatusOr<sim::SimTraceCounts> n = sim::SimulateWithTrace(w, Config(0), o, out, &r);
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(n.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(n.status().message().rfind("--emit-layers: replaying the pipeline of this pool", 0), 0u)
@@ -229,4 +229,4 @@ TEST(SimTraceTest, PipelinePoolTooLargeToReplayNamesTheFlag) {
 }
 
 }  // namespace
-}  // namespace kvshard::cli
+}  // namespace kvshard::props

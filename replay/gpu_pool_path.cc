@@ -1,6 +1,6 @@
 // The pool pipeline on CUDA: gpu::DeviceGatherPlanner builds each extend's plan, gpu::LayerAheadGather
 // installs it and moves every row; reads are translated and gathered on the device and downloaded.
-#include "cli/gpu_pool_path.h"
+#include "replay/gpu_pool_path.h"
 
 #include <cstring>
 #include <string>
@@ -16,7 +16,7 @@
 #include "gpu/nvtx.h"
 #include "gpu/prefix_gather.h"
 
-namespace kvshard::cli {
+namespace kvshard::replay {
 namespace {
 
 class GpuPoolPath : public PoolDataPath {
@@ -179,4 +179,4 @@ StatusOr<std::unique_ptr<PoolDataPath>> CreateGpuPoolPath(const PoolGeometry& ge
   return std::unique_ptr<PoolDataPath>(std::move(path));
 }
 
-}  // namespace kvshard::cli
+}  // namespace kvshard::replay

@@ -1,17 +1,17 @@
 // The --json results of the CP shared-KV direct write, the page compute-owner plan and seed 003's helpers, from
 // typed inputs: what `split --mode owners` prints and what `kvshard replay` checks the CP records' expect against.
-#ifndef KVSHARD_CLI_CP_RESULTS_H_
-#define KVSHARD_CLI_CP_RESULTS_H_
+#ifndef KVSHARD_REPLAY_CP_RESULTS_H_
+#define KVSHARD_REPLAY_CP_RESULTS_H_
 
 #include <cstdint>
 #include <optional>
 
-#include "cli/results.h"
+#include "replay/results.h"
 #include "core/json.h"
 #include "core/status.h"
 #include "cpu_ref/cp_helpers.h"
 
-namespace kvshard::cli {
+namespace kvshard::replay {
 
 // The page owner plan of `split` (BuildFlatPageOwnerPlan): cp_size, cp_rank, page_size, page_owner_plan (flat)
 // and request_page_compute_owners (per request). Errors are the model's (batch_gt1_page_owner_plan_unavailable).
@@ -34,6 +34,6 @@ StatusOr<Json> CanCpSplitJson(int64_t seq_len, int64_t cp_size, bool use_nsa, co
 // rest}; the length mismatch is the model's error.
 StatusOr<Json> CpLocalPairJson(const Int64List& rows, int64_t prev_len, int64_t next_len);
 
-}  // namespace kvshard::cli
+}  // namespace kvshard::replay
 
-#endif  // KVSHARD_CLI_CP_RESULTS_H_
+#endif  // KVSHARD_REPLAY_CP_RESULTS_H_

@@ -1,6 +1,6 @@
 // The synthetic trace generator: inputs drawn from a seeded PRNG, every record run through the replayer so
 // that its expect is the reference's answer (or {"error": ...} when the reference rejects it).
-#include "cli/trace_gen.h"
+#include "replay/trace_gen.h"
 
 #include <algorithm>
 #include <ostream>
@@ -8,13 +8,13 @@
 #include <utility>
 #include <vector>
 
-#include "cli/replay.h"
-#include "cli/trace_gen_cp.h"
+#include "replay/replayer.h"
+#include "replay/trace_gen_cp.h"
 #include "core/gather_plan.h"
 #include "core/spec.h"
 #include "core/trace.h"
 
-namespace kvshard::cli {
+namespace kvshard::replay {
 namespace {
 
 uint64_t Mix64(uint64_t x) {  // splitmix64 finalizer
@@ -483,4 +483,4 @@ Status GenerateTrace(const TraceGenOptions& o, std::ostream& out) {
   return Generator(o, std::move(*replayer), out).Run();
 }
 
-}  // namespace kvshard::cli
+}  // namespace kvshard::replay

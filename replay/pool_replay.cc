@@ -1,18 +1,18 @@
 // Pipeline records on the reference pool and a device data path: plans, owner-filtered writes, staged chunks
 // and layer-ahead gathered prefixes, every read compared with the unsharded baseline and across paths.
-#include "cli/pool_replay.h"
+#include "replay/pool_replay.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <map>
 #include <utility>
 
-#include "cli/results.h"
+#include "replay/results.h"
 #include "core/pool_json.h"
 #include "core/spec.h"
 #include "cpu_ref/gather_plan.h"
 
-namespace kvshard::cli {
+namespace kvshard::replay {
 namespace {
 
 uint64_t Mix(uint64_t x) {  // splitmix64 finalizer
@@ -171,21 +171,6 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
   return r;
 }
 
-bool PoolReplay::Handles(const std::string& op) {
-  return op == "begin_shard_extend" || op == "set_kv_buffer" || op == "get_key_buffer" || op == "end_shard_extend" ||
-         op == "set_kv_buffer_prefix_valid";
-}
-
-StatusOr<Json> PoolReplay::Execute(const std::string& op, const Json& rec, const Json* only) {
-  if (op == "begin_shard_extend") return Begin(rec, only);
-  if (op == "set_kv_buffer_prefix_valid") {  // SGLang raises NotImplementedError under sharding, whatever the state
-    return FailedPrecondition("set_kv_buffer_prefix_valid: ", ref::kPrefixValidUnsupported);
-  }
-  if (op == "set_kv_buffer") return Write(rec, only);
-  if (op == "get_key_buffer") return Read(rec, only);
-  return End();
-}
-
 StatusOr<Json> PoolReplay::Begin(const Json& rec, const Json* only) {
   (void)only;
   Json batch_json = {{"shard_size", geometry_.shard_size},
@@ -257,7 +242,7 @@ StatusOr<Json> PoolReplay::Write(const Json& rec, const Json* only) {
   if (pool_) KVSHARD_RETURN_IF_ERROR(pool_->WriteBuffers(layer, locs, rows));
   if (device_) {
     if (Status s = device_->Write(layer, locs, rows); !s.ok()) {
-      return Status(s.code(), StrCat(device_->Name(), ": ", s.message()));
+      return Annotate(s, device_->Name(), ": ");
     }
   }
   Json j = OwnerWritePlanJson(locs, geometry_.shard_size, geometry_.page_size, only);
@@ -294,7 +279,7 @@ StatusOr<Json> PoolReplay::Read(const Json& rec, const Json* only) {
     if (!got.ok()) {
       if (pool_) return Mismatch("diff: get_key_buffer: the reference read layer ", layer, ", ", device_->Name(),
                                  " failed: ", got.status().message());
-      return Status(got.status().code(), StrCat(device_->Name(), ": ", got.status().message()));
+      return Annotate(got.status(), device_->Name(), ": ");
     }
     dev_rows = std::move(*got);
   }
@@ -330,4 +315,4 @@ StatusOr<Json> PoolReplay::End() {
   return Json{{"op", "end_shard_extend"}};
 }
 
-}  // namespace kvshard::cli
+}  // namespace kvshard::replay

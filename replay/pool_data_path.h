@@ -1,7 +1,7 @@
 // The data-path interface of the sharded-pool pipeline: what `replay --backend gpu|diff` runs beside the
-// reference pool (cli/gpu_pool_path.h implements it on CUDA) and what the GPU stream property mirrors.
-#ifndef KVSHARD_CLI_POOL_DATA_PATH_H_
-#define KVSHARD_CLI_POOL_DATA_PATH_H_
+// reference pool (replay/gpu_pool_path.h implements it on CUDA) and what the GPU stream property mirrors.
+#ifndef KVSHARD_REPLAY_POOL_DATA_PATH_H_
+#define KVSHARD_REPLAY_POOL_DATA_PATH_H_
 
 #include <cstdint>
 #include <string>
@@ -11,7 +11,7 @@
 #include "core/status.h"
 #include "cpu_ref/sharded_pool.h"
 
-namespace kvshard::cli {
+namespace kvshard::replay {
 
 // A data path of the pipeline, driving every rank of the shard group in lockstep.
 class PoolDataPath {
@@ -29,6 +29,6 @@ class PoolDataPath {
   virtual Status End() = 0;
 };
 
-}  // namespace kvshard::cli
+}  // namespace kvshard::replay
 
-#endif  // KVSHARD_CLI_POOL_DATA_PATH_H_
+#endif  // KVSHARD_REPLAY_POOL_DATA_PATH_H_

@@ -1,8 +1,8 @@
 // kvshard gen --cp-records: a committed batch's CP records (page_owners, cp_direct_write of a random rank on the
 // batch's own out_cache_loc or on owner-class pages, cp_seq_idx, can_cp_split, cp_local_pair), drawn from the
 // generator's PRNG so the trace stays byte-identical for a seed.
-#ifndef KVSHARD_CLI_TRACE_GEN_CP_H_
-#define KVSHARD_CLI_TRACE_GEN_CP_H_
+#ifndef KVSHARD_REPLAY_TRACE_GEN_CP_H_
+#define KVSHARD_REPLAY_TRACE_GEN_CP_H_
 
 #include <cstdint>
 #include <functional>
@@ -11,7 +11,7 @@
 #include "core/json.h"
 #include "core/status.h"
 
-namespace kvshard::cli {
+namespace kvshard::replay {
 
 // One committed extend batch as the CP records see it.
 struct CpGenBatch {
@@ -34,6 +34,6 @@ struct CpGenHooks {
 // Writes the batch's CP records (stops when full).
 Status EmitCpRecords(const CpGenBatch& batch, const CpGenHooks& hooks);
 
-}  // namespace kvshard::cli
+}  // namespace kvshard::replay
 
-#endif  // KVSHARD_CLI_TRACE_GEN_CP_H_
+#endif  // KVSHARD_REPLAY_TRACE_GEN_CP_H_

@@ -4,15 +4,15 @@
 // gather plan, CP split plan and rerange, the cache's inserts, unlocks and evictions, frees and free groups, with
 // expect filled by the reference. Byte-identical output for the same options (the generator's own PRNG, no std
 // distributions).
-#ifndef KVSHARD_CLI_TRACE_GEN_H_
-#define KVSHARD_CLI_TRACE_GEN_H_
+#ifndef KVSHARD_REPLAY_TRACE_GEN_H_
+#define KVSHARD_REPLAY_TRACE_GEN_H_
 
 #include <cstdint>
 #include <iosfwd>
 
 #include "core/status.h"
 
-namespace kvshard::cli {
+namespace kvshard::replay {
 
 // What to generate.
 struct TraceGenOptions {
@@ -31,7 +31,7 @@ struct TraceGenOptions {
   int64_t row_words = 4;       // 32-bit words per KV row of the header's pool
   bool radix = true;           // about half the requests are document requests through the radix cache
   bool cp_records = false;     // per committed batch also page_owners, cp_direct_write, cp_seq_idx, can_cp_split,
-                               // cp_local_pair records (cli/trace_gen_cp.h)
+                               // cp_local_pair records (replay/trace_gen_cp.h)
 };
 
 // Validates the options (names the flag in kebab-case spelling, e.g. "--batch-size").
@@ -49,6 +49,6 @@ ScratchBound TraceGenScratchBound(const TraceGenOptions& options);
 // Writes the trace (header + options.records records) to `out`.
 Status GenerateTrace(const TraceGenOptions& options, std::ostream& out);
 
-}  // namespace kvshard::cli
+}  // namespace kvshard::replay
 
-#endif  // KVSHARD_CLI_TRACE_GEN_H_
+#endif  // KVSHARD_REPLAY_TRACE_GEN_H_

@@ -3,16 +3,9 @@
 #include <algorithm>
 #include <utility>
 
-#include "cli/replay.h"
+#include "replay/replayer.h"
 
-namespace kvshard::cli {
-
-StatusOr<Json> Replayer::RunRadix(const std::string& op, const Json& rec) {
-  if (op == "match_prefix") return RunMatch(rec);
-  if (op == "insert") return RunInsert(rec);
-  if (op == "evict") return RunEvict(rec);
-  return RunDecLockRef(rec);
-}
+namespace kvshard::replay {
 
 StatusOr<Json> Replayer::RunMatch(const Json& rec) {
   const std::vector<int64_t> tokens = rec.at("tokens").get<std::vector<int64_t>>();
@@ -101,4 +94,4 @@ Status Replayer::CheckCacheInvariants() const {
   return Status::Ok();
 }
 
-}  // namespace kvshard::cli
+}  // namespace kvshard::replay

@@ -1,20 +1,20 @@
 // The GPU data path of trace replay (`kvshard replay --backend gpu|diff`): the sharded pool's plans, owner-
 // filtered writes, chunk staging, layer-ahead gathers and translated reads run on CUDA, with the N ranks
 // emulated on one GPU or, given one GPU per rank, an NCCL group. Built only with the CUDA backend.
-#ifndef KVSHARD_CLI_GPU_POOL_PATH_H_
-#define KVSHARD_CLI_GPU_POOL_PATH_H_
+#ifndef KVSHARD_REPLAY_GPU_POOL_PATH_H_
+#define KVSHARD_REPLAY_GPU_POOL_PATH_H_
 
 #include <memory>
 
-#include "cli/pool_replay.h"
+#include "replay/pool_replay.h"
 #include "core/status.h"
 
-namespace kvshard::cli {
+namespace kvshard::replay {
 
 // A device data path for `geometry`: `gpus` <= 1 emulates the N ranks on device 0; gpus == N drives devices
 // 0..N-1 through one NCCL communicator. Unavailable without enough devices.
 StatusOr<std::unique_ptr<PoolDataPath>> CreateGpuPoolPath(const PoolGeometry& geometry, int gpus);
 
-}  // namespace kvshard::cli
+}  // namespace kvshard::replay
 
-#endif  // KVSHARD_CLI_GPU_POOL_PATH_H_
+#endif  // KVSHARD_REPLAY_GPU_POOL_PATH_H_

@@ -1,26 +1,17 @@
-// Trace replay on the reference: record shapes, one executor per op, expect and invariant checks.
-#include "cli/replay.h"
+// Trace replay on the reference: the op table (each op's fields, state and executor), the allocator records
+// and their invariants, expect checks, and ReplayStream over a whole trace.
+#include "replay/replayer.h"
 
 #include <algorithm>
-#include <map>
+#include <istream>
 #include <utility>
 
-#include "cli/results.h"
 #include "core/pool_json.h"
-#include "core/spec.h"
-#include "cpu_ref/gather_plan.h"
-#include "cpu_ref/placement.h"
+#include "replay/op_table.h"
+#include "replay/records.h"
 
-namespace kvshard::cli {
+namespace kvshard::replay {
 namespace {
-
-// The JSON shape of a record field, checked before anything runs (a wrong shape is a malformed trace).
-enum class Shape { kInt, kIntList, kBaseList, kObject, kString, kFrees, kBool, kObjectList };
-struct FieldShape {
-  const char* key;
-  Shape shape;
-  bool required;
-};
 
 bool IsInt(const Json& v) {
   return v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX));
@@ -62,52 +53,6 @@ bool HasShape(const Json& v, Shape s) {
   return false;
 }
 
-// Every op's fields. split's are the union over its modes (each mode checks its own required ones).
-const std::map<std::string, std::vector<FieldShape>>& OpShapes() {
-  static const auto* shapes = new std::map<std::string, std::vector<FieldShape>>{
-      {"place", {{"shard_size", Shape::kInt, true}, {"page_size", Shape::kInt, true}, {"rank", Shape::kInt, true},
-                 {"locs", Shape::kIntList, true}}},
-      {"split", {{"mode", Shape::kString, false}, {"cp_size", Shape::kInt, true}, {"cp_rank", Shape::kInt, false},
-                 {"page_size", Shape::kInt, false}, {"extend_lens", Shape::kIntList, false},
-                 {"prefix_lens", Shape::kIntList, false}, {"total_len", Shape::kInt, false}}},
-      {"rerange", {{"cp_size", Shape::kInt, true}, {"page_size", Shape::kInt, true},
-                   {"extend_lens", Shape::kIntList, true}, {"prefix_lens", Shape::kIntList, false}}},
-      {"gather_plan", {{"batch", Shape::kObject, true}, {"translate", Shape::kIntList, false}}},
-      {"alloc", {{"prefix_lens", Shape::kIntList, true}, {"seq_lens", Shape::kIntList, true},
-                 {"rotation_bases", Shape::kBaseList, true}, {"last_locs", Shape::kIntList, true}}},
-      {"free", {{"locs", Shape::kIntList, false}, {"request", Shape::kInt, false}}},
-      {"free_group", {{"frees", Shape::kFrees, true}}},
-      {"match_prefix", {{"tokens", Shape::kIntList, true}, {"lock", Shape::kBool, false}}},
-      {"dec_lock_ref", {{"match", Shape::kInt, true}}},
-      {"insert", {{"tokens", Shape::kIntList, true}, {"pages", Shape::kIntList, true},
-                  {"rotation_base", Shape::kInt, true}}},
-      {"evict", {{"num_pages", Shape::kInt, true}}},
-      {"begin_shard_extend", {{"requests", Shape::kObjectList, true}}},
-      {"set_kv_buffer", {{"layer", Shape::kInt, true}, {"locs", Shape::kIntList, false}}},
-      {"get_key_buffer", {{"layer", Shape::kInt, true}, {"locs", Shape::kIntList, false}}},
-      {"end_shard_extend", {}},
-      {"set_kv_buffer_prefix_valid", {{"layer", Shape::kInt, false}, {"locs", Shape::kIntList, false}}},
-      // CP shared-KV direct writes, the page compute owners and seed 003's helpers (cli/replay_cp.cc).
-      {"page_owners", {{"cp_size", Shape::kInt, true}, {"cp_rank", Shape::kInt, false},
-                       {"page_size", Shape::kInt, true}, {"extend_lens", Shape::kIntList, true},
-                       {"prefix_lens", Shape::kIntList, false}}},
-      {"cp_direct_write", {{"cp_size", Shape::kInt, true}, {"cp_rank", Shape::kInt, true},
-                           {"page_size", Shape::kInt, true}, {"extend_lens", Shape::kIntList, true},
-                           {"prefix_lens", Shape::kIntList, false}, {"out_cache_loc", Shape::kIntList, true},
-                           {"extend_num_tokens", Shape::kInt, false}}},
-      {"cp_seq_idx", {{"cp_chunks_len", Shape::kIntList, true}, {"seqs_len", Shape::kIntList, true}}},
-      {"can_cp_split", {{"seq_len", Shape::kInt, true}, {"cp_size", Shape::kInt, true}, {"use_nsa", Shape::kBool, false},
-                        {"uses_cp_shared_kv", Shape::kBool, false}, {"is_context_parallel_extend", Shape::kBool, false},
-                        {"sglang_cp_draft_shared_kv", Shape::kBool, false}, {"is_draft_extend", Shape::kBool, false},
-                        {"extend_seq_lens_cpu", Shape::kIntList, false}, {"extend_prefix_lens_cpu", Shape::kIntList, false},
-                        {"page_size", Shape::kInt, false}, {"nsa_prefill_cp_mode", Shape::kString, false},
-                        {"enable_nsa_prefill_context_parallel", Shape::kBool, false}}},
-      {"cp_local_pair", {{"rows", Shape::kIntList, true}, {"prev_len", Shape::kInt, true},
-                         {"next_len", Shape::kInt, true}}},
-  };
-  return *shapes;
-}
-
 // The keys each split mode needs.
 Status CheckSplitMode(const Json& rec) {
   const std::string mode = rec.contains("mode") ? rec.at("mode").get<std::string>() : "in-seq";
@@ -127,80 +72,33 @@ Status CheckSplitMode(const Json& rec) {
   return Status::Ok();
 }
 
-Status CheckShape(const Json& rec, const std::string& op) {
-  const auto it = OpShapes().find(op);
-  if (it == OpShapes().end()) {
-    return InvalidArgument("op: unknown op \"", op,
-                           "\" (place, split, rerange, gather_plan, alloc, free, free_group, match_prefix, "
-                           "dec_lock_ref, insert, evict, begin_shard_extend, set_kv_buffer, get_key_buffer, "
-                           "end_shard_extend, set_kv_buffer_prefix_valid, page_owners, cp_direct_write, cp_seq_idx, "
-                           "can_cp_split, cp_local_pair)");
-  }
+// The record's keys and their shapes against its op's row.
+Status CheckFields(const Json& rec, const ReplayOp& op) {
   std::vector<std::string> keys;
-  for (const FieldShape& f : it->second) keys.push_back(f.key);
+  for (const FieldShape& f : op.fields) keys.push_back(f.key);
   KVSHARD_RETURN_IF_ERROR(CheckRecordKeys(rec, keys));
-  for (const FieldShape& f : it->second) {
+  for (const FieldShape& f : op.fields) {
     if (!rec.contains(f.key)) {
       if (f.required) return InvalidArgument(f.key, ": missing");
       continue;
     }
     if (!HasShape(rec.at(f.key), f.shape)) return InvalidArgument(f.key, ": must be ", ShapeText(f.shape));
   }
-  if (op == "free" && rec.contains("locs") == rec.contains("request")) {
+  const std::string name = op.name;
+  if (name == "free" && rec.contains("locs") == rec.contains("request")) {
     return InvalidArgument("locs: give locs or request, exactly one");
   }
-  if (op == "gather_plan" && rec.at("batch").contains("pool_pages_per_rank")) {  // a pre-rename trace is malformed
+  if (name == "gather_plan" && rec.at("batch").contains("pool_pages_per_rank")) {  // a pre-rename trace is malformed
     StatusOr<ExtendBatch> b = ExtendBatchFromJson(rec.at("batch"));
     return InvalidArgument("batch.", b.status().message());
   }
-  if (op == "can_cp_split" && rec.contains("nsa_prefill_cp_mode")) {
+  if (name == "can_cp_split" && rec.contains("nsa_prefill_cp_mode")) {
     const std::string mode = rec.at("nsa_prefill_cp_mode").get<std::string>();
     if (mode != "in-seq-split" && mode != "round-robin-split") {
       return InvalidArgument("nsa_prefill_cp_mode: must be in-seq-split or round-robin-split, got ", mode);
     }
   }
-  return op == "split" ? CheckSplitMode(rec) : Status::Ok();
-}
-
-std::vector<int64_t> Ints(const Json& rec, const char* key) {
-  return rec.contains(key) ? rec.at(key).get<std::vector<int64_t>>() : std::vector<int64_t>{};
-}
-
-int64_t Int(const Json& rec, const char* key, int64_t fallback = 0) {
-  return rec.contains(key) ? rec.at(key).get<int64_t>() : fallback;
-}
-
-StatusOr<Json> RunPlace(const Json& rec) {
-  const PlacementSpec spec{.shard_size = Int(rec, "shard_size"), .page_size = Int(rec, "page_size")};
-  KVSHARD_ASSIGN_OR_RETURN(PlacementResult r, ref::PlaceLocs(spec, Int(rec, "rank"), Ints(rec, "locs")));
-  return PlacementJson(r);
-}
-
-StatusOr<Json> RunSplit(const Json& rec, const Json* only, Impl impl) {
-  const std::string mode = rec.contains("mode") ? rec.at("mode").get<std::string>() : "in-seq";
-  const std::vector<int64_t> extend = Ints(rec, "extend_lens");
-  if (mode == "round-robin") return RoundRobinSplitJson(extend, Int(rec, "cp_size"), Int(rec, "cp_rank"));
-  if (mode == "token-balanced") return TokenBalancedSplitJson(Int(rec, "total_len"), Int(rec, "cp_size"));
-  const std::vector<int64_t> prefix =
-      rec.contains("prefix_lens") ? Ints(rec, "prefix_lens") : std::vector<int64_t>(extend.size(), 0);
-  KVSHARD_ASSIGN_OR_RETURN(InSeqSplit s,
-                           BuildInSeqSplit(extend, prefix, Int(rec, "page_size"), Int(rec, "cp_size"), Int(rec, "cp_rank"), impl));
-  return InSeqSplitJson(s, only);
-}
-
-StatusOr<Json> RunRerange(const Json& rec, Impl impl) {
-  const std::vector<int64_t> extend = Ints(rec, "extend_lens");
-  const std::vector<int64_t> prefix =
-      rec.contains("prefix_lens") ? Ints(rec, "prefix_lens") : std::vector<int64_t>(extend.size(), 0);
-  KVSHARD_ASSIGN_OR_RETURN(Rerange r, BuildRerange(Int(rec, "cp_size"), Int(rec, "page_size"), extend, prefix, impl));
-  return RerangeJson(r);
-}
-
-StatusOr<Json> RunGatherPlan(const Json& rec, Impl impl) {
-  StatusOr<ExtendBatch> batch = ExtendBatchFromJson(rec.at("batch"));
-  if (!batch.ok()) return Status(batch.status().code(), "batch." + batch.status().message());
-  KVSHARD_ASSIGN_OR_RETURN(PlanAndRows r, BuildGatherPlanAndRows(*batch, Ints(rec, "translate"), "translate", impl));
-  return GatherPlanJson(r.plan, r.rows, rec.contains("translate"));
+  return name == "split" ? CheckSplitMode(rec) : Status::Ok();
 }
 
 }  // namespace
@@ -266,41 +164,123 @@ StatusOr<std::unique_ptr<Replayer>> Replayer::Create(const Json& header, ReplayO
       KVSHARD_ASSIGN_OR_RETURN(device, options.make_device(*g));
     }
     StatusOr<std::unique_ptr<PoolReplay>> pool = PoolReplay::Create(*g, options.backend, std::move(device));
-    if (!pool.ok()) return Status(pool.status().code(), StrCat("line 1: ", pool.status().message()));
+    if (!pool.ok()) return Annotate(pool.status(), "line 1: ");
     r->pool_ = std::move(*pool);
   }
   return r;
 }
 
+// The op table. split's fields are the union over its modes (each mode checks its own required ones).
+const std::vector<ReplayOp>& Replayer::Ops() {
+  using S = Shape;
+  using R = Replayer;
+  static const auto* ops = new std::vector<ReplayOp>{
+      {"place", OpState::kNone,
+       {{"shard_size", S::kInt, true}, {"page_size", S::kInt, true}, {"rank", S::kInt, true},
+        {"locs", S::kIntList, true}},
+       [](R&, const Json& rec, const Json*) { return RunPlace(rec); }},
+      {"split", OpState::kNone,
+       {{"mode", S::kString, false}, {"cp_size", S::kInt, true}, {"cp_rank", S::kInt, false},
+        {"page_size", S::kInt, false}, {"extend_lens", S::kIntList, false}, {"prefix_lens", S::kIntList, false},
+        {"total_len", S::kInt, false}},
+       [](R& r, const Json& rec, const Json* only) { return RunSplit(rec, only, r.impl_); }},
+      {"rerange", OpState::kNone,
+       {{"cp_size", S::kInt, true}, {"page_size", S::kInt, true}, {"extend_lens", S::kIntList, true},
+        {"prefix_lens", S::kIntList, false}},
+       [](R& r, const Json& rec, const Json*) { return RunRerange(rec, r.impl_); }},
+      {"gather_plan", OpState::kNone, {{"batch", S::kObject, true}, {"translate", S::kIntList, false}},
+       [](R& r, const Json& rec, const Json*) { return RunGatherPlan(rec, r.impl_); }},
+      {"alloc", OpState::kAllocator,
+       {{"prefix_lens", S::kIntList, true}, {"seq_lens", S::kIntList, true}, {"rotation_bases", S::kBaseList, true},
+        {"last_locs", S::kIntList, true}},
+       [](R& r, const Json& rec, const Json*) { return r.RunAlloc(rec); }},
+      {"free", OpState::kAllocator, {{"locs", S::kIntList, false}, {"request", S::kInt, false}},
+       [](R& r, const Json& rec, const Json*) { return r.RunFree(rec, false); }},
+      {"free_group", OpState::kAllocator, {{"frees", S::kFrees, true}},
+       [](R& r, const Json& rec, const Json*) { return r.RunFree(rec, true); }},
+      {"match_prefix", OpState::kAllocator, {{"tokens", S::kIntList, true}, {"lock", S::kBool, false}},
+       [](R& r, const Json& rec, const Json*) { return r.RunMatch(rec); }},
+      {"dec_lock_ref", OpState::kAllocator, {{"match", S::kInt, true}},
+       [](R& r, const Json& rec, const Json*) { return r.RunDecLockRef(rec); }},
+      {"insert", OpState::kAllocator,
+       {{"tokens", S::kIntList, true}, {"pages", S::kIntList, true}, {"rotation_base", S::kInt, true}},
+       [](R& r, const Json& rec, const Json*) { return r.RunInsert(rec); }},
+      {"evict", OpState::kAllocator, {{"num_pages", S::kInt, true}},
+       [](R& r, const Json& rec, const Json*) { return r.RunEvict(rec); }},
+      {"begin_shard_extend", OpState::kPipeline, {{"requests", S::kObjectList, true}},
+       [](R& r, const Json& rec, const Json* only) { return r.RunBeginShardExtend(rec, only); }},
+      {"set_kv_buffer", OpState::kPipeline, {{"layer", S::kInt, true}, {"locs", S::kIntList, false}},
+       [](R& r, const Json& rec, const Json* only) { return r.pool_->Write(rec, only); }},
+      {"get_key_buffer", OpState::kPipeline, {{"layer", S::kInt, true}, {"locs", S::kIntList, false}},
+       [](R& r, const Json& rec, const Json* only) { return r.pool_->Read(rec, only); }},
+      {"end_shard_extend", OpState::kPipeline, {},
+       [](R& r, const Json&, const Json*) { return r.pool_->End(); }},
+      // SGLang raises NotImplementedError under sharding, whatever the state.
+      {"set_kv_buffer_prefix_valid", OpState::kPipeline, {{"layer", S::kInt, false}, {"locs", S::kIntList, false}},
+       [](R&, const Json&, const Json*) -> StatusOr<Json> {
+         return FailedPrecondition("set_kv_buffer_prefix_valid: ", ref::kPrefixValidUnsupported);
+       }},
+      // CP shared-KV direct writes, the page compute owners and seed 003's helpers (replay/cp_records.cc).
+      {"page_owners", OpState::kNone,
+       {{"cp_size", S::kInt, true}, {"cp_rank", S::kInt, false}, {"page_size", S::kInt, true},
+        {"extend_lens", S::kIntList, true}, {"prefix_lens", S::kIntList, false}},
+       [](R& r, const Json& rec, const Json*) { return RunPageOwners(rec, r.impl_); }},
+      {"cp_direct_write", OpState::kNone,
+       {{"cp_size", S::kInt, true}, {"cp_rank", S::kInt, true}, {"page_size", S::kInt, true},
+        {"extend_lens", S::kIntList, true}, {"prefix_lens", S::kIntList, false},
+        {"out_cache_loc", S::kIntList, true}, {"extend_num_tokens", S::kInt, false}},
+       [](R& r, const Json& rec, const Json*) { return RunCpDirectWrite(rec, r.impl_); }},
+      {"cp_seq_idx", OpState::kNone, {{"cp_chunks_len", S::kIntList, true}, {"seqs_len", S::kIntList, true}},
+       [](R&, const Json& rec, const Json*) { return RunCpSeqIdx(rec); }},
+      {"can_cp_split", OpState::kNone,
+       {{"seq_len", S::kInt, true}, {"cp_size", S::kInt, true}, {"use_nsa", S::kBool, false},
+        {"uses_cp_shared_kv", S::kBool, false}, {"is_context_parallel_extend", S::kBool, false},
+        {"sglang_cp_draft_shared_kv", S::kBool, false}, {"is_draft_extend", S::kBool, false},
+        {"extend_seq_lens_cpu", S::kIntList, false}, {"extend_prefix_lens_cpu", S::kIntList, false},
+        {"page_size", S::kInt, false}, {"nsa_prefill_cp_mode", S::kString, false},
+        {"enable_nsa_prefill_context_parallel", S::kBool, false}},
+       [](R&, const Json& rec, const Json*) { return RunCanCpSplit(rec); }},
+      {"cp_local_pair", OpState::kNone,
+       {{"rows", S::kIntList, true}, {"prev_len", S::kInt, true}, {"next_len", S::kInt, true}},
+       [](R&, const Json& rec, const Json*) { return RunCpLocalPair(rec); }},
+  };
+  return *ops;
+}
+
+StatusOr<const ReplayOp*> Replayer::FindOp(const std::string& name) {
+  for (const ReplayOp& op : Ops()) {
+    if (name == op.name) return &op;
+  }
+  std::string names;
+  for (const ReplayOp& op : Ops()) names += StrCat(names.empty() ? "" : ", ", op.name);
+  return InvalidArgument("op: unknown op \"", name, "\" (", names, ")");
+}
+
 StatusOr<Json> Replayer::Execute(const TraceRecord& record, const Json* only) {
-  const Json& rec = record.json;
-  KVSHARD_RETURN_IF_ERROR(CheckShape(rec, record.op));
-  if (record.op == "place") return RunPlace(rec);
-  if (record.op == "split") return RunSplit(rec, only, impl_);
-  if (record.op == "rerange") return RunRerange(rec, impl_);
-  if (record.op == "gather_plan") return RunGatherPlan(rec, impl_);
-  if (IsCpRecord(record.op)) return RunCpRecord(record.op, rec, impl_);
-  if (PoolReplay::Handles(record.op)) {
-    if (!pool_) return InvalidArgument(record.op, ": pipeline records need the header's \"pool\"");
-    KVSHARD_ASSIGN_OR_RETURN(Json result, pool_->Execute(record.op, rec, only));
-    if (record.op == "begin_shard_extend") {  // an extend runs on pages the allocator handed out
-      const Json& reqs = rec.at("requests");
-      for (size_t i = 0; i < reqs.size(); ++i) {
-        const std::vector<int64_t> pages = reqs[i].at("pages").get<std::vector<int64_t>>();
-        for (size_t k = 0; k < pages.size(); ++k) {
-          if (pages[k] >= 0 && pages[k] < static_cast<int64_t>(holder_.size()) && holder_[pages[k]] == -1) {
-            return Mismatch("invariant: requests[", i, "].pages[", k, "]: page ", pages[k],
-                            " is free (the allocator has not handed it out)");
-          }
-        }
+  KVSHARD_ASSIGN_OR_RETURN(const ReplayOp* op, FindOp(record.op));
+  KVSHARD_RETURN_IF_ERROR(CheckFields(record.json, *op));
+  if (op->state == OpState::kPipeline && !pool_) {
+    return InvalidArgument(record.op, ": pipeline records need the header's \"pool\"");
+  }
+  if (op->state == OpState::kAllocator && !allocator_) {
+    return InvalidArgument(record.op, ": allocator records need the header's \"allocator\"");
+  }
+  return op->run(*this, record.json, only);
+}
+
+StatusOr<Json> Replayer::RunBeginShardExtend(const Json& rec, const Json* only) {
+  KVSHARD_ASSIGN_OR_RETURN(Json result, pool_->Begin(rec, only));
+  const Json& reqs = rec.at("requests");  // an extend runs on pages the allocator handed out
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const std::vector<int64_t> pages = reqs[i].at("pages").get<std::vector<int64_t>>();
+    for (size_t k = 0; k < pages.size(); ++k) {
+      if (pages[k] >= 0 && pages[k] < static_cast<int64_t>(holder_.size()) && holder_[pages[k]] == -1) {
+        return Mismatch("invariant: requests[", i, "].pages[", k, "]: page ", pages[k],
+                        " is free (the allocator has not handed it out)");
       }
     }
-    return result;
   }
-  if (!allocator_) return InvalidArgument(record.op, ": allocator records need the header's \"allocator\"");
-  if (record.op == "alloc") return RunAlloc(rec);
-  if (record.op != "free" && record.op != "free_group") return RunRadix(record.op, rec);
-  return RunFree(rec, record.op == "free_group");
+  return result;
 }
 
 Json Replayer::AllocatorState(const char* op) const {
@@ -431,7 +411,8 @@ Status Replayer::Replay(const TraceRecord& record) {
   const std::string where = StrCat("line ", record.line, ": ", record.op, ": ");
   if (!got.ok()) {
     if (got.status().code() == StatusCode::kMismatch) return Mismatch(where, got.status().message());
-    Status shape = CheckShape(record.json, record.op);
+    StatusOr<const ReplayOp*> op = FindOp(record.op);
+    const Status shape = op.ok() ? CheckFields(record.json, **op) : op.status();
     if (!shape.ok() || (!expect_error && !expect)) return AtLine(record.line, got.status());
     if (!expect_error) return Mismatch(where, "error: expected success, got \"", got.status().message(), "\"");
     const std::string want = expect->at("error").get<std::string>();
@@ -451,12 +432,44 @@ Status Replayer::Replay(const TraceRecord& record) {
       return Mismatch(where, m->path, ": expected ", m->expected, ", got ", m->got);
     }
   }
-  if (allocator_ && !PoolReplay::Handles(record.op) && record.op != "place" && record.op != "split" &&
-      record.op != "rerange" && record.op != "gather_plan" && !IsCpRecord(record.op)) {
+  if (FindOp(record.op).value()->state == OpState::kAllocator) {  // Execute found the op
     if (Status s = CheckAllocatorInvariants(record.json, *got); !s.ok()) return Mismatch(where, s.message());
     if (Status s = CheckCacheInvariants(); !s.ok()) return Mismatch(where, s.message());
   }
   return Status::Ok();
 }
 
-}  // namespace kvshard::cli
+Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport* report,
+                    const std::function<void(const Status&)>& on_mismatch) {
+  TraceReader reader(&in, options.line_check);
+  KVSHARD_ASSIGN_OR_RETURN(Json header, reader.ReadHeader(TraceHeaderKeys()));
+  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<Replayer> replayer, Replayer::Create(header, options));
+  ReplaySummary& s = replayer->summary();
+  TraceRecord record;
+  Status result = Status::Ok();
+  while (result.ok()) {
+    StatusOr<bool> more = reader.Next(&record);
+    if (!more.ok()) {
+      result = more.status();
+      break;
+    }
+    if (!*more) break;
+    Status status = replayer->Replay(record);
+    if (status.ok()) continue;
+    if (status.code() != StatusCode::kMismatch) {
+      result = status;
+      break;
+    }
+    if (s.mismatches++ == 0) s.first_mismatch = status.message();
+    if (!on_mismatch) {
+      result = status;
+      break;
+    }
+    on_mismatch(status);
+  }
+  report->summary = s;
+  report->rows_compared = replayer->rows_compared();
+  return result;
+}
+
+}  // namespace kvshard::replay

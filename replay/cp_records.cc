@@ -1,12 +1,12 @@
-// Replay of the CP records (docs/trace-format.md, "CP shared-KV records"): the page compute owners, one rank's
-// direct write and seed 003's helpers, each through cli/cp_results.h, so expect is checked against `split --mode
+// The executors of the CP records (docs/trace-format.md, "CP shared-KV records"): the page compute owners, one rank's
+// direct write and seed 003's helpers, each through replay/cp_results.h, so expect is checked against `split --mode
 // owners --json` and the reference helpers. Stateless: no header section is needed.
 #include <optional>
 
-#include "cli/cp_results.h"
-#include "cli/replay.h"
+#include "replay/cp_results.h"
+#include "replay/records.h"
 
-namespace kvshard::cli {
+namespace kvshard::replay {
 namespace {
 
 Int64List List(const Json& rec, const char* key) {
@@ -24,6 +24,8 @@ StatusOr<InSeqSplit> RecordSplit(const Json& rec, Impl impl) {
                          rec.contains("cp_rank") ? rec.at("cp_rank").get<int64_t>() : 0, impl);
 }
 
+}  // namespace
+
 StatusOr<Json> RunCanCpSplit(const Json& rec) {
   ref::CpForwardState b;
   b.uses_cp_shared_kv = Flag(rec, "uses_cp_shared_kv", false);
@@ -40,29 +42,24 @@ StatusOr<Json> RunCanCpSplit(const Json& rec) {
                         b, args);
 }
 
-}  // namespace
-
-bool IsCpRecord(const std::string& op) {
-  return op == "page_owners" || op == "cp_direct_write" || op == "cp_seq_idx" || op == "can_cp_split" ||
-         op == "cp_local_pair";
+StatusOr<Json> RunPageOwners(const Json& rec, Impl impl) {
+  KVSHARD_ASSIGN_OR_RETURN(const InSeqSplit split, RecordSplit(rec, impl));
+  return PageOwnersJson(split);
 }
 
-StatusOr<Json> RunCpRecord(const std::string& op, const Json& rec, Impl impl) {
-  if (op == "page_owners") {
-    KVSHARD_ASSIGN_OR_RETURN(const InSeqSplit split, RecordSplit(rec, impl));
-    return PageOwnersJson(split);
-  }
-  if (op == "cp_direct_write") {
-    KVSHARD_ASSIGN_OR_RETURN(const InSeqSplit split, RecordSplit(rec, impl));
-    const std::optional<int64_t> static_rows =
-        rec.contains("extend_num_tokens") ? std::optional<int64_t>(rec.at("extend_num_tokens").get<int64_t>())
-                                          : std::nullopt;
-    if (static_rows && *static_rows < 0) return InvalidArgument("extend_num_tokens: must be >= 0, got ", *static_rows);
-    return DirectWriteJson(split, List(rec, "out_cache_loc"), static_rows, "out_cache_loc");
-  }
-  if (op == "cp_seq_idx") return CpSeqIdxJson(List(rec, "cp_chunks_len"), List(rec, "seqs_len"));
-  if (op == "can_cp_split") return RunCanCpSplit(rec);
+StatusOr<Json> RunCpDirectWrite(const Json& rec, Impl impl) {
+  KVSHARD_ASSIGN_OR_RETURN(const InSeqSplit split, RecordSplit(rec, impl));
+  const std::optional<int64_t> static_rows =
+      rec.contains("extend_num_tokens") ? std::optional<int64_t>(rec.at("extend_num_tokens").get<int64_t>())
+                                        : std::nullopt;
+  if (static_rows && *static_rows < 0) return InvalidArgument("extend_num_tokens: must be >= 0, got ", *static_rows);
+  return DirectWriteJson(split, List(rec, "out_cache_loc"), static_rows, "out_cache_loc");
+}
+
+StatusOr<Json> RunCpSeqIdx(const Json& rec) { return CpSeqIdxJson(List(rec, "cp_chunks_len"), List(rec, "seqs_len")); }
+
+StatusOr<Json> RunCpLocalPair(const Json& rec) {
   return CpLocalPairJson(List(rec, "rows"), rec.at("prev_len").get<int64_t>(), rec.at("next_len").get<int64_t>());
 }
 
-}  // namespace kvshard::cli
+}  // namespace kvshard::replay

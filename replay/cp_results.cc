@@ -1,10 +1,10 @@
 // The CP shared-KV and seed 003 helper results, computed by the reference (cpu_ref/cp_shared_kv.h, cp_helpers.h).
-#include "cli/cp_results.h"
+#include "replay/cp_results.h"
 
 #include "core/host_tensor.h"
 #include "cpu_ref/cp_shared_kv.h"
 
-namespace kvshard::cli {
+namespace kvshard::replay {
 
 StatusOr<Json> PageOwnersJson(const InSeqSplit& split) {
   const CPSharedKVBatchPlan& p = split.plan;
@@ -72,4 +72,4 @@ StatusOr<Json> CpLocalPairJson(const Int64List& rows, int64_t prev_len, int64_t 
   return Json{{"prev", pair.first.Int64s()}, {"next", pair.second.Int64s()}};
 }
 
-}  // namespace kvshard::cli
+}  // namespace kvshard::replay

@@ -1,6 +1,6 @@
 // The simulator's observer that writes a trace as the simulation runs: one line per call, built as text (the
 // records' lists can be long, so no JSON tree), written at once; memory is the live requests and one line.
-#include "cli/sim_trace.h"
+#include "sim/sim_trace.h"
 
 #include <algorithm>
 #include <charconv>
@@ -12,7 +12,7 @@
 
 #include "cpu_fast/gather_plan.h"
 
-namespace kvshard::cli {
+namespace kvshard::sim {
 namespace {
 
 void AppendInt(std::string& s, int64_t v) {
@@ -39,7 +39,7 @@ void AppendBase(std::string& s, int64_t base) {
 }
 
 // Sizes the pool's scratch: the largest gather span and chunk of the first max_batches batches (pass one).
-class ScratchProbe : public sim::SimObserver {
+class ScratchProbe : public SimObserver {
  public:
   explicit ScratchProbe(int64_t max_batches) : max_batches_(max_batches) {}
   void OnStart(const ref::AllocatorConfig& a) override { allocator_ = a; }
@@ -61,7 +61,7 @@ class ScratchProbe : public sim::SimObserver {
 };
 
 // Writes every observed call as a trace record whose expect is the simulator's answer.
-class TraceWriter : public sim::SimObserver {
+class TraceWriter : public SimObserver {
  public:
   TraceWriter(const SimTraceOptions& o, int64_t max_prefix_tokens, int64_t chunk_tokens, std::ostream& out)
       : o_(o), out_(out) {
@@ -85,7 +85,7 @@ class TraceWriter : public sim::SimObserver {
   }
 
   void OnMatch(int64_t request, const std::vector<uint64_t>& fps, int64_t prompt_tokens,
-               const sim::PrefixCache::Match& m) override {
+               const PrefixCache::Match& m) override {
     if (closed_) return;
     Begin("match_prefix");  // SGLang matches the first len - 1 tokens, so at least one is computed
     s_ += ", \"tokens\": ";
@@ -164,7 +164,7 @@ class TraceWriter : public sim::SimObserver {
   }
 
   void OnInsert(int64_t, const std::vector<uint64_t>& fps, const std::vector<int64_t>& pages, int64_t rotation_base,
-                const sim::PrefixCache::InsertResult& r, int64_t cached_pages) override {
+                const PrefixCache::InsertResult& r, int64_t cached_pages) override {
     if (closed_) return;
     Begin("insert");
     s_ += ", \"tokens\": ";
@@ -418,20 +418,20 @@ class TraceWriter : public sim::SimObserver {
 
 }  // namespace
 
-StatusOr<SimTraceCounts> SimulateWithTrace(const Workload& workload, const sim::SimConfig& config,
+StatusOr<SimTraceCounts> SimulateWithTrace(const Workload& workload, const SimConfig& config,
                                            const SimTraceOptions& options, std::ostream& out,
-                                           sim::SimResult* result, const sim::SimProgress& progress,
-                                           sim::SimRecord* record) {
+                                           SimResult* result, const SimProgress& progress,
+                                           SimRecord* record) {
   if (options.max_batches < 0) return InvalidArgument("--emit-max-batches: must be >= 0, got ", options.max_batches);
   if (options.num_layers < 0 || options.num_layers > 4096) {
     return InvalidArgument("--emit-layers: must be in [0, 4096], got ", options.num_layers);
   }
-  sim::SimConfig c = config;
+  SimConfig c = config;
   int64_t max_prefix_tokens = 0, chunk_tokens = 0;
   if (options.num_layers > 0) {  // pass one: the scratch the emitted batches need, and the replay's memory
     ScratchProbe probe(options.max_batches);
     c.observer = &probe;
-    KVSHARD_ASSIGN_OR_RETURN(sim::SimResult ignored, sim::Simulate(workload, c));
+    KVSHARD_ASSIGN_OR_RETURN(SimResult ignored, Simulate(workload, c));
     (void)ignored;
     const ref::AllocatorConfig& a = probe.allocator_;
     const int64_t slots = a.shard_size * (a.pages_per_rank + 1) * a.page_size;
@@ -448,9 +448,9 @@ StatusOr<SimTraceCounts> SimulateWithTrace(const Workload& workload, const sim::
   }
   TraceWriter writer(options, max_prefix_tokens, chunk_tokens, out);
   c.observer = &writer;
-  KVSHARD_ASSIGN_OR_RETURN(*result, sim::Simulate(workload, c, progress, record));
+  KVSHARD_ASSIGN_OR_RETURN(*result, Simulate(workload, c, progress, record));
   KVSHARD_RETURN_IF_ERROR(writer.Finish());
   return writer.counts();
 }
 
-}  // namespace kvshard::cli
+}  // namespace kvshard::sim

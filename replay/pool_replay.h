@@ -1,8 +1,8 @@
 // The sharded-pool pipeline records of a trace (begin_shard_extend, set_kv_buffer, get_key_buffer,
 // end_shard_extend): run on the reference pool and/or a GPU data path, every read checked against an
 // unsharded baseline, and in diff mode every plan and every byte of the two paths compared.
-#ifndef KVSHARD_CLI_POOL_REPLAY_H_
-#define KVSHARD_CLI_POOL_REPLAY_H_
+#ifndef KVSHARD_REPLAY_POOL_REPLAY_H_
+#define KVSHARD_REPLAY_POOL_REPLAY_H_
 
 #include <cstdint>
 #include <memory>
@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli_util.h"
-#include "cli/pool_data_path.h"
+#include "replay/backend.h"
+#include "replay/pool_data_path.h"
 #include "core/gather_plan.h"
 #include "core/json.h"
 #include "core/status.h"
 #include "cpu_ref/sharded_pool.h"
 
-namespace kvshard::cli {
+namespace kvshard::replay {
 
 // The trace header's "pool" object completed with the allocator's geometry.
 struct PoolGeometry {
@@ -58,22 +58,18 @@ class PoolReplay {
   static StatusOr<std::unique_ptr<PoolReplay>> Create(const PoolGeometry& geometry, Backend backend,
                                                       std::unique_ptr<PoolDataPath> device);
 
-  // True for the ops this class runs (set_kv_buffer_prefix_valid is SGLang's rejection under sharding).
-  static bool Handles(const std::string& op);
-
-  // Runs one pipeline record; the result is what its expect is checked against. A read that differs from the
-  // unsharded baseline, or (diff) between the paths, is a Mismatch "invariant: ..." / "diff: ...".
-  StatusOr<Json> Execute(const std::string& op, const Json& rec, const Json* only);
+  // The pipeline records (docs/trace-format.md): each answer is what its expect is checked against. A read that
+  // differs from the unsharded baseline, or (diff) between the paths, is a Mismatch "invariant: ..." / "diff: ...".
+  StatusOr<Json> Begin(const Json& rec, const Json* only);
+  StatusOr<Json> Write(const Json& rec, const Json* only);
+  StatusOr<Json> Read(const Json& rec, const Json* only);
+  StatusOr<Json> End();
 
   // Rows compared so far (reads against the baseline, and between paths in diff mode).
   int64_t rows_compared() const { return rows_compared_; }
 
  private:
   PoolReplay(const PoolGeometry& g, Backend backend) : geometry_(g), backend_(backend) {}
-  StatusOr<Json> Begin(const Json& rec, const Json* only);
-  StatusOr<Json> Write(const Json& rec, const Json* only);
-  StatusOr<Json> Read(const Json& rec, const Json* only);
-  StatusOr<Json> End();
 
   PoolGeometry geometry_;
   Backend backend_;
@@ -89,6 +85,6 @@ class PoolReplay {
   int64_t rows_compared_ = 0;
 };
 
-}  // namespace kvshard::cli
+}  // namespace kvshard::replay
 
-#endif  // KVSHARD_CLI_POOL_REPLAY_H_
+#endif  // KVSHARD_REPLAY_POOL_REPLAY_H_

@@ -1,6 +1,6 @@
 // The commands' --json results from typed inputs, computed by the reference model (or, with Impl::kFast, the
 // plans by cpu_fast/).
-#include "cli/results.h"
+#include "replay/results.h"
 
 #include <utility>
 
@@ -11,7 +11,7 @@
 #include "cpu_ref/cp_split.h"
 #include "cpu_ref/gather_plan.h"
 
-namespace kvshard::cli {
+namespace kvshard::replay {
 
 Json PlacementJson(const PlacementResult& r) {
   Json j;
@@ -101,4 +101,4 @@ Json GatherPlanJson(const GatherPlan& plan, const std::vector<int64_t>& rows, bo
   return j;
 }
 
-}  // namespace kvshard::cli
+}  // namespace kvshard::replay

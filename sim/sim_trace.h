@@ -2,19 +2,18 @@
 // prefix cache calls as radix records, every alloc_extend try, its frees, and per committed batch the sharded
 // pool pipeline, each record's expect the simulator's answer, so `kvshard replay` checks them on the reference
 // (or moves and checks the data on a GPU: --backend gpu|diff).
-#ifndef KVSHARD_CLI_SIM_TRACE_H_
-#define KVSHARD_CLI_SIM_TRACE_H_
+#ifndef KVSHARD_SIM_SIM_TRACE_H_
+#define KVSHARD_SIM_SIM_TRACE_H_
 
 #include <cstdint>
 #include <iosfwd>
 
-#include "cli/flags.h"
 #include "core/json.h"
 #include "core/status.h"
 #include "core/workload.h"
 #include "sim/simulator.h"
 
-namespace kvshard::cli {
+namespace kvshard::sim {
 
 // What to emit.
 struct SimTraceOptions {
@@ -41,25 +40,15 @@ struct SimTraceCounts {
   int64_t max_prefix_tokens = 0, chunk_tokens = 0;  // the header's pool scratch capacities (with layers)
 };
 
-// Runs the simulation (as sim::Simulate) and writes its trace to `out` as it runs; with layers a first,
+// Runs the simulation (as Simulate) and writes its trace to `out` as it runs; with layers a first,
 // record-free pass sizes the pool's scratch to the emitted batches' largest gather and chunk. *result is the
 // simulation's (of the whole workload, whatever max_batches). Errors: the simulation's, an --emit-layers pool
 // too large to replay (InvalidArgument naming the flag), a write failure.
-StatusOr<SimTraceCounts> SimulateWithTrace(const Workload& workload, const sim::SimConfig& config,
+StatusOr<SimTraceCounts> SimulateWithTrace(const Workload& workload, const SimConfig& config,
                                            const SimTraceOptions& options, std::ostream& out,
-                                           sim::SimResult* result, const sim::SimProgress& progress = nullptr,
-                                           sim::SimRecord* record = nullptr);
+                                           SimResult* result, const SimProgress& progress = nullptr,
+                                           SimRecord* record = nullptr);
 
-// kvshard simulate's --emit-trace, --emit-max-batches and --emit-layers (cli/simulate_emit.cc).
-void DeclareEmitTraceFlags(po::options_description& flags);
+}  // namespace kvshard::sim
 
-// The simulation for kvshard simulate: sim::Simulate, or with --emit-trace FILE SimulateWithTrace into FILE (a
-// directory or an unwritable path is InvalidArgument naming --emit-trace, before anything runs); *emitted then
-// describes the trace (its path, records and counts) for the summary, else stays null. `record` (may be null)
-// collects the rows of --timeline, --csv and --plots.
-StatusOr<sim::SimResult> SimulateForCli(const Flags& flags, const Workload& workload, const sim::SimConfig& config,
-                                        const sim::SimProgress& progress, sim::SimRecord* record, Json* emitted);
-
-}  // namespace kvshard::cli
-
-#endif  // KVSHARD_CLI_SIM_TRACE_H_
+#endif  // KVSHARD_SIM_SIM_TRACE_H_

@@ -1,12 +1,12 @@
 // The reference result of each command as the JSON its --json prints, from typed inputs. Shared by the
 // commands and `kvshard replay`, so a trace's expect is checked against exactly what a command prints.
-#ifndef KVSHARD_CLI_RESULTS_H_
-#define KVSHARD_CLI_RESULTS_H_
+#ifndef KVSHARD_REPLAY_RESULTS_H_
+#define KVSHARD_REPLAY_RESULTS_H_
 
 #include <cstdint>
 #include <vector>
 
-#include "cli/cli_util.h"
+#include "replay/backend.h"
 #include "core/cp_plan.h"
 #include "core/gather_plan.h"
 #include "core/json.h"
@@ -15,7 +15,7 @@
 #include "core/status.h"
 #include "cpu_ref/cp_data.h"
 
-namespace kvshard::cli {
+namespace kvshard::replay {
 
 // `place --json`: owner, local_index, local_mask, filter_local.
 Json PlacementJson(const PlacementResult& result);
@@ -61,6 +61,6 @@ StatusOr<PlanAndRows> BuildGatherPlanAndRows(const ExtendBatch& batch, const std
 // `gather-plan --json`: the plan and, when `with_rows`, scratch_rows (translate of `locs`).
 Json GatherPlanJson(const GatherPlan& plan, const std::vector<int64_t>& rows, bool with_rows);
 
-}  // namespace kvshard::cli
+}  // namespace kvshard::replay
 
-#endif  // KVSHARD_CLI_RESULTS_H_
+#endif  // KVSHARD_REPLAY_RESULTS_H_

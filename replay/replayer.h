@@ -1,10 +1,11 @@
 // Replays a trace (docs/trace-format.md) through the reference model: runs every record, checks its expect
 // against what the matching command prints with --json, and checks the allocator's invariants after each.
-#ifndef KVSHARD_CLI_REPLAY_H_
-#define KVSHARD_CLI_REPLAY_H_
+#ifndef KVSHARD_REPLAY_REPLAYER_H_
+#define KVSHARD_REPLAY_REPLAYER_H_
 
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,13 +14,17 @@
 
 #include "core/json.h"
 #include "core/status.h"
+#include "core/line_reader.h"
+#include "core/memory_budget.h"
 #include "core/trace.h"
-#include "cli/memory_limit.h"
-#include "cli/pool_replay.h"
 #include "cpu_ref/allocator.h"
 #include "cpu_ref/radix_cache.h"
+#include "replay/backend.h"
+#include "replay/pool_replay.h"
 
-namespace kvshard::cli {
+namespace kvshard::replay {
+
+struct ReplayOp;  // a row of the op table (replay/op_table.h)
 
 // What a replay checked so far.
 struct ReplaySummary {
@@ -29,22 +34,17 @@ struct ReplaySummary {
   std::string first_mismatch;  // "line N: <op>: <field>: expected X, got Y"
 };
 
-// True for the stateless CP records: page_owners, cp_direct_write, cp_seq_idx, can_cp_split, cp_local_pair.
-bool IsCpRecord(const std::string& op);
-// Runs one of them (shape already checked) on the reference; the in-seq plan of page_owners and cp_direct_write
-// is built by `impl` (cli/replay_cp.cc).
-StatusOr<Json> RunCpRecord(const std::string& op, const Json& rec, Impl impl);
-
 // The header keys a trace may carry.
 const std::vector<std::string>& TraceHeaderKeys();
 
 // Where a replay runs the pool pipeline's data moves: the backend and, for gpu/diff, how to make the device
-// data path for the header's pool geometry (cli/gpu_pool_path.h).
+// data path for the header's pool geometry (replay/gpu_pool_path.h).
 struct ReplayOptions {
   Backend backend = Backend::kRef;
   Impl impl = Impl::kRef;  // who builds gather_plan, split and rerange plans
   std::function<StatusOr<std::unique_ptr<PoolDataPath>>(const PoolGeometry&)> make_device;
   int64_t max_memory = kDefaultMaxMemory;  // --max-memory: the header's allocator and pools must fit
+  LineCheck line_check;                    // bounds each line as ReplayStream reads it (may be empty)
 };
 
 // What a trace header's allocator (N * (pages_per_rank + 1) logical pages) and pools (the sharded pool and
@@ -76,14 +76,17 @@ class Replayer {
 
  private:
   Replayer() = default;
+  // The op table (one row per trace op) and a row by name (InvalidArgument "op: unknown op ..." naming them all).
+  static const std::vector<ReplayOp>& Ops();
+  static StatusOr<const ReplayOp*> FindOp(const std::string& name);
+  StatusOr<Json> RunBeginShardExtend(const Json& rec, const Json* only);
   StatusOr<Json> RunAlloc(const Json& rec);
   StatusOr<Json> RunFree(const Json& rec, bool group);
   StatusOr<std::vector<int64_t>> FreeLocs(const Json& spec, const std::string& where) const;
   Status CheckAllocatorInvariants(const Json& rec, const Json& result) const;
   Json AllocatorState(const char* op) const;
   void Release(const std::vector<int64_t>& locs);
-  // Radix cache records (cli/replay_radix.cc).
-  StatusOr<Json> RunRadix(const std::string& op, const Json& rec);
+  // Radix cache records (replay/radix_records.cc).
   StatusOr<Json> RunMatch(const Json& rec);
   StatusOr<Json> RunInsert(const Json& rec);
   StatusOr<Json> RunEvict(const Json& rec);
@@ -109,6 +112,19 @@ class Replayer {
   ReplaySummary summary_;
 };
 
-}  // namespace kvshard::cli
+// What ReplayStream saw.
+struct ReplayReport {
+  ReplaySummary summary;
+  int64_t rows_compared = 0;  // KV rows the pipeline records compared
+};
 
-#endif  // KVSHARD_CLI_REPLAY_H_
+// Replays a whole trace from `in` (what `kvshard replay`, the trace properties and the trace fuzzer run): reads
+// the header, builds the replayer and runs every record, filling *report as it goes. A malformed line stops it
+// with that error. A mismatch stops it too (the Mismatch is returned) unless `on_mismatch` is given: then each
+// one is counted, passed to it, and the replay goes on (--keep-going); OK at the end either way.
+Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport* report,
+                    const std::function<void(const Status&)>& on_mismatch = nullptr);
+
+}  // namespace kvshard::replay
+
+#endif  // KVSHARD_REPLAY_REPLAYER_H_

@@ -1,10 +1,10 @@
 // The CP records of one generated batch: the owner plan first (its answer gives the owner-class pages), then one
 // rank's direct write, the chunk-to-request map, the split gate and the local pair split of one request.
-#include "cli/trace_gen_cp.h"
+#include "replay/trace_gen_cp.h"
 
 #include <algorithm>
 
-namespace kvshard::cli {
+namespace kvshard::replay {
 namespace {
 
 // The batch's out_cache_loc over `pages` (request q's token t at pages[q][t / ps] * ps + t % ps).
@@ -102,4 +102,4 @@ Status EmitCpRecords(const CpGenBatch& b, const CpGenHooks& h) {
   return LocalPair(b, b.split, h);  // the split record's rank: its prev/next lengths
 }
 
-}  // namespace kvshard::cli
+}  // namespace kvshard::replay

@@ -1,0 +1,42 @@
+// The row type of the replayer's op table (internal to //replay:replayer): one row per trace op, holding its
+// name, the record fields it reads with their JSON shapes, the state it needs, and its executor. Adding a trace
+// op is one row in Replayer::Ops() (replay/replayer.cc) plus its executor.
+#ifndef KVSHARD_REPLAY_OP_TABLE_H_
+#define KVSHARD_REPLAY_OP_TABLE_H_
+
+#include <vector>
+
+#include "core/json.h"
+#include "core/status.h"
+
+namespace kvshard::replay {
+
+class Replayer;
+
+// The JSON shape of a record field, checked before anything runs (a wrong shape is a malformed trace).
+enum class Shape { kInt, kIntList, kBaseList, kObject, kString, kFrees, kBool, kObjectList };
+
+// One field an op reads.
+struct FieldShape {
+  const char* key;
+  Shape shape;
+  bool required;
+};
+
+// The state an op needs: none (stateless plan and CP records), the header's allocator (allocator and radix cache
+// records; the allocator's and the cache's invariants are checked after each), or the header's pool (pipeline).
+enum class OpState { kNone, kAllocator, kPipeline };
+
+// One trace op.
+struct ReplayOp {
+  const char* name;
+  OpState state;
+  std::vector<FieldShape> fields;  // every key the record may carry besides "op" and "expect"
+  // Runs a record whose fields have their shapes; the answer is what its expect is checked against. `only` (an
+  // object, may be null) names the top-level keys expect checks, so a large answer may leave out the rest.
+  StatusOr<Json> (*run)(Replayer& replayer, const Json& rec, const Json* only);
+};
+
+}  // namespace kvshard::replay
+
+#endif  // KVSHARD_REPLAY_OP_TABLE_H_
