@@ -11,7 +11,7 @@
 
 namespace kvshard::gpu {
 
-// The NCCL functions used by gpu/collective.cu, bound from one dlopen'ed library.
+// The NCCL functions used by gpu/collective.cc, bound from one dlopen'ed library.
 struct NcclApi {
   std::string library;  // the path or soname that was loaded
   int version = 0;      // ncclGetVersion, e.g. 22805

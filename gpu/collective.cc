@@ -1,6 +1,7 @@
 // NCCL and emulated RankGroup implementations. Every wait is a poll loop with a deadline (Waiter): NCCL
 // communicators are nonblocking, so comm set-up and ncclGroupEnd return at once and are polled with
 // ncclCommGetAsyncError, and stream completion is polled with cudaStreamQuery; on timeout the group aborts.
+// Host code (the C++ toolchain, not nvcc): the emulated group's stall kernel is gpu/stall_kernel.cu.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "gpu/collective.h"
 #include "gpu/nccl_api.h"
 #include "gpu/nvtx.h"
+#include "gpu/stall_kernel.h"
 
 namespace kvshard::gpu {
 namespace {
@@ -31,11 +33,6 @@ std::string RankList(const std::vector<int>& ranks) {
   std::string s;
   for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
   return s;
-}
-
-// Spins until the host sets *flag (pinned, mapped memory): the contribution of a rank that never arrives.
-__global__ void StallKernel(const volatile int* flag) {
-  while (*flag == 0) __nanosleep(10000);
 }
 
 // State and waits shared by both groups: the timeout, the last collective (for the error's context) and the
@@ -297,10 +294,7 @@ class EmulatedGroup : public Waiter {
   }
   // The stalled rank's stream first waits for a flag nobody sets; then the entry barrier.
   Status Arrive(const std::vector<cudaStream_t>& streams) {
-    if (stalled_ >= 0) {
-      StallKernel<<<1, 1, 0, streams[stalled_]>>>(d_flag_);
-      KVSHARD_CUDA_CHECK(cudaGetLastError());
-    }
+    if (stalled_ >= 0) KVSHARD_RETURN_IF_ERROR(LaunchStall(d_flag_, streams[stalled_]));
     return Barrier(streams);
   }
   // Every stream waits for every other stream's work so far (what a real collective implies).
