@@ -61,7 +61,7 @@ class RankGroup {
 // ncclGroupStart/End).
 StatusOr<std::unique_ptr<RankGroup>> CreateNcclGroup(int n, int64_t timeout_ms = 0);
 
-// n single-rank groups over devices 0..n-1 (comms of one ncclCommInitAll), one per host thread: each thread
+// n single-rank groups over devices 0..n-1 (communicators made in one group call), one per host thread: each thread
 // drives its own GPU as one process per GPU would, with no cross-device group calls.
 StatusOr<std::vector<std::unique_ptr<RankGroup>>> CreateNcclPerRankGroups(int n, int64_t timeout_ms = 0);
 

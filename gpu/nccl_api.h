@@ -1,5 +1,5 @@
 // NCCL loaded on first use: the entry points kvshard calls, resolved with dlsym from libnccl.so.2, so the binary
-// has no load-time dependency on NCCL (nccl.h supplies the types only). Needs nvcc (includes nccl.h).
+// has no load-time dependency on NCCL (nccl.h supplies the types only). Needs the CUDA toolkit's headers (nccl.h).
 #ifndef KVSHARD_GPU_NCCL_API_H_
 #define KVSHARD_GPU_NCCL_API_H_
 
@@ -11,7 +11,7 @@
 
 namespace kvshard::gpu {
 
-// The NCCL functions used by gpu/collective.cu, bound from one dlopen'ed library.
+// The NCCL functions used by gpu/collective.cc, bound from one dlopen'ed library.
 struct NcclApi {
   std::string library;  // the path or soname that was loaded
   int version = 0;      // ncclGetVersion, e.g. 22805

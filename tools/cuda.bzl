@@ -2,8 +2,9 @@
 
 Each .cu becomes one genrule running nvcc (C++20, -lineinfo) into a fat binary: SASS for every SM of
 CUDA_ARCHS (default sm_80, sm_86, sm_89, sm_90) plus PTX of the highest, for later GPUs; narrow it with
---repo_env=KVSHARD_CUDA_ARCHS=90 (third_party/cuda/cuda_configure.bzl). Without a CUDA toolkit, packages guard
-GPU targets with if_cuda() and the tool reports "GPU support not built".
+--repo_env=KVSHARD_CUDA_ARCHS=90 (third_party/cuda/cuda_configure.bzl). Host code without kernels is .cc in a
+cuda_cc_library (the C++ toolchain, cudart). Without a CUDA toolkit, both macros define nothing, packages guard
+other GPU targets with if_cuda() and the tool reports "GPU support not built".
 """
 
 load("@local_cuda//:defs.bzl", "CUDA_ARCHS", "CUDA_AVAILABLE", "NVCC")
@@ -58,6 +59,23 @@ def cuda_library(name, srcs = [], hdrs = [], cuda_hdrs = [], deps = [], copts = 
         name = name,
         srcs = objs,
         hdrs = hdrs,
+        deps = deps + ["@local_cuda//:cudart"],
+        linkstatic = True,
+        **kwargs
+    )
+
+def cuda_cc_library(name, deps = [], **kwargs):
+    """Host code that calls the CUDA runtime: a cc_library whose .cc sources the normal C++ toolchain compiles
+    (not nvcc, and once, not once per architecture), with the toolkit's headers and the static cudart.
+
+    Code with no kernel belongs here, not in a .cu; a kernel stays in a cuda_library, reached through a
+    CUDA-free LaunchFoo(..., stream) header. Skipped without a toolkit, like cuda_library. linkstatic, as
+    cuda_library: cudart is linked once into each binary, never into a per-target shared library of a test.
+    """
+    if not CUDA_AVAILABLE:
+        return
+    native.cc_library(
+        name = name,
         deps = deps + ["@local_cuda//:cudart"],
         linkstatic = True,
         **kwargs

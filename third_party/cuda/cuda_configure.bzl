@@ -39,7 +39,8 @@ def _cuda_configure_impl(ctx):
 package(default_visibility = ["//visibility:public"])
 cc_library(
     name = "cuda_headers",
-    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh", "include/**/*.inl"]),
+    # include/nv/: the extensionless <nv/target> that cuda_fp16.h (via nccl.h) includes in host code too.
+    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh", "include/**/*.inl", "include/nv/**"]),
     includes = ["include"],
 )
 cc_library(

@@ -1,6 +1,8 @@
 // CP plan adapters and host-vector runners.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "core/cp_limits.h"
 #include "gpu/cp_plan_ops.h"
 #include "gpu/device.h"

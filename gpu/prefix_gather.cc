@@ -2,12 +2,17 @@
 // Several buffers per layer: each rank packs all pairs' send rows into one block [buf 0 rows | buf 1 rows | ...]
 // of a staging region, ONE in-place all-gather moves every rank's block, and one strided device copy per
 // buffer splits the gathered blocks into the buffers' scratch tensors (the seed issues one all-gather per pair).
+// Host code (the C++ toolchain, not nvcc): the kernels are kv_ops.cu's, and spin_kernel.cu's for the stand-in.
 #include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
 
 #include "gpu/device.h"
 #include "gpu/kv_ops.h"
-#include "gpu/prefix_gather.h"
 #include "gpu/nvtx.h"
+#include "gpu/prefix_gather.h"
+#include "gpu/spin_kernel.h"
 
 namespace kvshard::gpu {
 
@@ -388,32 +393,15 @@ StatusOr<int64_t> LayerAheadGather::BadRows() {
   return total;
 }
 
-namespace {
-__global__ void SpinKernel(int64_t ns, bool sleep) {
-  uint64_t start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    if (sleep) __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (static_cast<int64_t>(now - start) < ns);
-}
-}  // namespace
-
 Status LaunchComputeStandIn(int64_t ns, bool busy, cudaStream_t stream, int blocks) {
   if (ns < 0) return InvalidArgument("ns: must be >= 0, got ", ns);
   int dev = 0, sms = 1;
   KVSHARD_CUDA_CHECK(cudaGetDevice(&dev));
   KVSHARD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   // One block per SM, like a layer's attention/MLP kernels: busy = 4 warps issuing timer reads nonstop,
-  // otherwise 1 warp that sleeps between reads (holds the SMs without competing for issue slots). The SMs are
-  // configured for maximum shared memory, as attention kernels configure them: an SM holding a block with a
-  // small carveout cannot take the collective's blocks (they need a large one) until it drains.
-  static const cudaError_t carveout = cudaFuncSetAttribute(
-      SpinKernel, cudaFuncAttributePreferredSharedMemoryCarveout, static_cast<int>(cudaSharedmemCarveoutMaxShared));
-  KVSHARD_CUDA_CHECK(carveout);
-  SpinKernel<<<blocks > 0 ? blocks : sms, busy ? 128 : 32, 0, stream>>>(ns, !busy);
-  KVSHARD_CUDA_CHECK(cudaGetLastError());
-  return Status::Ok();
+  // otherwise 1 warp that sleeps between reads (holds the SMs without competing for issue slots). LaunchSpin
+  // asks for the maximum shared-memory carveout, as attention kernels do.
+  return LaunchSpin(ns, /*sleep=*/!busy, blocks > 0 ? blocks : sms, busy ? 128 : 32, stream);
 }
 
 }  // namespace kvshard::gpu

@@ -1,6 +1,7 @@
 // NCCL and emulated RankGroup implementations. Every wait is a poll loop with a deadline (Waiter): NCCL
 // communicators are nonblocking, so comm set-up and ncclGroupEnd return at once and are polled with
 // ncclCommGetAsyncError, and stream completion is polled with cudaStreamQuery; on timeout the group aborts.
+// Host code (the C++ toolchain, not nvcc): the emulated group's stall kernel is gpu/stall_kernel.cu.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -9,10 +10,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "gpu/collective.h"
 #include "gpu/nccl_api.h"
 #include "gpu/nvtx.h"
+#include "gpu/stall_kernel.h"
 
 namespace kvshard::gpu {
 namespace {
@@ -27,15 +30,24 @@ namespace {
     }                                                                                                      \
   } while (0)
 
+// Runs `issue` (NCCL calls) between ncclGroupStart and ncclGroupEnd. ncclGroupEnd runs even when `issue` fails,
+// so this thread's NCCL group depth stays balanced; the first error is returned.
+template <typename Issue>
+Status NcclGroupCall(const NcclApi* api, Issue issue) {
+  KVSHARD_NCCL_API_CHECK(api, api->GroupStart());
+  const Status issued = issue();
+  if (!issued.ok()) {
+    api->GroupEnd();
+    return issued;
+  }
+  KVSHARD_NCCL_API_CHECK(api, api->GroupEnd());
+  return Status::Ok();
+}
+
 std::string RankList(const std::vector<int>& ranks) {
   std::string s;
   for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
   return s;
-}
-
-// Spins until the host sets *flag (pinned, mapped memory): the contribution of a rank that never arrives.
-__global__ void StallKernel(const volatile int* flag) {
-  while (*flag == 0) __nanosleep(10000);
 }
 
 // State and waits shared by both groups: the timeout, the last collective (for the error's context) and the
@@ -178,14 +190,10 @@ class NcclGroup : public Waiter {
     KVSHARD_NVTX_RANGE("kvshard.collective.all_gather_in_place");
     KVSHARD_RETURN_IF_ERROR(CheckArgs(bufs.size(), streams.size()));
     KVSHARD_RETURN_IF_ERROR(Begin("all_gather_in_place", bytes));
-    KVSHARD_NCCL_API_CHECK(api_, api_->GroupStart());
-    for (size_t i = 0; i < comms_.size(); ++i) {
+    return GroupAllGather(bytes, streams, [&](size_t i) {
       char* base = static_cast<char*>(bufs[i]);
-      KVSHARD_NCCL_API_CHECK(api_, api_->AllGather(base + local_ranks()[i] * bytes, base, bytes, ncclChar, comms_[i],
-                                                   streams[i]));
-    }
-    KVSHARD_NCCL_API_CHECK(api_, api_->GroupEnd());
-    return WaitComms();
+      return std::pair<const void*, void*>(base + local_ranks()[i] * bytes, base);
+    });
   }
 
   Status AllGather(const std::vector<const void*>& send, const std::vector<void*>& recv, size_t bytes,
@@ -194,12 +202,7 @@ class NcclGroup : public Waiter {
     KVSHARD_RETURN_IF_ERROR(CheckArgs(send.size(), streams.size()));
     KVSHARD_RETURN_IF_ERROR(CheckArgs(recv.size(), streams.size()));
     KVSHARD_RETURN_IF_ERROR(Begin("all_gather", bytes));
-    KVSHARD_NCCL_API_CHECK(api_, api_->GroupStart());
-    for (size_t i = 0; i < comms_.size(); ++i) {
-      KVSHARD_NCCL_API_CHECK(api_, api_->AllGather(send[i], recv[i], bytes, ncclChar, comms_[i], streams[i]));
-    }
-    KVSHARD_NCCL_API_CHECK(api_, api_->GroupEnd());
-    return WaitComms();
+    return GroupAllGather(bytes, streams, [&](size_t i) { return std::pair<const void*, void*>(send[i], recv[i]); });
   }
 
  protected:
@@ -217,6 +220,20 @@ class NcclGroup : public Waiter {
   }
 
  private:
+  // One ncclAllGather of `bytes` per local communicator (buffers(i) -> {send, recv}) in one group call, then the
+  // wait, under the group's deadline, until NCCL has taken them all.
+  template <typename Buffers>
+  Status GroupAllGather(size_t bytes, const std::vector<cudaStream_t>& streams, Buffers buffers) {
+    KVSHARD_RETURN_IF_ERROR(NcclGroupCall(api_, [&]() -> Status {
+      for (size_t i = 0; i < comms_.size(); ++i) {
+        const auto [send, recv] = buffers(i);
+        KVSHARD_NCCL_API_CHECK(api_, api_->AllGather(send, recv, bytes, ncclChar, comms_[i], streams[i]));
+      }
+      return Status::Ok();
+    }));
+    return WaitComms();
+  }
+
   const NcclApi* api_;
   std::vector<int> devices_;
   std::vector<ncclComm_t> comms_;
@@ -297,10 +314,7 @@ class EmulatedGroup : public Waiter {
   }
   // The stalled rank's stream first waits for a flag nobody sets; then the entry barrier.
   Status Arrive(const std::vector<cudaStream_t>& streams) {
-    if (stalled_ >= 0) {
-      StallKernel<<<1, 1, 0, streams[stalled_]>>>(d_flag_);
-      KVSHARD_CUDA_CHECK(cudaGetLastError());
-    }
+    if (stalled_ >= 0) KVSHARD_RETURN_IF_ERROR(LaunchStall(d_flag_, streams[stalled_]));
     return Barrier(streams);
   }
   // Every stream waits for every other stream's work so far (what a real collective implies).
@@ -324,32 +338,58 @@ StatusOr<int64_t> Timeout(int64_t timeout_ms) {
   return CollectiveTimeoutMsFromEnv();
 }
 
-ncclConfig_t NonblockingConfig() {
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  return config;
+// What every NCCL factory needs first: the group's deadline and the process's NCCL (loaded on first use).
+struct NcclSetup {
+  int64_t timeout_ms = 0;
+  const NcclApi* api = nullptr;
+};
+StatusOr<NcclSetup> BeginNcclSetup(int64_t timeout_ms) {
+  NcclSetup s;
+  KVSHARD_ASSIGN_OR_RETURN(s.timeout_ms, Timeout(timeout_ms));
+  KVSHARD_ASSIGN_OR_RETURN(s.api, Nccl());
+  return s;
 }
 
-// n nonblocking communicators over devices 0..n-1 of one process, set up in one group call and waited for.
-StatusOr<std::unique_ptr<NcclGroup>> InitAll(const NcclApi* api, int n, int64_t timeout_ms) {
+StatusOr<ncclUniqueId> UniqueId(const NcclApi* api) {
+  ncclUniqueId id;
+  KVSHARD_NCCL_API_CHECK(api, api->GetUniqueId(&id));
+  return id;
+}
+
+// The one place communicators are made: this process's ranks[i] of an n-rank group with unique id `id`, on CUDA
+// device devices[i], nonblocking (ncclConfig_t.blocking = 0), all in one group call. The communicators may still
+// be setting up on return: the NcclGroup that owns them waits (WaitInit) under its deadline. On an error, the
+// ones already made are aborted.
+StatusOr<std::vector<ncclComm_t>> InitComms(const NcclApi* api, const ncclUniqueId& id, int n,
+                                            const std::vector<int>& ranks, const std::vector<int>& devices) {
+  std::vector<ncclComm_t> comms(ranks.size(), nullptr);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const Status made = NcclGroupCall(api, [&]() -> Status {
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      KVSHARD_CUDA_CHECK(cudaSetDevice(devices[i]));
+      KVSHARD_NCCL_API_CHECK(api, api->CommInitRankConfig(&comms[i], n, id, ranks[i], &config));
+    }
+    return Status::Ok();
+  });
+  if (!made.ok()) {
+    for (ncclComm_t c : comms) {
+      if (c) api->CommAbort(c);
+    }
+    return made;
+  }
+  return comms;
+}
+
+// Every rank of an n-rank group in this process, rank i on device i (CreateNcclGroup, CreateNcclPerRankGroups).
+StatusOr<std::vector<ncclComm_t>> InitLocalComms(const NcclApi* api, int n) {
   int visible = 0;
   KVSHARD_CUDA_CHECK(cudaGetDeviceCount(&visible));
   if (n < 1 || n > visible) return Unavailable("nccl group of ", n, " ranks needs ", n, " GPUs, ", visible, " visible");
-  ncclUniqueId id;
-  KVSHARD_NCCL_API_CHECK(api, api->GetUniqueId(&id));
-  std::vector<ncclComm_t> comms(n, nullptr);
-  std::vector<int> devices(n);
-  ncclConfig_t config = NonblockingConfig();
-  KVSHARD_NCCL_API_CHECK(api, api->GroupStart());
-  for (int i = 0; i < n; ++i) {
-    devices[i] = i;
-    KVSHARD_CUDA_CHECK(cudaSetDevice(i));
-    KVSHARD_NCCL_API_CHECK(api, api->CommInitRankConfig(&comms[i], n, id, i, &config));
-  }
-  KVSHARD_NCCL_API_CHECK(api, api->GroupEnd());
-  auto g = std::make_unique<NcclGroup>(api, "nccl", n, devices, devices, comms, timeout_ms);
-  KVSHARD_RETURN_IF_ERROR(g->WaitInit());
-  return g;
+  KVSHARD_ASSIGN_OR_RETURN(const ncclUniqueId id, UniqueId(api));
+  std::vector<int> ranks(n);
+  for (int i = 0; i < n; ++i) ranks[i] = i;
+  return InitComms(api, id, n, ranks, ranks);
 }
 
 }  // namespace
@@ -368,31 +408,23 @@ StatusOr<int64_t> CollectiveTimeoutMsFromEnv() {
 
 StatusOr<std::unique_ptr<RankGroup>> CreateNcclGroup(int n, int64_t timeout_ms) {
   KVSHARD_NVTX_RANGE("kvshard.collective.init");
-  KVSHARD_ASSIGN_OR_RETURN(const int64_t timeout, Timeout(timeout_ms));
-  KVSHARD_ASSIGN_OR_RETURN(const NcclApi* api, Nccl());
-  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<NcclGroup> g, InitAll(api, n, timeout));
+  KVSHARD_ASSIGN_OR_RETURN(const NcclSetup s, BeginNcclSetup(timeout_ms));
+  KVSHARD_ASSIGN_OR_RETURN(std::vector<ncclComm_t> comms, InitLocalComms(s.api, n));
+  std::vector<int> ranks(n);
+  for (int i = 0; i < n; ++i) ranks[i] = i;
+  auto g = std::make_unique<NcclGroup>(s.api, "nccl", n, ranks, ranks, std::move(comms), s.timeout_ms);
+  KVSHARD_RETURN_IF_ERROR(g->WaitInit());
   return std::unique_ptr<RankGroup>(std::move(g));
 }
 
 StatusOr<std::vector<std::unique_ptr<RankGroup>>> CreateNcclPerRankGroups(int n, int64_t timeout_ms) {
   KVSHARD_NVTX_RANGE("kvshard.collective.init");
-  KVSHARD_ASSIGN_OR_RETURN(const int64_t timeout, Timeout(timeout_ms));
-  KVSHARD_ASSIGN_OR_RETURN(const NcclApi* api, Nccl());
-  int visible = 0;
-  KVSHARD_CUDA_CHECK(cudaGetDeviceCount(&visible));
-  if (n < 1 || n > visible) return Unavailable("nccl group of ", n, " ranks needs ", n, " GPUs, ", visible, " visible");
-  ncclUniqueId id;
-  KVSHARD_NCCL_API_CHECK(api, api->GetUniqueId(&id));
-  std::vector<ncclComm_t> comms(n, nullptr);
-  ncclConfig_t config = NonblockingConfig();
-  KVSHARD_NCCL_API_CHECK(api, api->GroupStart());
-  for (int i = 0; i < n; ++i) {
-    KVSHARD_CUDA_CHECK(cudaSetDevice(i));
-    KVSHARD_NCCL_API_CHECK(api, api->CommInitRankConfig(&comms[i], n, id, i, &config));
-  }
-  KVSHARD_NCCL_API_CHECK(api, api->GroupEnd());
+  KVSHARD_ASSIGN_OR_RETURN(const NcclSetup s, BeginNcclSetup(timeout_ms));
+  KVSHARD_ASSIGN_OR_RETURN(const std::vector<ncclComm_t> comms, InitLocalComms(s.api, n));
   std::vector<std::unique_ptr<NcclGroup>> groups;
-  for (int i = 0; i < n; ++i) groups.emplace_back(new NcclGroup(api, "nccl-thread", n, {i}, {i}, {comms[i]}, timeout));
+  for (int i = 0; i < n; ++i) {
+    groups.emplace_back(new NcclGroup(s.api, "nccl-thread", n, {i}, {i}, {comms[i]}, s.timeout_ms));
+  }
   for (auto& g : groups) KVSHARD_RETURN_IF_ERROR(g->WaitInit());
   std::vector<std::unique_ptr<RankGroup>> out;
   for (auto& g : groups) out.push_back(std::move(g));
@@ -418,8 +450,7 @@ StatusOr<std::string> ProbeNcclLibrary(const std::string& library) {
 
 StatusOr<NcclId> NewNcclId() {
   KVSHARD_ASSIGN_OR_RETURN(const NcclApi* api, Nccl());
-  ncclUniqueId id;
-  KVSHARD_NCCL_API_CHECK(api, api->GetUniqueId(&id));
+  KVSHARD_ASSIGN_OR_RETURN(const ncclUniqueId id, UniqueId(api));
   NcclId out;
   static_assert(sizeof(id.internal) == 128);
   std::memcpy(out.data(), id.internal, out.size());
@@ -430,16 +461,12 @@ StatusOr<std::unique_ptr<RankGroup>> CreateNcclRankGroup(const NcclId& id, int r
                                                          int64_t timeout_ms) {
   KVSHARD_NVTX_RANGE("kvshard.collective.init");
   if (n < 1 || rank < 0 || rank >= n) return InvalidArgument("rank: must be in [0, ", n, "), got ", rank);
-  KVSHARD_ASSIGN_OR_RETURN(const int64_t timeout, Timeout(timeout_ms));
-  KVSHARD_ASSIGN_OR_RETURN(const NcclApi* api, Nccl());
+  KVSHARD_ASSIGN_OR_RETURN(const NcclSetup s, BeginNcclSetup(timeout_ms));
   ncclUniqueId nid;
   std::memcpy(nid.internal, id.data(), id.size());
-  KVSHARD_CUDA_CHECK(cudaSetDevice(device));
-  ncclComm_t comm = nullptr;
-  ncclConfig_t config = NonblockingConfig();
-  KVSHARD_NCCL_API_CHECK(api, api->CommInitRankConfig(&comm, n, nid, rank, &config));
-  auto g = std::make_unique<NcclGroup>(api, "nccl-mpi", n, std::vector<int>{rank}, std::vector<int>{device},
-                                       std::vector<ncclComm_t>{comm}, timeout);
+  KVSHARD_ASSIGN_OR_RETURN(std::vector<ncclComm_t> comms, InitComms(s.api, nid, n, {rank}, {device}));
+  auto g = std::make_unique<NcclGroup>(s.api, "nccl-mpi", n, std::vector<int>{rank}, std::vector<int>{device},
+                                       std::move(comms), s.timeout_ms);
   KVSHARD_RETURN_IF_ERROR(g->WaitInit());
   return std::unique_ptr<RankGroup>(std::move(g));
 }
