@@ -1,123 +1,40 @@
-// kvshard simulate --sweep: parse the axes with simulate's own flag types, run the product's configurations on a
-// thread pool over one shared read-only workload, under mpirun rank p taking configurations i % P == p, and
-// print the rows (rank 0, in the product's order) as a table, JSON or CSV.
+// kvshard simulate --sweep: parse the axes with simulate's own flag types, run the product's configurations
+// (sim/sweep.h: the knob table, the product, the thread pool), under mpirun rank p taking configurations
+// i % P == p, and print the rows (rank 0, in the product's order) as a table, JSON or CSV.
 #include "cli/sim_sweep.h"
 
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
-#include <exception>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <ostream>
 #include <thread>
+#include <functional>
 #include <utility>
 
 #include "cli/cli_util.h"
 #include "cli/memory_limit.h"
 #include "cli/mpi_world.h"
 #include "cli/sim_sweep_output.h"
-#include "sim/result_json.h"
+#include "sim/sweep.h"
 #include "core/workload.h"
 
 namespace kvshard::cli {
 namespace {
 
-constexpr size_t kMaxConfigs = 100000;
-
-// A swept flag and how its parsed value sets the configuration.
-struct Knob {
-  const char* key;
-  void (*set)(sim::SimConfig& c, const boost::any& v);
-};
-
-int64_t I(const boost::any& v) { return boost::any_cast<int64_t>(v); }
-double D(const boost::any& v) { return boost::any_cast<double>(v); }
-
-const Knob kKnobs[] = {
-    {"shard-size", [](sim::SimConfig& c, const boost::any& v) { c.shard_size = I(v); }},
-    {"page-size", [](sim::SimConfig& c, const boost::any& v) { c.page_size = I(v); }},
-    {"cp-size", [](sim::SimConfig& c, const boost::any& v) { c.cp_size = I(v); }},
-    {"cache-tokens", [](sim::SimConfig& c, const boost::any& v) { c.cache_tokens = I(v); }},
-    {"chunk-tokens", [](sim::SimConfig& c, const boost::any& v) { c.chunk_tokens = I(v); }},
-    {"max-batch-tokens", [](sim::SimConfig& c, const boost::any& v) { c.max_batch_tokens = I(v); }},
-    {"max-batch-requests", [](sim::SimConfig& c, const boost::any& v) { c.max_batch_requests = I(v); }},
-    {"time-scale", [](sim::SimConfig& c, const boost::any& v) { c.time_scale = D(v); }},
-    {"decode-tokens-per-s", [](sim::SimConfig& c, const boost::any& v) { c.decode_tokens_per_s = D(v); }},
-    {"kv-bytes", [](sim::SimConfig& c, const boost::any& v) { c.kv_bytes_per_token_layer = I(v); }},
-    {"layers", [](sim::SimConfig& c, const boost::any& v) { c.cost.layers = I(v); }},
-    {"alloc-mode", [](sim::SimConfig& c, const boost::any& v) {
-       c.alloc_mode = boost::any_cast<std::string>(v) == "owners" ? sim::AllocMode::kOwners : sim::AllocMode::kRotated;
-     }},
-};
-
-const Knob* FindKnob(const std::string& key) {
-  for (const Knob& k : kKnobs) {
-    if (key == k.key) return &k;
-  }
-  return nullptr;
-}
-
 std::string KnobList() {
   std::vector<std::string> keys;
-  for (const Knob& k : kKnobs) keys.push_back(k.key);
+  for (const sim::SweepKnob& k : sim::SweepKnobs()) keys.push_back(k.key);
   return JoinChoices(keys, ", ");
 }
 
-Json AnyJson(const boost::any& v) {
-  if (v.type() == typeid(int64_t)) return Json(boost::any_cast<int64_t>(v));
-  if (v.type() == typeid(std::string)) return Json(boost::any_cast<std::string>(v));
-  return Json(boost::any_cast<double>(v));
-}
-
-// One configuration's row: index, swept values, then the single run's --json keys, or its error.
-Json RowJson(size_t index, const Json& swept, const sim::SimConfig& c, const StatusOr<sim::SimResult>& r) {
-  Json row;
-  row["index"] = index;
-  row["sweep"] = swept;
-  if (r.ok()) {
-    const Json single = sim::ResultJson(*r, c);
-    for (const auto& [key, value] : single.items()) row[key] = value;
-  } else {
-    row["config"] = sim::ResultJson(sim::SimResult{}, c)["config"];
-    row["error"] = r.status().message();
-    row["exit_code"] = ExitCodeFor(r.status());
-  }
-  return row;
-}
-
-// Runs configurations `mine` (indices into `configs`) on `threads` threads; rows in the order of `mine`.
-std::vector<Json> RunLocal(const Workload& workload, const std::vector<std::pair<sim::SimConfig, Json>>& configs,
-                           const std::vector<size_t>& mine, int threads, bool bar) {
-  std::vector<Json> rows(mine.size());
-  std::atomic<size_t> next{0}, done{0};
-  std::mutex print;
-  auto work = [&] {
-    for (size_t k; (k = next.fetch_add(1)) < mine.size();) {
-      const auto& [c, swept] = configs[mine[k]];
-      StatusOr<sim::SimResult> r = Internal("simulate: not run");
-      try {
-        r = sim::Simulate(workload, c);  // no progress callback: the simulator keeps no shared mutable state
-      } catch (const std::exception& e) {
-        r = Internal("simulate: ", e.what());
-      }
-      rows[k] = RowJson(mine[k], swept, c, r);
-      const size_t finished = done.fetch_add(1) + 1;
-      if (bar) {
-        std::lock_guard<std::mutex> lock(print);
-        std::fprintf(stderr, "\rsweep: %zu / %zu configurations", finished, mine.size());
-        if (finished == mine.size()) std::fprintf(stderr, "\n");
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-  return rows;
+// A value parsed by simulate's flag table, as the sweep's typed value.
+sim::SweepValue TypedValue(const boost::any& v) {
+  if (v.type() == typeid(int64_t)) return boost::any_cast<int64_t>(v);
+  if (v.type() == typeid(std::string)) return boost::any_cast<std::string>(v);
+  return boost::any_cast<double>(v);
 }
 
 }  // namespace
@@ -169,7 +86,7 @@ StatusOr<std::vector<SweepAxis>> ParseSweep(const std::vector<std::string>& args
     }
     SweepAxis axis;
     axis.key = arg.substr(0, eq);
-    const Knob* knob = FindKnob(axis.key);
+    const sim::SweepKnob* knob = sim::FindSweepKnob(axis.key);
     const po::option_description* option = table.find_nothrow(axis.key, false);
     if (!knob || !option) return InvalidArgument("--sweep: unknown flag '", axis.key, "' (sweepable: ", KnobList(), ")");
     for (const SweepAxis& a : axes) {
@@ -196,46 +113,24 @@ StatusOr<std::vector<SweepAxis>> ParseSweep(const std::vector<std::string>& args
       } catch (const po::error& e) {
         return InvalidArgument("--sweep: ", axis.key, "=", text, ": ", e.what());
       }
-      axis.values.push_back(std::move(value));
+      axis.values.push_back(TypedValue(value));
     }
     axes.push_back(std::move(axis));
   }
   return axes;
 }
 
-StatusOr<std::vector<std::pair<sim::SimConfig, Json>>> SweepConfigs(const std::vector<SweepAxis>& axes,
-                                                                    const sim::SimConfig& base) {
-  size_t total = 1;
-  for (const SweepAxis& a : axes) {
-    total *= a.values.size();
-    if (total > kMaxConfigs) return InvalidArgument("--sweep: more than ", kMaxConfigs, " configurations");
-  }
-  std::vector<std::pair<sim::SimConfig, Json>> configs;
-  configs.reserve(total);
-  for (size_t i = 0; i < total; ++i) {
-    sim::SimConfig c = base;
-    Json swept = Json::object();
-    size_t rest = i;
-    std::vector<size_t> pick(axes.size());
-    for (size_t a = axes.size(); a-- > 0;) {  // the last axis varies fastest
-      pick[a] = rest % axes[a].values.size();
-      rest /= axes[a].values.size();
-    }
-    for (size_t a = 0; a < axes.size(); ++a) {
-      FindKnob(axes[a].key)->set(c, axes[a].values[pick[a]]);
-      swept[axes[a].key] = AnyJson(axes[a].values[pick[a]]);
-    }
-    configs.emplace_back(std::move(c), std::move(swept));
-  }
-  return configs;
-}
-
 Status RunSweep(const Flags& flags, const sim::SimConfig& base, void (*declare)(po::options_description&),
                 std::ostream& out) {
   KVSHARD_ASSIGN_OR_RETURN(std::vector<SweepAxis> axes, ParseSweep(flags.StringList("sweep"), flags, declare));
-  KVSHARD_ASSIGN_OR_RETURN(auto configs, SweepConfigs(axes, base));
+  std::vector<sim::SweepAxis> typed;
   std::vector<std::string> keys;
-  for (const SweepAxis& a : axes) keys.push_back(a.key);
+  for (const SweepAxis& a : axes) {
+    typed.push_back({a.key, a.values});
+    keys.push_back(a.key);
+  }
+  StatusOr<std::vector<sim::SweepPoint>> configs = sim::SweepConfigs(typed, base);
+  if (!configs.ok()) return FlagError(configs.status());
   KVSHARD_ASSIGN_OR_RETURN(WorkloadFormat format, ParseWorkloadFormat(flags.String("format")));
 
   std::unique_ptr<MpiWorld> world;
@@ -267,13 +162,19 @@ Status RunSweep(const Flags& flags, const sim::SimConfig& base, void (*declare)(
   }
   if (local.ok()) {
     std::vector<size_t> mine;
-    for (size_t i = rank; i < configs.size(); i += size) mine.push_back(i);
+    for (size_t i = rank; i < configs->size(); i += size) mine.push_back(i);
     int threads = static_cast<int>(flags.Has("threads") ? flags.Int("threads")
                                                         : std::max(1u, std::thread::hardware_concurrency()) /
                                                               (world ? MpiWorld::LocalSize() : 1));
     threads = std::max(1, std::min<int>(threads, static_cast<int>(mine.size())));
-    const bool bar = !flags.Bool("quiet") && isatty(STDERR_FILENO);
-    rows = RunLocal(workload, configs, mine, threads, bar);
+    std::function<void(size_t)> bar;
+    if (!flags.Bool("quiet") && isatty(STDERR_FILENO)) {
+      bar = [total = mine.size()](size_t finished) {
+        std::fprintf(stderr, "\rsweep: %zu / %zu configurations", finished, total);
+        if (finished == total) std::fprintf(stderr, "\n");
+      };
+    }
+    rows = sim::RunSweep(workload, *configs, mine, threads, bar);
   }
 
   if (world) {  // rank 0 collects every rank's rows (or its error) and puts them in the product's order
@@ -281,7 +182,7 @@ Status RunSweep(const Flags& flags, const sim::SimConfig& base, void (*declare)(
                               : Json{{"code", static_cast<int>(local.code())}, {"error", local.message()}};
     KVSHARD_ASSIGN_OR_RETURN(std::vector<std::string> parts, world->GatherToRoot(payload.dump()));
     if (rank != 0) return local;
-    rows.assign(configs.size(), Json());
+    rows.assign(configs->size(), Json());
     for (size_t p = 0; p < parts.size(); ++p) {
       const Json part = Json::parse(parts[p], nullptr, /*allow_exceptions=*/false);
       if (part.is_discarded()) return Internal("--sweep: MPI rank ", p, " sent rows that are not JSON");
@@ -302,10 +203,10 @@ Status RunSweep(const Flags& flags, const sim::SimConfig& base, void (*declare)(
     Json axes_json = Json::object();
     for (const SweepAxis& a : axes) {
       Json values = Json::array();
-      for (const boost::any& v : a.values) values.push_back(AnyJson(v));
+      for (const sim::SweepValue& v : a.values) values.push_back(sim::SweepValueJson(v));
       axes_json[a.key] = values;
     }
-    PrintJson(Json{{"sweep", axes_json}, {"configurations", configs.size()}, {"rows", rows}}, out);
+    PrintJson(Json{{"sweep", axes_json}, {"configurations", configs->size()}, {"rows", rows}}, out);
   } else {
     PrintSweepTable(keys, rows, out);
   }

@@ -11,6 +11,7 @@
 #include "core/json.h"
 #include "core/status.h"
 #include "sim/simulator.h"
+#include "sim/sweep.h"
 
 namespace kvshard::cli {
 
@@ -21,7 +22,7 @@ void DeclareSweepFlags(po::options_description& flags);
 struct SweepAxis {
   std::string key;
   std::vector<std::string> texts;
-  std::vector<boost::any> values;
+  std::vector<sim::SweepValue> values;
 };
 
 // Parses the --sweep arguments ("shard-size=8,64,1024", one per axis) against simulate's flag table
@@ -29,10 +30,6 @@ struct SweepAxis {
 // rejects are InvalidArgument naming --sweep.
 StatusOr<std::vector<SweepAxis>> ParseSweep(const std::vector<std::string>& args, const Flags& flags,
                                             void (*declare)(po::options_description&));
-
-// The configurations of the product (the first axis varies slowest) and each one's swept values as JSON.
-StatusOr<std::vector<std::pair<sim::SimConfig, Json>>> SweepConfigs(const std::vector<SweepAxis>& axes,
-                                                                    const sim::SimConfig& base);
 
 // The sweep's outcome from its rows: InvalidArgument when a row had bad input (exit 2), else Internal when one
 // failed in the environment (exit 3), else Mismatch when one violated an invariant (exit 1), else OK; the message

@@ -42,9 +42,6 @@ TEST(StatusTest, ExitCodes) {
   EXPECT_EQ(ExitCodeFor(Unavailable("a")), 3);
 }
 
-}  // namespace
-}  // namespace kvshard
-
 TEST(StatusTest, AnnotatePrefixesTheMessageAndKeepsTheCode) {
   const Status s = Annotate(OutOfRange("locs[2]: too large"), "frees[", 1, "].");
   EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
@@ -52,3 +49,6 @@ TEST(StatusTest, AnnotatePrefixesTheMessageAndKeepsTheCode) {
   EXPECT_TRUE(Annotate(Status::Ok(), "line 3: ").ok());
   EXPECT_EQ(Annotate(Mismatch("x"), "line ", 3, ": ").message(), "line 3: x");
 }
+
+}  // namespace
+}  // namespace kvshard

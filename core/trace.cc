@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <istream>
+#include <ostream>
 #include <utility>
 
 namespace kvshard {
@@ -129,6 +130,41 @@ std::optional<ExpectMismatch> MatchExpect(const Json& expect, const Json& got, i
     m.path += (m.path.empty() || (*it)[0] == '[' ? "" : ".") + *it;
   }
   return m;
+}
+
+Status TraceWriter::Written() {
+  if (!*out_) return Internal("trace: write failed");
+  return Status::Ok();
+}
+
+Status TraceWriter::WriteHeader(const Json& header) {
+  Json line{{"kvshard_trace", kTraceVersion}};
+  for (const auto& [key, value] : header.items()) {
+    if (key != "kvshard_trace") line[key] = value;
+  }
+  *out_ << line.dump() << '\n';
+  return Written();
+}
+
+Status TraceWriter::WriteRecord(const Json& record) {
+  KVSHARD_CHECK(record.is_object() && !record.empty() && record.begin().key() == "op");
+  *out_ << record.dump() << '\n';
+  ++records_;
+  return Written();
+}
+
+Status TraceWriter::WriteRecordText(std::string_view text) {
+  KVSHARD_CHECK(text.substr(0, 7) == "{\"op\": ");
+  out_->write(text.data(), static_cast<std::streamsize>(text.size()));
+  out_->put('\n');
+  ++records_;
+  return Written();
+}
+
+Status TraceWriter::Finish(const std::string& what) {
+  out_->flush();
+  if (!*out_) return InvalidArgument(what, ": write failed");
+  return Status::Ok();
 }
 
 }  // namespace kvshard

@@ -7,6 +7,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,31 @@ class TraceReader {
   LineCheck check_;
   int64_t line_ = 0;
   std::string text_;
+};
+
+// Writes a trace (the one writer of `kvshard gen`, `simulate --emit-trace` and the recorder's fixtures): line 1 the
+// header, then one record per line, each written whole; a failed write is an error, so a short trace never passes
+// for a complete one. Memory flat in trace length.
+class TraceWriter {
+ public:
+  // `out` must outlive the writer.
+  explicit TraceWriter(std::ostream* out) : out_(out) {}
+  // Line 1: {"kvshard_trace": kTraceVersion, then the keys of `header` (allocator, pool, generator)}.
+  Status WriteHeader(const Json& header);
+  // One record: an object whose first key is "op" (inputs, then "expect").
+  Status WriteRecord(const Json& record);
+  // One record the caller serialized itself (a hot path building its text directly): a JSON object starting
+  // {"op": , without the newline.
+  Status WriteRecordText(std::string_view text);
+  // Flushes; InvalidArgument "<what>: write failed" when any write so far failed.
+  Status Finish(const std::string& what);
+  // Records written so far.
+  int64_t records() const { return records_; }
+
+ private:
+  Status Written();
+  std::ostream* out_;
+  int64_t records_ = 0;
 };
 
 // Prefixes a status message with "line N: ".

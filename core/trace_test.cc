@@ -74,5 +74,31 @@ TEST(CheckRecordKeysTest, UnknownKeysAreNamed) {
   EXPECT_EQ(s.message(), "lcos: unknown key for op \"place\"");
 }
 
+TEST(TraceWriterTest, WritesTheVersionFirstAndOneRecordPerLine) {
+  std::ostringstream out;
+  TraceWriter writer(&out);
+  ASSERT_TRUE(writer.WriteHeader(Json{{"allocator", {{"shard_size", 2}}}, {"kvshard_trace", 9}}).ok());
+  ASSERT_TRUE(writer.WriteRecord(Json{{"op", "free"}, {"locs", {4}}}).ok());
+  ASSERT_TRUE(writer.WriteRecordText("{\"op\": \"evict\", \"num_pages\": 1}").ok());
+  EXPECT_EQ(writer.records(), 2);
+  EXPECT_TRUE(writer.Finish("gen").ok());
+  EXPECT_EQ(out.str(),
+            "{\"kvshard_trace\":1,\"allocator\":{\"shard_size\":2}}\n{\"op\":\"free\",\"locs\":[4]}\n"
+            "{\"op\": \"evict\", \"num_pages\": 1}\n");
+  std::istringstream in(out.str());
+  TraceReader reader(&in);
+  ASSERT_TRUE(reader.ReadHeader({"allocator"}).ok());
+}
+
+TEST(TraceWriterTest, AFailedWriteIsAnError) {
+  std::ostringstream out;
+  out.setstate(std::ios::badbit);
+  TraceWriter writer(&out);
+  EXPECT_FALSE(writer.WriteHeader(Json::object()).ok());
+  const Status s = writer.Finish("--emit-trace");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "--emit-trace: write failed");
+}
+
 }  // namespace
 }  // namespace kvshard

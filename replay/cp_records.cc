@@ -49,9 +49,9 @@ StatusOr<Json> RunPageOwners(const Json& rec, Impl impl) {
 
 StatusOr<Json> RunCpDirectWrite(const Json& rec, Impl impl) {
   KVSHARD_ASSIGN_OR_RETURN(const InSeqSplit split, RecordSplit(rec, impl));
-  const std::optional<int64_t> static_rows =
-      rec.contains("extend_num_tokens") ? std::optional<int64_t>(rec.at("extend_num_tokens").get<int64_t>())
-                                        : std::nullopt;
+  const std::optional<int64_t> static_rows = rec.contains("extend_num_tokens")
+                                                 ? std::optional<int64_t>(rec.at("extend_num_tokens").get<int64_t>())
+                                                 : std::nullopt;
   if (static_rows && *static_rows < 0) return InvalidArgument("extend_num_tokens: must be >= 0, got ", *static_rows);
   return DirectWriteJson(split, List(rec, "out_cache_loc"), static_rows, "out_cache_loc");
 }

@@ -16,8 +16,11 @@ StatusOr<Json> PageOwnersJson(const InSeqSplit& split) {
     owners.emplace_back(flat.begin() + k, flat.begin() + k + n);
     k += n;
   }
-  return Json{{"cp_size", p.cp_size}, {"cp_rank", p.cp_rank}, {"page_size", p.page_size},
-              {"page_owner_plan", flat}, {"request_page_compute_owners", owners}};
+  return Json{{"cp_size", p.cp_size},
+              {"cp_rank", p.cp_rank},
+              {"page_size", p.page_size},
+              {"page_owner_plan", flat},
+              {"request_page_compute_owners", owners}};
 }
 
 StatusOr<Json> DirectWriteJson(const InSeqSplit& split, const Int64List& out_cache_loc,
@@ -68,7 +71,8 @@ StatusOr<Json> CanCpSplitJson(int64_t seq_len, int64_t cp_size, bool use_nsa, co
 }
 
 StatusOr<Json> CpLocalPairJson(const Int64List& rows, int64_t prev_len, int64_t next_len) {
-  KVSHARD_ASSIGN_OR_RETURN(const auto pair, ref::SplitInSeqCpLocalPair(HostTensor::FromInt64s(rows), prev_len, next_len, "rows"));
+  KVSHARD_ASSIGN_OR_RETURN(const auto pair,
+                           ref::SplitInSeqCpLocalPair(HostTensor::FromInt64s(rows), prev_len, next_len, "rows"));
   return Json{{"prev", pair.first.Int64s()}, {"next", pair.second.Int64s()}};
 }
 

@@ -77,8 +77,9 @@ class GpuPoolPath : public PoolDataPath {
     KVSHARD_NVTX_RANGE("kvshard.pool.write_layer");
     const int64_t n = static_cast<int64_t>(locs.size());
     if (active_ && locs != out_cache_loc_) {
-      return InvalidArgument("locs: during an extend the GPU backend writes the batch's out_cache_loc only "
-                             "(leave locs out, or give exactly those slots)");
+      return InvalidArgument(
+          "locs: during an extend the GPU backend writes the batch's out_cache_loc only "
+          "(leave locs out, or give exactly those slots)");
     }
     const int ranks = static_cast<int>(comm_->local_ranks().size());
     std::vector<gpu::DeviceBuffer> bufs;
@@ -99,10 +100,10 @@ class GpuPoolPath : public PoolDataPath {
         KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
         KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_locs, gpu::Upload(locs));
         for (size_t b = 0; b < g_.buffers.size(); ++b) {
-          KVSHARD_RETURN_IF_ERROR(gpu::LaunchOwnerFilteredWrite(
-              gather_->pool(i, layer, static_cast<int>(b)), gather_->shape().pool_rows, ptrs[i][b],
-              d_locs.as<int64_t>(), n, spec, comm_->local_ranks()[i], g_.buffers[b].row_bytes, nullptr,
-              gather_->compute_stream(i)));
+          KVSHARD_RETURN_IF_ERROR(
+              gpu::LaunchOwnerFilteredWrite(gather_->pool(i, layer, static_cast<int>(b)), gather_->shape().pool_rows,
+                                            ptrs[i][b], d_locs.as<int64_t>(), n, spec, comm_->local_ranks()[i],
+                                            g_.buffers[b].row_bytes, nullptr, gather_->compute_stream(i)));
         }
         KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(gather_->compute_stream(i)));
       }

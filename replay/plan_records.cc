@@ -34,8 +34,8 @@ StatusOr<Json> RunSplit(const Json& rec, const Json* only, Impl impl) {
   if (mode == "token-balanced") return TokenBalancedSplitJson(Int(rec, "total_len"), Int(rec, "cp_size"));
   const std::vector<int64_t> prefix =
       rec.contains("prefix_lens") ? Ints(rec, "prefix_lens") : std::vector<int64_t>(extend.size(), 0);
-  KVSHARD_ASSIGN_OR_RETURN(InSeqSplit s,
-                           BuildInSeqSplit(extend, prefix, Int(rec, "page_size"), Int(rec, "cp_size"), Int(rec, "cp_rank"), impl));
+  KVSHARD_ASSIGN_OR_RETURN(InSeqSplit s, BuildInSeqSplit(extend, prefix, Int(rec, "page_size"), Int(rec, "cp_size"),
+                                                         Int(rec, "cp_rank"), impl));
   return InSeqSplitJson(s, only);
 }
 

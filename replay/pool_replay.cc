@@ -58,8 +58,8 @@ std::string FirstRowDiff(const ref::BufferRows& got, const ref::BufferRows& want
       return StrCat("locs[", word / w, "] (slot ", locs[word / w], ") word ", word % w, ": got ", x, ", expected ", y);
     }
     const size_t width = static_cast<size_t>(g.buffers[b].row_bytes);
-    return StrCat("locs[", i / width, "] (slot ", locs[i / width], ") buffer ", g.buffers[b].name, " byte ",
-                  i % width, ": got ", static_cast<int>(got[b][i]), ", expected ", static_cast<int>(want[b][i]));
+    return StrCat("locs[", i / width, "] (slot ", locs[i / width], ") buffer ", g.buffers[b].name, " byte ", i % width,
+                  ": got ", static_cast<int>(got[b][i]), ", expected ", static_cast<int>(want[b][i]));
   }
   return "";
 }
@@ -67,9 +67,8 @@ std::string FirstRowDiff(const ref::BufferRows& got, const ref::BufferRows& want
 }  // namespace
 
 uint32_t PayloadWord(uint64_t seed, int64_t layer, int64_t loc, int64_t generation, int64_t word) {
-  return static_cast<uint32_t>(
-      Mix(Mix(Mix(seed ^ Mix(static_cast<uint64_t>(layer))) ^ static_cast<uint64_t>(loc)) ^
-          (static_cast<uint64_t>(generation) << 20 | static_cast<uint64_t>(word))));
+  return static_cast<uint32_t>(Mix(Mix(Mix(seed ^ Mix(static_cast<uint64_t>(layer))) ^ static_cast<uint64_t>(loc)) ^
+                                   (static_cast<uint64_t>(generation) << 20 | static_cast<uint64_t>(word))));
 }
 
 ref::BufferRows PayloadRows(const PoolGeometry& g, int64_t layer, const std::vector<int64_t>& locs,
@@ -92,7 +91,7 @@ ref::BufferRows PayloadRows(const PoolGeometry& g, int64_t layer, const std::vec
 
 const std::vector<std::string>& PoolHeaderKeys() {
   static const auto* keys = new std::vector<std::string>{"max_prefix_tokens", "chunk_tokens", "num_layers",
-                                                         "row_words", "buffers", "payload_seed"};
+                                                         "row_words",         "buffers",      "payload_seed"};
   return *keys;
 }
 
@@ -125,7 +124,8 @@ StatusOr<PoolGeometry> PoolGeometryFromJson(const Json& pool, int64_t shard_size
   if (!pool.is_object()) return InvalidArgument("pool: must be an object");
   for (const auto& [key, value] : pool.items()) {
     if (std::find(PoolHeaderKeys().begin(), PoolHeaderKeys().end(), key) == PoolHeaderKeys().end()) {
-      return InvalidArgument("pool.", key, ": unknown key (max_prefix_tokens, chunk_tokens, num_layers, row_words, "
+      return InvalidArgument("pool.", key,
+                             ": unknown key (max_prefix_tokens, chunk_tokens, num_layers, row_words, "
                              "buffers, payload_seed; shard_size, page_size and pages_per_rank come from "
                              "\"allocator\")");
     }
@@ -159,7 +159,7 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
                                                          std::unique_ptr<PoolDataPath> device) {
   std::unique_ptr<PoolReplay> r(new PoolReplay(g, backend));
   const ref::ShardedPoolConfig config{g.shard_size,   g.page_size,  g.pages_per_rank, g.max_prefix_tokens,
-                                      g.chunk_tokens, g.num_layers, g.row_words,  g.buffers};
+                                      g.chunk_tokens, g.num_layers, g.row_words,      g.buffers};
   auto pool = ref::ShardedPool::Create(config);
   if (!pool.ok()) return InvalidArgument("pool.", pool.status().message());
   if (backend != Backend::kGpu) r->pool_.emplace(std::move(*pool));
@@ -173,12 +173,9 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
 
 StatusOr<Json> PoolReplay::Begin(const Json& rec, const Json* only) {
   (void)only;
-  Json batch_json = {{"shard_size", geometry_.shard_size},
-                     {"page_size", geometry_.page_size},
-                     {"pages_per_rank", geometry_.pages_per_rank},
-                     {"max_prefix_tokens", geometry_.max_prefix_tokens},
-                     {"chunk_tokens", geometry_.chunk_tokens},
-                     {"requests", rec.at("requests")}};
+  Json batch_json = {{"shard_size", geometry_.shard_size},         {"page_size", geometry_.page_size},
+                     {"pages_per_rank", geometry_.pages_per_rank}, {"max_prefix_tokens", geometry_.max_prefix_tokens},
+                     {"chunk_tokens", geometry_.chunk_tokens},     {"requests", rec.at("requests")}};
   StatusOr<ExtendBatch> batch = ExtendBatchFromJson(batch_json);
   if (!batch.ok()) return InvalidArgument(batch.status().message());
   if (active_) return FailedPrecondition("begin_shard_extend: the previous extend was not ended (end_shard_extend)");
@@ -199,14 +196,16 @@ StatusOr<Json> PoolReplay::Begin(const Json& rec, const Json* only) {
   if (device_) {
     StatusOr<GatherPlan> device_plan = device_->Begin(*batch, chunk);
     if (!device_plan.ok()) {
-      if (pool_) return Mismatch("diff: begin_shard_extend: the reference accepted the batch, ", device_->Name(),
-                                 " failed: ", device_plan.status().message());
+      if (pool_)
+        return Mismatch("diff: begin_shard_extend: the reference accepted the batch, ", device_->Name(),
+                        " failed: ", device_plan.status().message());
       return device_plan.status();
     }
     if (pool_ && !(*device_plan == plan)) {
       const Json want = GatherPlanToJson(plan), got = GatherPlanToJson(*device_plan);
       for (const auto& [key, value] : want.items()) {
-        if (got.at(key) != value) return Mismatch("diff: ", device_->Name(), " plan field ", key, " differs from the reference");
+        if (got.at(key) != value)
+          return Mismatch("diff: ", device_->Name(), " plan field ", key, " differs from the reference");
       }
       return Mismatch("diff: ", device_->Name(), " plan differs from the reference");
     }
@@ -254,7 +253,8 @@ StatusOr<Json> PoolReplay::Write(const Json& rec, const Json* only) {
 StatusOr<Json> PoolReplay::Read(const Json& rec, const Json* only) {
   (void)only;
   const int64_t layer = rec.at("layer").get<int64_t>();
-  if (!active_) return FailedPrecondition("get_key_buffer: no sharded extend in flight (begin_shard_extend not called?)");
+  if (!active_)
+    return FailedPrecondition("get_key_buffer: no sharded extend in flight (begin_shard_extend not called?)");
   if (layer < 0 || layer >= geometry_.num_layers) {
     return InvalidArgument("layer: must be in [0, ", geometry_.num_layers, "), got ", layer);
   }
@@ -264,7 +264,8 @@ StatusOr<Json> PoolReplay::Read(const Json& rec, const Json* only) {
   for (size_t i = 0; i < locs.size(); ++i) {
     const int64_t page = locs[i] < 0 ? -1 : locs[i] / ps;
     if (page < 0 || page >= static_cast<int64_t>(page_pos_.size()) || page_pos_[page] == trash) {
-      return InvalidArgument("locs[", i, "]: slot ", locs[i], " is not a slot of the extend batch (translate would "
+      return InvalidArgument("locs[", i, "]: slot ", locs[i],
+                             " is not a slot of the extend batch (translate would "
                              "read the trash page)");
     }
     scratch_rows[i] = page_pos_[page] * ps + locs[i] % ps;
@@ -277,8 +278,9 @@ StatusOr<Json> PoolReplay::Read(const Json& rec, const Json* only) {
   if (device_) {
     StatusOr<std::vector<ref::BufferRows>> got = device_->Read(layer, locs);
     if (!got.ok()) {
-      if (pool_) return Mismatch("diff: get_key_buffer: the reference read layer ", layer, ", ", device_->Name(),
-                                 " failed: ", got.status().message());
+      if (pool_)
+        return Mismatch("diff: get_key_buffer: the reference read layer ", layer, ", ", device_->Name(),
+                        " failed: ", got.status().message());
       return Annotate(got.status(), device_->Name(), ": ");
     }
     dev_rows = std::move(*got);

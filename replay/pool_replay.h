@@ -27,8 +27,8 @@ struct PoolGeometry {
   int64_t max_prefix_tokens = 0;  // scratch prefix region rows
   int64_t chunk_tokens = 0;       // scratch chunk region rows
   int64_t num_layers = 1;
-  int64_t row_words = 1;          // 32-bit words per KV row (row bytes = 4 * row_words), the one-buffer form
-  uint64_t payload_seed = 0;      // the S of every payload word W(S, layer, slot, generation, word)
+  int64_t row_words = 1;      // 32-bit words per KV row (row bytes = 4 * row_words), the one-buffer form
+  uint64_t payload_seed = 0;  // the S of every payload word W(S, layer, slot, generation, word)
   // The per-layer buffers (header "buffers": MHA K/V, MLA latent, extras); always filled: the one-buffer form
   // is {"kv", 4 * row_words}.
   std::vector<ref::PoolBuffer> buffers;
@@ -48,8 +48,7 @@ StatusOr<PoolGeometry> PoolGeometryFromJson(const Json& pool, int64_t shard_size
 uint32_t PayloadWord(uint64_t seed, int64_t layer, int64_t loc, int64_t generation, int64_t word);
 // The rows of every buffer for `locs`: a slot's buffers concatenated are the PayloadWord bytes of that slot (low
 // byte first), so a row in the wrong buffer differs too; one buffer of 4*w bytes is the old word row.
-ref::BufferRows PayloadRows(const PoolGeometry& g, int64_t layer, const std::vector<int64_t>& locs,
-                            int64_t generation);
+ref::BufferRows PayloadRows(const PoolGeometry& g, int64_t layer, const std::vector<int64_t>& locs, int64_t generation);
 
 // The pipeline state of one trace.
 class PoolReplay {
@@ -73,15 +72,15 @@ class PoolReplay {
 
   PoolGeometry geometry_;
   Backend backend_;
-  std::optional<ref::ShardedPool> pool_;     // the reference path (absent for kGpu)
+  std::optional<ref::ShardedPool> pool_;  // the reference path (absent for kGpu)
   std::optional<ref::UnshardedPool> baseline_;
-  std::unique_ptr<PoolDataPath> device_;     // the GPU path (absent for kRef)
+  std::unique_ptr<PoolDataPath> device_;  // the GPU path (absent for kRef)
   bool active_ = false;
-  std::vector<int64_t> out_cache_loc_;       // the current extend's chunk slots (set_kv_buffer's default locs)
-  std::vector<int64_t> batch_locs_;          // every slot of the current extend (get_key_buffer's default locs)
-  std::vector<int64_t> page_pos_;            // the current plan's dense page_pos
-  int64_t epoch_ = 0;                        // extends begun so far
-  int64_t generation_ = 0;                   // set_kv_buffer records so far
+  std::vector<int64_t> out_cache_loc_;  // the current extend's chunk slots (set_kv_buffer's default locs)
+  std::vector<int64_t> batch_locs_;     // every slot of the current extend (get_key_buffer's default locs)
+  std::vector<int64_t> page_pos_;       // the current plan's dense page_pos
+  int64_t epoch_ = 0;                   // extends begun so far
+  int64_t generation_ = 0;              // set_kv_buffer records so far
   int64_t rows_compared_ = 0;
 };
 

@@ -18,7 +18,8 @@ bool IsInt(const Json& v) {
 }
 
 bool IsIntList(const Json& v, bool nulls) {
-  return v.is_array() && std::all_of(v.begin(), v.end(), [&](const Json& e) { return IsInt(e) || (nulls && e.is_null()); });
+  return v.is_array() &&
+         std::all_of(v.begin(), v.end(), [&](const Json& e) { return IsInt(e) || (nulls && e.is_null()); });
 }
 
 bool IsFreeSpec(const Json& v) {
@@ -48,7 +49,8 @@ bool HasShape(const Json& v, Shape s) {
     case Shape::kString: return v.is_string();
     case Shape::kFrees: return v.is_array() && std::all_of(v.begin(), v.end(), IsFreeSpec);
     case Shape::kBool: return v.is_boolean();
-    case Shape::kObjectList: return v.is_array() && std::all_of(v.begin(), v.end(), [](const Json& e) { return e.is_object(); });
+    case Shape::kObjectList:
+      return v.is_array() && std::all_of(v.begin(), v.end(), [](const Json& e) { return e.is_object(); });
   }
   return false;
 }
@@ -144,8 +146,8 @@ StatusOr<std::unique_ptr<Replayer>> Replayer::Create(const Json& header, ReplayO
                                         ReplayMemoryTerms(s->shard_size, s->page_size, s->pages_per_rank, nullptr),
                                         options.max_memory));
     KVSHARD_ASSIGN_OR_RETURN(ref::PageInterleaveAllocator a,
-                             ref::PageInterleaveAllocator::Create({s->shard_size, s->page_size, s->pages_per_rank,
-                                                                   s->need_sort, s->check_last_loc}));
+                             ref::PageInterleaveAllocator::Create(
+                                 {s->shard_size, s->page_size, s->pages_per_rank, s->need_sort, s->check_last_loc}));
     r->holder_.assign(a.num_logical_pages(), -1);
     r->allocator_.emplace(std::move(a));
     r->cache_ = std::make_unique<ref::RadixCache>(&*r->allocator_);
@@ -175,72 +177,125 @@ const std::vector<ReplayOp>& Replayer::Ops() {
   using S = Shape;
   using R = Replayer;
   static const auto* ops = new std::vector<ReplayOp>{
-      {"place", OpState::kNone,
-       {{"shard_size", S::kInt, true}, {"page_size", S::kInt, true}, {"rank", S::kInt, true},
+      {"place",
+       OpState::kNone,
+       {{"shard_size", S::kInt, true},
+        {"page_size", S::kInt, true},
+        {"rank", S::kInt, true},
         {"locs", S::kIntList, true}},
        [](R&, const Json& rec, const Json*) { return RunPlace(rec); }},
-      {"split", OpState::kNone,
-       {{"mode", S::kString, false}, {"cp_size", S::kInt, true}, {"cp_rank", S::kInt, false},
-        {"page_size", S::kInt, false}, {"extend_lens", S::kIntList, false}, {"prefix_lens", S::kIntList, false},
+      {"split",
+       OpState::kNone,
+       {{"mode", S::kString, false},
+        {"cp_size", S::kInt, true},
+        {"cp_rank", S::kInt, false},
+        {"page_size", S::kInt, false},
+        {"extend_lens", S::kIntList, false},
+        {"prefix_lens", S::kIntList, false},
         {"total_len", S::kInt, false}},
        [](R& r, const Json& rec, const Json* only) { return RunSplit(rec, only, r.impl_); }},
-      {"rerange", OpState::kNone,
-       {{"cp_size", S::kInt, true}, {"page_size", S::kInt, true}, {"extend_lens", S::kIntList, true},
+      {"rerange",
+       OpState::kNone,
+       {{"cp_size", S::kInt, true},
+        {"page_size", S::kInt, true},
+        {"extend_lens", S::kIntList, true},
         {"prefix_lens", S::kIntList, false}},
        [](R& r, const Json& rec, const Json*) { return RunRerange(rec, r.impl_); }},
-      {"gather_plan", OpState::kNone, {{"batch", S::kObject, true}, {"translate", S::kIntList, false}},
+      {"gather_plan",
+       OpState::kNone,
+       {{"batch", S::kObject, true}, {"translate", S::kIntList, false}},
        [](R& r, const Json& rec, const Json*) { return RunGatherPlan(rec, r.impl_); }},
-      {"alloc", OpState::kAllocator,
-       {{"prefix_lens", S::kIntList, true}, {"seq_lens", S::kIntList, true}, {"rotation_bases", S::kBaseList, true},
+      {"alloc",
+       OpState::kAllocator,
+       {{"prefix_lens", S::kIntList, true},
+        {"seq_lens", S::kIntList, true},
+        {"rotation_bases", S::kBaseList, true},
         {"last_locs", S::kIntList, true}},
        [](R& r, const Json& rec, const Json*) { return r.RunAlloc(rec); }},
-      {"free", OpState::kAllocator, {{"locs", S::kIntList, false}, {"request", S::kInt, false}},
+      {"free",
+       OpState::kAllocator,
+       {{"locs", S::kIntList, false}, {"request", S::kInt, false}},
        [](R& r, const Json& rec, const Json*) { return r.RunFree(rec, false); }},
-      {"free_group", OpState::kAllocator, {{"frees", S::kFrees, true}},
+      {"free_group",
+       OpState::kAllocator,
+       {{"frees", S::kFrees, true}},
        [](R& r, const Json& rec, const Json*) { return r.RunFree(rec, true); }},
-      {"match_prefix", OpState::kAllocator, {{"tokens", S::kIntList, true}, {"lock", S::kBool, false}},
+      {"match_prefix",
+       OpState::kAllocator,
+       {{"tokens", S::kIntList, true}, {"lock", S::kBool, false}},
        [](R& r, const Json& rec, const Json*) { return r.RunMatch(rec); }},
-      {"dec_lock_ref", OpState::kAllocator, {{"match", S::kInt, true}},
+      {"dec_lock_ref",
+       OpState::kAllocator,
+       {{"match", S::kInt, true}},
        [](R& r, const Json& rec, const Json*) { return r.RunDecLockRef(rec); }},
-      {"insert", OpState::kAllocator,
+      {"insert",
+       OpState::kAllocator,
        {{"tokens", S::kIntList, true}, {"pages", S::kIntList, true}, {"rotation_base", S::kInt, true}},
        [](R& r, const Json& rec, const Json*) { return r.RunInsert(rec); }},
-      {"evict", OpState::kAllocator, {{"num_pages", S::kInt, true}},
+      {"evict",
+       OpState::kAllocator,
+       {{"num_pages", S::kInt, true}},
        [](R& r, const Json& rec, const Json*) { return r.RunEvict(rec); }},
-      {"begin_shard_extend", OpState::kPipeline, {{"requests", S::kObjectList, true}},
+      {"begin_shard_extend",
+       OpState::kPipeline,
+       {{"requests", S::kObjectList, true}},
        [](R& r, const Json& rec, const Json* only) { return r.RunBeginShardExtend(rec, only); }},
-      {"set_kv_buffer", OpState::kPipeline, {{"layer", S::kInt, true}, {"locs", S::kIntList, false}},
+      {"set_kv_buffer",
+       OpState::kPipeline,
+       {{"layer", S::kInt, true}, {"locs", S::kIntList, false}},
        [](R& r, const Json& rec, const Json* only) { return r.pool_->Write(rec, only); }},
-      {"get_key_buffer", OpState::kPipeline, {{"layer", S::kInt, true}, {"locs", S::kIntList, false}},
+      {"get_key_buffer",
+       OpState::kPipeline,
+       {{"layer", S::kInt, true}, {"locs", S::kIntList, false}},
        [](R& r, const Json& rec, const Json* only) { return r.pool_->Read(rec, only); }},
-      {"end_shard_extend", OpState::kPipeline, {},
-       [](R& r, const Json&, const Json*) { return r.pool_->End(); }},
+      {"end_shard_extend", OpState::kPipeline, {}, [](R& r, const Json&, const Json*) { return r.pool_->End(); }},
       // SGLang raises NotImplementedError under sharding, whatever the state.
-      {"set_kv_buffer_prefix_valid", OpState::kPipeline, {{"layer", S::kInt, false}, {"locs", S::kIntList, false}},
+      {"set_kv_buffer_prefix_valid",
+       OpState::kPipeline,
+       {{"layer", S::kInt, false}, {"locs", S::kIntList, false}},
        [](R&, const Json&, const Json*) -> StatusOr<Json> {
          return FailedPrecondition("set_kv_buffer_prefix_valid: ", ref::kPrefixValidUnsupported);
        }},
       // CP shared-KV direct writes, the page compute owners and seed 003's helpers (replay/cp_records.cc).
-      {"page_owners", OpState::kNone,
-       {{"cp_size", S::kInt, true}, {"cp_rank", S::kInt, false}, {"page_size", S::kInt, true},
-        {"extend_lens", S::kIntList, true}, {"prefix_lens", S::kIntList, false}},
+      {"page_owners",
+       OpState::kNone,
+       {{"cp_size", S::kInt, true},
+        {"cp_rank", S::kInt, false},
+        {"page_size", S::kInt, true},
+        {"extend_lens", S::kIntList, true},
+        {"prefix_lens", S::kIntList, false}},
        [](R& r, const Json& rec, const Json*) { return RunPageOwners(rec, r.impl_); }},
-      {"cp_direct_write", OpState::kNone,
-       {{"cp_size", S::kInt, true}, {"cp_rank", S::kInt, true}, {"page_size", S::kInt, true},
-        {"extend_lens", S::kIntList, true}, {"prefix_lens", S::kIntList, false},
-        {"out_cache_loc", S::kIntList, true}, {"extend_num_tokens", S::kInt, false}},
+      {"cp_direct_write",
+       OpState::kNone,
+       {{"cp_size", S::kInt, true},
+        {"cp_rank", S::kInt, true},
+        {"page_size", S::kInt, true},
+        {"extend_lens", S::kIntList, true},
+        {"prefix_lens", S::kIntList, false},
+        {"out_cache_loc", S::kIntList, true},
+        {"extend_num_tokens", S::kInt, false}},
        [](R& r, const Json& rec, const Json*) { return RunCpDirectWrite(rec, r.impl_); }},
-      {"cp_seq_idx", OpState::kNone, {{"cp_chunks_len", S::kIntList, true}, {"seqs_len", S::kIntList, true}},
+      {"cp_seq_idx",
+       OpState::kNone,
+       {{"cp_chunks_len", S::kIntList, true}, {"seqs_len", S::kIntList, true}},
        [](R&, const Json& rec, const Json*) { return RunCpSeqIdx(rec); }},
-      {"can_cp_split", OpState::kNone,
-       {{"seq_len", S::kInt, true}, {"cp_size", S::kInt, true}, {"use_nsa", S::kBool, false},
-        {"uses_cp_shared_kv", S::kBool, false}, {"is_context_parallel_extend", S::kBool, false},
-        {"sglang_cp_draft_shared_kv", S::kBool, false}, {"is_draft_extend", S::kBool, false},
-        {"extend_seq_lens_cpu", S::kIntList, false}, {"extend_prefix_lens_cpu", S::kIntList, false},
-        {"page_size", S::kInt, false}, {"nsa_prefill_cp_mode", S::kString, false},
+      {"can_cp_split",
+       OpState::kNone,
+       {{"seq_len", S::kInt, true},
+        {"cp_size", S::kInt, true},
+        {"use_nsa", S::kBool, false},
+        {"uses_cp_shared_kv", S::kBool, false},
+        {"is_context_parallel_extend", S::kBool, false},
+        {"sglang_cp_draft_shared_kv", S::kBool, false},
+        {"is_draft_extend", S::kBool, false},
+        {"extend_seq_lens_cpu", S::kIntList, false},
+        {"extend_prefix_lens_cpu", S::kIntList, false},
+        {"page_size", S::kInt, false},
+        {"nsa_prefill_cp_mode", S::kString, false},
         {"enable_nsa_prefill_context_parallel", S::kBool, false}},
        [](R&, const Json& rec, const Json*) { return RunCanCpSplit(rec); }},
-      {"cp_local_pair", OpState::kNone,
+      {"cp_local_pair",
+       OpState::kNone,
        {{"rows", S::kIntList, true}, {"prev_len", S::kInt, true}, {"next_len", S::kInt, true}},
        [](R&, const Json& rec, const Json*) { return RunCpLocalPair(rec); }},
   };
@@ -303,7 +358,8 @@ StatusOr<Json> Replayer::RunAlloc(const Json& rec) {
     if (!ok) continue;
     std::vector<int64_t> pages(out.pages.begin() + out.offsets[i], out.pages.begin() + out.offsets[i + 1]);
     for (int64_t p : pages) {
-      if (holder_[p] != -1) return Mismatch("invariant: page ", p, " handed out while request ", holder_[p], " holds it");
+      if (holder_[p] != -1)
+        return Mismatch("invariant: page ", p, " handed out while request ", holder_[p], " holds it");
       holder_[p] = request;
       ++held_pages_;
     }
@@ -338,7 +394,8 @@ StatusOr<std::vector<int64_t>> Replayer::FreeLocs(const Json& spec, const std::s
   }
   const auto it = held_.find(k);
   if (it == held_.end()) {
-    return InvalidArgument(where, "request: alloc request ", k, " holds no pages (freed already, or its alloc deferred)");
+    return InvalidArgument(where, "request: alloc request ", k,
+                           " holds no pages (freed already, or its alloc deferred)");
   }
   std::vector<int64_t> locs;
   for (int64_t p : it->second.pages) {
@@ -364,8 +421,9 @@ void Replayer::Release(const std::vector<int64_t>& locs) {
 
 StatusOr<Json> Replayer::RunFree(const Json& rec, bool group) {
   if (!group) {
-    KVSHARD_ASSIGN_OR_RETURN(std::vector<int64_t> locs,
-                             FreeLocs(rec.contains("locs") ? rec.at("locs") : Json{{"request", rec.at("request")}}, ""));
+    KVSHARD_ASSIGN_OR_RETURN(
+        std::vector<int64_t> locs,
+        FreeLocs(rec.contains("locs") ? rec.at("locs") : Json{{"request", rec.at("request")}}, ""));
     KVSHARD_RETURN_IF_ERROR(allocator_->Free(locs));
     Release(locs);
     return AllocatorState("free");

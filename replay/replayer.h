@@ -29,7 +29,7 @@ struct ReplayOp;  // a row of the op table (replay/op_table.h)
 // What a replay checked so far.
 struct ReplaySummary {
   int64_t records = 0;
-  int64_t fields = 0;      // scalars compared against expect
+  int64_t fields = 0;  // scalars compared against expect
   int64_t mismatches = 0;
   std::string first_mismatch;  // "line N: <op>: <field>: expected X, got Y"
 };
@@ -94,10 +94,10 @@ class Replayer {
   Status CheckCacheInvariants() const;
 
   std::optional<ref::PageInterleaveAllocator> allocator_;
-  std::unique_ptr<ref::RadixCache> cache_;     // over *allocator_ (whose address is stable: Replayer never moves)
+  std::unique_ptr<ref::RadixCache> cache_;      // over *allocator_ (whose address is stable: Replayer never moves)
   std::unordered_map<int64_t, int64_t> locks_;  // locked match K -> the node it locked
-  int64_t matches_ = 0;                        // locking matches so far (the next one's K)
-  std::unique_ptr<PoolReplay> pool_;           // with the header's "pool"
+  int64_t matches_ = 0;                         // locking matches so far (the next one's K)
+  std::unique_ptr<PoolReplay> pool_;            // with the header's "pool"
   Impl impl_ = Impl::kRef;
   // Pages an alloc request was handed, and how many of them it still holds.
   struct Held {
@@ -105,9 +105,9 @@ class Replayer {
     int64_t live = 0;
   };
   static constexpr int64_t kCached = -2;
-  std::vector<int64_t> holder_;                // per logical page: the alloc request holding it, kCached, or -1
-  std::unordered_map<int64_t, Held> held_;     // requests that still hold pages (memory flat in trace length)
-  int64_t requests_ = 0;                       // alloc requests made so far (the next request's id)
+  std::vector<int64_t> holder_;             // per logical page: the alloc request holding it, kCached, or -1
+  std::unordered_map<int64_t, Held> held_;  // requests that still hold pages (memory flat in trace length)
+  int64_t requests_ = 0;                    // alloc requests made so far (the next request's id)
   int64_t held_pages_ = 0;
   ReplaySummary summary_;
 };

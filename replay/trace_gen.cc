@@ -35,7 +35,9 @@ class Rng {
     return z ^ (z >> 31);
   }
   // Uniform in [lo, hi].
-  int64_t Uniform(int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(Next() % static_cast<uint64_t>(hi - lo + 1)); }
+  int64_t Uniform(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(Next() % static_cast<uint64_t>(hi - lo + 1));
+  }
   bool Percent(int64_t p) { return Uniform(0, 99) < p; }
 
  private:
@@ -77,8 +79,8 @@ constexpr int64_t kDocPercent = 50;
 
 class Generator {
  public:
-  Generator(const TraceGenOptions& o, std::unique_ptr<Replayer> replayer, std::ostream& out)
-      : o_(o), rng_(o.seed), replayer_(std::move(replayer)), out_(out) {}
+  Generator(const TraceGenOptions& o, std::unique_ptr<Replayer> replayer, TraceWriter* writer)
+      : o_(o), rng_(o.seed), replayer_(std::move(replayer)), writer_(writer) {}
 
   Status Run() {
     while (!Full()) {
@@ -97,7 +99,7 @@ class Generator {
   }
 
  private:
-  bool Full() const { return written_ >= o_.records; }
+  bool Full() const { return writer_->records() >= o_.records; }
 
   // Runs `rec` through the reference, attaches its answer as expect (the `keep` keys when given, less the `drop`
   // keys of each "ranks" entry) and writes it. With `narrow`, the reference builds only the `keep` keys. Returns
@@ -108,7 +110,7 @@ class Generator {
     KVSHARD_CHECK(!Full());
     Json only = Json::object();
     for (const std::string& k : keep) only[k] = true;
-    TraceRecord record{written_ + 2, rec.at("op").get<std::string>(), rec};
+    TraceRecord record{writer_->records() + 2, rec.at("op").get<std::string>(), rec};
     StatusOr<Json> got = replayer_->Execute(record, narrow ? &only : nullptr);
     if (!got.ok() && got.status().code() == StatusCode::kMismatch) return got.status();  // a broken invariant
     if (!got.ok()) {
@@ -127,8 +129,7 @@ class Generator {
       }
       rec["expect"] = std::move(subset);
     }
-    out_ << rec.dump() << "\n";
-    ++written_;
+    KVSHARD_RETURN_IF_ERROR(writer_->WriteRecord(rec));
     if (!got.ok()) return Json(nullptr);
     if (got->contains("aggregate_free_size")) {
       free_share_ = 100 * got->at("aggregate_free_size").get<int64_t>() / (o_.page_size * PoolPages());
@@ -176,11 +177,14 @@ class Generator {
   }
 
   Status Place() {
-    Json rec{{"op", "place"}, {"shard_size", o_.shard_size}, {"page_size", o_.page_size},
+    Json rec{{"op", "place"},
+             {"shard_size", o_.shard_size},
+             {"page_size", o_.page_size},
              {"rank", rng_.Uniform(0, o_.shard_size - 1)}};
     std::vector<int64_t> locs;
     const int64_t count = rng_.Uniform(1, 16);
-    for (int64_t i = 0; i < count; ++i) locs.push_back(rng_.Uniform(0, o_.shard_size * (o_.pages_per_rank + 1) * o_.page_size - 1));
+    for (int64_t i = 0; i < count; ++i)
+      locs.push_back(rng_.Uniform(0, o_.shard_size * (o_.pages_per_rank + 1) * o_.page_size - 1));
     rec["locs"] = locs;
     return Emit(rec).status();
   }
@@ -248,7 +252,10 @@ class Generator {
       }
     }
     if (Full()) return Status::Ok();
-    Json rec{{"op", "alloc"}, {"prefix_lens", prefix}, {"seq_lens", seq}, {"rotation_bases", bases},
+    Json rec{{"op", "alloc"},
+             {"prefix_lens", prefix},
+             {"seq_lens", seq},
+             {"rotation_bases", bases},
              {"last_locs", last_locs}};
     int64_t first_id = next_request_;
     next_request_ += reqs;
@@ -303,7 +310,9 @@ class Generator {
     for (const DocRequest& d : docs) {
       if (Full()) return Status::Ok();
       const std::vector<int64_t>& pages = doc_pages[d.index];
-      KVSHARD_RETURN_IF_ERROR(Emit(Json{{"op", "insert"}, {"tokens", Tokens(d.doc, d.len)}, {"pages", pages},
+      KVSHARD_RETURN_IF_ERROR(Emit(Json{{"op", "insert"},
+                                        {"tokens", Tokens(d.doc, d.len)},
+                                        {"pages", pages},
                                         {"rotation_base", got.at("rotation_bases")[d.index]}})
                                   .status());
       if (d.len % ps != 0) {
@@ -355,25 +364,36 @@ class Generator {
         chunk_cap -= ps;
       }
     }
-    Json batch{{"shard_size", n}, {"page_size", ps}, {"pages_per_rank", o_.pages_per_rank},
-               {"max_prefix_tokens", prefix_cap}, {"chunk_tokens", chunk_cap}, {"requests", requests}};
+    Json batch{{"shard_size", n},
+               {"page_size", ps},
+               {"pages_per_rank", o_.pages_per_rank},
+               {"max_prefix_tokens", prefix_cap},
+               {"chunk_tokens", chunk_cap},
+               {"requests", requests}};
     // send_rows follow from send_local_pages (rows p*ps .. p*ps+ps-1): the expect keeps the pages only.
-    return Emit(Json{{"op", "gather_plan"}, {"batch", batch}}, {"block_pages", "page_pos", "ranks"},
-                {"send_rows"}).status();
+    return Emit(Json{{"op", "gather_plan"}, {"batch", batch}}, {"block_pages", "page_pos", "ranks"}, {"send_rows"})
+        .status();
   }
 
   // The batch's split (for one random rank) and rerange records; returns the split's answer (null when rejected
   // or not written).
   StatusOr<Json> SplitAndRerange(const std::vector<int64_t>& extend, const std::vector<int64_t>& prefix) {
     if (Full()) return Json(nullptr);
-    Json split{{"op", "split"}, {"cp_size", o_.cp_size}, {"cp_rank", rng_.Uniform(0, o_.cp_size - 1)},
-               {"page_size", o_.page_size}, {"extend_lens", extend}, {"prefix_lens", prefix}};
-    KVSHARD_ASSIGN_OR_RETURN(Json answer, Emit(split, {"request_split_lists", "request_compute_split_lists",
-                                                        "request_kv_len_prev", "request_kv_len_next",
-                                                        "request_last_token_owner",
-                                                        "request_last_token_local_offset", "compute_padding_enabled"}));
+    Json split{{"op", "split"},
+               {"cp_size", o_.cp_size},
+               {"cp_rank", rng_.Uniform(0, o_.cp_size - 1)},
+               {"page_size", o_.page_size},
+               {"extend_lens", extend},
+               {"prefix_lens", prefix}};
+    KVSHARD_ASSIGN_OR_RETURN(
+        Json answer,
+        Emit(split, {"request_split_lists", "request_compute_split_lists", "request_kv_len_prev", "request_kv_len_next",
+                     "request_last_token_owner", "request_last_token_local_offset", "compute_padding_enabled"}));
     if (Full()) return answer;
-    Json rerange{{"op", "rerange"}, {"cp_size", o_.cp_size}, {"page_size", o_.page_size}, {"extend_lens", extend},
+    Json rerange{{"op", "rerange"},
+                 {"cp_size", o_.cp_size},
+                 {"page_size", o_.page_size},
+                 {"extend_lens", extend},
                  {"prefix_lens", prefix}};
     KVSHARD_RETURN_IF_ERROR(Emit(rerange, {"max_rank_token", "per_rank_tokens", "source_rows"}).status());
     return answer;
@@ -414,8 +434,8 @@ class Generator {
   const TraceGenOptions& o_;
   Rng rng_;
   std::unique_ptr<Replayer> replayer_;
-  std::ostream& out_;
-  int64_t written_ = 0, next_request_ = 0, free_share_ = 100, cached_pages_ = 0;
+  TraceWriter* writer_;
+  int64_t next_request_ = 0, free_share_ = 100, cached_pages_ = 0;
   std::vector<Chain> chains_;
   std::vector<Doc> docs_;
 };
@@ -429,7 +449,8 @@ Status ValidateTraceGenOptions(const TraceGenOptions& o) {
     return InvalidArgument("--pages-per-rank: must be in [1, ", kMaxPoolLogicalPages / o.shard_size, "), got ",
                            o.pages_per_rank);
   }
-  if (o.cp_size < 1 || o.cp_size > kMaxShardSize) return InvalidArgument("--cp-size: must be in [1, ", kMaxShardSize, "]");
+  if (o.cp_size < 1 || o.cp_size > kMaxShardSize)
+    return InvalidArgument("--cp-size: must be in [1, ", kMaxShardSize, "]");
   if (o.batch_size < 1 || o.batch_size > 4096) return InvalidArgument("--batch-size: must be in [1, 4096]");
   if (o.max_len < 1 || o.max_len > (int64_t{1} << 32)) return InvalidArgument("--max-len: must be in [1, 2^32]");
   if (o.share_percent < 0 || o.share_percent > 100) return InvalidArgument("--share-percent: must be in [0, 100]");
@@ -460,17 +481,29 @@ ScratchBound TraceGenScratchBound(const TraceGenOptions& o) {
 
 Status GenerateTrace(const TraceGenOptions& o, std::ostream& out) {
   KVSHARD_RETURN_IF_ERROR(ValidateTraceGenOptions(o));
-  Json generator{{"tool", "kvshard gen"}, {"seed", o.seed}, {"records", o.records}, {"batch_size", o.batch_size},
-                 {"max_len", o.max_len}, {"cp_size", o.cp_size}, {"share_percent", o.share_percent},
-                 {"edge_heavy", o.edge_heavy}, {"layers", o.num_layers}, {"radix", o.radix}};
+  Json generator{{"tool", "kvshard gen"},
+                 {"seed", o.seed},
+                 {"records", o.records},
+                 {"batch_size", o.batch_size},
+                 {"max_len", o.max_len},
+                 {"cp_size", o.cp_size},
+                 {"share_percent", o.share_percent},
+                 {"edge_heavy", o.edge_heavy},
+                 {"layers", o.num_layers},
+                 {"radix", o.radix}};
   if (o.cp_records) generator["cp_records"] = true;  // only when asked: the other traces keep their bytes
   Json header{{"kvshard_trace", kTraceVersion},
-              {"allocator", {{"shard_size", o.shard_size}, {"page_size", o.page_size},
-                             {"pages_per_rank", o.pages_per_rank}, {"need_sort", o.need_sort}}}};
+              {"allocator",
+               {{"shard_size", o.shard_size},
+                {"page_size", o.page_size},
+                {"pages_per_rank", o.pages_per_rank},
+                {"need_sort", o.need_sort}}}};
   if (o.num_layers > 0) {
     const ScratchBound bound = TraceGenScratchBound(o);
-    header["pool"] = Json{{"max_prefix_tokens", bound.max_prefix_tokens}, {"chunk_tokens", bound.chunk_tokens},
-                          {"num_layers", o.num_layers}, {"row_words", o.row_words},
+    header["pool"] = Json{{"max_prefix_tokens", bound.max_prefix_tokens},
+                          {"chunk_tokens", bound.chunk_tokens},
+                          {"num_layers", o.num_layers},
+                          {"row_words", o.row_words},
                           {"payload_seed", static_cast<int64_t>(Mix64(o.seed ^ 0x706f6f6cULL) >> 1)}};
   }
   header["generator"] = generator;
@@ -479,8 +512,10 @@ Status GenerateTrace(const TraceGenOptions& o, std::ostream& out) {
     return InvalidArgument("--layers: the pipeline's pool does not fit (", replayer.status().message(),
                            "); use --layers 0, or a smaller --batch-size, --max-len, --pages-per-rank or --row-words");
   }
-  out << header.dump() << "\n";
-  return Generator(o, std::move(*replayer), out).Run();
+  TraceWriter writer(&out);
+  KVSHARD_RETURN_IF_ERROR(writer.WriteHeader(header));
+  KVSHARD_RETURN_IF_ERROR(Generator(o, std::move(*replayer), &writer).Run());
+  return writer.Finish("gen");
 }
 
 }  // namespace kvshard::replay

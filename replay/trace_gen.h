@@ -17,9 +17,9 @@ namespace kvshard::replay {
 // What to generate.
 struct TraceGenOptions {
   uint64_t seed = 1;
-  int64_t records = 1000;      // records after the header
-  int64_t shard_size = 4;      // N (allocator and gather plans)
-  int64_t page_size = 16;      // ps
+  int64_t records = 1000;        // records after the header
+  int64_t shard_size = 4;        // N (allocator and gather plans)
+  int64_t page_size = 16;        // ps
   int64_t pages_per_rank = 256;  // allocatable pages per rank
   bool need_sort = false;
   int64_t cp_size = 4;         // split and rerange records

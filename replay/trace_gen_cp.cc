@@ -30,7 +30,10 @@ std::vector<std::vector<int64_t>> OwnerPages(const CpGenBatch& b, const Json& ow
 }
 
 Json Lens(const CpGenBatch& b, const char* op) {
-  return Json{{"op", op}, {"cp_size", b.cp_size}, {"page_size", b.page_size}, {"extend_lens", b.extend_lens},
+  return Json{{"op", op},
+              {"cp_size", b.cp_size},
+              {"page_size", b.page_size},
+              {"extend_lens", b.extend_lens},
               {"prefix_lens", b.prefix_lens}};
 }
 
@@ -67,9 +70,13 @@ Status SeqIdx(const CpGenBatch& b, const CpGenHooks& h) {
 Status CanSplit(const CpGenBatch& b, const CpGenHooks& h) {
   int64_t total = 0;
   for (size_t q = 0; q < b.extend_lens.size(); ++q) total += b.prefix_lens[q] + b.extend_lens[q];
-  Json rec{{"op", "can_cp_split"}, {"seq_len", total}, {"cp_size", b.cp_size},
-           {"uses_cp_shared_kv", h.uniform(0, 1) == 1}, {"extend_seq_lens_cpu", b.extend_lens},
-           {"extend_prefix_lens_cpu", b.prefix_lens}, {"page_size", b.page_size}};
+  Json rec{{"op", "can_cp_split"},
+           {"seq_len", total},
+           {"cp_size", b.cp_size},
+           {"uses_cp_shared_kv", h.uniform(0, 1) == 1},
+           {"extend_seq_lens_cpu", b.extend_lens},
+           {"extend_prefix_lens_cpu", b.prefix_lens},
+           {"page_size", b.page_size}};
   if (h.uniform(0, 3) == 0) rec["nsa_prefill_cp_mode"] = "round-robin-split";
   return h.emit(rec).status();
 }

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/trace.h"
 #include "cpu_fast/gather_plan.h"
 
 namespace kvshard::sim {
@@ -61,10 +62,10 @@ class ScratchProbe : public SimObserver {
 };
 
 // Writes every observed call as a trace record whose expect is the simulator's answer.
-class TraceWriter : public SimObserver {
+class TraceEmitter : public SimObserver {
  public:
-  TraceWriter(const SimTraceOptions& o, int64_t max_prefix_tokens, int64_t chunk_tokens, std::ostream& out)
-      : o_(o), out_(out) {
+  TraceEmitter(const SimTraceOptions& o, int64_t max_prefix_tokens, int64_t chunk_tokens, std::ostream& out)
+      : o_(o), writer_(&out) {
     counts_.max_prefix_tokens = max_prefix_tokens;
     counts_.chunk_tokens = chunk_tokens;
   }
@@ -74,14 +75,13 @@ class TraceWriter : public SimObserver {
     ps_ = a.page_size;
     ppr_ = a.pages_per_rank;
     Json h;
-    h["kvshard_trace"] = kTraceVersionWritten;
     h["allocator"] = {{"shard_size", n_}, {"page_size", ps_}, {"pages_per_rank", ppr_}, {"need_sort", a.need_sort}};
     if (o_.num_layers > 0) {
       h["pool"] = {{"max_prefix_tokens", counts_.max_prefix_tokens}, {"chunk_tokens", counts_.chunk_tokens},
                    {"num_layers", o_.num_layers}, {"row_words", o_.row_words}};
     }
     h["generator"] = o_.generator;
-    out_ << h.dump() << '\n';
+    (void)writer_.WriteHeader(h);  // a failed write leaves the stream failed: Finish reports it
   }
 
   void OnMatch(int64_t request, const std::vector<uint64_t>& fps, int64_t prompt_tokens,
@@ -198,16 +198,12 @@ class TraceWriter : public SimObserver {
   // Ends the trace after the simulation: what is still held is released, then the cache is emptied.
   Status Finish() {
     if (!closed_) Close(/*truncated=*/false);
-    out_.flush();
-    if (!out_) return InvalidArgument("--emit-trace: write failed");
-    return Status::Ok();
+    return writer_.Finish("--emit-trace");
   }
 
   const SimTraceCounts& counts() const { return counts_; }
 
  private:
-  static constexpr int64_t kTraceVersionWritten = 1;
-
   // A request the trace has matched and not yet unlocked: its locking match and the pages allocated to it.
   struct Live {
     int64_t match = 0;
@@ -221,8 +217,8 @@ class TraceWriter : public SimObserver {
     s_ += '"';
   }
   void End() {
-    s_ += "}\n";
-    out_.write(s_.data(), static_cast<std::streamsize>(s_.size()));
+    s_ += '}';
+    (void)writer_.WriteRecordText(s_);  // a failed write leaves the stream failed: Finish reports it
     ++counts_.records;
   }
 
@@ -403,7 +399,7 @@ class TraceWriter : public SimObserver {
   }
 
   const SimTraceOptions& o_;
-  std::ostream& out_;
+  kvshard::TraceWriter writer_;
   SimTraceCounts counts_;
   int64_t n_ = 1, ps_ = 1, ppr_ = 0;
   std::string s_;                                   // the record being built
@@ -446,7 +442,7 @@ StatusOr<SimTraceCounts> SimulateWithTrace(const Workload& workload, const SimCo
     max_prefix_tokens = probe.max_prefix_tokens_;
     chunk_tokens = probe.chunk_tokens_;
   }
-  TraceWriter writer(options, max_prefix_tokens, chunk_tokens, out);
+  TraceEmitter writer(options, max_prefix_tokens, chunk_tokens, out);
   c.observer = &writer;
   KVSHARD_ASSIGN_OR_RETURN(*result, Simulate(workload, c, progress, record));
   KVSHARD_RETURN_IF_ERROR(writer.Finish());

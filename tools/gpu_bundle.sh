@@ -9,7 +9,9 @@ bash tools/install_deps.sh
 [[ -x /usr/local/cuda/bin/nvcc ]] || { echo "kvshard: error: no CUDA toolkit: cannot build the GPU bundle" >&2; exit 2; }
 tests=$(bazel query --noshow_progress 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null)
 bins=$(bazel query --noshow_progress 'attr(tags, "\bgpu_bin\b", //...)' 2>/dev/null || true)
-bazel build -c opt --dynamic_mode=off --noshow_progress //cli:kvshard $tests $bins >&2
+# KVSHARD_BUNDLE_FLAGS: extra build flags after the defaults, e.g. "--config=test_archs -c fastbuild" for a quick
+# sm_90-only bundle that reuses tools/test.sh's objects (figures for docs/PERFORMANCE.md come from the default).
+bazel build -c opt --dynamic_mode=off ${KVSHARD_BUNDLE_FLAGS:-} --noshow_progress //cli:kvshard $tests $bins >&2
 rm -rf "$out"; mkdir -p "$out/bin"
 cp bazel-bin/cli/kvshard "$out/bin/"
 for t in $tests $bins; do

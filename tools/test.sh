@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the package layers (tools/check_layers.sh), builds every target (CUDA code too, when the toolkit is
+# Checks the package layers (tools/check_layers.sh) and the format (tools/check_format.sh), builds every target (CUDA code too, when the toolkit is
 # present, for one architecture: --config=test_archs; the bundle and a plain `bazel build` stay fat) and runs
 # every test. Under CI (CI=true, as .ci/run sets it) it then runs the CPU tests again under AddressSanitizer and
 # UBSan at once (--config=asan_ubsan: docs/building.md); a local run skips that rebuild and says how to run it.
@@ -18,7 +18,8 @@ print_phases() { local p; for p in "${phases[@]}"; do echo "kvshard: phase: $p";
 bash tools/install_deps.sh || exit 1
 phase "install"
 bash tools/check_layers.sh || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
-phase "layers"
+bash tools/check_format.sh || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+phase "layers and format"
 bazel build --config=test_archs //... || { print_phases; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 phase "build"
 rc=0

@@ -1,0 +1,125 @@
+// Sweeps: the knob table over SimConfig, the product of the axes, and the thread pool that runs it.
+#include "sim/sweep.h"
+
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "sim/result_json.h"
+
+namespace kvshard::sim {
+namespace {
+
+int64_t I(const SweepValue& v) { return std::get<int64_t>(v); }
+double D(const SweepValue& v) { return std::get<double>(v); }
+
+}  // namespace
+
+Json SweepValueJson(const SweepValue& value) {
+  return std::visit([](const auto& v) { return Json(v); }, value);
+}
+
+const std::vector<SweepKnob>& SweepKnobs() {
+  static const auto* knobs = new std::vector<SweepKnob>{
+      {"shard-size", [](SimConfig& c, const SweepValue& v) { c.shard_size = I(v); }},
+      {"page-size", [](SimConfig& c, const SweepValue& v) { c.page_size = I(v); }},
+      {"cp-size", [](SimConfig& c, const SweepValue& v) { c.cp_size = I(v); }},
+      {"cache-tokens", [](SimConfig& c, const SweepValue& v) { c.cache_tokens = I(v); }},
+      {"chunk-tokens", [](SimConfig& c, const SweepValue& v) { c.chunk_tokens = I(v); }},
+      {"max-batch-tokens", [](SimConfig& c, const SweepValue& v) { c.max_batch_tokens = I(v); }},
+      {"max-batch-requests", [](SimConfig& c, const SweepValue& v) { c.max_batch_requests = I(v); }},
+      {"time-scale", [](SimConfig& c, const SweepValue& v) { c.time_scale = D(v); }},
+      {"decode-tokens-per-s", [](SimConfig& c, const SweepValue& v) { c.decode_tokens_per_s = D(v); }},
+      {"kv-bytes", [](SimConfig& c, const SweepValue& v) { c.kv_bytes_per_token_layer = I(v); }},
+      {"layers", [](SimConfig& c, const SweepValue& v) { c.cost.layers = I(v); }},
+      {"alloc-mode",
+       [](SimConfig& c, const SweepValue& v) {
+         c.alloc_mode = std::get<std::string>(v) == "owners" ? AllocMode::kOwners : AllocMode::kRotated;
+       }},
+  };
+  return *knobs;
+}
+
+const SweepKnob* FindSweepKnob(const std::string& key) {
+  for (const SweepKnob& k : SweepKnobs()) {
+    if (key == k.key) return &k;
+  }
+  return nullptr;
+}
+
+StatusOr<std::vector<SweepPoint>> SweepConfigs(const std::vector<SweepAxis>& axes, const SimConfig& base) {
+  size_t total = 1;
+  std::vector<const SweepKnob*> knobs;
+  for (const SweepAxis& a : axes) {
+    knobs.push_back(FindSweepKnob(a.key));
+    if (!knobs.back()) return InvalidArgument("sweep: unknown setting '", a.key, "'");
+    total *= a.values.size();
+    if (total > kMaxSweepConfigs) return InvalidArgument("sweep: more than ", kMaxSweepConfigs, " configurations");
+  }
+  std::vector<SweepPoint> points;
+  points.reserve(total);
+  for (size_t i = 0; i < total; ++i) {
+    SweepPoint p{base, Json::object()};
+    size_t rest = i;
+    std::vector<size_t> pick(axes.size());
+    for (size_t a = axes.size(); a-- > 0;) {  // the last axis varies fastest
+      pick[a] = rest % axes[a].values.size();
+      rest /= axes[a].values.size();
+    }
+    for (size_t a = 0; a < axes.size(); ++a) {
+      knobs[a]->set(p.config, axes[a].values[pick[a]]);
+      p.swept[axes[a].key] = SweepValueJson(axes[a].values[pick[a]]);
+    }
+    points.push_back(std::move(p));
+  }
+  return points;
+}
+
+Json SweepRowJson(size_t index, const SweepPoint& point, const StatusOr<SimResult>& result) {
+  Json row;
+  row["index"] = index;
+  row["sweep"] = point.swept;
+  if (result.ok()) {
+    const Json single = ResultJson(*result, point.config);
+    for (const auto& [key, value] : single.items()) row[key] = value;
+  } else {
+    row["config"] = ResultJson(SimResult{}, point.config)["config"];
+    row["error"] = result.status().message();
+    row["exit_code"] = ExitCodeFor(result.status());
+  }
+  return row;
+}
+
+std::vector<Json> RunSweep(const Workload& workload, const std::vector<SweepPoint>& points,
+                           const std::vector<size_t>& mine, int threads,
+                           const std::function<void(size_t finished)>& progress) {
+  std::vector<Json> rows(mine.size());
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex report;
+  auto work = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < mine.size();) {
+      const SweepPoint& p = points[mine[k]];
+      StatusOr<SimResult> r = Internal("simulate: not run");
+      try {
+        r = Simulate(workload, p.config);  // no progress callback: the simulator keeps no shared mutable state
+      } catch (const std::exception& e) {
+        r = Internal("simulate: ", e.what());
+      }
+      rows[k] = SweepRowJson(mine[k], p, r);
+      const size_t finished = done.fetch_add(1) + 1;
+      if (progress) {
+        std::lock_guard<std::mutex> lock(report);
+        progress(finished);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  return rows;
+}
+
+}  // namespace kvshard::sim
