@@ -145,6 +145,11 @@ class Flags {
   }
   // The value of a po::bool_switch flag.
   bool Bool(const std::string& name) const { return Get<bool>(name); }
+  // The parsed value of any present flag, as its value type stored it.
+  const boost::any& Any(const std::string& name) const {
+    KVSHARD_CHECK(vm_.count(name) > 0);
+    return vm_[name].value();
+  }
   // OK iff every named flag is present; else "--<first missing>: required".
   Status Require(const std::vector<std::string>& names) const;
   // The text of the file named by flag `name` ("-": standard input); errors name --name and the file. With

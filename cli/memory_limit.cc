@@ -2,6 +2,7 @@
 #include "cli/memory_limit.h"
 
 #include <sstream>
+#include <utility>
 
 namespace kvshard::cli {
 
@@ -19,6 +20,18 @@ StatusOr<sim::Calibration> ReadCalibrationFlag(const Flags& flags) {
   StatusOr<sim::Calibration> read = sim::ReadCalibration(in);
   if (!read.ok()) return InvalidArgument("--calibration: ", read.status().message());
   return read;
+}
+
+StatusOr<Workload> ReadWorkloadFlag(const Flags& flags) {
+  KVSHARD_ASSIGN_OR_RETURN(const WorkloadFormat format, ParseWorkloadFormat(flags.String("format")));
+  Workload workload;
+  KVSHARD_RETURN_IF_ERROR(flags.WithInput("workload", [&](std::istream& in) -> Status {
+    StatusOr<Workload> w = ReadWorkload(in, format, WorkloadMemoryLimits(MaxMemory(flags)));
+    if (!w.ok()) return InvalidArgument("--workload: ", w.status().message());
+    workload = std::move(*w);
+    return Status::Ok();
+  }));
+  return workload;
 }
 
 }  // namespace kvshard::cli

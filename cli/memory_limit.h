@@ -1,4 +1,5 @@
-// --max-memory: the flag over core/memory_budget.h's checks, and the --calibration file read under it.
+// --max-memory: the flag over core/memory_budget.h's checks, and the input files read under it (--calibration,
+// --workload).
 #ifndef KVSHARD_CLI_MEMORY_LIMIT_H_
 #define KVSHARD_CLI_MEMORY_LIMIT_H_
 
@@ -9,6 +10,7 @@
 #include "cli/flags.h"
 #include "core/memory_budget.h"
 #include "core/status.h"
+#include "core/workload.h"
 #include "sim/calibration.h"
 
 namespace kvshard::cli {
@@ -21,6 +23,10 @@ int64_t MaxMemory(const Flags& flags);
 
 // The file of --calibration, read whole under --max-memory (32 B per byte) and parsed (sim/calibration.h).
 StatusOr<sim::Calibration> ReadCalibrationFlag(const Flags& flags);
+
+// The workload of --workload in --format, read under --max-memory (line and held-request limits); errors name
+// --workload and the line.
+StatusOr<Workload> ReadWorkloadFlag(const Flags& flags);
 
 }  // namespace kvshard::cli
 

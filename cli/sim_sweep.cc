@@ -30,14 +30,20 @@ std::string KnobList() {
   return JoinChoices(keys, ", ");
 }
 
-// A value parsed by simulate's flag table, as the sweep's typed value.
-sim::SweepValue TypedValue(const boost::any& v) {
+}  // namespace
+
+sim::SweepValue FlagSweepValue(const boost::any& v) {
   if (v.type() == typeid(int64_t)) return boost::any_cast<int64_t>(v);
   if (v.type() == typeid(std::string)) return boost::any_cast<std::string>(v);
   return boost::any_cast<double>(v);
 }
 
-}  // namespace
+sim::SimConfig SimConfigFromFlags(const Flags& flags) {
+  sim::SimConfig c;
+  for (const sim::SweepKnob& k : sim::SweepKnobs()) k.set(c, FlagSweepValue(flags.Any(k.key)));
+  c.need_sort = flags.Bool("need-sort");
+  return c;
+}
 
 Status SweepStatus(const std::vector<Json>& rows) {
   const Json* first[4] = {nullptr, nullptr, nullptr, nullptr};
@@ -113,7 +119,7 @@ StatusOr<std::vector<SweepAxis>> ParseSweep(const std::vector<std::string>& args
       } catch (const po::error& e) {
         return InvalidArgument("--sweep: ", axis.key, "=", text, ": ", e.what());
       }
-      axis.values.push_back(TypedValue(value));
+      axis.values.push_back(FlagSweepValue(value));
     }
     axes.push_back(std::move(axis));
   }
@@ -131,8 +137,6 @@ Status RunSweep(const Flags& flags, const sim::SimConfig& base, void (*declare)(
   }
   StatusOr<std::vector<sim::SweepPoint>> configs = sim::SweepConfigs(typed, base);
   if (!configs.ok()) return FlagError(configs.status());
-  KVSHARD_ASSIGN_OR_RETURN(WorkloadFormat format, ParseWorkloadFormat(flags.String("format")));
-
   std::unique_ptr<MpiWorld> world;
   if (MpiWorld::Launched()) {
     if (flags.String("workload") == "-") {
@@ -153,12 +157,9 @@ Status RunSweep(const Flags& flags, const sim::SimConfig& base, void (*declare)(
   }
   Workload workload;
   if (local.ok()) {
-    local = flags.WithInput("workload", [&](std::istream& in) -> Status {
-      StatusOr<Workload> w = ReadWorkload(in, format, WorkloadMemoryLimits(MaxMemory(flags)));
-      if (!w.ok()) return InvalidArgument("--workload: ", w.status().message());
-      workload = std::move(*w);
-      return Status::Ok();
-    });
+    StatusOr<Workload> w = ReadWorkloadFlag(flags);
+    if (w.ok()) workload = std::move(*w);
+    local = w.status();
   }
   if (local.ok()) {
     std::vector<size_t> mine;

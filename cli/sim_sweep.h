@@ -15,6 +15,13 @@
 
 namespace kvshard::cli {
 
+// A value parsed by simulate's flag table (int64_t, double or std::string), as the sweep's typed value.
+sim::SweepValue FlagSweepValue(const boost::any& value);
+
+// The simulator's configuration from simulate's flags: every sweepable setting through its knob (sim/sweep.h), so
+// a flag and its --sweep axis set the same field; then --need-sort.
+sim::SimConfig SimConfigFromFlags(const Flags& flags);
+
 // Declares --sweep, --threads and (unless simulate already has it) --csv.
 void DeclareSweepFlags(po::options_description& flags);
 

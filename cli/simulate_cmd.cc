@@ -94,20 +94,7 @@ void PrintSummary(const sim::SimResult& r, const sim::SimConfig& c, std::ostream
 
 Status Run(const Flags& flags, std::ostream& out) {
   KVSHARD_RETURN_IF_ERROR(flags.Require({"workload"}));
-  sim::SimConfig c;
-  c.shard_size = flags.Int("shard-size");
-  c.page_size = flags.Int("page-size");
-  c.cp_size = flags.Int("cp-size");
-  c.cache_tokens = flags.Int("cache-tokens");
-  c.chunk_tokens = flags.Int("chunk-tokens");
-  c.max_batch_tokens = flags.Int("max-batch-tokens");
-  c.max_batch_requests = flags.Int("max-batch-requests");
-  c.time_scale = flags.Double("time-scale");
-  c.decode_tokens_per_s = flags.Double("decode-tokens-per-s");
-  c.kv_bytes_per_token_layer = flags.Int("kv-bytes");
-  c.cost.layers = flags.Int("layers");
-  c.need_sort = flags.Bool("need-sort");
-  c.alloc_mode = flags.String("alloc-mode") == "owners" ? sim::AllocMode::kOwners : sim::AllocMode::kRotated;
+  sim::SimConfig c = SimConfigFromFlags(flags);  // cli/sim_sweep.h: the knobs --sweep sets too
   if (flags.Has("calibration")) {
     KVSHARD_ASSIGN_OR_RETURN(const sim::Calibration cal, ReadCalibrationFlag(flags));
     c.cost = sim::Calibrated(c.cost, cal, "calibrated on " + cal.device + " (" + flags.String("calibration") + ")");
@@ -132,14 +119,7 @@ Status Run(const Flags& flags, std::ostream& out) {
                                         MaxMemory(flags)));
   }
   KVSHARD_ASSIGN_OR_RETURN(SimulateOutputs outputs, SimulateOutputs::Prepare(flags));
-  KVSHARD_ASSIGN_OR_RETURN(WorkloadFormat format, ParseWorkloadFormat(flags.String("format")));
-  Workload workload;
-  KVSHARD_RETURN_IF_ERROR(flags.WithInput("workload", [&](std::istream& in) -> Status {
-    StatusOr<Workload> w = ReadWorkload(in, format, WorkloadMemoryLimits(MaxMemory(flags)));
-    if (!w.ok()) return InvalidArgument("--workload: ", w.status().message());
-    workload = std::move(*w);
-    return Status::Ok();
-  }));
+  KVSHARD_ASSIGN_OR_RETURN(const Workload workload, ReadWorkloadFlag(flags));
   // A progress bar on a terminal, once the run has taken a second.
   const bool bar = !flags.Bool("quiet") && isatty(STDERR_FILENO);
   const auto start = std::chrono::steady_clock::now();
