@@ -9,6 +9,8 @@
 #include <span>
 #include <string>
 
+#include "core/cyclic_owners.h"
+
 namespace kvshard::ref {
 namespace {
 
@@ -34,11 +36,9 @@ Status CheckPrefix(const ExtendBatch& b, size_t i) {
   }
   const std::span<const int64_t> prefix = PrefixPages(r, b.page_size);
   const int64_t n = b.shard_size;
-  for (size_t k = 0; k < prefix.size(); ++k) {
-    if (prefix[k] % n != (prefix[0] + static_cast<int64_t>(k)) % n) {
-      return InvalidArgument("requests[", i, "].pages: sharded prefix owners of request ", i,
-                             " are not cyclic — rotation base out of sync (owners[:16]=", Owners(prefix, n), ")");
-    }
+  if (!prefix.empty() && FirstNonCyclicPage(prefix, prefix[0] % n, n) >= 0) {
+    return InvalidArgument("requests[", i, "].pages: sharded prefix owners of request ", i,
+                           " are not cyclic — rotation base out of sync (owners[:16]=", Owners(prefix, n), ")");
   }
   return Status::Ok();
 }

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <queue>
 
+#include "core/cyclic_owners.h"
+
 namespace kvshard::ref {
 
 RadixCache::RadixCache(PageInterleaveAllocator* allocator)
@@ -61,7 +63,7 @@ StatusOr<RadixCache::InsertResult> RadixCache::Insert(const std::vector<int64_t>
     if (!allocator_->is_allocated(pages[k]) || pages[k] < n_) {
       return InvalidArgument("pages[", k, "]: page ", pages[k], " is not an allocated page");
     }
-    if (pages[k] % n_ != (rotation_base + k) % n_) {
+    if (!IsCyclicOwner(pages[k], rotation_base, k, n_)) {
       return InvalidArgument("pages[", k, "]: owner ", pages[k] % n_, " is not cyclic from rotation base ",
                              rotation_base, " (expected ", (rotation_base + k) % n_, ")");
     }
@@ -180,7 +182,7 @@ Status RadixCache::CheckInvariants() const {
       return Internal("radix node ", id, ": base ", node.base, " differs from its chain's base ",
                       nodes_[root_child].base);
     }
-    if (node.page % n_ != (node.base + node.depth - 1) % n_) {
+    if (!IsCyclicOwner(node.page, node.base, node.depth - 1, n_)) {
       return Internal("radix node ", id, ": page ", node.page, " at position ", node.depth - 1,
                       " breaks the cyclic owners of base ", node.base);
     }
