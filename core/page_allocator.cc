@@ -46,6 +46,11 @@ Status ExtendRequestError(const AllocBatch& batch, size_t i, int64_t ps) {
   return Status::Ok();
 }
 
+Status RotationBaseError(const AllocBatch& batch, size_t i, int64_t shard_size) {
+  return InvalidArgument("rotation_bases[", i, "]: must be null or in [0, ", shard_size, "), got ",
+                         batch.rotation_bases[i]);
+}
+
 Status CheckLastLoc(const AllocBatch& batch, size_t i, int64_t base, int64_t prefix_pages, const AllocatorConfig& config) {
   const int64_t n = config.shard_size, ps = config.page_size, last_loc = batch.last_locs[i];
   const int64_t owner = (last_loc % (n * ps)) / ps, want = (base + prefix_pages - 1) % n;

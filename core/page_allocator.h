@@ -52,14 +52,13 @@ inline StatusOr<int64_t> ExtendRequestNewPages(const AllocBatch& batch, size_t i
   return PositionPages(seq_len, page_size) - prefix_len / page_size;
 }
 
-// rotation_bases[i] is kNewChain or a class in [0, N).
-inline Status ValidateRotationBase(const AllocBatch& batch, size_t i, int64_t shard_size) {
-  const int64_t base = batch.rotation_bases[i];
-  if (base != kNewChain && (base < 0 || base >= shard_size)) {
-    return InvalidArgument("rotation_bases[", i, "]: must be null or in [0, ", shard_size, "), got ", base);
-  }
-  return Status::Ok();
+// A rotation base is kNewChain (SGLang's None) or a class in [0, N). Inline and Status-free: the fast allocator
+// checks every request's base.
+inline bool IsValidRotationBase(int64_t base, int64_t shard_size) {
+  return base == kNewChain || (base >= 0 && base < shard_size);
 }
+// The error for request i's out-of-range rotation base.
+Status RotationBaseError(const AllocBatch& batch, size_t i, int64_t shard_size);
 
 // check_last_loc: the owner of request i's last prefix slot continues the chain's cyclic rotation,
 // owner(last_loc) == (base + prefix_pages - 1) % N. Call only for prefix_pages > 0.

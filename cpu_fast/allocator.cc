@@ -50,8 +50,8 @@ StatusOr<bool> PageInterleaveAllocator::AllocExtend(const AllocBatch& batch, Ext
   for (size_t i = 0; i < reqs; ++i) {
     const int64_t prefix_len = batch.prefix_lens[i];
     KVSHARD_ASSIGN_OR_RETURN(const int64_t new_pages, ExtendRequestNewPages(batch, i, ps));
-    KVSHARD_RETURN_IF_ERROR(ValidateRotationBase(batch, i, n));
     int64_t base = batch.rotation_bases[i];
+    if (!IsValidRotationBase(base, n)) return RotationBaseError(batch, i, n);
     if (base == kNewChain) {
       base = static_cast<int64_t>(std::max_element(sim_.begin(), sim_.end()) - sim_.begin());
       out->rotation_bases[i] = base;

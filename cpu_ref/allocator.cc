@@ -58,7 +58,7 @@ StatusOr<std::vector<PageInterleaveAllocator::Run>> PageInterleaveAllocator::Sim
   std::vector<Run> runs;
   for (size_t i = 0; i < batch.prefix_lens.size(); ++i) {
     KVSHARD_ASSIGN_OR_RETURN(const int64_t new_pages, ExtendRequestNewPages(batch, i, ps));
-    KVSHARD_RETURN_IF_ERROR(ValidateRotationBase(batch, i, n));
+    if (!IsValidRotationBase(batch.rotation_bases[i], n)) return RotationBaseError(batch, i, n);
     // A new chain: the least-full class over the simulated counts (earlier requests already subtracted).
     if ((*rotation_bases)[i] == kNewChain) (*rotation_bases)[i] = LeastFullClass(*sim_counts);
     const int64_t base = (*rotation_bases)[i], prefix_pages = batch.prefix_lens[i] / ps;
