@@ -64,4 +64,55 @@ Status ValidateExtendBatch(const ExtendBatch& b) {
   return Status::Ok();
 }
 
+Status MisalignedPrefixError(size_t i, int64_t prefix_len, int64_t page_size) {
+  return InvalidArgument("requests[", i, "].prefix_len: sharded prefill requires physical-page-aligned prefixes "
+                         "(the radix-tree match quantum), got prefix_len=", prefix_len, ", page_size=", page_size);
+}
+
+Status NonCyclicPrefixError(size_t i, std::span<const int64_t> prefix_pages, int64_t shard_size) {
+  std::string owners = "[";  // Python's owners[:16]
+  for (size_t k = 0; k < prefix_pages.size() && k < 16; ++k) {
+    owners += (k ? ", " : "") + std::to_string(prefix_pages[k] % shard_size);
+  }
+  return InvalidArgument("requests[", i, "].pages: sharded prefix owners of request ", i,
+                         " are not cyclic — rotation base out of sync (owners[:16]=", owners, "])");
+}
+
+Status PrefixCapacityError(int64_t prefix_pages, int64_t prefix_tokens, int64_t max_prefix_tokens) {
+  return OutOfRange("max_prefix_tokens: prefix (", prefix_pages, " pages, padded gather span ", prefix_tokens,
+                    " tokens) exceeds the scratch prefix capacity (", max_prefix_tokens,
+                    ") — the PrefillAdder scratch reservation should have deferred this batch");
+}
+
+Status ChunkCapacityError(int64_t chunk_page_tokens, int64_t chunk_tokens) {
+  return OutOfRange("chunk_tokens: chunk (", chunk_page_tokens, " tokens) exceeds the scratch chunk capacity (",
+                    chunk_tokens, ")");
+}
+
+Status StaleChunkPageError(size_t i, size_t j, int64_t page) {
+  return InvalidArgument("requests[", i, "].pages[", j, "]: chunk page ", page,
+                         " is already in the plan (a prefix page or an earlier chunk page); chunk pages must be "
+                         "fresh allocations");
+}
+
+std::vector<int64_t> DensePagePos(const GatherPlan& plan) {
+  std::vector<int64_t> pos(plan.page_pos_size, plan.trash_page);
+  for (size_t i = 0; i < plan.mapped_pages.size(); ++i) pos[plan.mapped_pages[i]] = plan.mapped_scratch_pages[i];
+  return pos;
+}
+
+StatusOr<std::vector<int64_t>> Translate(const GatherPlan& plan, const std::vector<int64_t>& locs,
+                                         const char* field) {
+  const int64_t ps = plan.page_size, limit = plan.page_pos_size * ps;
+  for (size_t i = 0; i < locs.size(); ++i) {
+    if (locs[i] < 0 || locs[i] >= limit) {
+      return InvalidArgument(field, "[", i, "]: must be in [0, ", limit, ") (the page_pos range), got ", locs[i]);
+    }
+  }
+  const std::vector<int64_t> pos = DensePagePos(plan);
+  std::vector<int64_t> rows(locs.size());
+  for (size_t i = 0; i < locs.size(); ++i) rows[i] = pos[locs[i] / ps] * ps + locs[i] % ps;
+  return rows;
+}
+
 }  // namespace kvshard

@@ -5,6 +5,7 @@
 #define KVSHARD_CORE_GATHER_PLAN_H_
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/status.h"
@@ -69,6 +70,27 @@ Status ValidateExtendBatch(const ExtendBatch& batch);
 Status ValidateExtendBatchGeometry(const ExtendBatch& batch);
 // The part for requests[i] (prefix_len, seq_len, page count, page range); assumes the geometry is valid.
 Status ValidateExtendRequest(const ExtendBatch& batch, size_t i);
+
+// The plan builders' semantic errors (spec §3's fail-fast checks), worded once for cpu_ref/ and cpu_fast/:
+// requests[i]'s prefix is not page-aligned;
+Status MisalignedPrefixError(size_t i, int64_t prefix_len, int64_t page_size);
+// requests[i]'s prefix pages (its first prefix_len / ps pages) have non-cyclic owners (message: owners[:16]);
+Status NonCyclicPrefixError(size_t i, std::span<const int64_t> prefix_pages, int64_t shard_size);
+// the padded gather span (N * block_pages * ps tokens) exceeds max_prefix_tokens;
+Status PrefixCapacityError(int64_t prefix_pages, int64_t prefix_tokens, int64_t max_prefix_tokens);
+// the chunk pages' tokens exceed chunk_tokens;
+Status ChunkCapacityError(int64_t chunk_page_tokens, int64_t chunk_tokens);
+// requests[i].pages[j], a chunk page, is already in the plan.
+Status StaleChunkPageError(size_t i, size_t j, int64_t page);
+
+// Dense page_pos: the absolute scratch page of every logical page [0, page_pos_size); trash_page if unmapped.
+// (cpu_ref/ and cpu_fast/ re-export it as ref::DensePagePos and fast::DensePagePos.)
+std::vector<int64_t> DensePagePos(const GatherPlan& plan);
+
+// translate(loc) = page_pos[loc // ps] * ps + loc % ps; `field[i]` errors for locs outside [0, page_pos_size * ps).
+// (Re-exported as ref::Translate and fast::Translate.)
+StatusOr<std::vector<int64_t>> Translate(const GatherPlan& plan, const std::vector<int64_t>& locs,
+                                         const char* field = "locs");
 
 }  // namespace kvshard
 

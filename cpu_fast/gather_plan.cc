@@ -14,12 +14,6 @@
 namespace kvshard::fast {
 namespace {
 
-std::string PyList(const std::vector<int64_t>& pages, int64_t count, const FastDivMod& n) {
-  std::string s = "[";
-  for (int64_t k = 0; k < count && k < 16; ++k) s += (k ? ", " : "") + std::to_string(n.Mod(pages[k]));
-  return s + "]";
-}
-
 // A word whose 64 pages are all prefix pages, when N divides 64 (page w*64 + j*N + o is owner o's
 // (within[o] + j)-th page): its slots, send entries and page_pos pairs in closed form. Returns false, doing
 // nothing, if an owner would exceed block_pages (the per-page loop then reports it).
@@ -113,9 +107,7 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
     }
     const int64_t k_pages = ps_shift >= 0 ? r.prefix_len >> ps_shift : r.prefix_len / ps;
     if (k_pages * ps != r.prefix_len) {
-      return semantic_fault(i, InvalidArgument("requests[", i, "].prefix_len: sharded prefill requires "
-                                               "physical-page-aligned prefixes (the radix-tree match quantum), "
-                                               "got prefix_len=", r.prefix_len, ", page_size=", ps));
+      return semantic_fault(i, MisalignedPrefixError(i, r.prefix_len, ps));
     }
     const int64_t* pages = r.pages.data();
     const int64_t n_pages = static_cast<int64_t>(r.pages.size());  // >= k_pages: seq_len >= prefix_len
@@ -163,9 +155,7 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
       }
     }
     if (!cyclic) {
-      return semantic_fault(i, InvalidArgument("requests[", i, "].pages: sharded prefix owners of request ", i,
-                                               " are not cyclic — rotation base out of sync (owners[:16]=",
-                                               PyList(r.pages, k_pages, by_n), ")"));
+      return semantic_fault(i, NonCyclicPrefixError(i, std::span<const int64_t>(r.pages.data(), k_pages), n));
     }
     // Mark the pages, accumulating bits of the same word in a register (runs are mostly ascending).
     int64_t word_index = pages[0] >> 6;
@@ -192,14 +182,11 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
     int64_t n_prefix = 0;
     for (size_t w = 0; w < words; ++w) n_prefix += __builtin_popcountll(pbits[w]);
     ClearBits();
-    return OutOfRange("max_prefix_tokens: prefix (", n_prefix, " pages, padded gather span ", n_prefix_slots * ps,
-                      " tokens) exceeds the scratch prefix capacity (", batch.max_prefix_tokens,
-                      ") — the PrefillAdder scratch reservation should have deferred this batch");
+    return PrefixCapacityError(n_prefix, n_prefix_slots * ps, batch.max_prefix_tokens);
   }
   if (n_chunk * ps > batch.chunk_tokens) {
     ClearBits();
-    return OutOfRange("chunk_tokens: chunk (", n_chunk * ps, " tokens) exceeds the scratch chunk capacity (",
-                      batch.chunk_tokens, ")");
+    return ChunkCapacityError(n_chunk * ps, batch.chunk_tokens);
   }
 
   // Pass 2: chunk pages in batch order at chunk_base_page + j; they must be fresh (not prefix, not repeated).
@@ -212,9 +199,7 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
       const uint64_t bit = uint64_t{1} << (page & 63);
       if ((pbits[page >> 6] | cbits[page >> 6]) & bit) {
         ClearBits();
-        return InvalidArgument("requests[", i, "].pages[", j, "]: chunk page ", page,
-                               " is already in the plan (a prefix page or an earlier chunk page); chunk pages "
-                               "must be fresh allocations");
+        return StaleChunkPageError(i, j, page);
       }
       cbits[page >> 6] |= bit;
       slot_[page] = next_chunk++;
@@ -305,26 +290,6 @@ StatusOr<GatherPlan> BuildGatherPlan(const ExtendBatch& batch) {
   GatherPlan plan;
   KVSHARD_RETURN_IF_ERROR(planner.Build(batch, &plan));
   return plan;
-}
-
-std::vector<int64_t> DensePagePos(const GatherPlan& plan) {
-  std::vector<int64_t> pos(plan.page_pos_size, plan.trash_page);
-  for (size_t i = 0; i < plan.mapped_pages.size(); ++i) pos[plan.mapped_pages[i]] = plan.mapped_scratch_pages[i];
-  return pos;
-}
-
-StatusOr<std::vector<int64_t>> Translate(const GatherPlan& plan, const std::vector<int64_t>& locs,
-                                         const char* field) {
-  const int64_t ps = plan.page_size, limit = plan.page_pos_size * ps;
-  for (size_t i = 0; i < locs.size(); ++i) {
-    if (locs[i] < 0 || locs[i] >= limit) {
-      return InvalidArgument(field, "[", i, "]: must be in [0, ", limit, ") (the page_pos range), got ", locs[i]);
-    }
-  }
-  const std::vector<int64_t> pos = DensePagePos(plan);
-  std::vector<int64_t> rows(locs.size());
-  for (size_t i = 0; i < locs.size(); ++i) rows[i] = pos[locs[i] / ps] * ps + locs[i] % ps;
-  return rows;
 }
 
 }  // namespace kvshard::fast

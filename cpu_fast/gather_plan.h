@@ -31,14 +31,9 @@ class GatherPlanner {
 // One-shot GatherPlanner::Build with send rows.
 StatusOr<GatherPlan> BuildGatherPlan(const ExtendBatch& batch);
 
-// Dense page_pos (as ref::DensePagePos, so callers switch by namespace): the absolute scratch page of every
-// logical page [0, page_pos_size); trash_page if unmapped.
-std::vector<int64_t> DensePagePos(const GatherPlan& plan);
-
-// translate(loc) = page_pos[loc // ps] * ps + loc % ps (as ref::Translate); `field[i]` errors for locs outside
-// [0, page_pos_size * ps).
-StatusOr<std::vector<int64_t>> Translate(const GatherPlan& plan, const std::vector<int64_t>& locs,
-                                         const char* field = "locs");
+// DensePagePos and Translate: core/gather_plan.h's, under this namespace too (callers switch by namespace).
+using ::kvshard::DensePagePos;
+using ::kvshard::Translate;
 
 }  // namespace kvshard::fast
 

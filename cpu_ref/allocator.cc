@@ -1,315 +1,246 @@
-// Reference rotated owner-classed allocator. Class lists are stored reversed (head at back()) so that
-// popping the head and prepending freed pages are both O(1) amortized.
+// Reference rotated owner-classed allocator, in the order of spec §2 and SGLang's page_interleave_allocator.py:
+// per-class free and release lists kept head first (deques: pop the head, prepend freed pages), alloc_extend's
+// pass 1 on simulated counts, the need_sort merge, pass 2's pops. The input checks (kvshard's; SGLang asserts)
+// are core/page_allocator.h's, shared with cpu_fast/allocator.cc.
 #include "cpu_ref/allocator.h"
 
 #include <algorithm>
-#include <functional>
-
-#include "core/gather_plan.h"
-#include "core/spec.h"
+#include <set>
 
 namespace kvshard::ref {
 namespace {
 
-// Floor of alloc_extend's simulated class counts: far below any real deficit (a batch's pages are < 2^48 each).
+// Floor of the simulated class counts: far below any real deficit (a batch's pages are < 2^48 each). SGLang's
+// Python ints are unbounded; saturating here keeps a huge batch from overflowing while it still defers.
 constexpr int64_t kSimFloor = -(int64_t{1} << 62);
 
-// Request i's new pages, or an error naming its misaligned prefix, out-of-range seq_len or missing new page.
-StatusOr<int64_t> RequestNewPages(const AllocBatch& batch, size_t i, int64_t ps) {
-  const int64_t prefix_len = batch.prefix_lens[i], seq_len = batch.seq_lens[i];
-  if (prefix_len < 0 || prefix_len >= kMaxSlot || prefix_len % ps != 0) {
-    return InvalidArgument("prefix_lens[", i, "]: must be a page-aligned multiple of page_size (", ps,
-                           ") in [0, 2^48), got ", prefix_len);
+// SGLang's _class_counts: pages drawn from each class by a cyclic run of `new_pages` pages from `start_class`,
+// new_pages // N + ((c - start_class) % N < new_pages % N).
+std::vector<int64_t> ClassCounts(int64_t start_class, int64_t new_pages, int64_t n) {
+  std::vector<int64_t> counts(n);
+  for (int64_t c = 0; c < n; ++c) counts[c] = new_pages / n + ((c - start_class + n) % n < new_pages % n ? 1 : 0);
+  return counts;
+}
+
+// argmax_c (counts[c], -c): the class with the most free pages, ties to the lowest id.
+int64_t LeastFullClass(const std::vector<int64_t>& counts) {
+  int64_t best = 0;
+  for (int64_t c = 1; c < static_cast<int64_t>(counts.size()); ++c) {
+    if (counts[c] > counts[best]) best = c;
   }
-  if (seq_len < 0 || seq_len >= kMaxSlot) return InvalidArgument("seq_lens[", i, "]: must be in [0, 2^48), got ", seq_len);
-  const int64_t new_pages = PositionPages(seq_len, ps) - prefix_len / ps;
-  if (new_pages <= 0) {
-    return InvalidArgument("seq_lens[", i, "]: must need at least one new page past prefix_len ", prefix_len,
-                           " (page_size ", ps, "), got ", seq_len);
-  }
-  return new_pages;
+  return best;
 }
 
 }  // namespace
 
 StatusOr<PageInterleaveAllocator> PageInterleaveAllocator::Create(const AllocatorConfig& config) {
-  KVSHARD_RETURN_IF_ERROR(ValidatePlacementSpec({config.shard_size, config.page_size}));
-  if (config.pages_per_rank < 0 || config.pages_per_rank >= kMaxPoolLogicalPages / config.shard_size) {
-    return InvalidArgument("pages_per_rank: must be in [0, ", kMaxPoolLogicalPages / config.shard_size,
-                           ") so that shard_size*(pages_per_rank+1) <= 2^24, got ", config.pages_per_rank);
-  }
+  KVSHARD_RETURN_IF_ERROR(ValidateAllocatorConfig(config));
   return PageInterleaveAllocator(config);
 }
 
+// clear(): class r's free list holds the allocatable pages l % N == r, ascending: [i*N + r for i in 1..ppr].
+// Logical pages [0, N) (every rank's local page 0, the trash page) are reserved: never free.
 PageInterleaveAllocator::PageInterleaveAllocator(const AllocatorConfig& config)
     : config_(config),
-      free_(config.shard_size),
-      release_(config.shard_size),
-      allocated_(config.shard_size * (config.pages_per_rank + 1), 0),
-      sim_(config.shard_size),
-      starts_() {
+      class_free_pages_(config.shard_size),
+      class_release_pages_(config.shard_size),
+      allocated_(config.shard_size * (config.pages_per_rank + 1), 0) {
   const int64_t n = config.shard_size;
-  for (int64_t c = 0; c < n; ++c) {
-    free_[c].reserve(config.pages_per_rank);
-    for (int64_t i = config.pages_per_rank; i >= 1; --i) free_[c].push_back(i * n + c);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t i = 1; i <= config.pages_per_rank; ++i) class_free_pages_[r].push_back(i * n + r);
   }
-  for (int64_t p = 0; p < n; ++p) allocated_[p] = 1;  // reserved trash pages are never free
+  for (int64_t l = 0; l < n; ++l) allocated_[l] = 1;
+}
+
+StatusOr<std::vector<PageInterleaveAllocator::Run>> PageInterleaveAllocator::SimulateDraws(
+    const AllocBatch& batch, std::vector<int64_t>* rotation_bases, std::vector<int64_t>* sim_counts) const {
+  const int64_t n = config_.shard_size, ps = config_.page_size;
+  std::vector<Run> runs;
+  for (size_t i = 0; i < batch.prefix_lens.size(); ++i) {
+    KVSHARD_ASSIGN_OR_RETURN(const int64_t new_pages, ExtendRequestNewPages(batch, i, ps));
+    if (!IsValidRotationBase(batch.rotation_bases[i], n)) return RotationBaseError(batch, i, n);
+    // A new chain: the least-full class over the simulated counts (earlier requests already subtracted).
+    if ((*rotation_bases)[i] == kNewChain) (*rotation_bases)[i] = LeastFullClass(*sim_counts);
+    const int64_t base = (*rotation_bases)[i], prefix_pages = batch.prefix_lens[i] / ps;
+    if (config_.check_last_loc && prefix_pages > 0) {
+      KVSHARD_RETURN_IF_ERROR(CheckLastLoc(batch, i, base, prefix_pages, config_));
+    }
+    const int64_t start_class = (base + prefix_pages) % n;
+    runs.push_back({start_class, new_pages});
+    const std::vector<int64_t> need = ClassCounts(start_class, new_pages, n);
+    for (int64_t c = 0; c < n; ++c) (*sim_counts)[c] = std::max((*sim_counts)[c] - need[c], kSimFloor);
+  }
+  return runs;
 }
 
 StatusOr<bool> PageInterleaveAllocator::AllocExtend(const AllocBatch& batch, ExtendPages* out) {
-  const int64_t n = config_.shard_size, ps = config_.page_size;
-  const size_t reqs = batch.prefix_lens.size();
-  if (batch.seq_lens.size() != reqs || batch.rotation_bases.size() != reqs || batch.last_locs.size() != reqs) {
-    return InvalidArgument("seq_lens: prefix_lens, seq_lens, rotation_bases and last_locs must have equal "
-                           "lengths, got ", reqs, ", ", batch.seq_lens.size(), ", ", batch.rotation_bases.size(),
-                           ", ", batch.last_locs.size());
-  }
-  // Pass 1: validate, resolve new chains on the simulated counts, simulate every class's draw.
-  for (int64_t c = 0; c < n; ++c) sim_[c] = ClassCount(c);
-  out->rotation_bases.assign(batch.rotation_bases.begin(), batch.rotation_bases.end());
-  starts_.resize(reqs);
-  bool deferred = false;
-  int64_t total_pages = 0;
-  for (size_t i = 0; i < reqs; ++i) {
-    const int64_t prefix_len = batch.prefix_lens[i];
-    KVSHARD_ASSIGN_OR_RETURN(const int64_t new_pages, RequestNewPages(batch, i, ps));
-    int64_t base = batch.rotation_bases[i];
-    if (base != kNewChain && (base < 0 || base >= n)) {
-      return InvalidArgument("rotation_bases[", i, "]: must be null or in [0, ", n, "), got ", base);
-    }
-    if (base == kNewChain) {
-      base = static_cast<int64_t>(std::max_element(sim_.begin(), sim_.end()) - sim_.begin());
-      out->rotation_bases[i] = base;
-    }
-    const int64_t prefix_pages = prefix_len / ps;
-    if (config_.check_last_loc && prefix_pages > 0) {
-      const int64_t last_loc = batch.last_locs[i];
-      const int64_t owner = (last_loc % (n * ps)) / ps, want = (base + prefix_pages - 1) % n;
-      if (last_loc < 0 || owner != want) {
-        return InvalidArgument("last_locs[", i, "]: owner ", owner, " of last_loc ", last_loc,
-                               " breaks the cyclic rotation (base ", base, ", ", prefix_pages,
-                               " prefix pages: expected owner ", want, ")");
-      }
-    }
-    const int64_t start = (base + prefix_pages) % n;
-    starts_[i] = start;
-    // Keep simulating past a deferral, as SGLang does: later null bases resolve on the simulated counts.
-    // Counts saturate at kSimFloor so that no batch overflows them (SGLang's Python ints are unbounded).
-    const int64_t q = new_pages / n, rem = new_pages % n;
-    for (int64_t c = 0; c < n; ++c) sim_[c] = std::max(sim_[c] - q, kSimFloor);
-    for (int64_t j = 0, c = start; j < rem; ++j, c = (c + 1 == n ? 0 : c + 1)) sim_[c] = std::max(sim_[c] - 1, kSimFloor);
-    if (!deferred) total_pages += new_pages;
-    deferred = *std::min_element(sim_.begin(), sim_.end()) < 0;
-  }
-  if (deferred) return false;
-  // need_sort: if any class's free list alone is shorter than its need, every class merges its release
-  // list into its free list, sorted (SGLang's merge_and_sort_free runs over all classes at once).
-  if (config_.need_sort) {
-    bool short_class = false;
+  KVSHARD_RETURN_IF_ERROR(ValidateAllocBatchLengths(batch));
+  // Pass 1: resolve the bases and check every class's supply on simulated counts: commit whole or defer whole.
+  std::vector<int64_t> rotation_bases = batch.rotation_bases;
+  std::vector<int64_t> sim_counts = class_free_page_counts();
+  KVSHARD_ASSIGN_OR_RETURN(const std::vector<Run> runs, SimulateDraws(batch, &rotation_bases, &sim_counts));
+  if (*std::min_element(sim_counts.begin(), sim_counts.end()) < 0) return false;
+  // need_sort: the batch's need of class c is its count minus what the simulation leaves.
+  std::vector<int64_t> needs = class_free_page_counts();
+  for (int64_t c = 0; c < config_.shard_size; ++c) needs[c] -= sim_counts[c];
+  MergeIfAnyFreeListShort(needs);
+  // Pass 2: request by request, class c's head pages fill positions (c - start) % N, +N, +2N, ...
+  const int64_t n = config_.shard_size;
+  *out = ExtendPages{{}, {0}, rotation_bases};
+  for (const Run& run : runs) {
+    std::vector<int64_t> pages(run.new_pages);
+    const std::vector<int64_t> counts = ClassCounts(run.start_class, run.new_pages, n);
     for (int64_t c = 0; c < n; ++c) {
-      short_class |= static_cast<int64_t>(free_[c].size()) < ClassCount(c) - sim_[c];
+      for (int64_t k = 0; k < counts[c]; ++k) pages[(c - run.start_class + n) % n + k * n] = PopHead(c);
     }
-    if (short_class) MergeAndSortAll();
-  }
-  // Pass 2: request by request, position-page j draws the head of class (start + j) % N.
-  out->pages.resize(total_pages);
-  out->offsets.resize(reqs + 1);
-  int64_t* dst = out->pages.data();
-  for (size_t i = 0; i < reqs; ++i) {
-    out->offsets[i] = dst - out->pages.data();
-    const int64_t new_pages = PositionPages(batch.seq_lens[i], ps) - batch.prefix_lens[i] / ps;
-    int64_t c = starts_[i];
-    for (int64_t j = 0; j < new_pages; ++j) {
-      const int64_t page = free_[c].back();
-      free_[c].pop_back();
-      allocated_[page] = 1;
-      *dst++ = page;
-      c = (c + 1 == n ? 0 : c + 1);
-    }
-  }
-  out->offsets[reqs] = total_pages;
-  return true;
-}
-
-// Owner-plan mode: each new page from the class the caller names (e.g. its CP compute owner), no rotation.
-StatusOr<bool> PageInterleaveAllocator::AllocExtendByClasses(const AllocBatch& batch,
-                                                             const std::vector<std::vector<int64_t>>& page_classes,
-                                                             ExtendPages* out) {
-  const int64_t n = config_.shard_size, ps = config_.page_size;
-  const size_t reqs = batch.prefix_lens.size();
-  if (batch.seq_lens.size() != reqs || batch.rotation_bases.size() != reqs || page_classes.size() != reqs) {
-    return InvalidArgument("page_classes: prefix_lens, seq_lens, rotation_bases and page_classes must have equal "
-                           "lengths, got ", reqs, ", ", batch.seq_lens.size(), ", ", batch.rotation_bases.size(),
-                           ", ", page_classes.size());
-  }
-  std::vector<int64_t> need(static_cast<size_t>(n), 0);
-  int64_t total_pages = 0;
-  for (size_t i = 0; i < reqs; ++i) {
-    KVSHARD_ASSIGN_OR_RETURN(const int64_t new_pages, RequestNewPages(batch, i, ps));
-    if (static_cast<int64_t>(page_classes[i].size()) != new_pages) {
-      return InvalidArgument("page_classes[", i, "]: must name one class per new page (", new_pages, "), got ",
-                             page_classes[i].size());
-    }
-    for (size_t j = 0; j < page_classes[i].size(); ++j) {
-      const int64_t c = page_classes[i][j];
-      if (c < 0 || c >= n) return InvalidArgument("page_classes[", i, "][", j, "]: must be in [0, ", n, "), got ", c);
-      ++need[c];
-    }
-    total_pages += new_pages;
-  }
-  for (int64_t c = 0; c < n; ++c) {
-    if (need[c] > ClassCount(c)) return false;  // defer the whole batch, state unchanged
-  }
-  if (config_.need_sort) {
-    bool short_class = false;
-    for (int64_t c = 0; c < n; ++c) short_class |= static_cast<int64_t>(free_[c].size()) < need[c];
-    if (short_class) MergeAndSortAll();
-  }
-  out->rotation_bases.assign(batch.rotation_bases.begin(), batch.rotation_bases.end());
-  out->pages.clear();
-  out->pages.reserve(static_cast<size_t>(total_pages));
-  out->offsets.assign(1, 0);
-  for (size_t i = 0; i < reqs; ++i) {
-    for (int64_t c : page_classes[i]) {
-      const int64_t page = free_[c].back();
-      free_[c].pop_back();
-      allocated_[page] = 1;
-      out->pages.push_back(page);
-    }
+    out->pages.insert(out->pages.end(), pages.begin(), pages.end());
     out->offsets.push_back(static_cast<int64_t>(out->pages.size()));
   }
   return true;
 }
 
-void PageInterleaveAllocator::MergeAndSortAll() {
+// Owner-plan mode (kvshard's, not SGLang's): page j of request i from class page_classes[i][j], no rotation.
+StatusOr<bool> PageInterleaveAllocator::AllocExtendByClasses(const AllocBatch& batch,
+                                                             const std::vector<std::vector<int64_t>>& page_classes,
+                                                             ExtendPages* out) {
+  KVSHARD_RETURN_IF_ERROR(ValidateByClassesLengths(batch, page_classes.size()));
+  std::vector<int64_t> needs(config_.shard_size, 0);
+  for (size_t i = 0; i < page_classes.size(); ++i) {
+    KVSHARD_ASSIGN_OR_RETURN(const int64_t new_pages, ExtendRequestNewPages(batch, i, config_.page_size));
+    KVSHARD_RETURN_IF_ERROR(ValidatePageClasses(page_classes[i], i, new_pages, config_.shard_size));
+    for (int64_t c : page_classes[i]) ++needs[c];
+  }
+  const std::vector<int64_t> counts = class_free_page_counts();
   for (int64_t c = 0; c < config_.shard_size; ++c) {
-    if (release_[c].empty()) continue;
-    std::vector<int64_t>& f = free_[c];
-    f.insert(f.end(), release_[c].begin(), release_[c].end());
-    std::sort(f.begin(), f.end(), std::greater<int64_t>());  // reversed storage: smallest at back()
-    release_[c].clear();
+    if (needs[c] > counts[c]) return false;  // defer the whole batch, state unchanged
+  }
+  MergeIfAnyFreeListShort(needs);
+  *out = ExtendPages{{}, {0}, batch.rotation_bases};
+  for (const std::vector<int64_t>& classes : page_classes) {
+    for (int64_t c : classes) out->pages.push_back(PopHead(c));
+    out->offsets.push_back(static_cast<int64_t>(out->pages.size()));
+  }
+  return true;
+}
+
+void PageInterleaveAllocator::MergeIfAnyFreeListShort(const std::vector<int64_t>& needs) {
+  if (!config_.need_sort) return;
+  for (int64_t c = 0; c < config_.shard_size; ++c) {
+    if (needs[c] > static_cast<int64_t>(class_free_pages_[c].size())) {
+      MergeAndSortFree();  // every class, not only the short one
+      return;
+    }
   }
 }
 
-Status PageInterleaveAllocator::ValidateFree(const std::vector<int64_t>& locs) const {
-  const int64_t ps = config_.page_size;
-  const int64_t slots = num_logical_pages() * ps;
-  for (size_t i = 0; i < locs.size(); ++i) {
-    if (locs[i] < 0 || locs[i] >= slots) {
-      return InvalidArgument("locs[", i, "]: slot ", locs[i], " is outside the pool [0, ", slots, ")");
-    }
-    const int64_t page = locs[i] / ps;
-    if (page < config_.shard_size || !allocated_[page]) {
-      return InvalidArgument("locs[", i, "]: page ", page, " (slot ", locs[i],
-                             ") is not allocated (double free or reserved page)");
-    }
+void PageInterleaveAllocator::MergeAndSortFree() {
+  for (int64_t r = 0; r < config_.shard_size; ++r) {
+    if (class_release_pages_[r].empty()) continue;
+    std::deque<int64_t>& free = class_free_pages_[r];
+    free.insert(free.end(), class_release_pages_[r].begin(), class_release_pages_[r].end());
+    std::sort(free.begin(), free.end());
+    class_release_pages_[r].clear();
   }
-  return Status::Ok();
 }
 
+int64_t PageInterleaveAllocator::PopHead(int64_t c) {
+  const int64_t page = class_free_pages_[c].front();
+  class_free_pages_[c].pop_front();
+  allocated_[page] = 1;
+  return page;
+}
+
+// pages = sorted unique locs // ps; class r's freed pages (ascending) are prepended to its free list, or to its
+// release list under need_sort: a freed page is the next one reused.
 void PageInterleaveAllocator::ApplyFree(const std::vector<int64_t>& locs) {
-  const int64_t n = config_.shard_size, ps = config_.page_size;
-  std::vector<int64_t> pages;
-  pages.reserve(locs.size());
-  for (int64_t loc : locs) pages.push_back(loc / ps);
-  std::sort(pages.begin(), pages.end());
-  pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
-  // Prepend each class's pages ascending: in reversed storage, push them descending.
-  auto& lists = config_.need_sort ? release_ : free_;
-  for (auto it = pages.rbegin(); it != pages.rend(); ++it) {
-    allocated_[*it] = 0;
-    lists[*it % n].push_back(*it);
+  std::set<int64_t> pages;
+  for (int64_t loc : locs) pages.insert(loc / config_.page_size);
+  for (int64_t r = 0; r < config_.shard_size; ++r) {
+    std::vector<int64_t> freed;
+    for (int64_t l : pages) {
+      if (l % config_.shard_size == r) freed.push_back(l);
+    }
+    std::deque<int64_t>& list = config_.need_sort ? class_release_pages_[r] : class_free_pages_[r];
+    list.insert(list.begin(), freed.begin(), freed.end());
   }
+  for (int64_t l : pages) allocated_[l] = 0;
 }
 
 Status PageInterleaveAllocator::Free(const std::vector<int64_t>& locs) {
-  KVSHARD_RETURN_IF_ERROR(ValidateFree(locs));
-  if (in_group_) {
-    group_locs_.insert(group_locs_.end(), locs.begin(), locs.end());  // snapshot of the values
-  } else if (!locs.empty()) {
+  KVSHARD_RETURN_IF_ERROR(ValidateFreeLocs(locs, config_, allocated_));
+  if (locs.empty()) return Status::Ok();
+  if (in_free_group_) {
+    free_group_.insert(free_group_.end(), locs.begin(), locs.end());  // a snapshot of the values
+  } else {
     ApplyFree(locs);
   }
   return Status::Ok();
 }
 
 Status PageInterleaveAllocator::FreeGroupBegin() {
-  if (in_group_) return FailedPrecondition("free_group: a free group is already open");
-  in_group_ = true;
-  group_locs_.clear();
+  if (in_free_group_) return FreeGroupAlreadyOpen();
+  in_free_group_ = true;
+  free_group_.clear();
   return Status::Ok();
 }
 
+// The queued frees, concatenated, freed as one.
 Status PageInterleaveAllocator::FreeGroupEnd() {
-  if (!in_group_) return FailedPrecondition("free_group: no free group is open");
-  in_group_ = false;
-  if (!group_locs_.empty()) ApplyFree(group_locs_);
-  group_locs_.clear();
+  if (!in_free_group_) return NoFreeGroupOpen();
+  in_free_group_ = false;
+  if (!free_group_.empty()) ApplyFree(free_group_);
+  free_group_.clear();
   return Status::Ok();
 }
 
 Status PageInterleaveAllocator::FreeGroup(const std::vector<std::vector<int64_t>>& frees) {
-  if (in_group_) return FailedPrecondition("free_group: a free group is already open");
+  if (in_free_group_) return FreeGroupAlreadyOpen();
   for (size_t f = 0; f < frees.size(); ++f) {
-    if (Status s = ValidateFree(frees[f]); !s.ok()) {
-      return Status(s.code(), StrCat("frees[", f, "]", s.message().substr(4)));  // "locs[i]: ..." -> "frees[f][i]: ..."
-    }
+    if (Status s = ValidateFreeLocs(frees[f], config_, allocated_); !s.ok()) return InFreeGroup(f, s);
   }
   KVSHARD_RETURN_IF_ERROR(FreeGroupBegin());
   for (const std::vector<int64_t>& locs : frees) KVSHARD_RETURN_IF_ERROR(Free(locs));
   return FreeGroupEnd();
 }
 
+// Free pages per class: free + release list lengths.
 std::vector<int64_t> PageInterleaveAllocator::class_free_page_counts() const {
-  std::vector<int64_t> counts(config_.shard_size);
-  for (int64_t c = 0; c < config_.shard_size; ++c) counts[c] = ClassCount(c);
+  std::vector<int64_t> counts;
+  for (int64_t r = 0; r < config_.shard_size; ++r) {
+    counts.push_back(static_cast<int64_t>(class_free_pages_[r].size() + class_release_pages_[r].size()));
+  }
   return counts;
 }
 
+// The min-class floor N * ps * min(counts): a K-page request needs up to ceil(K / N) pages of every class.
 int64_t PageInterleaveAllocator::available_size() const {
-  int64_t lo = ClassCount(0);
-  for (int64_t c = 1; c < config_.shard_size; ++c) lo = std::min(lo, ClassCount(c));
-  return config_.shard_size * config_.page_size * lo;
+  const std::vector<int64_t> counts = class_free_page_counts();
+  return config_.shard_size * config_.page_size * *std::min_element(counts.begin(), counts.end());
 }
 
 int64_t PageInterleaveAllocator::aggregate_free_size() const {
   int64_t sum = 0;
-  for (int64_t c = 0; c < config_.shard_size; ++c) sum += ClassCount(c);
+  for (int64_t count : class_free_page_counts()) sum += count;
   return config_.page_size * sum;
 }
 
-int64_t PageInterleaveAllocator::least_full_class() const {
-  int64_t best = 0;
-  for (int64_t c = 1; c < config_.shard_size; ++c) {
-    if (ClassCount(c) > ClassCount(best)) best = c;
-  }
-  return best;
-}
+int64_t PageInterleaveAllocator::least_full_class() const { return LeastFullClass(class_free_page_counts()); }
 
 std::vector<int64_t> PageInterleaveAllocator::free_list(int64_t c) const {
-  return std::vector<int64_t>(free_[c].rbegin(), free_[c].rend());
+  return std::vector<int64_t>(class_free_pages_[c].begin(), class_free_pages_[c].end());
 }
 
 std::vector<int64_t> PageInterleaveAllocator::release_list(int64_t c) const {
-  return std::vector<int64_t>(release_[c].rbegin(), release_[c].rend());
+  return std::vector<int64_t>(class_release_pages_[c].begin(), class_release_pages_[c].end());
 }
 
 bool PageInterleaveAllocator::is_allocated(int64_t page) const {
   return page >= 0 && page < num_logical_pages() && allocated_[page];
 }
 
-std::vector<int64_t> ExtendSlots(const AllocBatch& batch, const ExtendPages& pages, int64_t page_size) {
-  std::vector<int64_t> slots;
-  for (size_t i = 0; i + 1 < pages.offsets.size(); ++i) {
-    const int64_t len = batch.seq_lens[i] - batch.prefix_lens[i];
-    for (int64_t off = 0; off < len; ++off) {
-      slots.push_back(pages.pages[pages.offsets[i] + off / page_size] * page_size + off % page_size);
-    }
-  }
-  return slots;
-}
-
 namespace {
 
+// The allocator's observable state after op `kind`.
 AllocOpResult Snapshot(const PageInterleaveAllocator& a, AllocOpKind kind) {
   AllocOpResult r;
   r.kind = kind;
@@ -321,6 +252,20 @@ AllocOpResult Snapshot(const PageInterleaveAllocator& a, AllocOpKind kind) {
 
 Status Prefixed(size_t k, const Status& s) { return Status(s.code(), StrCat("ops[", k, "].", s.message())); }
 
+// Runs op k on `a`; an alloc's answer (ok, bases, per-request pages) goes into `result`.
+Status RunOp(PageInterleaveAllocator& a, const AllocOp& op, AllocOpResult* result) {
+  if (op.kind == AllocOpKind::kFree) return a.Free(op.locs);
+  if (op.kind == AllocOpKind::kFreeGroup) return a.FreeGroup(op.frees);
+  ExtendPages pages;
+  KVSHARD_ASSIGN_OR_RETURN(result->ok, a.AllocExtend(op.alloc, &pages));
+  if (!result->ok) return Status::Ok();
+  result->rotation_bases = pages.rotation_bases;
+  for (size_t i = 0; i + 1 < pages.offsets.size(); ++i) {
+    result->pages.emplace_back(pages.pages.begin() + pages.offsets[i], pages.pages.begin() + pages.offsets[i + 1]);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<std::vector<AllocOpResult>> RunAllocScript(const AllocScript& script) {
@@ -329,27 +274,13 @@ StatusOr<std::vector<AllocOpResult>> RunAllocScript(const AllocScript& script) {
                                                             script.pages_per_rank, script.need_sort,
                                                             script.check_last_loc}));
   std::vector<AllocOpResult> results;
-  ExtendPages pages;
   for (size_t k = 0; k < script.ops.size(); ++k) {
-    const AllocOp& op = script.ops[k];
-    bool ok = true;
-    if (op.kind == AllocOpKind::kAlloc) {
-      auto r = a.AllocExtend(op.alloc, &pages);
-      if (!r.ok()) return Prefixed(k, r.status());
-      ok = *r;
-    } else if (op.kind == AllocOpKind::kFree) {
-      if (Status s = a.Free(op.locs); !s.ok()) return Prefixed(k, s);
-    } else {
-      if (Status s = a.FreeGroup(op.frees); !s.ok()) return Prefixed(k, s);
-    }
-    AllocOpResult r = Snapshot(a, op.kind);
-    r.ok = ok;
-    if (op.kind == AllocOpKind::kAlloc && ok) {
-      r.rotation_bases = pages.rotation_bases;
-      for (size_t i = 0; i + 1 < pages.offsets.size(); ++i) {
-        r.pages.emplace_back(pages.pages.begin() + pages.offsets[i], pages.pages.begin() + pages.offsets[i + 1]);
-      }
-    }
+    AllocOpResult answer;
+    if (Status s = RunOp(a, script.ops[k], &answer); !s.ok()) return Prefixed(k, s);
+    AllocOpResult r = Snapshot(a, script.ops[k].kind);
+    r.ok = answer.ok;
+    r.rotation_bases = std::move(answer.rotation_bases);
+    r.pages = std::move(answer.pages);
     results.push_back(std::move(r));
   }
   return results;

@@ -1,31 +1,23 @@
 // Reference rotated owner-classed page allocator (spec §2, SGLang PageInterleavePoolAllocator): one free
 // class per rank, rotation bases that keep every chain's owners cyclic, whole-batch defer, prepend-on-free.
+// Written to be read against spec §2 and page_interleave_allocator.py: head-first lists, no storage tricks
+// (cpu_fast/allocator.h is the optimized twin the simulator drives).
 #ifndef KVSHARD_CPU_REF_ALLOCATOR_H_
 #define KVSHARD_CPU_REF_ALLOCATOR_H_
 
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "core/alloc_script.h"
+#include "core/page_allocator.h"
 #include "core/status.h"
 
 namespace kvshard::ref {
 
-// Allocator geometry and options.
-struct AllocatorConfig {
-  int64_t shard_size = 1;       // N: number of classes (ranks)
-  int64_t page_size = 1;        // ps
-  int64_t pages_per_rank = 0;   // allocatable local pages per rank: class c starts as [i*N + c, i = 1..]
-  bool need_sort = false;       // frees go to release lists; all merged, sorted, when any free list runs short
-  bool check_last_loc = false;  // alloc_extend verifies owner(last_loc) against the rotation base
-};
-
-// The new pages of one alloc_extend batch.
-struct ExtendPages {
-  std::vector<int64_t> pages;           // every request's new pages in position order, requests concatenated
-  std::vector<int64_t> offsets;         // request i's pages are pages[offsets[i] .. offsets[i+1])
-  std::vector<int64_t> rotation_bases;  // the batch's bases with kNewChain resolved
-};
+using ::kvshard::AllocatorConfig;  // core/page_allocator.h, shared with cpu_fast/allocator.h
+using ::kvshard::ExtendPages;
+using ::kvshard::ExtendSlots;
 
 // SGLang's PageInterleavePoolAllocator over logical pages [N, N*(pages_per_rank+1)).
 class PageInterleaveAllocator {
@@ -68,33 +60,39 @@ class PageInterleaveAllocator {
   // True iff logical page `page` is currently handed out.
   bool is_allocated(int64_t page) const;
   // True while a free group is open.
-  bool in_free_group() const { return in_group_; }
+  bool in_free_group() const { return in_free_group_; }
   // The configuration.
   const AllocatorConfig& config() const { return config_; }
   // Logical pages covered, N * (pages_per_rank + 1) (pages < N are the reserved trash pages).
   int64_t num_logical_pages() const { return static_cast<int64_t>(allocated_.size()); }
 
  private:
+  // One request's cyclic run: position-page j draws class (start_class + j) % N.
+  struct Run {
+    int64_t start_class = 0;
+    int64_t new_pages = 0;
+  };
   explicit PageInterleaveAllocator(const AllocatorConfig& config);
-  int64_t ClassCount(int64_t c) const {
-    return static_cast<int64_t>(free_[c].size() + release_[c].size());
-  }
-  Status ValidateFree(const std::vector<int64_t>& locs) const;
+  // Pass 1 of alloc_extend: validates request by request, resolves null bases in place on the simulated counts
+  // and subtracts each run's class counts from them. Returns each request's run.
+  StatusOr<std::vector<Run>> SimulateDraws(const AllocBatch& batch, std::vector<int64_t>* rotation_bases,
+                                           std::vector<int64_t>* sim_counts) const;
+  // need_sort: merges every class's release list when any class's free list is shorter than its need.
+  void MergeIfAnyFreeListShort(const std::vector<int64_t>& needs);
+  // SGLang's merge_and_sort_free: every class with a release list merges it into its free list, sorted.
+  void MergeAndSortFree();
+  // Pops the head of class c's free list.
+  int64_t PopHead(int64_t c);
+  // free() outside a free group: prepends each class's freed pages, ascending.
   void ApplyFree(const std::vector<int64_t>& locs);
-  void MergeAndSortAll();
 
   AllocatorConfig config_;
-  std::vector<std::vector<int64_t>> free_;     // per class, stored reversed: head at back()
-  std::vector<std::vector<int64_t>> release_;  // per class, stored reversed: head at back()
-  std::vector<uint8_t> allocated_;             // per logical page
-  bool in_group_ = false;
-  std::vector<int64_t> group_locs_;            // queued frees of the open group, concatenated
-  std::vector<int64_t> sim_, starts_;          // alloc_extend scratch (pass 1)
+  std::vector<std::deque<int64_t>> class_free_pages_;     // per class, head (next page handed out) first
+  std::vector<std::deque<int64_t>> class_release_pages_;  // per class (need_sort), head first
+  std::vector<uint8_t> allocated_;                        // per logical page: handed out (or reserved)
+  bool in_free_group_ = false;
+  std::vector<int64_t> free_group_;                       // the open group's queued frees, concatenated
 };
-
-// The batch's out_cache_loc: pages[off / ps] * ps + off % ps for off in [0, seq_len - prefix_len),
-// requests concatenated.
-std::vector<int64_t> ExtendSlots(const AllocBatch& batch, const ExtendPages& pages, int64_t page_size);
 
 // Runs a script on a fresh allocator; one result per op. Errors are prefixed with "ops[k].".
 StatusOr<std::vector<AllocOpResult>> RunAllocScript(const AllocScript& script);

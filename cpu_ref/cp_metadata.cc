@@ -11,6 +11,34 @@ using internal::Accumulate;
 using internal::FloorDiv;
 using internal::PrefixOffsets;
 
+namespace {
+
+// The scalar (bs = 1) fields, taken from the batch's first request as SGLang does: its split list, zigzag index,
+// kv lengths and query lengths of this rank's two mirrored segments (cp_rank and 2N - cp_rank - 1), and the
+// reverse split order.
+void SetFirstRequestFields(const CPSharedKVBatchPlan& plan, const Int64Table& comm, NSAContextParallelMetadata* m) {
+  const int64_t n = plan.cp_size;
+  const std::span<const int64_t> first_split = comm[0];
+  const Int64List first_valid_prefix = Accumulate(plan.request_valid_split_lists()[0]);
+  const int64_t first_mirror = 2 * n - plan.cp_rank - 1;
+  m->split_list.assign(first_split.begin(), first_split.end());
+  m->zigzag_index.assign(plan.request_zigzag_indices[0].begin(), plan.request_zigzag_indices[0].end());
+  m->kv_len_prev = first_valid_prefix[plan.cp_rank];
+  m->kv_len_next = first_valid_prefix[first_mirror];
+  m->actual_seq_q_prev = first_split[plan.cp_rank];
+  m->actual_seq_q_next = first_split[first_mirror];
+  m->actual_seq_q_prev_cu_tensor = {0, m->actual_seq_q_prev};
+  m->actual_seq_q_next_cu_tensor = {0, m->actual_seq_q_next};
+  for (int64_t i = 0; i < n; ++i) {
+    m->reverse_split_len.push_back(first_split[i]);
+    m->reverse_split_len.push_back(first_split[2 * n - i - 1]);
+  }
+  for (int64_t i = 0; i < 2 * n; i += 2) m->cp_reverse_index.push_back(i);
+  for (int64_t i = 2 * n - 1; i > 0; i -= 2) m->cp_reverse_index.push_back(i);
+}
+
+}  // namespace
+
 StatusOr<NSAContextParallelMetadata> BuildBatchMetadataFromPlan(CPSharedKVBatchPlan plan) {
   if (plan.batch_size <= 0 || plan.request_split_lists.empty()) {
     return InvalidArgument("extend_lens: the batch needs at least one request (SGLang's metadata indexes request 0)");
@@ -22,26 +50,9 @@ StatusOr<NSAContextParallelMetadata> BuildBatchMetadataFromPlan(CPSharedKVBatchP
   m.per_rank_actual_token = tables.per_rank_tokens;
   const int64_t max_rank_token = *std::max_element(m.per_rank_actual_token.begin(), m.per_rank_actual_token.end());
   m.max_rank_len.assign(n, max_rank_token);
-  const std::span<const int64_t> first_split = comm[0];
-  const Int64List first_valid_prefix =
-      Accumulate(plan.request_valid_split_lists()[0]);
-  const int64_t first_mirror = 2 * n - plan.cp_rank - 1;
-  m.split_list.assign(first_split.begin(), first_split.end());
+  SetFirstRequestFields(plan, comm, &m);
   m.split_list_tensor = comm.values;
   m.split_prefix_tensor = PrefixOffsets(m.split_list_tensor);
-  m.zigzag_index.assign(plan.request_zigzag_indices[0].begin(), plan.request_zigzag_indices[0].end());
-  m.kv_len_prev = first_valid_prefix[plan.cp_rank];
-  m.kv_len_next = first_valid_prefix[first_mirror];
-  m.actual_seq_q_prev = first_split[plan.cp_rank];
-  m.actual_seq_q_next = first_split[first_mirror];
-  m.actual_seq_q_prev_cu_tensor = {0, m.actual_seq_q_prev};
-  m.actual_seq_q_next_cu_tensor = {0, m.actual_seq_q_next};
-  for (int64_t i = 0; i < n; ++i) {
-    m.reverse_split_len.push_back(first_split[i]);
-    m.reverse_split_len.push_back(first_split[2 * n - i - 1]);
-  }
-  for (int64_t i = 0; i < 2 * n; i += 2) m.cp_reverse_index.push_back(i);
-  for (int64_t i = 2 * n - 1; i > 0; i -= 2) m.cp_reverse_index.push_back(i);
   m.total_seq_lens = max_rank_token * n;
   m.info = RequestSplitInfo(plan, 0);
   m.info.page_aligned = true;

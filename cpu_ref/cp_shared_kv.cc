@@ -73,54 +73,79 @@ const CPSharedKVBatchPlan* GetCpSharedKVBatchPlan(const CpSharedKVForwardBatch& 
   return batch.nsa_cp_metadata->batch_plan.get();
 }
 
-StatusOr<std::optional<Int64List>> GetCpSharedKVLocalOutCacheLoc(CpSharedKVForwardBatch* batch) {
-  if (batch->cp_local_out_cache_loc) return batch->cp_local_out_cache_loc;
-  if (!batch->uses_cp_shared_kv) return std::optional<Int64List>();
-  if (!batch->nsa_cp_metadata) return DirectWriteError("missing_metadata", "nsa_cp_metadata is missing");
-  if (!batch->cp_shared_kv_layout) return DirectWriteError("missing_layout", "cp_shared_kv_layout is missing");
-  if (!batch->out_cache_loc) return DirectWriteError("missing_out_cache_loc", "out_cache_loc is missing");
-  const NSAContextParallelMetadata& m = *batch->nsa_cp_metadata;
+namespace {
+
+// The direct-write preconditions, in SGLang's order: metadata, layout and out_cache_loc present, a page-aligned
+// in-seq split.
+Status CheckDirectWriteInputs(const CpSharedKVForwardBatch& batch) {
+  if (!batch.nsa_cp_metadata) return DirectWriteError("missing_metadata", "nsa_cp_metadata is missing");
+  if (!batch.cp_shared_kv_layout) return DirectWriteError("missing_layout", "cp_shared_kv_layout is missing");
+  if (!batch.out_cache_loc) return DirectWriteError("missing_out_cache_loc", "out_cache_loc is missing");
+  const NSAContextParallelMetadata& m = *batch.nsa_cp_metadata;
   if (!m.info.page_aligned) {
     return DirectWriteError("not_page_aligned", "metadata is not page-aligned: page_size=", m.info.page_size,
                             " extend_prefix_len=", m.info.extend_prefix_len);
   }
-  if (!IsNsaPrefillCpInSeqSplit(batch->server_args)) {
+  if (!IsNsaPrefillCpInSeqSplit(batch.server_args)) {
     return DirectWriteError("not_in_seq_split", "nsa_prefill_cp_mode is not in-seq-split");
   }
+  return Status::Ok();
+}
+
+// out_cache_loc with as many tokens as the split: trailing static padding rows (up to extend_num_tokens) are cut,
+// never written; any other length mismatch fails.
+StatusOr<Int64List> OutCacheLocOfSplit(const CpSharedKVForwardBatch& batch, const SplitTokens& split) {
+  Int64List locs = *batch.out_cache_loc;
+  const int64_t out_tokens = static_cast<int64_t>(locs.size());
+  if (split.tokens != out_tokens) {
+    const std::optional<int64_t>& static_padded = batch.extend_num_tokens;
+    if (!static_padded || out_tokens <= split.tokens || out_tokens > *static_padded) {
+      return DirectWriteError(split.mismatch_reason, "split_list tokens=", split.tokens,
+                              " out_cache_loc tokens=", out_tokens, " static_padded=", OptText(static_padded));
+    }
+    locs.resize(static_cast<size_t>(split.tokens));
+  }
+  return locs;
+}
+
+// This rank's rows of `locs`: the plan's valid split (batch), or the split_list/zigzag_index rebuild (bs = 1).
+StatusOr<Int64List> LocalLocs(const Int64List& locs, const CPSharedKVBatchPlan* plan,
+                              const NSAContextParallelMetadata& m) {
+  if (plan == nullptr) return SplitScalar(locs, m);
+  KVSHARD_ASSIGN_OR_RETURN(const HostTensor t,
+                           SplitTensorByCPBatchPlan(HostTensor::FromInt64s(locs), *plan, SplitMode::k1d, SplitKind::kValid));
+  return t.Int64s();
+}
+
+// Every written local loc (> 0) is owned by this rank under the layout (checked only when there is one).
+Status CheckLocalOwners(const Int64List& local, const CpSharedKVLayout& layout) {
+  if (local.empty()) return Status::Ok();
+  KVSHARD_RETURN_IF_ERROR(ValidateCpSharedKVLayout(layout));
+  for (int64_t loc : local) {
+    if (loc > 0 && !layout.OwnedByThisRank(loc)) {
+      return DirectWriteError("local_loc_owner_mismatch",
+                              "local out_cache_loc contains pages not owned by this rank: cp_rank=", layout.cp_rank,
+                              " cp_size=", layout.cp_size, " page_size=", layout.page_size);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::optional<Int64List>> GetCpSharedKVLocalOutCacheLoc(CpSharedKVForwardBatch* batch) {
+  if (batch->cp_local_out_cache_loc) return batch->cp_local_out_cache_loc;
+  if (!batch->uses_cp_shared_kv) return std::optional<Int64List>();
+  KVSHARD_RETURN_IF_ERROR(CheckDirectWriteInputs(*batch));
+  const NSAContextParallelMetadata& m = *batch->nsa_cp_metadata;
   const CPSharedKVBatchPlan* plan = GetCpSharedKVBatchPlan(*batch);
   if (plan == nullptr && m.batch_size > 1) {
     return FailFast("batch_gt1_missing_split_metadata", "CP shared-KV batch split requires per-request split metadata.");
   }
   KVSHARD_ASSIGN_OR_RETURN(const SplitTokens split, PlanSplitTokens(plan, m));
-  Int64List locs = *batch->out_cache_loc;
-  const int64_t out_tokens = static_cast<int64_t>(locs.size());
-  if (split.tokens != out_tokens) {
-    const std::optional<int64_t>& static_padded = batch->extend_num_tokens;
-    if (!static_padded || out_tokens <= split.tokens || out_tokens > *static_padded) {
-      return DirectWriteError(split.mismatch_reason, "split_list tokens=", split.tokens,
-                              " out_cache_loc tokens=", out_tokens, " static_padded=", OptText(static_padded));
-    }
-    locs.resize(static_cast<size_t>(split.tokens));  // trailing static padding rows are never written
-  }
-  Int64List local;
-  if (plan != nullptr) {
-    KVSHARD_ASSIGN_OR_RETURN(const HostTensor t,
-                             SplitTensorByCPBatchPlan(HostTensor::FromInt64s(locs), *plan, SplitMode::k1d, SplitKind::kValid));
-    local = t.Int64s();
-  } else {
-    KVSHARD_ASSIGN_OR_RETURN(local, SplitScalar(locs, m));
-  }
-  if (!local.empty()) {
-    const CpSharedKVLayout& layout = *batch->cp_shared_kv_layout;
-    KVSHARD_RETURN_IF_ERROR(ValidateCpSharedKVLayout(layout));
-    for (int64_t loc : local) {
-      if (loc > 0 && !layout.OwnedByThisRank(loc)) {
-        return DirectWriteError("local_loc_owner_mismatch",
-                                "local out_cache_loc contains pages not owned by this rank: cp_rank=", layout.cp_rank,
-                                " cp_size=", layout.cp_size, " page_size=", layout.page_size);
-      }
-    }
-  }
+  KVSHARD_ASSIGN_OR_RETURN(const Int64List locs, OutCacheLocOfSplit(*batch, split));
+  KVSHARD_ASSIGN_OR_RETURN(const Int64List local, LocalLocs(locs, plan, m));
+  KVSHARD_RETURN_IF_ERROR(CheckLocalOwners(local, *batch->cp_shared_kv_layout));
   batch->cp_local_out_cache_loc = local;
   return batch->cp_local_out_cache_loc;
 }

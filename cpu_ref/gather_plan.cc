@@ -9,6 +9,8 @@
 #include <span>
 #include <string>
 
+#include "core/cyclic_owners.h"
+
 namespace kvshard::ref {
 namespace {
 
@@ -17,29 +19,15 @@ std::span<const int64_t> PrefixPages(const ExtendRequest& r, int64_t ps) {
   return std::span<const int64_t>(r.pages).first(static_cast<size_t>(r.prefix_len / ps));
 }
 
-// "[o0, o1, ...]": the owners of the first 16 pages (Python's owners[:16]).
-std::string Owners(std::span<const int64_t> pages, int64_t n) {
-  std::string s = "[";
-  for (size_t k = 0; k < pages.size() && k < 16; ++k) s += (k ? ", " : "") + std::to_string(pages[k] % n);
-  return s + "]";
-}
-
 // Request i's prefix is page-aligned and its owners are cyclic: owner(page k) = (owner(page 0) + k) % N.
 Status CheckPrefix(const ExtendBatch& b, size_t i) {
   const ExtendRequest& r = b.requests[i];
   if (r.prefix_len % b.page_size != 0) {
-    return InvalidArgument("requests[", i, "].prefix_len: sharded prefill requires physical-page-aligned prefixes "
-                           "(the radix-tree match quantum), got prefix_len=", r.prefix_len, ", page_size=",
-                           b.page_size);
+    return MisalignedPrefixError(i, r.prefix_len, b.page_size);
   }
   const std::span<const int64_t> prefix = PrefixPages(r, b.page_size);
   const int64_t n = b.shard_size;
-  for (size_t k = 0; k < prefix.size(); ++k) {
-    if (prefix[k] % n != (prefix[0] + static_cast<int64_t>(k)) % n) {
-      return InvalidArgument("requests[", i, "].pages: sharded prefix owners of request ", i,
-                             " are not cyclic — rotation base out of sync (owners[:16]=", Owners(prefix, n), ")");
-    }
-  }
+  if (!prefix.empty() && FirstNonCyclicPage(prefix, prefix[0] % n, n) >= 0) return NonCyclicPrefixError(i, prefix, n);
   return Status::Ok();
 }
 
@@ -70,15 +58,12 @@ std::vector<int64_t> OwnerMajorPrefixPages(const ExtendBatch& b) {
 Status CheckCapacity(const ExtendBatch& b, int64_t block_pages, int64_t n_prefix_pages) {
   const int64_t ps = b.page_size, prefix_tokens = b.shard_size * block_pages * ps;
   if (prefix_tokens > b.max_prefix_tokens) {
-    return OutOfRange("max_prefix_tokens: prefix (", n_prefix_pages, " pages, padded gather span ", prefix_tokens,
-                      " tokens) exceeds the scratch prefix capacity (", b.max_prefix_tokens,
-                      ") — the PrefillAdder scratch reservation should have deferred this batch");
+    return PrefixCapacityError(n_prefix_pages, prefix_tokens, b.max_prefix_tokens);
   }
   int64_t chunk_pages = 0;
   for (const ExtendRequest& r : b.requests) chunk_pages += static_cast<int64_t>(r.pages.size()) - r.prefix_len / ps;
   if (chunk_pages * ps > b.chunk_tokens) {
-    return OutOfRange("chunk_tokens: chunk (", chunk_pages * ps, " tokens) exceeds the scratch chunk capacity (",
-                      b.chunk_tokens, ")");
+    return ChunkCapacityError(chunk_pages * ps, b.chunk_tokens);
   }
   return Status::Ok();
 }
@@ -105,9 +90,7 @@ Status PlaceChunkPages(const ExtendBatch& b, int64_t chunk_base_page, std::map<i
     const ExtendRequest& r = b.requests[i];
     for (size_t j = static_cast<size_t>(r.prefix_len / b.page_size); j < r.pages.size(); ++j) {
       if (page_pos->contains(r.pages[j])) {
-        return InvalidArgument("requests[", i, "].pages[", j, "]: chunk page ", r.pages[j],
-                               " is already in the plan (a prefix page or an earlier chunk page); chunk pages "
-                               "must be fresh allocations");
+        return StaleChunkPageError(i, j, r.pages[j]);
       }
       (*page_pos)[r.pages[j]] = next++;
     }
@@ -159,26 +142,6 @@ StatusOr<GatherPlan> BuildGatherPlan(const ExtendBatch& batch) {
   GatherPlan plan;
   KVSHARD_RETURN_IF_ERROR(planner.Build(batch, &plan));
   return plan;
-}
-
-std::vector<int64_t> DensePagePos(const GatherPlan& plan) {
-  std::vector<int64_t> pos(plan.page_pos_size, plan.trash_page);
-  for (size_t i = 0; i < plan.mapped_pages.size(); ++i) pos[plan.mapped_pages[i]] = plan.mapped_scratch_pages[i];
-  return pos;
-}
-
-StatusOr<std::vector<int64_t>> Translate(const GatherPlan& plan, const std::vector<int64_t>& locs,
-                                         const char* field) {
-  const int64_t ps = plan.page_size, limit = plan.page_pos_size * ps;
-  for (size_t i = 0; i < locs.size(); ++i) {
-    if (locs[i] < 0 || locs[i] >= limit) {
-      return InvalidArgument(field, "[", i, "]: must be in [0, ", limit, ") (the page_pos range), got ", locs[i]);
-    }
-  }
-  const std::vector<int64_t> pos = DensePagePos(plan);
-  std::vector<int64_t> rows(locs.size());
-  for (size_t i = 0; i < locs.size(); ++i) rows[i] = pos[locs[i] / ps] * ps + locs[i] % ps;
-  return rows;
 }
 
 }  // namespace kvshard::ref

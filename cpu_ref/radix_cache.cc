@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <queue>
 
+#include "core/cyclic_owners.h"
+
 namespace kvshard::ref {
 
 RadixCache::RadixCache(PageInterleaveAllocator* allocator)
@@ -48,9 +50,9 @@ Status RadixCache::FreePages(const std::vector<int64_t>& pages) {
   return allocator_->Free(locs);
 }
 
-StatusOr<RadixCache::InsertResult> RadixCache::Insert(const std::vector<int64_t>& tokens,
-                                                      const std::vector<int64_t>& pages, int64_t rotation_base) {
-  const int64_t full = static_cast<int64_t>(tokens.size()) / ps_;
+// Insert's argument checks: a base in [0, N), one page per full token block, each allocated (not a trash page) and
+// owned cyclically from the base, checked page by page in that order.
+Status RadixCache::CheckInsertPages(const std::vector<int64_t>& pages, int64_t full, int64_t rotation_base) const {
   if (rotation_base < 0 || rotation_base >= n_) {
     return InvalidArgument("rotation_base: must be in [0, ", n_, "), got ", rotation_base);
   }
@@ -61,12 +63,17 @@ StatusOr<RadixCache::InsertResult> RadixCache::Insert(const std::vector<int64_t>
     if (!allocator_->is_allocated(pages[k]) || pages[k] < n_) {
       return InvalidArgument("pages[", k, "]: page ", pages[k], " is not an allocated page");
     }
-    if (pages[k] % n_ != (rotation_base + k) % n_) {
+    if (!IsCyclicOwner(pages[k], rotation_base, k, n_)) {
       return InvalidArgument("pages[", k, "]: owner ", pages[k] % n_, " is not cyclic from rotation base ",
                              rotation_base, " (expected ", (rotation_base + k) % n_, ")");
     }
   }
-  const std::vector<int64_t> path = MatchNodes(tokens, full);
+  return Status::Ok();
+}
+
+// A page already cached must be the matched node at its own position.
+Status RadixCache::CheckCachedPositions(const std::vector<int64_t>& pages, int64_t full,
+                                        const std::vector<int64_t>& path) const {
   const int64_t d = static_cast<int64_t>(path.size());
   for (int64_t k = 0; k < full; ++k) {
     const int64_t holder = node_of_page_[pages[k]];
@@ -74,6 +81,42 @@ StatusOr<RadixCache::InsertResult> RadixCache::Insert(const std::vector<int64_t>
       return InvalidArgument("pages[", k, "]: page ", pages[k], " is cached at another position");
     }
   }
+  return Status::Ok();
+}
+
+// A fresh node (a recycled id when one is free) under `parent` for page k of the chain.
+int64_t RadixCache::AddNode(int64_t parent, const std::vector<int64_t>& tokens, int64_t page, int64_t base, int64_t k) {
+  int64_t id;
+  if (!free_ids_.empty()) {
+    id = free_ids_.back();
+    free_ids_.pop_back();
+    nodes_[id] = Node();
+  } else {
+    id = static_cast<int64_t>(nodes_.size());
+    nodes_.emplace_back();
+  }
+  Node& node = nodes_[id];
+  node.parent = parent;
+  node.page = page;
+  node.base = base;
+  node.depth = k + 1;
+  node.last_access = clock_;
+  node.key.assign(tokens.begin() + k * ps_, tokens.begin() + (k + 1) * ps_);
+  nodes_[parent].children.emplace(node.key, id);
+  node_of_page_[page] = id;
+  ++cached_pages_;
+  return id;
+}
+
+StatusOr<RadixCache::InsertResult> RadixCache::Insert(const std::vector<int64_t>& tokens,
+                                                      const std::vector<int64_t>& pages, int64_t rotation_base) {
+  const int64_t full = static_cast<int64_t>(tokens.size()) / ps_;
+  KVSHARD_RETURN_IF_ERROR(CheckInsertPages(pages, full, rotation_base));
+  const std::vector<int64_t> path = MatchNodes(tokens, full);
+  const int64_t d = static_cast<int64_t>(path.size());
+  KVSHARD_RETURN_IF_ERROR(CheckCachedPositions(pages, full, path));
+  // The rotation-base rule: a chain matched under another base declines the graft (every page is freed);
+  // otherwise the matched part's duplicate pages are freed and the rest is grafted below the match.
   InsertResult result;
   std::vector<int64_t> to_free;
   result.declined = d > 0 && nodes_[path[0]].base != rotation_base;
@@ -82,29 +125,7 @@ StatusOr<RadixCache::InsertResult> RadixCache::Insert(const std::vector<int64_t>
   }
   if (!result.declined) {
     int64_t cur = d ? path.back() : 0;
-    for (int64_t k = d; k < full; ++k) {
-      int64_t id;
-      if (!free_ids_.empty()) {
-        id = free_ids_.back();
-        free_ids_.pop_back();
-        nodes_[id] = Node();
-      } else {
-        id = static_cast<int64_t>(nodes_.size());
-        nodes_.emplace_back();
-      }
-      Node& node = nodes_[id];
-      node.parent = cur;
-      node.page = pages[k];
-      node.base = rotation_base;
-      node.depth = k + 1;
-      node.last_access = clock_;
-      node.key.assign(tokens.begin() + k * ps_, tokens.begin() + (k + 1) * ps_);
-      nodes_[cur].children.emplace(node.key, id);
-      node_of_page_[pages[k]] = id;
-      ++cached_pages_;
-      ++result.new_pages;
-      cur = id;
-    }
+    for (int64_t k = d; k < full; ++k, ++result.new_pages) cur = AddNode(cur, tokens, pages[k], rotation_base, k);
   }
   result.freed_pages = static_cast<int64_t>(to_free.size());
   KVSHARD_RETURN_IF_ERROR(FreePages(to_free));
@@ -180,7 +201,7 @@ Status RadixCache::CheckInvariants() const {
       return Internal("radix node ", id, ": base ", node.base, " differs from its chain's base ",
                       nodes_[root_child].base);
     }
-    if (node.page % n_ != (node.base + node.depth - 1) % n_) {
+    if (!IsCyclicOwner(node.page, node.base, node.depth - 1, n_)) {
       return Internal("radix node ", id, ": page ", node.page, " at position ", node.depth - 1,
                       " breaks the cyclic owners of base ", node.base);
     }

@@ -6,17 +6,11 @@
 #include <cstring>
 #include <set>
 
+#include "core/hash.h"
 #include "core/spec.h"
 
 namespace kvshard::ref {
 namespace {
-
-uint64_t Mix(uint64_t x) {  // splitmix64 finalizer
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 std::string KeyText(const std::pair<int64_t, int64_t>& key) {
   return key.first < 0 ? "None" : StrCat("(", key.first, ", ", key.second, ")");
@@ -25,7 +19,7 @@ std::string KeyText(const std::pair<int64_t, int64_t>& key) {
 }  // namespace
 
 uint32_t RowValue(int64_t layer, int64_t loc, int64_t salt, int64_t word) {
-  return static_cast<uint32_t>(Mix(Mix(Mix(static_cast<uint64_t>(layer)) ^ static_cast<uint64_t>(loc)) ^
+  return static_cast<uint32_t>(Mix64(Mix64(Mix64(static_cast<uint64_t>(layer)) ^ static_cast<uint64_t>(loc)) ^
                                    (static_cast<uint64_t>(salt) << 20 | static_cast<uint64_t>(word))));
 }
 

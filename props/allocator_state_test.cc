@@ -1,11 +1,17 @@
-// Stateful property of the rotated owner-classed allocator (spec §2, §6) against a naive model: random
-// alloc / extend / free / free-group / defer command sequences. After every command the allocator's
-// lists equal the model's, no page is duplicated within or across classes, the page count is conserved,
-// every live chain's owners are cyclic (per-rank counts differ by <= 1), a deferred batch changes
-// nothing, available_size is the min-class floor <= aggregate, and an admitted batch never defers.
+// Stateful property of the reference rotated owner-classed allocator (spec §2, §6) against SGLang's semantics:
+// random alloc / extend / free / free-group / defer command sequences. Each command's effect on the class lists
+// is checked against what page_interleave_allocator.py does, stated per command as a relation between the lists
+// before and after (a commit pops each class's head pages, after the need_sort merge of every class exactly when
+// some free list is short; a null base is the least-full class of the counts left by the batch's earlier
+// requests; a batch defers exactly when the spec's class counts run some class negative, and then changes
+// nothing; a free prepends each class's freed pages ascending). After every command no page is duplicated within
+// or across classes, the page count is conserved, every live chain's owners are cyclic (per-rank counts differ
+// by <= 1), available_size is the min-class floor <= aggregate, an admitted batch never defers, and a second
+// reference allocator fed the same commands (the model) holds the same lists: SGLang's mirrored ranks.
 #include <algorithm>
 #include <iostream>
 #include <numeric>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -13,8 +19,8 @@
 #include <rapidcheck/state.h>
 
 #include "core/pool_json.h"
+#include "cpu_fast/allocator.h"
 #include "cpu_ref/allocator.h"
-#include "props/naive_allocator.h"
 #include "props/property.h"
 #include "props/rc_status.h"
 #include "props/rounds.h"
@@ -33,14 +39,157 @@ struct Chain {
   int64_t base = 0;
 };
 
-// The naive allocator of spec §2 plus the live chains (the requests holding pages).
-struct Model : NaiveAllocator {
-  using NaiveAllocator::NaiveAllocator;
+// What the need_sort merges did, for the test log (how often the generators reach them).
+struct MergeStats {
+  int64_t merges = 0;               // alloc_extend calls that merged
+  int64_t merges_of_unshort = 0;    // ... where a class that was not short had a release list to merge
+  int64_t merges_after_group = 0;   // ... where pages freed by a free group were still in a release list
+};
+
+// An allocator's class lists.
+struct Lists {
+  std::vector<V> free, release;
+  V counts;
+  bool operator==(const Lists&) const = default;
+};
+
+Lists ListsOf(const PageInterleaveAllocator& a) {
+  Lists l;
+  for (int64_t c = 0; c < a.config().shard_size; ++c) {
+    l.free.push_back(a.free_list(c));
+    l.release.push_back(a.release_list(c));
+  }
+  l.counts = a.class_free_page_counts();
+  return l;
+}
+
+// "least_full_class = argmax_c (counts[c], -c)".
+int64_t LeastFull(const V& counts) {
+  int64_t best = 0;
+  for (int64_t c = 1; c < static_cast<int64_t>(counts.size()); ++c) best = counts[c] > counts[best] ? c : best;
+  return best;
+}
+
+// Request i's new pages: ceil(seq_len / ps) - prefix_len / ps.
+int64_t NewPages(const AllocBatch& b, size_t i, int64_t ps) { return (b.seq_lens[i] + ps - 1) / ps - b.prefix_lens[i] / ps; }
+
+// Spec §2's pass 1 on the counts: "class c gives new_pages//N + ((c-start) % N < new_pages % N) pages"; true
+// iff no class goes negative (the batch commits).
+bool SpecCommits(V sim, const AllocBatch& b, int64_t n, int64_t ps) {
+  for (size_t i = 0; i < b.seq_lens.size(); ++i) {
+    const int64_t base = b.rotation_bases[i] == kNewChain ? LeastFull(sim) : b.rotation_bases[i];
+    const int64_t start = (base + b.prefix_lens[i] / ps) % n, new_pages = NewPages(b, i, ps);
+    for (int64_t c = 0; c < n; ++c) sim[c] -= new_pages / n + ((c - start + n) % n < new_pages % n ? 1 : 0);
+  }
+  return *std::min_element(sim.begin(), sim.end()) >= 0;
+}
+
+// The lists a committed batch must leave (SGLang's alloc_extend), given its answer: bases as spec'd (null: the
+// least-full class of the counts less the earlier requests' pages), each request's owners cyclic from
+// (base + prefix_pages) % N, and class c's pages (in batch and position order) the head of its list, after the
+// need_sort merge of every class iff some class's free list is shorter than its need. Sets *merged.
+Lists CommitLists(const Lists& before, const AllocBatch& b, const std::vector<V>& pages, const V& bases, int64_t n,
+                  int64_t ps, bool need_sort, bool* merged) {
+  V sim = before.counts;
+  std::vector<V> drawn(n);
+  RC_ASSERT(pages.size() == b.seq_lens.size());
+  for (size_t i = 0; i < pages.size(); ++i) {
+    RC_ASSERT(bases[i] == (b.rotation_bases[i] == kNewChain ? LeastFull(sim) : b.rotation_bases[i]));
+    RC_ASSERT(static_cast<int64_t>(pages[i].size()) == NewPages(b, i, ps));
+    for (size_t j = 0; j < pages[i].size(); ++j) {
+      const int64_t owner = pages[i][j] % n;
+      RC_ASSERT(owner == (bases[i] + b.prefix_lens[i] / ps + static_cast<int64_t>(j)) % n);
+      drawn[owner].push_back(pages[i][j]);
+      --sim[owner];
+    }
+  }
+  *merged = false;
+  for (int64_t c = 0; c < n; ++c) *merged |= need_sort && drawn[c].size() > before.free[c].size();
+  Lists after = before;
+  for (int64_t c = 0; c < n; ++c) {
+    V& list = after.free[c];
+    if (*merged) {
+      list.insert(list.end(), before.release[c].begin(), before.release[c].end());
+      std::sort(list.begin(), list.end());
+      after.release[c].clear();
+    }
+    RC_ASSERT(drawn[c].size() <= list.size());
+    RC_ASSERT(V(list.begin(), list.begin() + drawn[c].size()) == drawn[c]);  // the head pages, in order
+    list.erase(list.begin(), list.begin() + drawn[c].size());
+  }
+  after.counts = sim;
+  return after;
+}
+
+// The lists a free of `locs` must leave: "pages = sorted unique locs // ps; each class's freed pages are
+// prepended (ascending) to its free list (release list when need_sort)".
+Lists FreeLists(const Lists& before, const V& locs, int64_t n, int64_t ps, bool need_sort) {
+  std::set<int64_t> pages;
+  for (int64_t loc : locs) pages.insert(loc / ps);
+  Lists after = before;
+  for (auto it = pages.rbegin(); it != pages.rend(); ++it) {
+    V& list = (need_sort ? after.release : after.free)[*it % n];
+    list.insert(list.begin(), *it);
+    ++after.counts[*it % n];
+  }
+  return after;
+}
+
+// The reference allocator fed every command (the mirrored twin of the one under test), the live chains, and
+// how often its need_sort merges ran.
+struct Model {
+  int64_t n = 1, ps = 1, ppr = 0;
+  bool need_sort = false;
+  PageInterleaveAllocator alloc;
+  bool group_pages_released = false;  // a free group put pages on a release list since the last merge
+  MergeStats stats;
   std::vector<Chain> chains;
+
+  Model(int64_t shard_size, int64_t page_size, int64_t pages_per_rank, bool sort)
+      : n(shard_size), ps(page_size), ppr(pages_per_rank), need_sort(sort),
+        alloc(RC_VALUE(PageInterleaveAllocator::Create({n, ps, ppr, sort, true}))) {}
+  V Counts() const { return alloc.class_free_page_counts(); }
+  // alloc_extend on the model: false = deferred; else each request's pages in position order and the bases.
+  bool Alloc(const AllocBatch& b, std::vector<V>* pages, V* bases) {
+    const Lists before = ListsOf(alloc);
+    ExtendPages out;
+    if (!RC_VALUE(alloc.AllocExtend(b, &out))) return false;
+    pages->clear();
+    for (size_t i = 0; i + 1 < out.offsets.size(); ++i) {
+      pages->emplace_back(out.pages.begin() + out.offsets[i], out.pages.begin() + out.offsets[i + 1]);
+    }
+    *bases = out.rotation_bases;
+    CountMerge(before, *pages);
+    return true;
+  }
+  // The merge statistics of a commit of `pages` on `before` (merged iff need_sort and some class is short).
+  void CountMerge(const Lists& before, const std::vector<V>& pages) {
+    V need(n, 0);
+    for (const V& p : pages) {
+      for (int64_t page : p) ++need[page % n];
+    }
+    bool any_short = false, unshort_release = false, releases = false;
+    for (int64_t c = 0; c < n; ++c) {
+      const bool short_c = need[c] > static_cast<int64_t>(before.free[c].size());
+      any_short |= short_c;
+      unshort_release |= !short_c && !before.release[c].empty();
+      releases |= !before.release[c].empty();
+    }
+    if (!need_sort || !any_short) return;
+    ++stats.merges;
+    stats.merges_of_unshort += unshort_release;
+    stats.merges_after_group += group_pages_released && releases;
+    group_pages_released = false;
+  }
+  void Free(const V& locs) { RC_ASSERT_OK(alloc.Free(locs)); }
+  void FreeGroup(const std::vector<V>& frees) {
+    RC_ASSERT_OK(alloc.FreeGroup(frees));
+    for (const V& f : frees) group_pages_released |= need_sort && !f.empty();
+  }
 };
 
 // How often the generated sequences reached the need_sort merge (printed in the test log).
-NaiveMergeStats g_merge_stats;
+MergeStats g_merge_stats;
 int64_t g_sequences_with_group_merge = 0;
 bool g_group_merge_in_sequence = false;
 
@@ -50,13 +199,12 @@ V ChainSlots(const Chain& c, int64_t from, int64_t to, int64_t ps) {
   return s;
 }
 
-// Full comparison of allocator and model, plus the invariants that do not need the model.
+// The allocator holds its mirrored twin's lists, and the invariants hold.
 void CheckState(const Model& m, const PageInterleaveAllocator& a) {
+  RC_ASSERT(ListsOf(a) == ListsOf(m.alloc));  // same command stream, same state (SGLang's SPMD mirroring)
   std::vector<int> seen(m.n * (m.ppr + 1), 0);
   for (int64_t c = 0; c < m.n; ++c) {
     const V f = a.free_list(c), r = a.release_list(c);
-    RC_ASSERT(f == V(m.free[c].begin(), m.free[c].end()));
-    RC_ASSERT(r == V(m.release[c].begin(), m.release[c].end()));
     for (const V* list : {&f, &r}) {
       for (int64_t p : *list) {
         RC_ASSERT(p % m.n == c);  // a class holds only its rank's pages
@@ -145,9 +293,9 @@ struct Alloc : Command {
   }
   void run(const Model& m, PageInterleaveAllocator& a) const override {
     Model next = m;
-    std::vector<V> want;
-    V want_bases;
-    const bool want_ok = next.Alloc(batch, &want, &want_bases);
+    std::vector<V> twin;
+    V twin_bases;
+    next.Alloc(batch, &twin, &twin_bases);
     g_merge_stats.merges += next.stats.merges - m.stats.merges;
     g_merge_stats.merges_of_unshort += next.stats.merges_of_unshort - m.stats.merges_of_unshort;
     g_merge_stats.merges_after_group += next.stats.merges_after_group - m.stats.merges_after_group;
@@ -160,15 +308,20 @@ struct Alloc : Command {
       floor_tokens += m.n * m.ps * ((new_pages + m.n - 1) / m.n);
     }
     const bool admitted = floor_tokens <= a.available_size();
+    const Lists before = ListsOf(a);
     ExtendPages out;
     const bool ok = RC_VALUE(a.AllocExtend(batch, &out));
-    RC_ASSERT(ok == want_ok);
+    RC_ASSERT(ok == SpecCommits(before.counts, batch, m.n, m.ps));  // commit whole or defer whole, as spec'd
     if (admitted) RC_ASSERT(ok);
     if (ok) {
-      RC_ASSERT(out.rotation_bases == want_bases);
-      for (size_t i = 0; i < want.size(); ++i) {
-        RC_ASSERT(V(out.pages.begin() + out.offsets[i], out.pages.begin() + out.offsets[i + 1]) == want[i]);
+      std::vector<V> pages;
+      for (size_t i = 0; i + 1 < out.offsets.size(); ++i) {
+        pages.emplace_back(out.pages.begin() + out.offsets[i], out.pages.begin() + out.offsets[i + 1]);
       }
+      bool merged = false;
+      RC_ASSERT(ListsOf(a) == CommitLists(before, batch, pages, out.rotation_bases, m.n, m.ps, m.need_sort, &merged));
+    } else {
+      RC_ASSERT(ListsOf(a) == before);  // a deferred batch changes nothing
     }
     CheckState(nextState(m), a);
   }
@@ -209,7 +362,9 @@ struct Free : Command {
     if (!tail || c.pages.empty()) m.chains.erase(m.chains.begin() + chain);
   }
   void run(const Model& m, PageInterleaveAllocator& a) const override {
+    const Lists before = ListsOf(a);
     RC_ASSERT_OK(a.Free(locs));
+    RC_ASSERT(ListsOf(a) == FreeLists(before, locs, m.n, m.ps, m.need_sort));
     CheckState(nextState(m), a);
   }
   void show(std::ostream& os) const override {
@@ -242,11 +397,14 @@ struct FreeGroup : Command {
     for (size_t c : chains) m.chains.erase(m.chains.begin() + c);  // descending indices
   }
   void run(const Model& m, PageInterleaveAllocator& a) const override {
-    const V before = a.class_free_page_counts();
+    const Lists before = ListsOf(a);
     RC_ASSERT_OK(a.FreeGroupBegin());
     for (const V& f : frees) RC_ASSERT_OK(a.Free(f));
-    RC_ASSERT(a.class_free_page_counts() == before);  // nothing applied before the group ends
+    RC_ASSERT(ListsOf(a) == before);  // nothing applied before the group ends
     RC_ASSERT_OK(a.FreeGroupEnd());
+    V all;  // the queued frees, concatenated, freed as one
+    for (const V& f : frees) all.insert(all.end(), f.begin(), f.end());
+    RC_ASSERT(ListsOf(a) == FreeLists(before, all, m.n, m.ps, m.need_sort));
     CheckState(nextState(m), a);
   }
   void show(std::ostream& os) const override { os << "FreeGroup(chains=" << rc::toString(chains) << ")"; }
@@ -277,6 +435,7 @@ struct Defer : Command {
     batch.last_locs.push_back(0);
   }
   void run(const Model& m, PageInterleaveAllocator& a) const override {
+    RC_ASSERT(!SpecCommits(a.class_free_page_counts(), batch, m.n, m.ps));
     ExtendPages out;
     RC_ASSERT(!RC_VALUE(a.AllocExtend(batch, &out)));
     CheckState(m, a);  // state unchanged
@@ -292,6 +451,12 @@ void CheckAllocatorAgainstModel() {
   const bool need_sort = *rc::gen::arbitrary<bool>();
   Model m(n, ps, ppr, need_sort);
   PageInterleaveAllocator a = RC_VALUE(PageInterleaveAllocator::Create({n, ps, ppr, need_sort, true}));
+  CheckState(m, a);  // fresh: class c holds [i*N + c for i in 1..pages_per_rank], ascending
+  for (int64_t c = 0; c < n; ++c) {
+    V fresh;
+    for (int64_t i = 1; i <= ppr; ++i) fresh.push_back(i * n + c);
+    RC_ASSERT(a.free_list(c) == fresh);
+  }
   g_group_merge_in_sequence = false;
   rc::state::check(m, a, rc::state::gen::execOneOfWithArgs<Alloc, Alloc, Free, FreeGroup, Defer>());
   g_sequences_with_group_merge += g_group_merge_in_sequence;
@@ -300,10 +465,10 @@ void CheckAllocatorAgainstModel() {
 }
 
 // 4 rounds x RC_PARAMS max_success command sequences.
-TEST(AllocatorStateProps, MatchesNaiveModelAndKeepsInvariants) {
+TEST(AllocatorStateProps, FollowsSglangSemanticsAndKeepsInvariants) {
   g_merge_stats = {};
   g_sequences_with_group_merge = 0;
-  CheckRounds("AllocatorStateProps.MatchesNaiveModelAndKeepsInvariants", 4, CheckAllocatorAgainstModel);
+  CheckRounds("AllocatorStateProps.FollowsSglangSemanticsAndKeepsInvariants", 4, CheckAllocatorAgainstModel);
   // Shrinking replays count too; the figures say how often the generators reach the merge paths.
   std::cout << "need_sort merges: " << g_merge_stats.merges << " (" << g_merge_stats.merges_of_unshort
             << " merged a class that was not short, " << g_merge_stats.merges_after_group
@@ -313,14 +478,17 @@ TEST(AllocatorStateProps, MatchesNaiveModelAndKeepsInvariants) {
   EXPECT_GT(g_sequences_with_group_merge, 0) << "the generators never reached a merge after a grouped free";
 }
 
-// Scripts survive the JSON round trip, and RunAllocScript's per-op results equal the naive model's.
-KVSHARD_PROP(AllocatorProps, ScriptJsonRoundTripAndResultsMatchModel, ()) {
+// Scripts survive the JSON round trip, and RunAllocScript's per-op results equal those of the fast allocator
+// (cpu_fast/, an independent implementation) driven by the same ops, sizes as spec'd from its class counts.
+KVSHARD_PROP(AllocatorProps, ScriptJsonRoundTripAndResultsMatchFastAllocator, ()) {
   AllocScript s;
   s.shard_size = *rc::gen::inRange<int64_t>(1, 9);
   s.page_size = *rc::gen::element<int64_t>(1, 2, 16);
   s.pages_per_rank = *rc::gen::inRange<int64_t>(0, 9);
   s.need_sort = *rc::gen::arbitrary<bool>();
   Model m(s.shard_size, s.page_size, s.pages_per_rank, s.need_sort);
+  fast::PageInterleaveAllocator f = RC_VALUE(fast::PageInterleaveAllocator::Create(
+      {s.shard_size, s.page_size, s.pages_per_rank, s.need_sort, s.check_last_loc}));
   std::vector<AllocOpResult> want;
   const int64_t ops = *rc::gen::inRange<int64_t>(0, 8);
   for (int64_t k = 0; k < ops; ++k) {
@@ -328,10 +496,15 @@ KVSHARD_PROP(AllocatorProps, ScriptJsonRoundTripAndResultsMatchModel, ()) {
     if (m.chains.empty() || *rc::gen::arbitrary<bool>()) {
       const Alloc cmd(m);
       op.alloc = cmd.batch;
-      Model probe = m;
       AllocOpResult r;
-      r.ok = probe.Alloc(op.alloc, &r.pages, &r.rotation_bases);
-      if (!r.ok) r.pages.clear(), r.rotation_bases.clear();
+      fast::ExtendPages out;
+      r.ok = RC_VALUE(f.AllocExtend(op.alloc, &out));
+      if (r.ok) {
+        r.rotation_bases = out.rotation_bases;
+        for (size_t i = 0; i + 1 < out.offsets.size(); ++i) {
+          r.pages.emplace_back(out.pages.begin() + out.offsets[i], out.pages.begin() + out.offsets[i + 1]);
+        }
+      }
       cmd.apply(m);
       want.push_back(r);
     } else {
@@ -346,15 +519,17 @@ KVSHARD_PROP(AllocatorProps, ScriptJsonRoundTripAndResultsMatchModel, ()) {
       }
       if (op.kind == AllocOpKind::kFree) {
         m.Free(op.locs);
+        RC_ASSERT_OK(f.Free(op.locs));
       } else {
         m.FreeGroup(op.frees);
+        RC_ASSERT_OK(f.FreeGroup(op.frees));
       }
       AllocOpResult r;
       r.kind = op.kind;
       want.push_back(r);
     }
     AllocOpResult& r = want.back();
-    r.class_free_page_counts = m.Counts();
+    r.class_free_page_counts = f.class_free_page_counts();
     r.available_size = m.n * m.ps * *std::min_element(r.class_free_page_counts.begin(), r.class_free_page_counts.end());
     r.aggregate_free_size = m.ps * std::accumulate(r.class_free_page_counts.begin(), r.class_free_page_counts.end(),
                                                    int64_t{0});

@@ -15,7 +15,7 @@ int64_t NewPages(const std::vector<std::pair<Req*, int64_t>>& batch, int64_t ps)
 }
 
 StatusOr<bool> Simulation::TryAlloc(const std::vector<std::pair<Req*, int64_t>>& batch, const AllocBatch& ab,
-                                    ref::ExtendPages* out) {
+                                    ExtendPages* out) {
   if (!owners_) return alloc_->AllocExtend(ab, out);
   Int64List extend, prefix;
   for (const auto& [r, chunk] : batch) {
@@ -39,7 +39,7 @@ StatusOr<bool> Simulation::EvictFor(int64_t need) {
   return true;
 }
 
-StatusOr<bool> Simulation::Allocate(const std::vector<std::pair<Req*, int64_t>>& batch, ref::ExtendPages* out) {
+StatusOr<bool> Simulation::Allocate(const std::vector<std::pair<Req*, int64_t>>& batch, ExtendPages* out) {
   const int64_t ps = c_.page_size;
   AllocBatch ab;
   for (const auto& [r, chunk] : batch) {
@@ -63,7 +63,7 @@ StatusOr<bool> Simulation::Allocate(const std::vector<std::pair<Req*, int64_t>>&
 }
 
 StatusOr<bool> Simulation::EvictUntilAdmitted(const std::vector<std::pair<Req*, int64_t>>& batch,
-                                              ref::ExtendPages* out) {
+                                              ExtendPages* out) {
   while (true) {
     KVSHARD_ASSIGN_OR_RETURN(const bool freed, EvictFor(NewPages(batch, c_.page_size)));
     if (!freed) return false;
@@ -119,7 +119,7 @@ void Simulation::PlanGather(ExtendBatch& eb, int64_t prefix_pages, int64_t chunk
   work->gathered_bytes_layer = n * plan_.block_pages * ps * c_.kv_bytes_per_token_layer;
 }
 
-void Simulation::CheckDirectWrites(const std::vector<std::pair<Req*, int64_t>>& batch, const ref::ExtendPages& out) {
+void Simulation::CheckDirectWrites(const std::vector<std::pair<Req*, int64_t>>& batch, const ExtendPages& out) {
   std::vector<Int64List> extent(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
     extent[i].assign(out.pages.begin() + out.offsets[i], out.pages.begin() + out.offsets[i + 1]);

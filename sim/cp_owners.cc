@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 
+#include "core/cyclic_owners.h"
 #include "cpu_ref/cp_shared_kv.h"
 
 namespace kvshard::sim {
@@ -58,10 +59,8 @@ StatusOr<DirectWriteCheck> CheckDirectWrites(const CPSharedKVBatchPlan& plan, co
 bool PrefixOwnersCyclic(const ExtendBatch& b) {
   const int64_t n = b.shard_size;
   for (const ExtendRequest& r : b.requests) {
-    const int64_t k_pages = r.prefix_len / b.page_size;
-    for (int64_t k = 1; k < k_pages; ++k) {
-      if (r.pages[k] % n != (r.pages[0] + k) % n) return false;
-    }
+    const std::span<const int64_t> prefix(r.pages.data(), static_cast<size_t>(r.prefix_len / b.page_size));
+    if (!prefix.empty() && FirstNonCyclicPage(prefix, prefix[0] % n, n) >= 0) return false;
   }
   return true;
 }

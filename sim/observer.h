@@ -8,7 +8,7 @@
 
 #include "core/alloc_script.h"
 #include "core/gather_plan.h"
-#include "cpu_ref/allocator.h"
+#include "cpu_fast/allocator.h"
 #include "sim/prefix_cache.h"
 
 namespace kvshard::sim {
@@ -18,7 +18,7 @@ class SimObserver {
  public:
   virtual ~SimObserver() = default;
   // The pool was built (before any other call).
-  virtual void OnStart(const ref::AllocatorConfig& allocator) { (void)allocator; }
+  virtual void OnStart(const AllocatorConfig& allocator) { (void)allocator; }
   // `request` matched `fingerprints` (one per full prompt page) on at most `max_pages` pages and locked `match`.
   virtual void OnMatch(int64_t request, const std::vector<uint64_t>& fingerprints, int64_t prompt_tokens,
                        const PrefixCache::Match& match) {
@@ -26,7 +26,7 @@ class SimObserver {
   }
   // One alloc_extend try of `requests` (committed when `ok`; `out` is then its answer); `allocator` after it.
   virtual void OnAlloc(const std::vector<int64_t>& requests, const AllocBatch& batch, bool ok,
-                       const ref::ExtendPages& out, const ref::PageInterleaveAllocator& allocator) {
+                       const ExtendPages& out, const fast::PageInterleaveAllocator& allocator) {
     (void)requests, (void)batch, (void)ok, (void)out, (void)allocator;
   }
   // The cache evicted for a deferred batch: asked `num_pages`, freed `freed` (in order) to the allocator.
@@ -38,7 +38,7 @@ class SimObserver {
     (void)requests, (void)batch;
   }
   // The simulator freed `pages` (one Free call; a finished request's partial tail page), `allocator` after it.
-  virtual void OnFree(const std::vector<int64_t>& pages, const ref::PageInterleaveAllocator& allocator) {
+  virtual void OnFree(const std::vector<int64_t>& pages, const fast::PageInterleaveAllocator& allocator) {
     (void)pages, (void)allocator;
   }
   // A finished request inserted its full pages (pages[k] under fingerprints[k]); the cache freed result.freed.

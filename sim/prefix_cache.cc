@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "core/cyclic_owners.h"
+
 namespace kvshard::sim {
 
 PrefixCache::PrefixCache(int64_t shard_size, bool cyclic_chains) : n_(shard_size), cyclic_(cyclic_chains), nodes_(1) {}
@@ -50,7 +52,7 @@ StatusOr<PrefixCache::InsertResult> PrefixCache::Insert(const std::vector<uint64
     return InvalidArgument("pages: need one page per fingerprint (", full, "), got ", pages.size());
   }
   for (int64_t k = 0; cyclic_ && k < full; ++k) {
-    if (pages[k] % n_ != (rotation_base + k) % n_) {
+    if (!IsCyclicOwner(pages[k], rotation_base, k, n_)) {
       return InvalidArgument("pages[", k, "]: owner ", pages[k] % n_, " is not cyclic from rotation base ",
                              rotation_base);
     }
@@ -146,7 +148,7 @@ Status PrefixCache::CheckInvariants() const {
       return Internal("prefix cache node ", id, ": parent ", node.parent, " has another chain or depth");
     }
     if (node.parent == 0 && node.depth != 1) return Internal("prefix cache node ", id, ": root child at depth ", node.depth);
-    if (cyclic_ && node.page % n_ != (node.base + node.depth - 1) % n_) {
+    if (cyclic_ && !IsCyclicOwner(node.page, node.base, node.depth - 1, n_)) {
       return Internal("prefix cache node ", id, ": page ", node.page, " at position ", node.depth - 1,
                       " breaks the cyclic owners of base ", node.base);
     }

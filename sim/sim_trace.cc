@@ -43,7 +43,7 @@ void AppendBase(std::string& s, int64_t base) {
 class ScratchProbe : public SimObserver {
  public:
   explicit ScratchProbe(int64_t max_batches) : max_batches_(max_batches) {}
-  void OnStart(const ref::AllocatorConfig& a) override { allocator_ = a; }
+  void OnStart(const AllocatorConfig& a) override { allocator_ = a; }
   void OnBatch(const std::vector<int64_t>&, const std::vector<ExtendRequest>& batch) override {
     const int64_t n = allocator_.shard_size, ps = allocator_.page_size;
     int64_t block_pages = 0, chunk_pages = 0;
@@ -57,7 +57,7 @@ class ScratchProbe : public SimObserver {
   }
   bool Done() const override { return max_batches_ > 0 && batches_ >= max_batches_; }
 
-  ref::AllocatorConfig allocator_;
+  AllocatorConfig allocator_;
   int64_t max_batches_, batches_ = 0, max_prefix_tokens_ = 0, chunk_tokens_ = 0;
 };
 
@@ -70,7 +70,7 @@ class TraceEmitter : public SimObserver {
     counts_.chunk_tokens = chunk_tokens;
   }
 
-  void OnStart(const ref::AllocatorConfig& a) override {
+  void OnStart(const AllocatorConfig& a) override {
     n_ = a.shard_size;
     ps_ = a.page_size;
     ppr_ = a.pages_per_rank;
@@ -106,8 +106,8 @@ class TraceEmitter : public SimObserver {
     ++counts_.matches;
   }
 
-  void OnAlloc(const std::vector<int64_t>& requests, const AllocBatch& b, bool ok, const ref::ExtendPages& out,
-               const ref::PageInterleaveAllocator& a) override {
+  void OnAlloc(const std::vector<int64_t>& requests, const AllocBatch& b, bool ok, const ExtendPages& out,
+               const fast::PageInterleaveAllocator& a) override {
     if (closed_) return;
     Begin("alloc");
     s_ += ", \"prefix_lens\": ";
@@ -157,7 +157,7 @@ class TraceEmitter : public SimObserver {
     if (++counts_.batches == o_.max_batches) Close(/*truncated=*/true);
   }
 
-  void OnFree(const std::vector<int64_t>& pages, const ref::PageInterleaveAllocator& a) override {
+  void OnFree(const std::vector<int64_t>& pages, const fast::PageInterleaveAllocator& a) override {
     if (closed_) return;
     Free(pages, &a);
     ++counts_.frees;
@@ -240,7 +240,7 @@ class TraceEmitter : public SimObserver {
     s_ += ']';
   }
 
-  void AppendAllocatorState(const ref::PageInterleaveAllocator& a) {
+  void AppendAllocatorState(const fast::PageInterleaveAllocator& a) {
     s_ += ", \"class_free_page_counts\": ";
     AppendInts(s_, a.class_free_page_counts());
     s_ += ", \"available_size\": ";
@@ -250,7 +250,7 @@ class TraceEmitter : public SimObserver {
   }
 
   // A free of `pages` by slot list; with `a`, the allocator state after it is the expect.
-  void Free(const std::vector<int64_t>& pages, const ref::PageInterleaveAllocator* a) {
+  void Free(const std::vector<int64_t>& pages, const fast::PageInterleaveAllocator* a) {
     Begin("free");
     s_ += ", \"locs\": ";
     AppendInts(s_, pages, ps_);
@@ -429,7 +429,7 @@ StatusOr<SimTraceCounts> SimulateWithTrace(const Workload& workload, const SimCo
     c.observer = &probe;
     KVSHARD_ASSIGN_OR_RETURN(SimResult ignored, Simulate(workload, c));
     (void)ignored;
-    const ref::AllocatorConfig& a = probe.allocator_;
+    const AllocatorConfig& a = probe.allocator_;
     const int64_t slots = a.shard_size * (a.pages_per_rank + 1) * a.page_size;
     const int64_t bytes = 8 * options.row_words *
                           (slots * options.num_layers + a.shard_size * (probe.max_prefix_tokens_ + probe.chunk_tokens_));

@@ -16,7 +16,7 @@
 #include "core/cp_plan.h"
 #include "core/gather_plan.h"
 #include "cpu_fast/gather_plan.h"
-#include "cpu_ref/allocator.h"
+#include "cpu_fast/allocator.h"
 #include "sim/cost_model.h"
 #include "sim/prefix_cache.h"
 #include "sim/recorder.h"
@@ -57,21 +57,21 @@ class Simulation {
   void Violation(const std::string& what);
   void Match(Req& r);
   // Tries to allocate `batch` (evicting for it when the pool is short); false when deferred.
-  StatusOr<bool> Allocate(const std::vector<std::pair<Req*, int64_t>>& batch, ref::ExtendPages* out);
+  StatusOr<bool> Allocate(const std::vector<std::pair<Req*, int64_t>>& batch, ExtendPages* out);
   // One allocator call for `batch` (ab): AllocExtend, or in owner-plan mode AllocExtendByClasses.
   StatusOr<bool> TryAlloc(const std::vector<std::pair<Req*, int64_t>>& batch, const AllocBatch& ab,
-                          ref::ExtendPages* out);
+                          ExtendPages* out);
   // Evicts N x `need` pages for a deferred batch and frees them to the allocator; false when nothing was evicted.
   StatusOr<bool> EvictFor(int64_t need);
   // Owner-plan mode with nothing running: evicts until `batch` is admitted or the cache has nothing evictable.
-  StatusOr<bool> EvictUntilAdmitted(const std::vector<std::pair<Req*, int64_t>>& batch, ref::ExtendPages* out);
+  StatusOr<bool> EvictUntilAdmitted(const std::vector<std::pair<Req*, int64_t>>& batch, ExtendPages* out);
   // The error for a batch that can never be admitted (nothing running, nothing left to evict).
   Status NotAdmitted(const std::vector<std::pair<Req*, int64_t>>& batch);
   // Builds the gather plan (or, for non-cyclic owner-plan prefixes, the owner-major gather size) into `work`.
   void PlanGather(ExtendBatch& eb, int64_t prefix_pages, int64_t chunk_pages, BatchWork* work);
   // The direct-write owner check of a batch with a CP plan (both modes).
-  void CheckDirectWrites(const std::vector<std::pair<Req*, int64_t>>& batch, const ref::ExtendPages& out);
-  Status RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, const ref::ExtendPages& out);
+  void CheckDirectWrites(const std::vector<std::pair<Req*, int64_t>>& batch, const ExtendPages& out);
+  Status RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, const ExtendPages& out);
   Status Complete(Req& r);
   Status FreePages(const std::vector<int64_t>& pages);
   void CheckConservation(const char* where);
@@ -81,7 +81,7 @@ class Simulation {
   const SimConfig& c_;
   const SimProgress& progress_;
   const bool owners_;  // owner-plan allocation (AllocMode::kOwners with cp_size > 1)
-  std::unique_ptr<ref::PageInterleaveAllocator> alloc_;
+  std::unique_ptr<fast::PageInterleaveAllocator> alloc_;
   PrefixCache cache_;
   fast::GatherPlanner planner_;
   GatherPlan plan_;

@@ -5,19 +5,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/hash.h"
 #include "cpu_fast/cp_split.h"
 #include "sim/simulation.h"
 
 namespace kvshard::sim {
 namespace internal {
 namespace {
-
-uint64_t Mix(uint64_t x) {  // splitmix64 finalizer
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Page fingerprints of a prompt: the (block id, offset) runs each page covers, hashed; without block ids the
 // request's own id makes every page unique.
@@ -26,14 +20,14 @@ std::vector<uint64_t> Fingerprints(const WorkloadRequest& w, int64_t id, int64_t
   std::vector<uint64_t> fps(full);
   for (int64_t k = 0; k < full; ++k) {
     if (block_tokens == 0 || w.block_hashes.empty()) {
-      fps[k] = Mix(Mix(static_cast<uint64_t>(id) ^ 0x5bd1e995ull) ^ static_cast<uint64_t>(k));
+      fps[k] = Mix64(Mix64(static_cast<uint64_t>(id) ^ 0x5bd1e995ull) ^ static_cast<uint64_t>(k));
       continue;
     }
     uint64_t fp = 0x243f6a8885a308d3ull;
     for (int64_t pos = k * ps; pos < (k + 1) * ps;) {
       const int64_t block = pos / block_tokens, offset = pos % block_tokens;
       const int64_t len = std::min((k + 1) * ps - pos, block_tokens - offset);
-      fp = Mix(fp ^ Mix(static_cast<uint64_t>(w.block_hashes[block])) ^ (static_cast<uint64_t>(offset) << 32 | len));
+      fp = Mix64(fp ^ Mix64(static_cast<uint64_t>(w.block_hashes[block])) ^ (static_cast<uint64_t>(offset) << 32 | len));
       pos += len;
     }
     fps[k] = fp;
@@ -81,14 +75,14 @@ Status Simulation::Setup() {
                            n * (pages_per_rank + 1), " logical pages, more than the allocator's 2^24 (use a larger "
                            "--page-size or a bounded --cache-tokens)");
   }
-  ref::AllocatorConfig ac;
+  AllocatorConfig ac;
   ac.shard_size = n;
   ac.page_size = ps;
   ac.pages_per_rank = pages_per_rank;
   ac.need_sort = c_.need_sort;
   ac.check_last_loc = true;
-  KVSHARD_ASSIGN_OR_RETURN(ref::PageInterleaveAllocator a, ref::PageInterleaveAllocator::Create(ac));
-  alloc_ = std::make_unique<ref::PageInterleaveAllocator>(std::move(a));
+  KVSHARD_ASSIGN_OR_RETURN(fast::PageInterleaveAllocator a, fast::PageInterleaveAllocator::Create(ac));
+  alloc_ = std::make_unique<fast::PageInterleaveAllocator>(std::move(a));
   r_.pool_pages_per_rank = pages_per_rank;
   if (c_.observer) c_.observer->OnStart(ac);
   return Status::Ok();
@@ -153,7 +147,7 @@ void Simulation::SamplePages() {
   if (rec_) rec_->OnPages(counts, r_.pool_pages_per_rank);
 }
 
-Status Simulation::RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, const ref::ExtendPages& out) {
+Status Simulation::RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, const ExtendPages& out) {
   const int64_t n = c_.shard_size, ps = c_.page_size;
   ExtendBatch eb;
   eb.shard_size = n;
@@ -308,7 +302,7 @@ StatusOr<SimResult> Simulation::Run() {
       Req* r = waiting_.front();
       batch.push_back({r, std::min(r->w->input_tokens - r->done, std::max(ps, c_.max_batch_tokens / ps * ps))});
     }
-    ref::ExtendPages out;
+    ExtendPages out;
     KVSHARD_ASSIGN_OR_RETURN(bool ok, Allocate(batch, &out));
     if (!ok && batch.size() > 1) {
       batch.resize(1);

@@ -1,20 +1,22 @@
-// alloc_extend of a 256-request batch (N=8, ps=64): extensions of 2,048-token chains by 512 tokens
-// (8 pages each) under their rotation bases, and new chains with null bases. Only alloc_extend is timed;
-// the pages are freed again outside the timed region.
+// alloc_extend of a 256-request batch (N=8, ps=64), fast and reference side by side: extensions of 2,048-token
+// chains by 512 tokens (8 pages each) under their rotation bases, and new chains with null bases. Only
+// alloc_extend is timed; the pages are freed again outside the timed region.
 #include <chrono>
 
 #include <benchmark/benchmark.h>
 
+#include "cpu_fast/allocator.h"
 #include "cpu_ref/allocator.h"
 
-namespace kvshard::ref {
+namespace kvshard {
 namespace {
 
 constexpr int64_t kN = 8, kPs = 64, kReqs = 256;
 
-void BM_AllocExtend(benchmark::State& state) {
+template <typename Allocator>
+void RunAllocExtend(benchmark::State& state) {
   const bool new_chains = state.range(0) == 1;
-  auto a = PageInterleaveAllocator::Create({kN, kPs, 4096, false, false}).value();
+  auto a = Allocator::Create({kN, kPs, 4096, false, false}).value();
   AllocBatch batch;
   for (int64_t i = 0; i < kReqs; ++i) {
     batch.prefix_lens.push_back(new_chains ? 0 : 2048);
@@ -43,7 +45,22 @@ void BM_AllocExtend(benchmark::State& state) {
   }
   state.counters["pages"] = static_cast<double>(out.pages.size());
 }
-BENCHMARK(BM_AllocExtend)->ArgName("new_chains")->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+void BM_AllocExtend(benchmark::State& state, bool fast) {
+  fast ? RunAllocExtend<fast::PageInterleaveAllocator>(state) : RunAllocExtend<ref::PageInterleaveAllocator>(state);
+}
+BENCHMARK_CAPTURE(BM_AllocExtend, fast, true)
+    ->ArgName("new_chains")
+    ->Arg(0)
+    ->Arg(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_AllocExtend, ref, false)
+    ->ArgName("new_chains")
+    ->Arg(0)
+    ->Arg(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
-}  // namespace kvshard::ref
+}  // namespace kvshard
