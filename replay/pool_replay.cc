@@ -9,18 +9,12 @@
 
 #include "replay/results.h"
 #include "core/pool_json.h"
+#include "core/hash.h"
 #include "core/spec.h"
 #include "cpu_ref/gather_plan.h"
 
 namespace kvshard::replay {
 namespace {
-
-uint64_t Mix(uint64_t x) {  // splitmix64 finalizer
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 Json OwnerWritePlanJson(const std::vector<int64_t>& locs, int64_t n, int64_t ps, const Json* only) {
   Json j;
@@ -67,7 +61,7 @@ std::string FirstRowDiff(const ref::BufferRows& got, const ref::BufferRows& want
 }  // namespace
 
 uint32_t PayloadWord(uint64_t seed, int64_t layer, int64_t loc, int64_t generation, int64_t word) {
-  return static_cast<uint32_t>(Mix(Mix(Mix(seed ^ Mix(static_cast<uint64_t>(layer))) ^ static_cast<uint64_t>(loc)) ^
+  return static_cast<uint32_t>(Mix64(Mix64(Mix64(seed ^ Mix64(static_cast<uint64_t>(layer))) ^ static_cast<uint64_t>(loc)) ^
                                    (static_cast<uint64_t>(generation) << 20 | static_cast<uint64_t>(word))));
 }
 

@@ -6,6 +6,7 @@
 #include <istream>
 #include <utility>
 
+#include "core/cyclic_owners.h"
 #include "core/pool_json.h"
 #include "replay/op_table.h"
 #include "replay/records.h"
@@ -374,12 +375,10 @@ StatusOr<Json> Replayer::RunAlloc(const Json& rec) {
   if (ok) {  // every request's owners run cyclically from its resolved base
     const int64_t n = allocator_->config().shard_size, ps = allocator_->config().page_size;
     for (size_t i = 0; i < result.pages.size(); ++i) {
-      const int64_t start = out.rotation_bases[i] + batch.prefix_lens[i] / ps;
-      for (size_t k = 0; k < result.pages[i].size(); ++k) {
-        if (result.pages[i][k] % n != (start + static_cast<int64_t>(k)) % n) {
-          return Mismatch("invariant: pages[", i, "][", k, "]: page ", result.pages[i][k],
-                          " breaks the cyclic owners of base ", out.rotation_bases[i]);
-        }
+      const int64_t k = FirstNonCyclicPage(result.pages[i], out.rotation_bases[i] + batch.prefix_lens[i] / ps, n);
+      if (k >= 0) {
+        return Mismatch("invariant: pages[", i, "][", k, "]: page ", result.pages[i][k],
+                        " breaks the cyclic owners of base ", out.rotation_bases[i]);
       }
     }
   }

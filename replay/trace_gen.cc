@@ -11,28 +11,21 @@
 #include "replay/replayer.h"
 #include "replay/trace_gen_cp.h"
 #include "core/gather_plan.h"
+#include "core/hash.h"
 #include "core/spec.h"
 #include "core/trace.h"
 
 namespace kvshard::replay {
 namespace {
 
-uint64_t Mix64(uint64_t x) {  // splitmix64 finalizer
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // splitmix64: the same stream on every platform (std distributions are implementation-defined).
 class Rng {
  public:
   explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+  uint64_t Next() {  // the finalizer of the state, then the state advances by the golden gamma
+    const uint64_t z = Mix64(state_);
+    state_ += 0x9e3779b97f4a7c15ULL;
+    return z;
   }
   // Uniform in [lo, hi].
   int64_t Uniform(int64_t lo, int64_t hi) {
