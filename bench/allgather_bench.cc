@@ -16,7 +16,8 @@ namespace kvshard::bench {
 
 Status BenchAllGather(BenchContext& c, int64_t bytes) {
   // Destroyed in reverse order on every path: streams, then buffers, then the communicators.
-  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<gpu::RankGroup> group, gpu::CreateNcclGroup(c.gpus, c.opt.collective_timeout_ms));
+  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<gpu::RankGroup> group,
+                           gpu::CreateNcclGroup(c.gpus, c.opt.collective_timeout_ms));
   const int n = c.gpus;
   std::vector<gpu::DeviceBuffer> bufs;
   std::vector<void*> ptrs;

@@ -18,8 +18,8 @@ namespace kvshard::bench {
 struct BenchContext {
   const BenchOptions& opt;
   std::vector<BenchRow>* rows;
-  std::map<int64_t, double> copy_busbw;       // by payload bytes
-  std::map<int64_t, double> allgather_busbw;  // by per-rank bytes
+  std::map<int64_t, double> copy_busbw;         // by payload bytes
+  std::map<int64_t, double> allgather_busbw;    // by per-rank bytes
   std::map<int64_t, double> gather_rows_busbw;  // by payload bytes (the rerange's same-run reference)
   int gpus = 1;
 };

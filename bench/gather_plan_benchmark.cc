@@ -12,7 +12,7 @@ constexpr int64_t kN = 8, kPs = 64, kReqs = 256, kPrefixPages = 2048 / kPs, kChu
 
 // Each request: a cyclic prefix run (shared or its own) plus one fresh chunk page.
 ExtendBatch MakeBatch(bool shared) {
-  const int64_t chunk_local_base = 1 + kPrefixPages / kN * (kReqs + 1);  // past every prefix page
+  const int64_t chunk_local_base = 1 + kPrefixPages / kN * (kReqs + 1);        // past every prefix page
   const int64_t pages_per_rank = chunk_local_base + kReqs * kChunkPages / kN;  // past every chunk page
   ExtendBatch b{kN, kPs, pages_per_rank, 0, kReqs * kChunkPages * kPs, {}};
   int64_t next_local = 1;  // local page handed out next, same for every owner

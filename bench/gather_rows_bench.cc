@@ -21,13 +21,17 @@ Status BenchGatherRows(BenchContext& c, int64_t bytes) {
   KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_in, gpu::Upload(in));
   KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_out, gpu::DeviceBuffer::Allocate(n * rb));
   KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_idx, gpu::Upload(index));
-  KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs([&] {
-    return gpu::LaunchGatherRows(d_out.data(), d_in.data(), n, d_idx.as<int64_t>(), n, rb, nullptr, nullptr);
-  }, {0}, c.opt.warmup, c.opt.iters));
+  KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs(
+                                          [&] {
+                                            return gpu::LaunchGatherRows(d_out.data(), d_in.data(), n,
+                                                                         d_idx.as<int64_t>(), n, rb, nullptr, nullptr);
+                                          },
+                                          {0}, c.opt.warmup, c.opt.iters));
   std::vector<uint8_t> want(n * rb);
   for (int64_t i = 0; i < n; ++i) std::memcpy(want.data() + i * rb, in.data() + index[i] * rb, rb);
   KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_out.data(), n * rb));
-  c.rows->push_back(MakeRow("gather_rows", n * rb, us, 2.0 * n * rb, "copy", c.copy_busbw[bytes], CountWrongRows(got, want, rb)));
+  c.rows->push_back(
+      MakeRow("gather_rows", n * rb, us, 2.0 * n * rb, "copy", c.copy_busbw[bytes], CountWrongRows(got, want, rb)));
   c.gather_rows_busbw[bytes] = c.rows->back().busbw_gbs;
   return Status::Ok();
 }

@@ -14,13 +14,13 @@ namespace kvshard::bench {
 // One benchmark row.
 struct BenchRow {
   std::string op;
-  int64_t bytes = 0;       // payload size of the row (per rank for collectives)
-  double time_us = 0;      // mean time per call
-  double algbw_gbs = 0;    // bytes / time
-  double busbw_gbs = 0;    // bytes moved (read + written) / time for kernels; NCCL bus bandwidth for collectives
-  double pct_limit = 0;    // busbw as % of the limit measured in the same run
-  std::string limit;       // which limit: "copy" or "allgather"
-  int64_t wrong = -1;      // mismatching rows found by the correctness check (0 = verified)
+  int64_t bytes = 0;     // payload size of the row (per rank for collectives)
+  double time_us = 0;    // mean time per call
+  double algbw_gbs = 0;  // bytes / time
+  double busbw_gbs = 0;  // bytes moved (read + written) / time for kernels; NCCL bus bandwidth for collectives
+  double pct_limit = 0;  // busbw as % of the limit measured in the same run
+  std::string limit;     // which limit: "copy" or "allgather"
+  int64_t wrong = -1;    // mismatching rows found by the correctness check (0 = verified)
   std::string note;
 };
 
@@ -37,8 +37,8 @@ struct BenchOptions {
   int64_t layers = 32;
   int64_t compute_us = 0;  // 0 = derived from the measured gather time
   int64_t batch = 256;
-  bool trace = false;      // print rank 0's device timeline of one prefix-gather batch
-  int compute_blocks = 0;  // blocks of the compute stand-in (0 = one per SM)
+  bool trace = false;                 // print rank 0's device timeline of one prefix-gather batch
+  int compute_blocks = 0;             // blocks of the compute stand-in (0 = one per SM)
   int64_t collective_timeout_ms = 0;  // every collective wait's deadline (0 = $KVSHARD_COLLECTIVE_TIMEOUT_MS or 5 min)
 };
 

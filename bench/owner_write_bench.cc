@@ -35,18 +35,28 @@ Status BenchOwnerWrite(BenchContext& c, int64_t bytes) {
   KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_count, gpu::DeviceBuffer::Allocate(sizeof(int64_t)));
   KVSHARD_ASSIGN_OR_RETURN(size_t temp_bytes, gpu::WritePlanTempBytes(n));
   KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_temp, gpu::DeviceBuffer::Allocate(temp_bytes));
-  KVSHARD_ASSIGN_OR_RETURN(double us_plan, gpu::TimeMeanUs([&] {
-    return gpu::LaunchBuildWritePlan(d_locs.as<int64_t>(), n, spec, 0, d_owned.as<int64_t>(), d_local.as<int64_t>(),
-                                     d_count.as<int64_t>(), d_temp.data(), temp_bytes, nullptr);
-  }, {0}, c.opt.warmup, c.opt.iters));
-  KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs([&] {
-    return gpu::LaunchScatterRows(d_pool.data(), pool_rows, d_rows.data(), n, d_owned.as<int64_t>(),
-                                  d_local.as<int64_t>(), d_count.as<int64_t>(), n, rb, nullptr, nullptr);
-  }, {0}, c.opt.warmup, c.opt.iters));
-  KVSHARD_ASSIGN_OR_RETURN(double us_fused, gpu::TimeMeanUs([&] {
-    return gpu::LaunchOwnerFilteredWrite(d_pool.data(), pool_rows, d_rows.data(), d_locs.as<int64_t>(), n, spec, 0, rb,
-                                         nullptr, nullptr);
-  }, {0}, c.opt.warmup, c.opt.iters));
+  KVSHARD_ASSIGN_OR_RETURN(double us_plan, gpu::TimeMeanUs(
+                                               [&] {
+                                                 return gpu::LaunchBuildWritePlan(
+                                                     d_locs.as<int64_t>(), n, spec, 0, d_owned.as<int64_t>(),
+                                                     d_local.as<int64_t>(), d_count.as<int64_t>(), d_temp.data(),
+                                                     temp_bytes, nullptr);
+                                               },
+                                               {0}, c.opt.warmup, c.opt.iters));
+  KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs(
+                                          [&] {
+                                            return gpu::LaunchScatterRows(
+                                                d_pool.data(), pool_rows, d_rows.data(), n, d_owned.as<int64_t>(),
+                                                d_local.as<int64_t>(), d_count.as<int64_t>(), n, rb, nullptr, nullptr);
+                                          },
+                                          {0}, c.opt.warmup, c.opt.iters));
+  KVSHARD_ASSIGN_OR_RETURN(double us_fused, gpu::TimeMeanUs(
+                                                [&] {
+                                                  return gpu::LaunchOwnerFilteredWrite(
+                                                      d_pool.data(), pool_rows, d_rows.data(), d_locs.as<int64_t>(), n,
+                                                      spec, 0, rb, nullptr, nullptr);
+                                                },
+                                                {0}, c.opt.warmup, c.opt.iters));
   std::vector<uint8_t> want(pool_rows * rb, 0);
   int64_t written = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -61,7 +71,8 @@ Status BenchOwnerWrite(BenchContext& c, int64_t bytes) {
   BenchRow r = MakeRow("owner_write", written * rb, us, 2.0 * written * rb, "copy", c.copy_busbw[bytes], wrong);
   r.note = "N=8 ps=64 rank 0, cached write plan (scatter); plan build " + std::to_string(us_plan) + " us/batch";
   c.rows->push_back(r);
-  BenchRow f = MakeRow("owner_write_fused", written * rb, us_fused, 2.0 * written * rb, "copy", c.copy_busbw[bytes], wrong);
+  BenchRow f =
+      MakeRow("owner_write_fused", written * rb, us_fused, 2.0 * written * rb, "copy", c.copy_busbw[bytes], wrong);
   f.note = "same write, owner mask recomputed per row (no plan)";
   c.rows->push_back(f);
   return Status::Ok();

@@ -48,8 +48,8 @@ Status BenchPlanOf(BenchContext& c, int64_t reqs, int64_t prefix_tokens) {
   KVSHARD_CUDA_CHECK(cudaSetDevice(0));
   KVSHARD_ASSIGN_OR_RETURN(auto planner, gpu::DeviceGatherPlanner::Create(b));
   KVSHARD_RETURN_IF_ERROR(planner->Upload(b, nullptr));
-  KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs([&] { return planner->Launch(0, nullptr); }, {0}, c.opt.warmup,
-                                                      c.opt.iters));
+  KVSHARD_ASSIGN_OR_RETURN(
+      double us, gpu::TimeMeanUs([&] { return planner->Launch(0, nullptr); }, {0}, c.opt.warmup, c.opt.iters));
   KVSHARD_ASSIGN_OR_RETURN(GatherPlan got, planner->Download(nullptr));
   KVSHARD_ASSIGN_OR_RETURN(GatherPlan want, ref::BuildGatherPlan(b));
   BenchRow r;

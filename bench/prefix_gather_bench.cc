@@ -81,7 +81,8 @@ Status RunLayers(PrefixRig& rig, int i, int64_t compute_ns, bool busy) {
     KVSHARD_ASSIGN_OR_RETURN(auto slots, g.AcquireForRead(l));
     if (compute_ns > 0) {
       g.TraceBegin(StrCat("post L", l), g.compute_stream(0));
-      KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns - compute_ns / 2, busy, g.compute_stream(0), rig.compute_blocks));
+      KVSHARD_RETURN_IF_ERROR(
+          gpu::LaunchComputeStandIn(compute_ns - compute_ns / 2, busy, g.compute_stream(0), rig.compute_blocks));
       g.TraceEnd(g.compute_stream(0));
     }
   }
@@ -101,16 +102,21 @@ StatusOr<int64_t> VerifyLastLayer(const BenchContext& c, PrefixRig& rig) {
     }
   }
   std::vector<void*> last_slot(n);
-  KVSHARD_RETURN_IF_ERROR(ParallelTimeUs(n, 0, 1, [&](int i) -> Status {
-    gpu::LayerAheadGather& g = *rig.gathers[i];
-    KVSHARD_RETURN_IF_ERROR(g.BeginExtend(rig.block_pages, rig.page_pos, {rig.send[i]}, {}));
-    for (int64_t l = 0; l < rig.shape.layers; ++l) {
-      KVSHARD_ASSIGN_OR_RETURN(auto slots, g.AcquireForRead(l));
-      last_slot[i] = slots[0];
-    }
-    KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(g.compute_stream(0)));
-    return g.EndExtend();
-  }, rig.devices).status());
+  KVSHARD_RETURN_IF_ERROR(ParallelTimeUs(
+                              n, 0, 1,
+                              [&](int i) -> Status {
+                                gpu::LayerAheadGather& g = *rig.gathers[i];
+                                KVSHARD_RETURN_IF_ERROR(
+                                    g.BeginExtend(rig.block_pages, rig.page_pos, {rig.send[i]}, {}));
+                                for (int64_t l = 0; l < rig.shape.layers; ++l) {
+                                  KVSHARD_ASSIGN_OR_RETURN(auto slots, g.AcquireForRead(l));
+                                  last_slot[i] = slots[0];
+                                }
+                                KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(g.compute_stream(0)));
+                                return g.EndExtend();
+                              },
+                              rig.devices)
+                              .status());
   int64_t wrong = 0;
   for (int i = 0; i < n; ++i) {
     KVSHARD_CUDA_CHECK(cudaSetDevice(rig.devices[i]));
@@ -123,8 +129,9 @@ StatusOr<int64_t> VerifyLastLayer(const BenchContext& c, PrefixRig& rig) {
 // Rank 0's device timeline of one batch with the sleeping stand-in of compute_ns per layer.
 Status AddTraceRow(BenchContext& c, PrefixRig& rig, int64_t block_bytes, int64_t compute_ns) {
   rig.gathers[0]->set_trace(true);
-  KVSHARD_RETURN_IF_ERROR(ParallelTimeUs(c.gpus, 0, 1, [&](int i) { return RunLayers(rig, i, compute_ns, false); },
-                                         rig.devices).status());
+  KVSHARD_RETURN_IF_ERROR(ParallelTimeUs(
+                              c.gpus, 0, 1, [&](int i) { return RunLayers(rig, i, compute_ns, false); }, rig.devices)
+                              .status());
   rig.gathers[0]->set_trace(false);
   KVSHARD_ASSIGN_OR_RETURN(auto spans, rig.gathers[0]->TakeTrace());
   std::string text = "trace (rank 0, us):";
@@ -146,12 +153,16 @@ Status AddTraceRow(BenchContext& c, PrefixRig& rig, int64_t block_bytes, int64_t
 // just before a gather-only batch. Shows how much the GPU overlaps the two when nothing orders them.
 Status AddIndependentRow(BenchContext& c, PrefixRig& rig, int64_t block_bytes, int64_t compute_ns, int64_t wrong) {
   KVSHARD_ASSIGN_OR_RETURN(std::vector<OwnedStream> side, CreateStreams(rig.devices));
-  KVSHARD_ASSIGN_OR_RETURN(double us_indep, ParallelTimeUs(c.gpus, 2, c.opt.iters, [&](int i) -> Status {
-    for (int64_t l = 0; l < rig.shape.layers; ++l) {
-      KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns, false, side[i].get(), c.opt.compute_blocks));
-    }
-    return RunLayers(rig, i, 0, false);
-  }, rig.devices));
+  KVSHARD_ASSIGN_OR_RETURN(double us_indep, ParallelTimeUs(
+                                                c.gpus, 2, c.opt.iters,
+                                                [&](int i) -> Status {
+                                                  for (int64_t l = 0; l < rig.shape.layers; ++l) {
+                                                    KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(
+                                                        compute_ns, false, side[i].get(), c.opt.compute_blocks));
+                                                  }
+                                                  return RunLayers(rig, i, 0, false);
+                                                },
+                                                rig.devices));
   BenchRow d;
   d.op = "prefix_overlap_indep";
   d.bytes = block_bytes;
@@ -179,9 +190,9 @@ Status BenchPrefixGather(BenchContext& c, int64_t bytes) {
   PrefixRig rig;
   KVSHARD_RETURN_IF_ERROR(SetUp(c, block_pages, rig));
   const int64_t layers = rig.shape.layers;
-  KVSHARD_ASSIGN_OR_RETURN(double us_gather, ParallelTimeUs(n, 2, c.opt.iters, [&](int i) {
-    return RunLayers(rig, i, 0, false);
-  }, rig.devices));
+  KVSHARD_ASSIGN_OR_RETURN(double us_gather,
+                           ParallelTimeUs(
+                               n, 2, c.opt.iters, [&](int i) { return RunLayers(rig, i, 0, false); }, rig.devices));
   KVSHARD_ASSIGN_OR_RETURN(const int64_t wrong, VerifyLastLayer(c, rig));
   const double per_layer = us_gather / layers;
   const double total = static_cast<double>(n) * block_bytes;
@@ -201,17 +212,24 @@ Status BenchPrefixGather(BenchContext& c, int64_t bytes) {
   for (int64_t len : compute_lengths) {
     for (bool busy : {false, true}) {
       compute_ns = len;
-      KVSHARD_ASSIGN_OR_RETURN(double us_compute_only, ParallelTimeUs(n, 1, c.opt.iters, [&](int i) -> Status {
-        cudaStream_t stream = rig.gathers[i]->compute_stream(0);
-        for (int64_t l = 0; l < layers; ++l) {
-          KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns / 2, busy, stream, c.opt.compute_blocks));
-          KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns - compute_ns / 2, busy, stream, c.opt.compute_blocks));
-        }
-        return Status::Ok();
-      }, rig.devices));
-      KVSHARD_ASSIGN_OR_RETURN(double us_both, ParallelTimeUs(n, 2, c.opt.iters, [&](int i) {
-        return RunLayers(rig, i, compute_ns, busy);
-      }, rig.devices));
+      KVSHARD_ASSIGN_OR_RETURN(double us_compute_only,
+                               ParallelTimeUs(
+                                   n, 1, c.opt.iters,
+                                   [&](int i) -> Status {
+                                     cudaStream_t stream = rig.gathers[i]->compute_stream(0);
+                                     for (int64_t l = 0; l < layers; ++l) {
+                                       KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(compute_ns / 2, busy, stream,
+                                                                                         c.opt.compute_blocks));
+                                       KVSHARD_RETURN_IF_ERROR(gpu::LaunchComputeStandIn(
+                                           compute_ns - compute_ns / 2, busy, stream, c.opt.compute_blocks));
+                                     }
+                                     return Status::Ok();
+                                   },
+                                   rig.devices));
+      KVSHARD_ASSIGN_OR_RETURN(
+          double us_both,
+          ParallelTimeUs(
+              n, 2, c.opt.iters, [&](int i) { return RunLayers(rig, i, compute_ns, busy); }, rig.devices));
       const double exposed = std::max(0.0, us_both - us_compute_only);
       BenchRow o;
       o.op = busy ? "prefix_overlap_busy" : "prefix_overlap_sleep";
@@ -220,8 +238,9 @@ Status BenchPrefixGather(BenchContext& c, int64_t bytes) {
       o.limit = "hidden";
       o.pct_limit = 100.0 * std::max(0.0, 1.0 - exposed / us_gather);
       o.wrong = wrong;
-      o.note = std::string("stand-in ") + (busy ? "busy (4 warps/SM spinning)" : "sleeping (1 warp/SM)") + ", max smem carveout, " +
-               std::to_string(compute_ns / 1000) + " us/layer = " + std::to_string(compute_ns / 10 / per_layer / 100.0).substr(0, 4) +
+      o.note = std::string("stand-in ") + (busy ? "busy (4 warps/SM spinning)" : "sleeping (1 warp/SM)") +
+               ", max smem carveout, " + std::to_string(compute_ns / 1000) +
+               " us/layer = " + std::to_string(compute_ns / 10 / per_layer / 100.0).substr(0, 4) +
                "x gather (half before the read, half after); per batch: compute-only " +
                std::to_string(static_cast<int64_t>(us_compute_only)) + " us, with gather " +
                std::to_string(static_cast<int64_t>(us_both)) + " us, gather-only " +

@@ -1,7 +1,7 @@
 // CP batch rerange of c.opt.batch ragged requests (cp = 8, ps = 64) whose gathered rows total the payload: the
 // device rerange (segment table and row index from the device split table, then the index gather; with a
-// preallocated and a stream-ordered scratch), and one cudaMemcpyAsync per non-empty segment (SGLang's torch path), against
-// gather_rows of the same run (else the copy), each checked against the original request-order rows.
+// preallocated and a stream-ordered scratch), and one cudaMemcpyAsync per non-empty segment (SGLang's torch path),
+// against gather_rows of the same run (else the copy), each checked against the original request-order rows.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -34,7 +34,8 @@ Status BenchRerange(BenchContext& c, int64_t bytes) {
     assigned += extend[q];
   }
   extend[reqs - 1] += std::max<int64_t>(0, rows - assigned);
-  KVSHARD_ASSIGN_OR_RETURN(CPSharedKVBatchPlan plan0, ref::BuildBatchPageAlignedInSeqSplitPlan(extend, prefix, ps, cp, 0));
+  KVSHARD_ASSIGN_OR_RETURN(CPSharedKVBatchPlan plan0,
+                           ref::BuildBatchPageAlignedInSeqSplitPlan(extend, prefix, ps, cp, 0));
   KVSHARD_ASSIGN_OR_RETURN(NSAContextParallelMetadata meta, ref::BuildBatchMetadataFromPlan(plan0));
   const int64_t m = meta.max_rank_token();
   int64_t total = 0;
@@ -60,23 +61,26 @@ Status BenchRerange(BenchContext& c, int64_t bytes) {
   // built once per batch and `layers` gathers from it (per-layer time reported).
   for (const int variant : {0, 1, 2}) {
     KVSHARD_CUDA_CHECK(cudaMemset(d_out.data(), 0, total * rb));
-    KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs([&]() -> Status {
-      if (variant == 1) {
-        return gpu::LaunchBatchRerange(d_out.data(), d_in.data(), d_split.as<int64_t>(), reqs, cp, m, total, rb,
-                                       nullptr, nullptr);
-      }
-      if (variant == 0) {
-        return gpu::LaunchBatchRerange(d_out.data(), d_in.data(), d_split.as<int64_t>(), reqs, cp, m, total, rb,
-                                       nullptr, d_temp.data(), temp_bytes, nullptr);
-      }
-      KVSHARD_RETURN_IF_ERROR(gpu::LaunchBuildRerangeTable(d_split.as<int64_t>(), reqs, cp, m, total, nullptr,
-                                                           d_temp.data(), temp_bytes, nullptr));
-      for (int64_t l = 0; l < layers; ++l) {
-        KVSHARD_RETURN_IF_ERROR(
-            gpu::LaunchRerangeFromTable(d_out.data(), d_in.data(), d_temp.data(), reqs, cp, m, total, rb, nullptr));
-      }
-      return Status::Ok();
-    }, {0}, c.opt.warmup, c.opt.iters));
+    KVSHARD_ASSIGN_OR_RETURN(
+        double us, gpu::TimeMeanUs(
+                       [&]() -> Status {
+                         if (variant == 1) {
+                           return gpu::LaunchBatchRerange(d_out.data(), d_in.data(), d_split.as<int64_t>(), reqs, cp, m,
+                                                          total, rb, nullptr, nullptr);
+                         }
+                         if (variant == 0) {
+                           return gpu::LaunchBatchRerange(d_out.data(), d_in.data(), d_split.as<int64_t>(), reqs, cp, m,
+                                                          total, rb, nullptr, d_temp.data(), temp_bytes, nullptr);
+                         }
+                         KVSHARD_RETURN_IF_ERROR(gpu::LaunchBuildRerangeTable(
+                             d_split.as<int64_t>(), reqs, cp, m, total, nullptr, d_temp.data(), temp_bytes, nullptr));
+                         for (int64_t l = 0; l < layers; ++l) {
+                           KVSHARD_RETURN_IF_ERROR(gpu::LaunchRerangeFromTable(d_out.data(), d_in.data(), d_temp.data(),
+                                                                               reqs, cp, m, total, rb, nullptr));
+                         }
+                         return Status::Ok();
+                       },
+                       {0}, c.opt.warmup, c.opt.iters));
     if (variant == 2) us /= static_cast<double>(layers);
     KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_out.data(), total * rb));
     static const char* const kOps[] = {"rerange", "rerange_pooled_temp", "rerange_table_per_batch"};
@@ -92,14 +96,17 @@ Status BenchRerange(BenchContext& c, int64_t bytes) {
   }
   KVSHARD_ASSIGN_OR_RETURN(std::vector<ref::RowCopy> copies, ref::BatchRerangeCopies(plan0.request_split_lists, cp, m));
   KVSHARD_CUDA_CHECK(cudaMemset(d_out.data(), 0, total * rb));
-  KVSHARD_ASSIGN_OR_RETURN(double us_seg, gpu::TimeMeanUs([&]() -> Status {
-    for (const ref::RowCopy& rc : copies) {
-      KVSHARD_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(d_out.data()) + rc.dst_row * rb,
-                                         static_cast<const char*>(d_in.data()) + rc.src_row * rb, rc.rows * rb,
-                                         cudaMemcpyDeviceToDevice, nullptr));
-    }
-    return Status::Ok();
-  }, {0}, 2, std::max(2, c.opt.iters / 4)));
+  KVSHARD_ASSIGN_OR_RETURN(
+      double us_seg, gpu::TimeMeanUs(
+                         [&]() -> Status {
+                           for (const ref::RowCopy& rc : copies) {
+                             KVSHARD_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(d_out.data()) + rc.dst_row * rb,
+                                                                static_cast<const char*>(d_in.data()) + rc.src_row * rb,
+                                                                rc.rows * rb, cudaMemcpyDeviceToDevice, nullptr));
+                           }
+                           return Status::Ok();
+                         },
+                         {0}, 2, std::max(2, c.opt.iters / 4)));
   KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_out.data(), total * rb));
   BenchRow s2 = MakeRow("rerange_per_segment", total * rb, us_seg, 2.0 * total * rb, "copy", c.copy_busbw[bytes],
                         CountWrongRows(got, x, rb));

@@ -33,17 +33,21 @@ Status BenchStageChunk(BenchContext& c, int64_t bytes) {
   KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_pp, gpu::Upload(page_pos));
   KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_scratch, gpu::DeviceBuffer::Allocate(scratch_rows * rb));
   KVSHARD_CUDA_CHECK(cudaMemset(d_scratch.data(), 0, d_scratch.bytes()));
-  KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs([&] {
-    return gpu::LaunchStageChunk(d_scratch.data(), scratch_rows, d_rows.data(), d_locs.as<int64_t>(), n,
-                                 d_pp.as<int32_t>(), n_page_pos, ps, rb, nullptr, nullptr);
-  }, {0}, c.opt.warmup, c.opt.iters));
+  KVSHARD_ASSIGN_OR_RETURN(double us, gpu::TimeMeanUs(
+                                          [&] {
+                                            return gpu::LaunchStageChunk(d_scratch.data(), scratch_rows, d_rows.data(),
+                                                                         d_locs.as<int64_t>(), n, d_pp.as<int32_t>(),
+                                                                         n_page_pos, ps, rb, nullptr, nullptr);
+                                          },
+                                          {0}, c.opt.warmup, c.opt.iters));
   std::vector<uint8_t> want(scratch_rows * rb, 0);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t row = int64_t{page_pos[locs[i] / ps]} * ps + locs[i] % ps;
     std::memcpy(want.data() + row * rb, rows.data() + i * rb, rb);
   }
   KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_scratch.data(), want.size()));
-  c.rows->push_back(MakeRow("stage_chunk", n * rb, us, 2.0 * n * rb, "copy", c.copy_busbw[bytes], CountWrongRows(got, want, rb)));
+  c.rows->push_back(
+      MakeRow("stage_chunk", n * rb, us, 2.0 * n * rb, "copy", c.copy_busbw[bytes], CountWrongRows(got, want, rb)));
   return Status::Ok();
 }
 

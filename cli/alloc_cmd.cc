@@ -15,10 +15,10 @@ namespace {
 
 void PrintTable(const AllocScript& script, const std::vector<AllocOpResult>& results, std::ostream& out) {
   out << "shard_size=" << script.shard_size << " page_size=" << script.page_size
-      << " pages_per_rank=" << script.pages_per_rank << " need_sort=" << (script.need_sort ? "true" : "false")
-      << "\n";
-  out << std::setw(4) << "op" << std::setw(12) << "kind" << std::setw(10) << "result" << std::setw(12)
-      << "available" << std::setw(12) << "aggregate" << "  class_free_page_counts\n";
+      << " pages_per_rank=" << script.pages_per_rank << " need_sort=" << (script.need_sort ? "true" : "false") << "\n";
+  out << std::setw(4) << "op" << std::setw(12) << "kind" << std::setw(10) << "result" << std::setw(12) << "available"
+      << std::setw(12) << "aggregate"
+      << "  class_free_page_counts\n";
   for (size_t k = 0; k < results.size(); ++k) {
     const AllocOpResult& r = results[k];
     const char* outcome = r.kind != AllocOpKind::kAlloc ? "-" : r.ok ? "ok" : "deferred";
@@ -32,10 +32,10 @@ void PrintTable(const AllocScript& script, const std::vector<AllocOpResult>& res
 }
 
 void DeclareFlags(po::options_description& flags) {
-  flags.add_options()
-      ("script", File(), "allocator script (JSON: shard_size, page_size, pages_per_rank, need_sort, ops); "
-                         "- reads standard input")
-      ("json", po::bool_switch(), "print JSON {\"results\": [...]} instead of a table");
+  flags.add_options()("script", File(),
+                      "allocator script (JSON: shard_size, page_size, pages_per_rank, need_sort, ops); "
+                      "- reads standard input")("json", po::bool_switch(),
+                                                "print JSON {\"results\": [...]} instead of a table");
   DeclareMaxMemoryFlag(flags);
 }
 
@@ -57,14 +57,15 @@ Status CheckScriptMemory(const AllocScript& s, int64_t max_memory) {
     int64_t pages = 0;
     for (size_t i = 0; i < op.alloc.seq_lens.size(); ++i) {
       const int64_t prefix = i < op.alloc.prefix_lens.size() ? op.alloc.prefix_lens[i] : 0;
-      pages = SatAdd(pages, std::max<int64_t>(PositionPages(op.alloc.seq_lens[i], s.page_size) -
-                                                  prefix / s.page_size, 0) + 4);
+      pages = SatAdd(pages,
+                     std::max<int64_t>(PositionPages(op.alloc.seq_lens[i], s.page_size) - prefix / s.page_size, 0) + 4);
     }
     values = SatAdd(values, std::min(pages, SatAdd(pool_pages, 4 * op.alloc.seq_lens.size())));
   }
-  return CheckMemory("ops", "allocator and its results",
-                     {{pool_pages, "logical pages", kAllocatorBytesPerPage}, {values, "result values", kResultValueBytes}},
-                     max_memory);
+  return CheckMemory(
+      "ops", "allocator and its results",
+      {{pool_pages, "logical pages", kAllocatorBytesPerPage}, {values, "result values", kResultValueBytes}},
+      max_memory);
 }
 
 Status RunScript(const Flags& flags, std::ostream& out) {
@@ -89,8 +90,8 @@ Status Run(const Flags& flags, std::ostream& out) { return FileError("script", R
 }  // namespace
 
 Command AllocCommand() {
-  return {"alloc", "replay an allocator script through the rotated owner-classed allocator", "--script FILE [--json] [--max-memory BYTES]",
-          DeclareFlags, Run};
+  return {"alloc", "replay an allocator script through the rotated owner-classed allocator",
+          "--script FILE [--json] [--max-memory BYTES]", DeclareFlags, Run};
 }
 
 }  // namespace kvshard::cli

@@ -80,7 +80,8 @@ std::string Cell(const std::string& text) {
 // The Markdown table of the rows, between the markers.
 std::string RenderTable(const std::vector<Row>& rows) {
   std::ostringstream out;
-  out << kBegin << "| # | Hostile input | Command | Exit | Message (after `kvshard: error: `) |\n|---|---|---|---|---|\n";
+  out << kBegin
+      << "| # | Hostile input | Command | Exit | Message (after `kvshard: error: `) |\n|---|---|---|---|---|\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     std::string command = "kvshard" + (r.args.empty() ? "" : " " + r.args);
@@ -122,7 +123,8 @@ TEST(BadInputsTest, TheDocShowsTheTable) {
   std::string doc = buf.str();
   const size_t begin = doc.find(kBegin), end = doc.find(kEnd);
   ASSERT_TRUE(begin != std::string::npos && end != std::string::npos && begin < end)
-      << kDoc << " lacks the table's markers:\n" << kBegin << kEnd;
+      << kDoc << " lacks the table's markers:\n"
+      << kBegin << kEnd;
   const std::string shown = doc.substr(begin, end + std::string(kEnd).size() - begin);
   if (update && workspace && shown != table) {
     doc.replace(begin, shown.size(), table);

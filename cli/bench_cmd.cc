@@ -14,34 +14,37 @@ namespace kvshard::cli {
 namespace {
 
 // --op's choices (kebab-case; the benchmarks' own names use '_').
-const std::vector<std::string> kOps = {"all",         "plan",      "rerange",      "gather-rows", "owner-write",
-                                       "stage-chunk", "allgather", "prefix-gather"};
+const std::vector<std::string> kOps = {"all",         "plan",        "rerange",   "gather-rows",
+                                       "owner-write", "stage-chunk", "allgather", "prefix-gather"};
 
 void DeclareFlags(po::options_description& flags) {
-  flags.add_options()
-      ("op", ChoiceList(kOps, {{"gather_rows", "gather-rows"}, {"owner_write", "owner-write"},
-                               {"stage_chunk", "stage-chunk"}, {"prefix_gather", "prefix-gather"}})
-                 ->value_name("OP,...")
-                 ->default_value({"all"}, "all"),
-       ("benchmarks to run, of: " + JoinChoices(kOps, " and ") + " (the device copy, the kernels' limit, always runs)")
-           .c_str())
-      ("min-bytes", Int(1, int64_t{1} << 34)->default_value(int64_t{1} << 20), "smallest payload in bytes")
-      ("max-bytes", Int(1, int64_t{1} << 34)->default_value(int64_t{1} << 28), "largest payload in bytes")
-      ("factor", Int(2, 1024)->default_value(4), "payload growth factor between rows")
-      ("row-bytes", Int(4, int64_t{1} << 20)->default_value(1152),
-       "bytes per KV row, a multiple of 4 (1152 = MLA latent 576 x bf16)")
-      ("gpus", Int(0, 64)->default_value(0), "GPUs for collectives (0 = all visible)")
-      ("layers", Int(1, 1024)->default_value(32), "layers in the prefix-gather pipeline")
-      ("compute-us", Int(0, 1000000)->default_value(0), "per-layer compute stand-in in us (0 = 1.25x gather)")
-      ("warmup", Int(0, 1000)->default_value(5), "untimed iterations")
-      ("iters", Int(1, 100000)->default_value(20), "timed iterations")
-      ("batch-size", Int(1, 512)->default_value(256), "requests in the plan benchmark")
-      ("compute-blocks", Int(0, 65535)->default_value(0), "blocks of the compute stand-in (0 = one per SM)")
-      ("collective-timeout-ms", Int(0, int64_t{1} << 40)->default_value(0),
-       "deadline of every collective wait; on expiry the communicator is aborted and the command exits 3 (0 = "
-       "$KVSHARD_COLLECTIVE_TIMEOUT_MS, else 300000)")
-      ("trace", po::bool_switch(), "also print rank 0's device timeline of one prefix-gather batch")
-      ("json", po::bool_switch(), "print JSON instead of the table");
+  flags.add_options()(
+      "op",
+      ChoiceList(kOps, {{"gather_rows", "gather-rows"},
+                        {"owner_write", "owner-write"},
+                        {"stage_chunk", "stage-chunk"},
+                        {"prefix_gather", "prefix-gather"}})
+          ->value_name("OP,...")
+          ->default_value({"all"}, "all"),
+      ("benchmarks to run, of: " + JoinChoices(kOps, " and ") + " (the device copy, the kernels' limit, always runs)")
+          .c_str())("min-bytes", Int(1, int64_t{1} << 34)->default_value(int64_t{1} << 20),
+                    "smallest payload in bytes")("max-bytes", Int(1, int64_t{1} << 34)->default_value(int64_t{1} << 28),
+                                                 "largest payload in bytes")("factor", Int(2, 1024)->default_value(4),
+                                                                             "payload growth factor between rows")(
+      "row-bytes", Int(4, int64_t{1} << 20)->default_value(1152),
+      "bytes per KV row, a multiple of 4 (1152 = MLA latent 576 x bf16)")("gpus", Int(0, 64)->default_value(0),
+                                                                          "GPUs for collectives (0 = all visible)")(
+      "layers", Int(1, 1024)->default_value(32), "layers in the prefix-gather pipeline")(
+      "compute-us", Int(0, 1000000)->default_value(0), "per-layer compute stand-in in us (0 = 1.25x gather)")(
+      "warmup", Int(0, 1000)->default_value(5), "untimed iterations")(
+      "iters", Int(1, 100000)->default_value(20), "timed iterations")("batch-size", Int(1, 512)->default_value(256),
+                                                                      "requests in the plan benchmark")(
+      "compute-blocks", Int(0, 65535)->default_value(0), "blocks of the compute stand-in (0 = one per SM)")(
+      "collective-timeout-ms", Int(0, int64_t{1} << 40)->default_value(0),
+      "deadline of every collective wait; on expiry the communicator is aborted and the command exits 3 (0 = "
+      "$KVSHARD_COLLECTIVE_TIMEOUT_MS, else 300000)")("trace", po::bool_switch(),
+                                                      "also print rank 0's device timeline of one prefix-gather batch")(
+      "json", po::bool_switch(), "print JSON instead of the table");
 }
 
 // The checks that involve more than one flag (each flag's own range is declared with it).
@@ -105,9 +108,15 @@ Status RunOnGpu(const Flags& flags, std::ostream& out) {
     j["device"] = device;
     j["rows"] = Json::array();
     for (const bench::BenchRow& r : rows) {
-      j["rows"].push_back({{"op", r.op}, {"bytes", r.bytes}, {"time_us", r.time_us}, {"algbw_gbs", r.algbw_gbs},
-                           {"busbw_gbs", r.busbw_gbs}, {"pct_limit", r.pct_limit}, {"limit", r.limit},
-                           {"wrong", r.wrong}, {"note", r.note}});
+      j["rows"].push_back({{"op", r.op},
+                           {"bytes", r.bytes},
+                           {"time_us", r.time_us},
+                           {"algbw_gbs", r.algbw_gbs},
+                           {"busbw_gbs", r.busbw_gbs},
+                           {"pct_limit", r.pct_limit},
+                           {"limit", r.limit},
+                           {"wrong", r.wrong},
+                           {"note", r.note}});
     }
     PrintJson(j, out);
   } else {
@@ -132,9 +141,12 @@ Status Run(const Flags& flags, std::ostream& out) {
 }  // namespace
 
 Command BenchCommand() {
-  return {"bench", "GPU benchmarks with correctness checks, against limits measured in the same run",
-          "[--op OP,...] [--min-bytes INT] [--max-bytes INT] [--factor INT] [--gpus INT] [--json]", DeclareFlags,
-          Run, {{"batch", "batch-size"}}};
+  return {"bench",
+          "GPU benchmarks with correctness checks, against limits measured in the same run",
+          "[--op OP,...] [--min-bytes INT] [--max-bytes INT] [--factor INT] [--gpus INT] [--json]",
+          DeclareFlags,
+          Run,
+          {{"batch", "batch-size"}}};
 }
 
 }  // namespace kvshard::cli

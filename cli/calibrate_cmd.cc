@@ -13,9 +13,9 @@ namespace kvshard::cli {
 namespace {
 
 void DeclareFlags(po::options_description& flags) {
-  flags.add_options()
-      ("calibration", File(), "the calibration file (also given without the flag); - reads standard input")
-      ("json", po::bool_switch(), "print one JSON object instead of the table");
+  flags.add_options()("calibration", File(),
+                      "the calibration file (also given without the flag); - reads standard input")(
+      "json", po::bool_switch(), "print one JSON object instead of the table");
   DeclareMaxMemoryFlag(flags);
 }
 
@@ -43,11 +43,18 @@ Status Run(const Flags& flags, std::ostream& out) {
     j["nccl_source"] = c.nccl_source;
     j["fits"] = Json::array();
     for (const sim::OpFit& f : c.fits) {
-      j["fits"].push_back({{"op", f.op}, {"unit", sim::CalibrationUnit(f.op)}, {"phase", Phase(f.op)},
-                           {"rows", f.rows}, {"latency_us", f.fit.latency_us}, {"us_per_unit", f.fit.us_per_unit},
-                           {"knee", f.fit.knee}, {"us_per_unit_above", f.fit.us_per_unit_above},
-                           {"held_out", f.held_out}, {"held_out_p50", f.held_out_p50},
-                           {"held_out_p90", f.held_out_p90}, {"held_out_max", f.held_out_max},
+      j["fits"].push_back({{"op", f.op},
+                           {"unit", sim::CalibrationUnit(f.op)},
+                           {"phase", Phase(f.op)},
+                           {"rows", f.rows},
+                           {"latency_us", f.fit.latency_us},
+                           {"us_per_unit", f.fit.us_per_unit},
+                           {"knee", f.fit.knee},
+                           {"us_per_unit_above", f.fit.us_per_unit_above},
+                           {"held_out", f.held_out},
+                           {"held_out_p50", f.held_out_p50},
+                           {"held_out_p90", f.held_out_p90},
+                           {"held_out_max", f.held_out_max},
                            {"fit_max", f.fit_max}});
     }
     PrintJson(j, out);
@@ -76,7 +83,8 @@ Status Run(const Flags& flags, std::ostream& out) {
       return std::string(text);
     };
     char knee[64] = "-";
-    if (f.fit.knee > 0) std::snprintf(knee, sizeof(knee), "%s past %.3g", rate(f.fit.us_per_unit_above).c_str(), f.fit.knee);
+    if (f.fit.knee > 0)
+      std::snprintf(knee, sizeof(knee), "%s past %.3g", rate(f.fit.us_per_unit_above).c_str(), f.fit.knee);
     std::snprintf(line, sizeof(line), "  %-22s %-20s %5lld %12.2f %14s %26s %9lld %8.1f%% %8.1f%% %8.1f%%\n",
                   f.op.c_str(), Phase(f.op), static_cast<long long>(f.rows), f.fit.latency_us,
                   rate(f.fit.us_per_unit).c_str(), knee, static_cast<long long>(f.held_out), 100 * f.held_out_p50,

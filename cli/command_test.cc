@@ -28,13 +28,13 @@ TEST(FailTest, BytesOutsideWellFormedUtf8AreEscaped) {
                                "\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf", "\xe2\x80\x94 dash"}) {
     EXPECT_EQ(shown(ok), ok + "\n");
   }
-  EXPECT_EQ(shown("1\xbe--cp-rank"), "1\\xbe--cp-rank\n");               // a lone continuation byte
-  EXPECT_EQ(shown("\xc0\x80"), "\\xc0\\x80\n");                          // an overlong NUL
-  EXPECT_EQ(shown("\xe0\x9f\xbf"), "\\xe0\\x9f\\xbf\n");                 // an overlong 3-byte form
-  EXPECT_EQ(shown("\xed\xa0\x80"), "\\xed\\xa0\\x80\n");                 // a surrogate (U+D800)
-  EXPECT_EQ(shown("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80\n");        // past U+10FFFF
-  EXPECT_EQ(shown("\xf5\xff"), "\\xf5\\xff\n");                          // never a lead byte
-  EXPECT_EQ(shown("a\xe2\x80"), "a\\xe2\\x80\n");                         // cut short at the end
+  EXPECT_EQ(shown("1\xbe--cp-rank"), "1\\xbe--cp-rank\n");                 // a lone continuation byte
+  EXPECT_EQ(shown("\xc0\x80"), "\\xc0\\x80\n");                            // an overlong NUL
+  EXPECT_EQ(shown("\xe0\x9f\xbf"), "\\xe0\\x9f\\xbf\n");                   // an overlong 3-byte form
+  EXPECT_EQ(shown("\xed\xa0\x80"), "\\xed\\xa0\\x80\n");                   // a surrogate (U+D800)
+  EXPECT_EQ(shown("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80\n");          // past U+10FFFF
+  EXPECT_EQ(shown("\xf5\xff"), "\\xf5\\xff\n");                            // never a lead byte
+  EXPECT_EQ(shown("a\xe2\x80"), "a\\xe2\\x80\n");                          // cut short at the end
   EXPECT_EQ(shown("\xe2\x80x\xe2\x80\x94"), "\\xe2\\x80x\xe2\x80\x94\n");  // cut short, then well-formed
 }
 

@@ -22,9 +22,9 @@ void PrintUsage(std::ostream& os) {
 }  // namespace
 
 const std::vector<Command>& CommandTable() {
-  static const std::vector<Command> table = {PlaceCommand(),   AllocCommand(),  GatherPlanCommand(), SplitCommand(),
-                                             RerangeCommand(), ReplayCommand(), GenCommand(),
-                                             SimulateCommand(), CalibrateCommand(), BenchCommand()};
+  static const std::vector<Command> table = {
+      PlaceCommand(),  AllocCommand(), GatherPlanCommand(), SplitCommand(),     RerangeCommand(),
+      ReplayCommand(), GenCommand(),   SimulateCommand(),   CalibrateCommand(), BenchCommand()};
   return table;
 }
 

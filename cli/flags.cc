@@ -105,8 +105,8 @@ void RealValue::xparse(boost::any& store, const std::vector<std::string>& tokens
   }
   if (text.empty() || used != text.size() || !std::isfinite(v)) throw FlagValueError(": not a real number");
   if (v < lo_ || (lo_open_ && v == lo_) || v > hi_) {
-    throw FlagValueError(": must be " + std::string(lo_open_ ? "> " : ">= ") + FormatReal(lo_) + " and <= " +
-                         FormatReal(hi_) + ", got " + text);
+    throw FlagValueError(": must be " + std::string(lo_open_ ? "> " : ">= ") + FormatReal(lo_) +
+                         " and <= " + FormatReal(hi_) + ", got " + text);
   }
   store = v;
 }
@@ -247,7 +247,8 @@ Status Flags::WithInput(const std::string& name, const std::function<Status(std:
 StatusOr<Json> Flags::ReadJson(const std::string& name, int64_t bytes_per_input_byte) const {
   KVSHARD_ASSIGN_OR_RETURN(std::string text, ReadText(name, bytes_per_input_byte));
   const std::string& path = String(name);
-  return ParseJsonStrict(text, StrCat("--", name, ": ", path == "-" ? "standard input" : path), StrCat("--", name, ": "));
+  return ParseJsonStrict(text, StrCat("--", name, ": ", path == "-" ? "standard input" : path),
+                         StrCat("--", name, ": "));
 }
 
 }  // namespace kvshard::cli

@@ -11,20 +11,14 @@ namespace kvshard::cli {
 namespace {
 
 void Declare(po::options_description& flags) {
-  flags.add_options()
-      ("count", Int(1, 10)->default_value(3), "a bounded integer")
-      ("any", Int(), "an unbounded integer")
-      ("size", Positive(), "a positive integer")
-      ("offset", NonNegative(), "a non-negative integer")
-      ("bytes", Int(0, int64_t{1} << 34), "a large bound, shown as a power of two")
-      ("list", IntList(), "a non-empty list")
-      ("maybe-empty", IntList()->AllowEmpty(), "a list that may be empty")
-      ("mode", Choice({"in-seq", "round-robin"}, {{"round_robin", "round-robin"}})->default_value("in-seq"), "a choice")
-      ("ops", ChoiceList({"all", "gather-rows"}, {{"gather_rows", "gather-rows"}}), "a list of choices")
-      ("file", File(), "a file; - reads standard input")
-      ("new-name", Int(), "a flag with an old spelling")
-      ("throw", po::bool_switch(), "make Run throw")
-      ("flag", po::bool_switch(), "a switch");
+  flags.add_options()("count", Int(1, 10)->default_value(3), "a bounded integer")("any", Int(), "an unbounded integer")(
+      "size", Positive(), "a positive integer")("offset", NonNegative(), "a non-negative integer")(
+      "bytes", Int(0, int64_t{1} << 34), "a large bound, shown as a power of two")(
+      "list", IntList(), "a non-empty list")("maybe-empty", IntList()->AllowEmpty(), "a list that may be empty")(
+      "mode", Choice({"in-seq", "round-robin"}, {{"round_robin", "round-robin"}})->default_value("in-seq"), "a choice")(
+      "ops", ChoiceList({"all", "gather-rows"}, {{"gather_rows", "gather-rows"}}), "a list of choices")(
+      "file", File(), "a file; - reads standard input")("new-name", Int(), "a flag with an old spelling")(
+      "throw", po::bool_switch(), "make Run throw")("flag", po::bool_switch(), "a switch");
 }
 
 // Prints every given flag as name=value, one a line.
@@ -142,10 +136,10 @@ TEST(FlagsTest, HelpShowsTypesDefaultsAndRanges) {
   CliResult r = RunT("--count x --help");  // --help wins over a bad value
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_TRUE(r.err.empty());
-  for (const char* want : {"usage: kvshard t [--count INT]", "--count INT in [1, 10] (=3)", "--any INT ",
-                           "--size INT>=1", "--offset INT>=0", "--bytes INT in [0, 2^34]", "--list INT,...",
-                           "--mode in-seq|round-robin (=in-seq)", "--ops all|gather-rows,...", "--file FILE",
-                           "a test command"}) {
+  for (const char* want :
+       {"usage: kvshard t [--count INT]", "--count INT in [1, 10] (=3)", "--any INT ", "--size INT>=1",
+        "--offset INT>=0", "--bytes INT in [0, 2^34]", "--list INT,...", "--mode in-seq|round-robin (=in-seq)",
+        "--ops all|gather-rows,...", "--file FILE", "a test command"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << " not in:\n" << r.out;
   }
 }

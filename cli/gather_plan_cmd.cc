@@ -36,13 +36,16 @@ void PrintTable(const ExtendBatch& b, const GatherPlan& p, const std::vector<int
     out << "\n";
   }
   out << "\npage_pos (logical page -> absolute scratch page; all others -> trash page " << p.trash_page << "):\n";
-  out << std::setw(14) << "page" << std::setw(14) << "scratch_page" << std::setw(10) << "region" << "\n";
+  out << std::setw(14) << "page" << std::setw(14) << "scratch_page" << std::setw(10) << "region"
+      << "\n";
   for (size_t i = 0; i < p.mapped_pages.size(); ++i) {
     out << std::setw(14) << p.mapped_pages[i] << std::setw(14) << p.mapped_scratch_pages[i] << std::setw(10)
         << (p.mapped_scratch_pages[i] < p.chunk_base_page ? "prefix" : "chunk") << "\n";
   }
   if (!locs.empty()) {
-    out << "\ntranslate:\n" << std::setw(14) << "loc" << std::setw(14) << "scratch_row" << "\n";
+    out << "\ntranslate:\n"
+        << std::setw(14) << "loc" << std::setw(14) << "scratch_row"
+        << "\n";
     for (size_t i = 0; i < locs.size(); ++i) out << std::setw(14) << locs[i] << std::setw(14) << rows[i] << "\n";
   }
 }
@@ -66,8 +69,8 @@ Status DiffPlans(const GatherPlan& got, const GatherPlan& want) {
   KVSHARD_RETURN_IF_ERROR(DiffLists("page_pos", got.mapped_scratch_pages, want.mapped_scratch_pages));
   for (size_t r = 0; r < want.ranks.size() && r < got.ranks.size(); ++r) {
     const std::string rank = "ranks[" + std::to_string(r) + "]";
-    KVSHARD_RETURN_IF_ERROR(DiffLists(rank + ".send_local_pages", got.ranks[r].send_local_pages,
-                                      want.ranks[r].send_local_pages));
+    KVSHARD_RETURN_IF_ERROR(
+        DiffLists(rank + ".send_local_pages", got.ranks[r].send_local_pages, want.ranks[r].send_local_pages));
     KVSHARD_RETURN_IF_ERROR(DiffLists(rank + ".send_rows", got.ranks[r].send_rows, want.ranks[r].send_rows));
   }
   if (!(got == want)) return Mismatch("gather plan: scalar fields differ from the reference");
@@ -111,15 +114,14 @@ Status CheckPlanMemory(const Flags& flags, const ExtendBatch& b, bool device) {
 }
 
 void DeclareFlags(po::options_description& flags) {
-  flags.add_options()
-      ("batch", File(), "extend batch (JSON: shard_size, page_size, pages_per_rank (allocatable pages per rank, "
-                        "excluding the trash page), max_prefix_tokens, chunk_tokens, requests); - reads standard "
-                        "input")
-      ("translate", IntList(), "logical slots to translate to scratch rows")
-      ("backend", BackendValue(),
-       "ref, gpu (device plan build) or diff (both; exit 1 and the first differing field on a mismatch)")
-      ("impl", ImplValue(), "host plan built by ref (the reference) or fast (cpu_fast/, identical output)")
-      ("json", po::bool_switch(), "print JSON instead of tables");
+  flags.add_options()("batch", File(),
+                      "extend batch (JSON: shard_size, page_size, pages_per_rank (allocatable pages per rank, "
+                      "excluding the trash page), max_prefix_tokens, chunk_tokens, requests); - reads standard "
+                      "input")("translate", IntList(), "logical slots to translate to scratch rows")(
+      "backend", BackendValue(),
+      "ref, gpu (device plan build) or diff (both; exit 1 and the first differing field on a mismatch)")(
+      "impl", ImplValue(), "host plan built by ref (the reference) or fast (cpu_fast/, identical output)")(
+      "json", po::bool_switch(), "print JSON instead of tables");
   DeclareMaxMemoryFlag(flags);
 }
 
@@ -130,7 +132,8 @@ Status RunBatch(const Flags& flags, std::ostream& out) {
   json = Json();  // the tree is not needed past here
   KVSHARD_RETURN_IF_ERROR(CheckPlanMemory(flags, batch, flags.String("backend") != "ref"));
   KVSHARD_ASSIGN_OR_RETURN(Backend backend, BackendFlag(flags));
-  KVSHARD_ASSIGN_OR_RETURN(replay::PlanAndRows built, replay::BuildGatherPlanAndRows(batch, locs, "--translate", ImplFlag(flags)));
+  KVSHARD_ASSIGN_OR_RETURN(replay::PlanAndRows built,
+                           replay::BuildGatherPlanAndRows(batch, locs, "--translate", ImplFlag(flags)));
   GatherPlan& plan = built.plan;
 #ifdef KVSHARD_HAVE_CUDA
   if (backend != Backend::kRef) {

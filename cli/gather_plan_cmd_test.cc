@@ -11,7 +11,8 @@ constexpr char kBatch[] = "testdata/gather_plan/spec3_batch_n4_ps16.json";
 // A spec §3 batch with one request of the given JSON fields.
 std::string Batch(const std::string& request) {
   return R"({"shard_size":4,"page_size":16,"pages_per_rank":32,"max_prefix_tokens":4096,"chunk_tokens":512,)"
-         R"("requests":[)" + request + "]}";
+         R"("requests":[)" +
+         request + "]}";
 }
 
 TEST(GatherPlanCmdTest, MatchesTheGoldens) {
@@ -28,7 +29,8 @@ TEST(GatherPlanCmdTest, MatchesTheGoldens) {
   // The fast host planner (cpu_fast/) prints the same goldens and the same errors.
   EXPECT_EQ(RunCli(Words(args + " --json --impl fast")).out, json.out);
   EXPECT_EQ(RunCli(Words(args + " --impl fast")).out, table.out);
-  const CliResult bad = RunCli(Words("gather-plan --batch " + RunfilePath(kBatch) + " --translate 99999999 --impl fast"));
+  const CliResult bad =
+      RunCli(Words("gather-plan --batch " + RunfilePath(kBatch) + " --translate 99999999 --impl fast"));
   EXPECT_EQ(bad.err, RunCli(Words("gather-plan --batch " + RunfilePath(kBatch) + " --translate 99999999")).err);
   EXPECT_EQ(bad.exit_code, 2);
 }
@@ -44,13 +46,15 @@ TEST(GatherPlanCmdTest, BadInputIsOneLineNamingTheField) {
       {"gather-plan", "--batch: required"},
       {"gather-plan --batch /no/such.json", "--batch: /no/such.json: cannot open file"},
   });
-  ExpectFailures({
-      {"gather-plan --batch - --translate 1,x", "--translate[1]: not an integer: 'x'"},
-      {"gather-plan --batch - --translate 2176", "--translate[0]: must be in [0, 2176)"},
-      {"gather-plan --batch - --translate 1,", "--translate: trailing comma"},
-      {"gather-plan --batch - --translate ''", "--translate: must list at least one value"},
-      {"gather-plan --batch - --backend cpu", "--backend: must be ref, gpu or diff, got 'cpu'"},
-  }, ReadRunfile(kBatch));
+  ExpectFailures(
+      {
+          {"gather-plan --batch - --translate 1,x", "--translate[1]: not an integer: 'x'"},
+          {"gather-plan --batch - --translate 2176", "--translate[0]: must be in [0, 2176)"},
+          {"gather-plan --batch - --translate 1,", "--translate: trailing comma"},
+          {"gather-plan --batch - --translate ''", "--translate: must list at least one value"},
+          {"gather-plan --batch - --backend cpu", "--backend: must be ref, gpu or diff, got 'cpu'"},
+      },
+      ReadRunfile(kBatch));
   ExpectFailures({{"gather-plan --batch -", "--batch: standard input: not valid JSON"}}, "{");
   ExpectFailures({{"gather-plan --batch -", "--batch: requests[0].seq_len: must be >= prefix_len (32), got 16"}},
                  Batch(R"({"prefix_len":32,"seq_len":16,"pages":[4]})"));
@@ -68,10 +72,11 @@ TEST(GatherPlanCmdTest, StrictBatches) {
                  Batch(R"({"prefix_len":0,"seq_len":16,"pages":[4],"pages":[5]})"));
   ExpectFailures({{"gather-plan --batch -", "--batch: requests[0].page: unknown key"}},
                  Batch(R"({"prefix_len":0,"seq_len":16,"page":[4]})"));
-  ExpectFailures({{"gather-plan --batch -",
-                   "--batch: requests[0].pages[0]: out of range (must be in [-9223372036854775808, 9223372036854775807]), "
-                   "got 18446744073709551615"}},
-                 Batch(R"({"prefix_len":0,"seq_len":16,"pages":[18446744073709551615]})"));
+  ExpectFailures(
+      {{"gather-plan --batch -",
+        "--batch: requests[0].pages[0]: out of range (must be in [-9223372036854775808, 9223372036854775807]), "
+        "got 18446744073709551615"}},
+      Batch(R"({"prefix_len":0,"seq_len":16,"pages":[18446744073709551615]})"));
 }
 
 // A batch written before the rename (pool_pages_per_rank counted the trash page) is refused with one line that

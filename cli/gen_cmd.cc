@@ -14,31 +14,30 @@ namespace kvshard::cli {
 namespace {
 
 void DeclareFlags(po::options_description& flags) {
-  flags.add_options()
-      ("seed", NonNegative()->default_value(1), "PRNG seed")
-      ("records", NonNegative()->default_value(1000), "records after the header")
-      ("shard-size", Int(1, kMaxShardSize)->default_value(4), "N, ranks of the allocator and the gather plans")
-      ("page-size", Int(1, kMaxPageSize)->default_value(16), "ps, tokens per physical page")
-      ("pages-per-rank", Positive()->default_value(256), "allocatable pages per rank (excluding the trash page)")
-      ("need-sort", po::bool_switch(), "frees go to release lists (SGLang's need_sort)")
-      ("cp-size", Int(1, kMaxShardSize)->default_value(4), "context-parallel ranks of the split and rerange records")
-      ("batch-size", Int(1, 4096)->default_value(8), "most requests per alloc batch")
-      ("max-len", Int(1, int64_t{1} << 32)->default_value(512), "most tokens of a new request or an extension")
-      ("share-percent", Int(0, 100)->default_value(40),
-       "chance (%) that a request extends a live chain or revisits a recent document")
-      ("edge-heavy", po::bool_switch(),
-       "lengths at page and CP edges, one-request batches, capacities at and one page under the bound")
-      ("layers", Int(0, 4096)->default_value(2),
-       "pool layers: each committed batch runs begin_shard_extend, per layer set_kv_buffer and get_key_buffer, "
-       "end_shard_extend; 0 writes no pipeline records and no header \"pool\"")
-      ("row-words", Int(1, 4096)->default_value(4), "32-bit words per KV row of the header's pool")
-      ("no-radix", po::bool_switch(),
-       "no radix cache records: every request is an allocator chain (without it, about half the requests are "
-       "document requests: match_prefix with lock, alloc, insert, tail free, dec_lock_ref; evict on deferral)")
-      ("cp-records", po::bool_switch(),
-       "per committed batch also the CP records: page_owners, cp_direct_write (a random rank, on the batch's "
-       "out_cache_loc or on owner-class pages), cp_seq_idx, can_cp_split, cp_local_pair")
-      ("out", po::value<std::string>()->value_name("FILE"), "write the trace here instead of standard output");
+  flags.add_options()("seed", NonNegative()->default_value(1), "PRNG seed")(
+      "records", NonNegative()->default_value(1000), "records after the header")(
+      "shard-size", Int(1, kMaxShardSize)->default_value(4), "N, ranks of the allocator and the gather plans")(
+      "page-size", Int(1, kMaxPageSize)->default_value(16), "ps, tokens per physical page")(
+      "pages-per-rank", Positive()->default_value(256), "allocatable pages per rank (excluding the trash page)")(
+      "need-sort", po::bool_switch(), "frees go to release lists (SGLang's need_sort)")(
+      "cp-size", Int(1, kMaxShardSize)->default_value(4), "context-parallel ranks of the split and rerange records")(
+      "batch-size", Int(1, 4096)->default_value(8), "most requests per alloc batch")(
+      "max-len", Int(1, int64_t{1} << 32)->default_value(512), "most tokens of a new request or an extension")(
+      "share-percent", Int(0, 100)->default_value(40),
+      "chance (%) that a request extends a live chain or revisits a recent document")(
+      "edge-heavy", po::bool_switch(),
+      "lengths at page and CP edges, one-request batches, capacities at and one page under the bound")(
+      "layers", Int(0, 4096)->default_value(2),
+      "pool layers: each committed batch runs begin_shard_extend, per layer set_kv_buffer and get_key_buffer, "
+      "end_shard_extend; 0 writes no pipeline records and no header \"pool\"")(
+      "row-words", Int(1, 4096)->default_value(4), "32-bit words per KV row of the header's pool")(
+      "no-radix", po::bool_switch(),
+      "no radix cache records: every request is an allocator chain (without it, about half the requests are "
+      "document requests: match_prefix with lock, alloc, insert, tail free, dec_lock_ref; evict on deferral)")(
+      "cp-records", po::bool_switch(),
+      "per committed batch also the CP records: page_owners, cp_direct_write (a random rank, on the batch's "
+      "out_cache_loc or on owner-class pages), cp_seq_idx, can_cp_split, cp_local_pair")(
+      "out", po::value<std::string>()->value_name("FILE"), "write the trace here instead of standard output");
   DeclareMaxMemoryFlag(flags);
 }
 
@@ -98,10 +97,11 @@ Status Run(const Flags& flags, std::ostream& out) {
 }  // namespace
 
 Command GenCommand() {
-  return {"gen", "write a seeded synthetic trace, expect filled by the reference (same seed, same bytes)",
-          "[--seed INT] [--records INT] [--shard-size INT] [--page-size INT] [--cp-size INT] [--batch-size INT] "
-          "[--edge-heavy] [--layers INT] [--row-words INT] [--no-radix] [--cp-records] [--out FILE] [--max-memory BYTES]",
-          DeclareFlags, Run};
+  return {
+      "gen", "write a seeded synthetic trace, expect filled by the reference (same seed, same bytes)",
+      "[--seed INT] [--records INT] [--shard-size INT] [--page-size INT] [--cp-size INT] [--batch-size INT] "
+      "[--edge-heavy] [--layers INT] [--row-words INT] [--no-radix] [--cp-records] [--out FILE] [--max-memory BYTES]",
+      DeclareFlags, Run};
 }
 
 }  // namespace kvshard::cli

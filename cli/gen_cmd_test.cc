@@ -73,8 +73,9 @@ TEST(GenCmdTest, DefaultHeaderHasThePoolAndTheOptions) {
 TEST(GenCmdTest, PipelineAndRadixTracesReachEveryOpAndReplayClean) {
   for (const char* seed : {"1", "2", "3"}) {
     for (const bool edge : {false, true}) {
-      std::vector<std::string> args = {"gen", "--seed", seed, "--records", "1500", "--pages-per-rank", "24",
-                                       "--max-len", "96", "--page-size", "4", "--layers", "3", "--row-words", "2"};
+      std::vector<std::string> args = {"gen", "--seed",      seed, "--records",   "1500", "--pages-per-rank",
+                                       "24",  "--max-len",   "96", "--page-size", "4",    "--layers",
+                                       "3",   "--row-words", "2"};
       if (edge) args.insert(args.end(), {"--edge-heavy", "--need-sort", "--shard-size", "3", "--cp-size", "2"});
       const CliResult g = RunCli(args);
       ASSERT_EQ(g.exit_code, 0) << g.err;
@@ -103,9 +104,10 @@ TEST(GenCmdTest, PipelineAndRadixTracesReachEveryOpAndReplayClean) {
 }
 
 TEST(GenCmdTest, SameSeedSameBytesWithEveryOption) {
-  const std::vector<std::string> args = {"gen", "--seed", "77", "--records", "600", "--edge-heavy", "--need-sort",
-                                         "--layers", "3", "--row-words", "5", "--shard-size", "2", "--page-size",
-                                         "3", "--pages-per-rank", "12", "--batch-size", "5", "--share-percent", "70"};
+  const std::vector<std::string> args = {
+      "gen", "--seed",       "77", "--records",       "600", "--edge-heavy", "--need-sort", "--layers",
+      "3",   "--row-words",  "5",  "--shard-size",    "2",   "--page-size",  "3",           "--pages-per-rank",
+      "12",  "--batch-size", "5",  "--share-percent", "70"};
   const CliResult a = RunCli(args);
   const CliResult b = RunCli(args);
   ASSERT_EQ(a.exit_code, 0) << a.err;
@@ -132,8 +134,9 @@ TEST(GenCmdTest, PipelineRecordsOnlyAddToTheOldShape) {
   std::vector<std::string> kept;
   const std::vector<std::string> piped_lines = Lines(piped.out);
   for (size_t i = 1; i < piped_lines.size(); ++i) {
-    if (std::none_of(std::begin(kPipelineOps), std::end(kPipelineOps),
-                     [&](const char* op) { return piped_lines[i].rfind(std::string("{\"op\":\"") + op + "\"", 0) == 0; })) {
+    if (std::none_of(std::begin(kPipelineOps), std::end(kPipelineOps), [&](const char* op) {
+          return piped_lines[i].rfind(std::string("{\"op\":\"") + op + "\"", 0) == 0;
+        })) {
       kept.push_back(piped_lines[i]);
     }
   }
@@ -146,8 +149,8 @@ TEST(GenCmdTest, PipelineRecordsOnlyAddToTheOldShape) {
 
 TEST(GenCmdTest, EdgeHeavyTracesReachRejectionsAndReplayClean) {
   for (const char* seed : {"1", "2", "3"}) {
-    const CliResult g = RunCli({"gen", "--seed", seed, "--records", "600", "--edge-heavy", "--need-sort", "--shard-size",
-                                "3", "--page-size", "4", "--cp-size", "2", "--pages-per-rank", "8"});
+    const CliResult g = RunCli({"gen", "--seed", seed, "--records", "600", "--edge-heavy", "--need-sort",
+                                "--shard-size", "3", "--page-size", "4", "--cp-size", "2", "--pages-per-rank", "8"});
     ASSERT_EQ(g.exit_code, 0) << g.err;
     EXPECT_NE(g.out.find("\"expect\":{\"error\":"), std::string::npos) << "no rejected record with seed " << seed;
     EXPECT_NE(g.out.find("\"ok\":false"), std::string::npos) << "no deferred batch with seed " << seed;
@@ -162,8 +165,8 @@ TEST(GenCmdTest, CorruptedPipelineAndRadixExpectIsReportedAtItsLine) {
   ASSERT_EQ(g.exit_code, 0) << g.err;
   const std::vector<std::string> lines = Lines(g.out);
   int corrupted = 0;
-  for (const char* op : {"begin_shard_extend", "set_kv_buffer", "get_key_buffer", "match_prefix", "insert",
-                         "dec_lock_ref"}) {
+  for (const char* op :
+       {"begin_shard_extend", "set_kv_buffer", "get_key_buffer", "match_prefix", "insert", "dec_lock_ref"}) {
     const std::string head = std::string("{\"op\":\"") + op + "\"";
     for (size_t i = 1; i < lines.size(); ++i) {
       if (lines[i].rfind(head, 0) != 0) continue;
@@ -193,7 +196,7 @@ TEST(GenCmdTest, CpRecordsReachEveryOpReplayCleanAndACorruptedExpectExitsOne) {
   for (const char* op : {"page_owners", "cp_direct_write", "cp_seq_idx", "can_cp_split", "cp_local_pair"}) {
     EXPECT_TRUE(HasOp(g.out, op)) << op;
   }
-  EXPECT_NE(g.out.find("reason=local_loc_owner_mismatch"), std::string::npos);  // the rotated pages fail ...
+  EXPECT_NE(g.out.find("reason=local_loc_owner_mismatch"), std::string::npos);      // the rotated pages fail ...
   EXPECT_NE(g.out.find("\"cp_local_physical_out_cache_loc\""), std::string::npos);  // ... owner-class pages pass
   const CliResult r = RunCli({"replay", "-"}, g.out);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -210,9 +213,9 @@ TEST(GenCmdTest, CpRecordsReachEveryOpReplayCleanAndACorruptedExpectExitsOne) {
     for (const std::string& l : lines) text += l + "\n";
     const CliResult bad = RunCli({"replay", "-"}, text);
     EXPECT_EQ(bad.exit_code, 1) << bad.err;
-    EXPECT_EQ(bad.err.rfind("kvshard: mismatch: line " + std::to_string(i + 1) + ": page_owners: page_owner_plan[0]: ",
-                            0),
-              0u)
+    EXPECT_EQ(
+        bad.err.rfind("kvshard: mismatch: line " + std::to_string(i + 1) + ": page_owners: page_owner_plan[0]: ", 0),
+        0u)
         << bad.err;
     break;
   }

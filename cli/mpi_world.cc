@@ -25,7 +25,7 @@ struct MpiWorld::Api {
   int (*comm_size)(void*, int*) = nullptr;
   int (*gather)(const void*, int, void*, void*, int, void*, int, void*) = nullptr;
   int (*gatherv)(const void*, int, void*, void*, const int*, const int*, void*, int, void*) = nullptr;
-  int (*ibarrier)(void*, void**) = nullptr;  // MPI_Request is a pointer in Open MPI
+  int (*ibarrier)(void*, void**) = nullptr;    // MPI_Request is a pointer in Open MPI
   int (*test)(void**, int*, void*) = nullptr;  // status: MPI_STATUS_IGNORE (null)
 };
 
@@ -42,7 +42,9 @@ bool Bind(void* lib, const char* name, Fn* fn) {
 
 }  // namespace
 
-bool MpiWorld::Launched() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr; }
+bool MpiWorld::Launched() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
+}
 
 int MpiWorld::LocalSize() {
   const char* v = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -75,8 +77,9 @@ StatusOr<std::unique_ptr<MpiWorld>> MpiWorld::Init() {
   api->mpi_char = dlsym(api->lib, "ompi_mpi_char");
   api->mpi_int = dlsym(api->lib, "ompi_mpi_int");
   if (!api->comm_world || !api->mpi_char || !api->mpi_int) {
-    return Unavailable("--sweep: the libmpi loaded is not Open MPI's (no ompi_mpi_comm_world); kvshard's MPI "
-                       "sweep supports Open MPI only");
+    return Unavailable(
+        "--sweep: the libmpi loaded is not Open MPI's (no ompi_mpi_comm_world); kvshard's MPI "
+        "sweep supports Open MPI only");
   }
   if (!Bind(api->lib, "MPI_Init_thread", &api->init_thread) || !Bind(api->lib, "MPI_Finalize", &api->finalize) ||
       !Bind(api->lib, "MPI_Comm_rank", &api->comm_rank) || !Bind(api->lib, "MPI_Comm_size", &api->comm_size) ||
@@ -126,8 +129,8 @@ StatusOr<std::vector<std::string>> MpiWorld::GatherToRoot(const std::string& min
     if (total > INT_MAX) return Internal("--sweep: the gathered rows exceed 2 GiB");
   }
   std::string all(static_cast<size_t>(total), '\0');
-  if (api_->gatherv(mine.data(), length, api_->mpi_char, all.data(), lengths.data(), offsets.data(), api_->mpi_char,
-                    0, api_->comm_world) != kMpiSuccess) {
+  if (api_->gatherv(mine.data(), length, api_->mpi_char, all.data(), lengths.data(), offsets.data(), api_->mpi_char, 0,
+                    api_->comm_world) != kMpiSuccess) {
     return Internal("--sweep: MPI_Gatherv of the rows failed");
   }
   std::vector<std::string> parts;

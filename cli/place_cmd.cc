@@ -44,24 +44,23 @@ StatusOr<std::vector<int64_t>> ReadLocsFile(const Flags& flags) {
 void PrintTable(const std::vector<int64_t>& locs, const PlacementResult& r, const PlacementSpec& spec, int64_t rank,
                 std::ostream& out) {
   out << "shard_size=" << spec.shard_size << " page_size=" << spec.page_size << " rank=" << rank << "\n";
-  out << std::setw(16) << "loc" << std::setw(8) << "owner" << std::setw(16) << "local_index" << std::setw(8)
-      << "local" << "\n";
+  out << std::setw(16) << "loc" << std::setw(8) << "owner" << std::setw(16) << "local_index" << std::setw(8) << "local"
+      << "\n";
   for (size_t i = 0; i < locs.size(); ++i) {
-    out << std::setw(16) << locs[i] << std::setw(8) << r.owner[i] << std::setw(16) << r.local_index[i]
-        << std::setw(8) << (r.local_mask[i] ? "yes" : "-") << "\n";
+    out << std::setw(16) << locs[i] << std::setw(8) << r.owner[i] << std::setw(16) << r.local_index[i] << std::setw(8)
+        << (r.local_mask[i] ? "yes" : "-") << "\n";
   }
   out << "filter_local(rank " << rank << "): " << ListText(r.filter_local) << "\n";
 }
 
 void DeclareFlags(po::options_description& flags) {
-  flags.add_options()
-      ("shard-size", Int(1, kMaxShardSize)->default_value(4), "N, ranks in the shard group")
-      ("page-size", Int(1, kMaxPageSize)->default_value(16), "ps, token slots per physical page")
-      ("shard-rank", NonNegative()->default_value(0), "rank whose local_mask / filter_local to report")
-      ("locs", IntList(), "logical token slots, e.g. 1,2,3")
-      ("locs-file", File(), "file of slots (comma or whitespace separated), instead of --locs; - reads stdin")
-      ("backend", BackendValue(), "ref, gpu or diff (run both, exit 1 on the first mismatch)")
-      ("json", po::bool_switch(), "print JSON instead of a table");
+  flags.add_options()("shard-size", Int(1, kMaxShardSize)->default_value(4), "N, ranks in the shard group")(
+      "page-size", Int(1, kMaxPageSize)->default_value(16), "ps, token slots per physical page")(
+      "shard-rank", NonNegative()->default_value(0), "rank whose local_mask / filter_local to report")(
+      "locs", IntList(), "logical token slots, e.g. 1,2,3")(
+      "locs-file", File(), "file of slots (comma or whitespace separated), instead of --locs; - reads stdin")(
+      "backend", BackendValue(), "ref, gpu or diff (run both, exit 1 on the first mismatch)")(
+      "json", po::bool_switch(), "print JSON instead of a table");
   DeclareMaxMemoryFlag(flags);
 }
 
@@ -112,10 +111,13 @@ Status Run(const Flags& flags, std::ostream& out) {
 }  // namespace
 
 Command PlaceCommand() {
-  return {"place", "map token slots to (owner rank, local row) under page-interleaved sharding",
+  return {"place",
+          "map token slots to (owner rank, local row) under page-interleaved sharding",
           "--locs INT,... | --locs-file FILE [--shard-size INT] [--page-size INT] [--shard-rank INT] "
           "[--backend ref|gpu|diff] [--json] [--max-memory BYTES]",
-          DeclareFlags, Run, {{"rank", "shard-rank"}}};
+          DeclareFlags,
+          Run,
+          {{"rank", "shard-rank"}}};
 }
 
 }  // namespace kvshard::cli

@@ -15,17 +15,19 @@ namespace kvshard::cli {
 namespace {
 
 void DeclareFlags(po::options_description& flags) {
-  flags.add_options()
-      ("trace", File(), "the trace (JSON Lines; also given without the flag); - reads standard input")
-      ("keep-going", po::bool_switch(), "report every mismatch (one line each on stdout), not only the first")
-      ("json", po::bool_switch(), "print a JSON summary: records, fields_checked, rows_compared, mismatches, "
-                                  "first_mismatch")
-      ("backend", BackendValue(), "where the pool pipeline's records move data: ref, gpu (CUDA; reads checked "
-                                  "against the unsharded pool) or diff (both; every plan and byte compared)")
-      ("impl", ImplValue(), "who builds gather_plan, split and rerange plans: ref (the reference) or fast "
-                            "(cpu_fast/; replaying a recorded trace with it diffs the fast paths against the engine)")
-      ("gpus", Int(1, 1024)->default_value(1), "with --backend gpu|diff: 1 emulates the trace's N ranks on GPU 0; N drives N "
-                                  "GPUs through NCCL");
+  flags.add_options()("trace", File(), "the trace (JSON Lines; also given without the flag); - reads standard input")(
+      "keep-going", po::bool_switch(), "report every mismatch (one line each on stdout), not only the first")(
+      "json", po::bool_switch(),
+      "print a JSON summary: records, fields_checked, rows_compared, mismatches, "
+      "first_mismatch")("backend", BackendValue(),
+                        "where the pool pipeline's records move data: ref, gpu (CUDA; reads checked "
+                        "against the unsharded pool) or diff (both; every plan and byte compared)")(
+      "impl", ImplValue(),
+      "who builds gather_plan, split and rerange plans: ref (the reference) or fast "
+      "(cpu_fast/; replaying a recorded trace with it diffs the fast paths against the engine)")(
+      "gpus", Int(1, 1024)->default_value(1),
+      "with --backend gpu|diff: 1 emulates the trace's N ranks on GPU 0; N drives N "
+      "GPUs through NCCL");
   DeclareMaxMemoryFlag(flags);
 }
 
@@ -57,10 +59,10 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
 #endif
   const bool json = flags.Bool("json");
   replay::ReplayReport report;
-  const Status status = replay::ReplayStream(in, options, &report,
-                                             flags.Bool("keep-going") ? [&out](const Status& m) {
-                                               out << "mismatch: " << m.message() << "\n";
-                                             } : std::function<void(const Status&)>());
+  const Status status = replay::ReplayStream(
+      in, options, &report,
+      flags.Bool("keep-going") ? [&out](const Status& m) { out << "mismatch: " << m.message() << "\n"; }
+                               : std::function<void(const Status&)>());
   const replay::ReplaySummary& s = report.summary;
   if (status.code() == StatusCode::kMismatch) {  // the first one, without --keep-going
     if (json) PrintSummary(s, report.rows_compared, true, out);
@@ -68,7 +70,8 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   }
   KVSHARD_RETURN_IF_ERROR(status);
   PrintSummary(s, report.rows_compared, json, out);
-  if (s.mismatches > 0) return Mismatch(s.mismatches, " mismatches in ", s.records, " records; first: ", s.first_mismatch);
+  if (s.mismatches > 0)
+    return Mismatch(s.mismatches, " mismatches in ", s.records, " records; first: ", s.first_mismatch);
   return Status::Ok();
 }
 
@@ -81,7 +84,8 @@ Status Run(const Flags& flags, std::ostream& out) {
 
 Command ReplayCommand() {
   Command c{"replay", "replay a recorded trace through the reference and report the first decision that differs",
-            "FILE|- [--keep-going] [--json] [--impl ref|fast] [--backend ref|gpu|diff] [--gpus N] [--max-memory BYTES]", DeclareFlags, Run};
+            "FILE|- [--keep-going] [--json] [--impl ref|fast] [--backend ref|gpu|diff] [--gpus N] [--max-memory BYTES]",
+            DeclareFlags, Run};
   c.positional = "trace";
   return c;
 }

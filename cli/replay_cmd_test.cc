@@ -60,8 +60,9 @@ TEST(ReplayCmdTest, KeepGoingReportsEveryMismatch) {
 }
 
 TEST(ReplayCmdTest, MalformedTracesExitTwoNamingTheLine) {
-  const std::string header = "{\"kvshard_trace\": 1, \"allocator\": {\"shard_size\": 2, \"page_size\": 4, "
-                             "\"pages_per_rank\": 4, \"need_sort\": false}}\n";
+  const std::string header =
+      "{\"kvshard_trace\": 1, \"allocator\": {\"shard_size\": 2, \"page_size\": 4, "
+      "\"pages_per_rank\": 4, \"need_sort\": false}}\n";
   const std::pair<std::string, std::string> cases[] = {
       {"", "line 1: kvshard_trace: the trace is empty"},
       {"{\"kvshard_trace\": 7}\n", "line 1: kvshard_trace: this build reads version 1, got 7"},
@@ -76,7 +77,8 @@ TEST(ReplayCmdTest, MalformedTracesExitTwoNamingTheLine) {
        "line 2: locs[0]: "},
       {header + "\n", "line 2: record: empty line"},
       {header + "{\"op\": \"free\"\n", "line 2: record: not valid JSON"},
-      {header + "{\"op\": \"free\", \"locs\": [4], \"request\": 0}\n", "line 2: locs: give locs or request, exactly one"},
+      {header + "{\"op\": \"free\", \"locs\": [4], \"request\": 0}\n",
+       "line 2: locs: give locs or request, exactly one"},
       {header + "{\"op\": \"free_group\", \"frees\": [[4], {\"req\": 0}]}\n", "line 2: frees: must be an array of"},
       {header + "{\"op\": \"free\", \"request\": 3}\n", "line 2: request: no alloc request 3"},
       {header + "{\"op\": \"split\", \"cp_size\": 2, \"cp_rank\": 0, \"page_size\": 4, \"extend_lens\": [0]}\n",
@@ -92,18 +94,21 @@ TEST(ReplayCmdTest, MalformedTracesExitTwoNamingTheLine) {
                 "\"pool_pages_per_rank\": 5, \"max_prefix_tokens\": 0, \"chunk_tokens\": 0, \"requests\": []}, "
                 "\"expect\": {}}\n",
        "line 2: batch.pool_pages_per_rank: renamed to pages_per_rank"},
-      {"{\"kvshard_trace\": 1}\n{\"op\": \"alloc\", \"prefix_lens\": [0], \"seq_lens\": [1], \"rotation_bases\": [null], "
+      {"{\"kvshard_trace\": 1}\n{\"op\": \"alloc\", \"prefix_lens\": [0], \"seq_lens\": [1], \"rotation_bases\": "
+       "[null], "
        "\"last_locs\": [0]}\n",
        "line 2: alloc: allocator records need the header's \"allocator\""},
   };
-  for (const auto& [text, want] : cases) EXPECT_TRUE(FailsWith(RunCli({"replay", "-"}, text), 2, "--trace: " + want)) << text;
+  for (const auto& [text, want] : cases)
+    EXPECT_TRUE(FailsWith(RunCli({"replay", "-"}, text), 2, "--trace: " + want)) << text;
   EXPECT_TRUE(FailsWith(RunCli({"replay", "/nonexistent.jsonl"}), 2, "--trace: /nonexistent.jsonl: cannot open file"));
 }
 
 // --max-memory bounds a trace line as it is read (32 B per byte), so one huge line never fills memory.
 TEST(ReplayCmdTest, MaxMemoryBoundsALineAsItIsRead) {
-  const std::string header = "{\"kvshard_trace\": 1, \"allocator\": {\"shard_size\": 2, \"page_size\": 4, "
-                             "\"pages_per_rank\": 4, \"need_sort\": false}}\n";
+  const std::string header =
+      "{\"kvshard_trace\": 1, \"allocator\": {\"shard_size\": 2, \"page_size\": 4, "
+      "\"pages_per_rank\": 4, \"need_sort\": false}}\n";
   EXPECT_TRUE(FailsWith(RunCli({"replay", "-", "--max-memory", "1000"}, header), 2,
                         "--trace: line 1: record: the line held in memory would need 3.4 KiB (109 line bytes x 32 B), "
                         "over --max-memory 1000 B"));
@@ -114,12 +119,14 @@ TEST(ReplayCmdTest, MaxMemoryBoundsALineAsItIsRead) {
 }
 
 TEST(ReplayCmdTest, AnExpectedErrorThatDoesNotHappenIsAMismatch) {
-  const std::string text = "{\"kvshard_trace\": 1}\n{\"op\": \"split\", \"cp_size\": 2, \"cp_rank\": 0, \"page_size\": 4, "
-                           "\"extend_lens\": [3], \"expect\": {\"error\": \"batch_gt1_empty_extend\"}}\n";
+  const std::string text =
+      "{\"kvshard_trace\": 1}\n{\"op\": \"split\", \"cp_size\": 2, \"cp_rank\": 0, \"page_size\": 4, "
+      "\"extend_lens\": [3], \"expect\": {\"error\": \"batch_gt1_empty_extend\"}}\n";
   const CliResult r = RunCli({"replay", "-"}, text);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "kvshard: mismatch: line 2: split: error: expected an error containing \"batch_gt1_empty_extend\", "
-                   "got success\n");
+  EXPECT_EQ(r.err,
+            "kvshard: mismatch: line 2: split: error: expected an error containing \"batch_gt1_empty_extend\", "
+            "got success\n");
 }
 
 std::vector<std::string> Lines(const std::string& text) {
@@ -211,19 +218,23 @@ TEST(ReplayCmdTest, PoolPipelineReadsAreCheckedAgainstTheUnshardedPool) {
   lines[3].replace(lines[3].find("[2, 3, 4]"), 9, "[2, 3, 6]");
   const CliResult freed = RunCli({"replay", "-"}, Joined(lines));
   EXPECT_EQ(freed.exit_code, 1);
-  EXPECT_EQ(freed.err, "kvshard: mismatch: line 4: begin_shard_extend: invariant: requests[0].pages[2]: page 6 is free "
-                       "(the allocator has not handed it out)\n");
+  EXPECT_EQ(freed.err,
+            "kvshard: mismatch: line 4: begin_shard_extend: invariant: requests[0].pages[2]: page 6 is free "
+            "(the allocator has not handed it out)\n");
 }
 
 TEST(ReplayCmdTest, MalformedPipelineAndRadixRecordsExitTwo) {
-  const std::string alloc = "{\"kvshard_trace\": 1, \"allocator\": {\"shard_size\": 2, \"page_size\": 4, "
-                            "\"pages_per_rank\": 8, \"need_sort\": false}";
-  const std::string pool = ", \"pool\": {\"max_prefix_tokens\": 16, \"chunk_tokens\": 24, \"num_layers\": 2, "
-                           "\"row_words\": 1}}\n";
+  const std::string alloc =
+      "{\"kvshard_trace\": 1, \"allocator\": {\"shard_size\": 2, \"page_size\": 4, "
+      "\"pages_per_rank\": 8, \"need_sort\": false}";
+  const std::string pool =
+      ", \"pool\": {\"max_prefix_tokens\": 16, \"chunk_tokens\": 24, \"num_layers\": 2, "
+      "\"row_words\": 1}}\n";
   const std::string header = alloc + pool;
-  const std::string begin = "{\"op\": \"alloc\", \"prefix_lens\": [0], \"seq_lens\": [5], \"rotation_bases\": [null], "
-                            "\"last_locs\": [0]}\n{\"op\": \"begin_shard_extend\", \"requests\": [{\"prefix_len\": 0, "
-                            "\"seq_len\": 5, \"pages\": [2, 3]}]}\n";
+  const std::string begin =
+      "{\"op\": \"alloc\", \"prefix_lens\": [0], \"seq_lens\": [5], \"rotation_bases\": [null], "
+      "\"last_locs\": [0]}\n{\"op\": \"begin_shard_extend\", \"requests\": [{\"prefix_len\": 0, "
+      "\"seq_len\": 5, \"pages\": [2, 3]}]}\n";
   const std::pair<std::string, std::string> cases[] = {
       {"{\"kvshard_trace\": 1, \"pool\": {}}\n", "line 1: pool: needs the header's \"allocator\""},
       {alloc + ", \"pool\": {\"max_prefix_tokens\": 16, \"chunk_tokens\": 24, \"num_layers\": 2, \"row_words\": 1, "
@@ -231,18 +242,23 @@ TEST(ReplayCmdTest, MalformedPipelineAndRadixRecordsExitTwo) {
        "line 1: pool.shard_size: unknown key"},
       {alloc + ", \"pool\": {\"max_prefix_tokens\": 15, \"chunk_tokens\": 24, \"num_layers\": 2, \"row_words\": 1}}\n",
        "line 1: pool.max_prefix_tokens"},
-      {alloc + "}\n{\"op\": \"end_shard_extend\"}\n", "line 2: end_shard_extend: pipeline records need the header's \"pool\""},
+      {alloc + "}\n{\"op\": \"end_shard_extend\"}\n",
+       "line 2: end_shard_extend: pipeline records need the header's \"pool\""},
       {header + "{\"op\": \"end_shard_extend\"}\n", "line 2: end_shard_extend: no sharded extend in flight"},
       {header + "{\"op\": \"set_kv_buffer\", \"layer\": 0}\n", "line 2: locs: needed outside an extend"},
       {header + "{\"op\": \"set_kv_buffer\", \"layer\": 2, \"locs\": [8]}\n", "line 2: layer: must be in [0, 2)"},
-      {header + "{\"op\": \"set_kv_buffer\", \"layer\": 0, \"locs\": [72]}\n", "line 2: locs[0]: must be a slot of the pool"},
+      {header + "{\"op\": \"set_kv_buffer\", \"layer\": 0, \"locs\": [72]}\n",
+       "line 2: locs[0]: must be a slot of the pool"},
       {header + "{\"op\": \"get_key_buffer\", \"layer\": 0}\n", "line 2: get_key_buffer: no sharded extend in flight"},
       {header + begin + "{\"op\": \"get_key_buffer\", \"layer\": 0, \"locs\": [40]}\n",
        "line 4: locs[0]: slot 40 is not a slot of the extend batch"},
-      {header + begin + begin.substr(begin.find('\n') + 1), "line 4: begin_shard_extend: the previous extend was not ended"},
-      {header + "{\"op\": \"begin_shard_extend\", \"requests\": [{\"prefix_len\": 2, \"seq_len\": 5, \"pages\": [2, 3]}]}\n",
+      {header + begin + begin.substr(begin.find('\n') + 1),
+       "line 4: begin_shard_extend: the previous extend was not ended"},
+      {header +
+           "{\"op\": \"begin_shard_extend\", \"requests\": [{\"prefix_len\": 2, \"seq_len\": 5, \"pages\": [2, 3]}]}\n",
        "line 2: requests[0].prefix_len"},
-      {header + "{\"op\": \"begin_shard_extend\", \"requests\": [1]}\n", "line 2: requests: must be an array of objects"},
+      {header + "{\"op\": \"begin_shard_extend\", \"requests\": [1]}\n",
+       "line 2: requests: must be an array of objects"},
       {header + "{\"op\": \"dec_lock_ref\", \"match\": 0}\n", "line 2: match: no locked match 0"},
       {header + "{\"op\": \"evict\", \"num_pages\": -1}\n", "line 2: num_pages: must be >= 0"},
       {header + "{\"op\": \"insert\", \"tokens\": [1, 2, 3, 4], \"pages\": [99], \"rotation_base\": 0}\n",
@@ -251,7 +267,8 @@ TEST(ReplayCmdTest, MalformedPipelineAndRadixRecordsExitTwo) {
        "line 2: pages[0]: page 2 is not an allocated page"},
       {header + "{\"op\": \"match_prefix\", \"tokens\": [1], \"lock\": 1}\n", "line 2: lock: must be true or false"},
   };
-  for (const auto& [text, want] : cases) EXPECT_TRUE(FailsWith(RunCli({"replay", "-"}, text), 2, "--trace: " + want)) << text;
+  for (const auto& [text, want] : cases)
+    EXPECT_TRUE(FailsWith(RunCli({"replay", "-"}, text), 2, "--trace: " + want)) << text;
 }
 
 TEST(ReplayCmdTest, GpuBackendDiffsThePipelineOrSaysWhyNot) {
@@ -285,9 +302,10 @@ TEST(ReplayCmdTest, MultiBufferPoolsAreCheckedPerBufferAndHeadersValidated) {
                             0),
             0u)
       << stale.err;
-  const std::string alloc = "{\"kvshard_trace\": 1, \"allocator\": {\"shard_size\": 2, \"page_size\": 4, "
-                            "\"pages_per_rank\": 8, \"need_sort\": false}, \"pool\": {\"max_prefix_tokens\": 16, "
-                            "\"chunk_tokens\": 24, \"num_layers\": 2, ";
+  const std::string alloc =
+      "{\"kvshard_trace\": 1, \"allocator\": {\"shard_size\": 2, \"page_size\": 4, "
+      "\"pages_per_rank\": 8, \"need_sort\": false}, \"pool\": {\"max_prefix_tokens\": 16, "
+      "\"chunk_tokens\": 24, \"num_layers\": 2, ";
   const std::pair<std::string, std::string> cases[] = {
       {alloc + "\"row_words\": 1, \"buffers\": [{\"name\": \"k\", \"row_bytes\": 4}]}}\n",
        "line 1: pool.row_words: give either row_words (one buffer) or buffers, not both"},
@@ -302,7 +320,8 @@ TEST(ReplayCmdTest, MultiBufferPoolsAreCheckedPerBufferAndHeadersValidated) {
       {alloc + "\"buffers\": [{\"name\": \"kv\", \"row_bytes\": 3}]}}\n{\"op\": \"set_kv_buffer_prefix_valid\"}\n",
        "line 2: set_kv_buffer_prefix_valid: prefix-valid commit is unsupported under logical-page KV sharding"},
   };
-  for (const auto& [text, want] : cases) EXPECT_TRUE(FailsWith(RunCli({"replay", "-"}, text), 2, "--trace: " + want)) << text;
+  for (const auto& [text, want] : cases)
+    EXPECT_TRUE(FailsWith(RunCli({"replay", "-"}, text), 2, "--trace: " + want)) << text;
 }
 
 TEST(ReplayCmdTest, GpuBackendDiffsMultiBufferPoolsOrSaysWhyNot) {

@@ -20,15 +20,14 @@ namespace kvshard::cli {
 namespace {
 
 void DeclareFlags(po::options_description& flags) {
-  flags.add_options()
-      ("cp-size", Positive(), "N, context-parallel ranks")
-      ("page-size", Positive(), "ps, tokens per physical page")
-      ("extend-lens", IntList()->AllowEmpty(), "extend (new) tokens per request")
-      ("prefix-lens", IntList(), "cached prefix tokens per request (default: all 0)")
-      ("backend", BackendValue(),
-       "ref, gpu (device rerange on a buffer whose rows carry their index) or diff (both; exit 1 on a mismatch)")
-      ("impl", ImplValue(), "host plan built by ref (the reference) or fast (cpu_fast/, identical output)")
-      ("json", po::bool_switch(), "print JSON instead of a table");
+  flags.add_options()("cp-size", Positive(), "N, context-parallel ranks")(
+      "page-size", Positive(), "ps, tokens per physical page")("extend-lens", IntList()->AllowEmpty(),
+                                                               "extend (new) tokens per request")(
+      "prefix-lens", IntList(), "cached prefix tokens per request (default: all 0)")(
+      "backend", BackendValue(),
+      "ref, gpu (device rerange on a buffer whose rows carry their index) or diff (both; exit 1 on a mismatch)")(
+      "impl", ImplValue(), "host plan built by ref (the reference) or fast (cpu_fast/, identical output)")(
+      "json", po::bool_switch(), "print JSON instead of a table");
   DeclareMaxMemoryFlag(flags);
 }
 
@@ -41,19 +40,18 @@ constexpr int64_t kGpuBytesPerRow = 40;
 
 // The sizes --extend-lens implies, checked against --max-memory before the plan is built. The ref text
 // and JSON outputs are streamed per segment, so only the plan (and the GPU path's row buffers) count.
-Status CheckRerangeMemory(const Flags& flags, int64_t cp_size, const std::vector<int64_t>& extend,
-                          bool ref_backend) {
+Status CheckRerangeMemory(const Flags& flags, int64_t cp_size, const std::vector<int64_t>& extend, bool ref_backend) {
   const int64_t max_memory = MaxMemory(flags);
   const int64_t batch = static_cast<int64_t>(extend.size());
   // cp_size <= 2^16 once validated; cap the product so it stays exact for the check.
-  const int64_t segments = batch > (int64_t{1} << 40) / (2 * std::max<int64_t>(cp_size, 1))
-                               ? (int64_t{1} << 40)
-                               : batch * 2 * cp_size;
+  const int64_t segments =
+      batch > (int64_t{1} << 40) / (2 * std::max<int64_t>(cp_size, 1)) ? (int64_t{1} << 40) : batch * 2 * cp_size;
   KVSHARD_RETURN_IF_ERROR(
       CheckMemory("--extend-lens", "rerange plan", segments, "segments", kPlanBytesPerSegment, max_memory));
   if (ref_backend) return Status::Ok();
   int64_t rows = 0;
-  for (int64_t e : extend) rows = e > 0 && rows > (int64_t{1} << 62) - e ? (int64_t{1} << 62) : rows + std::max<int64_t>(e, 0);
+  for (int64_t e : extend)
+    rows = e > 0 && rows > (int64_t{1} << 62) - e ? (int64_t{1} << 62) : rows + std::max<int64_t>(e, 0);
   return CheckMemory("--extend-lens", "rerange rows on the GPU path", rows, "rows", kGpuBytesPerRow, max_memory);
 }
 
@@ -103,8 +101,8 @@ Status Run(const Flags& flags, std::ostream& out) {
   // The size check is a flag check: it precedes the GPU check in BackendFlag.
   KVSHARD_RETURN_IF_ERROR(CheckRerangeMemory(flags, cp_size, extend, flags.String("backend") == "ref"));
   KVSHARD_ASSIGN_OR_RETURN(Backend backend, BackendFlag(flags));
-  StatusOr<replay::Rerange> result =
-      replay::BuildRerange(cp_size, page_size, extend, prefix, ImplFlag(flags), /*with_source_rows=*/backend != Backend::kRef);
+  StatusOr<replay::Rerange> result = replay::BuildRerange(cp_size, page_size, extend, prefix, ImplFlag(flags),
+                                                          /*with_source_rows=*/backend != Backend::kRef);
   if (!result.ok()) return CpModelError(result.status());
   const int64_t max_rank_token = result->max_rank_token;
 #ifdef KVSHARD_HAVE_CUDA
@@ -139,7 +137,8 @@ Status Run(const Flags& flags, std::ostream& out) {
   out << "rerange: cp_size=" << cp_size << " page_size=" << page_size << " max_rank_token=" << max_rank_token
       << (result->plan.compute_padding_enabled ? " (from compute splits)" : "") << "\n";
   out << std::setw(6) << "rank" << std::setw(14) << "block rows" << std::setw(12) << "valid" << std::setw(12)
-      << "padding" << "\n";
+      << "padding"
+      << "\n";
   for (int64_t r = 0; r < cp_size; ++r) {
     out << std::setw(6) << r << std::setw(14)
         << ("[" + std::to_string(r * max_rank_token) + "," + std::to_string((r + 1) * max_rank_token) + ")")

@@ -42,9 +42,7 @@ TEST(RerangeCmdTest, Errors) {
 TEST(RerangeCmdTest, MatchesSglangGoldens) { EXPECT_EQ(CheckCpGoldens("rerange"), 2); }
 
 // The fast host paths (cpu_fast/) print the same goldens.
-TEST(RerangeCmdTest, FastImplMatchesSglangGoldens) {
-  EXPECT_EQ(CheckCpGoldens("rerange", {"--impl", "fast"}), 2);
-}
+TEST(RerangeCmdTest, FastImplMatchesSglangGoldens) { EXPECT_EQ(CheckCpGoldens("rerange", {"--impl", "fast"}), 2); }
 
 // The streamed --json is byte-identical to the in-memory JSON (RerangeJson, which replay still uses).
 TEST(RerangeCmdTest, StreamedJsonIsByteIdenticalToTheJsonTree) {
@@ -90,8 +88,7 @@ TEST(RerangeCmdTest, MaxMemory) {
        "--extend-lens: the rerange plan would need 7.5 KiB (40 segments x 192 B), over --max-memory 1000 B"},
       {std::string(kRerange) + " --max-memory 0", "--max-memory: must be in [1, 2^50], got 0"},
   });
-  EXPECT_EQ(RunCli(Words("rerange --cp-size 4 --page-size 16 --extend-lens 100,7,64,33,1 --max-memory 7680"))
-                .exit_code,
+  EXPECT_EQ(RunCli(Words("rerange --cp-size 4 --page-size 16 --extend-lens 100,7,64,33,1 --max-memory 7680")).exit_code,
             0);
   const CliResult huge = RunCli(Words("rerange --cp-size 2 --page-size 16 --extend-lens 281474976710656"));
   ASSERT_EQ(huge.exit_code, 0) << huge.err;

@@ -68,13 +68,14 @@ Status SweepStatus(const std::vector<Json>& rows) {
 }
 
 void DeclareSweepFlags(po::options_description& flags) {
-  flags.add_options()
-      ("sweep", po::value<std::vector<std::string>>()->value_name("FLAG=V,..."),
-       "repeatable: run every combination of these values of simulate flags (shard-size, page-size, cp-size, "
-       "cache-tokens, chunk-tokens, max-batch-tokens, max-batch-requests, time-scale, decode-tokens-per-s, "
-       "kv-bytes, layers, alloc-mode), one summary row each (docs/simulate.md)")
-      ("threads", Int(1, 1024), "with --sweep: configurations run at once (default: the hardware threads, divided "
-                                "among the MPI processes of a host)");
+  flags.add_options()(
+      "sweep", po::value<std::vector<std::string>>()->value_name("FLAG=V,..."),
+      "repeatable: run every combination of these values of simulate flags (shard-size, page-size, cp-size, "
+      "cache-tokens, chunk-tokens, max-batch-tokens, max-batch-requests, time-scale, decode-tokens-per-s, "
+      "kv-bytes, layers, alloc-mode), one summary row each (docs/simulate.md)")(
+      "threads", Int(1, 1024),
+      "with --sweep: configurations run at once (default: the hardware threads, divided "
+      "among the MPI processes of a host)");
   if (!flags.find_nothrow("csv", false)) {
     flags.add_options()("csv", File(), "with --sweep: also write the rows as CSV to this file");
   }
@@ -94,12 +95,14 @@ StatusOr<std::vector<SweepAxis>> ParseSweep(const std::vector<std::string>& args
     axis.key = arg.substr(0, eq);
     const sim::SweepKnob* knob = sim::FindSweepKnob(axis.key);
     const po::option_description* option = table.find_nothrow(axis.key, false);
-    if (!knob || !option) return InvalidArgument("--sweep: unknown flag '", axis.key, "' (sweepable: ", KnobList(), ")");
+    if (!knob || !option)
+      return InvalidArgument("--sweep: unknown flag '", axis.key, "' (sweepable: ", KnobList(), ")");
     for (const SweepAxis& a : axes) {
       if (a.key == axis.key) return InvalidArgument("--sweep: ", axis.key, " swept twice");
     }
     if (flags.Given(axis.key)) {
-      return InvalidArgument("--sweep: ", axis.key, " is also given as --", axis.key, " (sweep it or fix it, not both)");
+      return InvalidArgument("--sweep: ", axis.key, " is also given as --", axis.key,
+                             " (sweep it or fix it, not both)");
     }
     const std::string list = arg.substr(eq + 1);
     size_t start = 0;
@@ -179,8 +182,8 @@ Status RunSweep(const Flags& flags, const sim::SimConfig& base, void (*declare)(
   }
 
   if (world) {  // rank 0 collects every rank's rows (or its error) and puts them in the product's order
-    Json payload = local.ok() ? Json{{"rows", rows}}
-                              : Json{{"code", static_cast<int>(local.code())}, {"error", local.message()}};
+    Json payload =
+        local.ok() ? Json{{"rows", rows}} : Json{{"code", static_cast<int>(local.code())}, {"error", local.message()}};
     KVSHARD_ASSIGN_OR_RETURN(std::vector<std::string> parts, world->GatherToRoot(payload.dump()));
     if (rank != 0) return local;
     rows.assign(configs->size(), Json());

@@ -56,9 +56,9 @@ void PrintSweepTable(const std::vector<std::string>& keys, const std::vector<Jso
   const bool cp = std::any_of(rows.begin(), rows.end(), [](const Json& r) { return r.contains("direct_write"); });
   std::vector<std::string> header = {"#"};
   header.insert(header.end(), keys.begin(), keys.end());
-  for (const char* h : {"requests", "batches", "hit_tokens", "pages_max", "skew_max", "evicted", "deferrals",
-                        "gather_p99_MiB", "cp_padding", "dw_fail_pages", "gather_rejects", "batch_p99_us",
-                        "simulated_s", "violations", "status"}) {
+  for (const char* h :
+       {"requests", "batches", "hit_tokens", "pages_max", "skew_max", "evicted", "deferrals", "gather_p99_MiB",
+        "cp_padding", "dw_fail_pages", "gather_rejects", "batch_p99_us", "simulated_s", "violations", "status"}) {
     if (cp || (std::string(h) != "dw_fail_pages" && std::string(h) != "gather_rejects")) header.push_back(h);
   }
   std::vector<std::vector<std::string>> table = {header};
@@ -134,7 +134,7 @@ void WriteSweepCsv(const std::vector<std::string>& keys, const std::vector<Json>
     }
     const Json& error = At(rows[i], "error");
     out << "," << CsvField(error.is_string() ? error.get<std::string>() : "") << ","
-        << (rows[i].contains("exit_code")           ? rows[i]["exit_code"].dump()
+        << (rows[i].contains("exit_code") ? rows[i]["exit_code"].dump()
             : At(rows[i], "violations").is_number() && At(rows[i], "violations").get<int64_t>() > 0 ? "1"
                                                                                                     : "0")
         << "\n";

@@ -27,8 +27,9 @@ const char kTwoTurns[] =
 
 TEST(SimSweepTest, RowsEqualSingleRunsInTheProductsOrder) {
   const std::string workload = MooncakePrefix(400);
-  const std::string sweep = "simulate - --quiet --json --cp-size 2 --sweep shard-size=4,8,64 --sweep page-size=16,64 "
-                            "--sweep cache-tokens=0,3000000";
+  const std::string sweep =
+      "simulate - --quiet --json --cp-size 2 --sweep shard-size=4,8,64 --sweep page-size=16,64 "
+      "--sweep cache-tokens=0,3000000";
   const Json j = JsonOf(sweep + " --threads 2", workload);
   ASSERT_EQ(j["rows"].size(), 12u) << j.dump();
   EXPECT_EQ(j["configurations"], 12);
@@ -43,8 +44,9 @@ TEST(SimSweepTest, RowsEqualSingleRunsInTheProductsOrder) {
         EXPECT_EQ(row["sweep"], (Json{{"shard-size", n}, {"page-size", ps}, {"cache-tokens", cache}}));
         row.erase("index");
         row.erase("sweep");
-        const Json single = JsonOf(StrCat("simulate - --quiet --json --cp-size 2 --shard-size ", n, " --page-size ",
-                                          ps, " --cache-tokens ", cache), workload);
+        const Json single = JsonOf(StrCat("simulate - --quiet --json --cp-size 2 --shard-size ", n, " --page-size ", ps,
+                                          " --cache-tokens ", cache),
+                                   workload);
         EXPECT_EQ(row, single) << "row " << i;
         evicted |= single["evictions"].get<int64_t>() > 0;
         ++i;
@@ -75,8 +77,9 @@ TEST(SimSweepTest, AnInvalidOrFailingConfigurationIsARowNotAnAbort) {
   // 8192 % 48 != 0: --chunk-tokens is invalid for page-size 48 only.
   const CliResult r = RunCli(Words("simulate - --json --sweep page-size=64,48,16"), kTwoTurns);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "kvshard: error: --sweep: bad input in 1 of 3 configurations; first, row 1: --chunk-tokens: must "
-                   "be a positive multiple of --page-size (48), got 8192\n");
+  EXPECT_EQ(r.err,
+            "kvshard: error: --sweep: bad input in 1 of 3 configurations; first, row 1: --chunk-tokens: must "
+            "be a positive multiple of --page-size (48), got 8192\n");
   const Json j = Json::parse(r.out);
   ASSERT_EQ(j["rows"].size(), 3u);
   EXPECT_EQ(j["rows"][0]["requests"], 2);
@@ -94,8 +97,8 @@ TEST(SimSweepTest, AnInvalidOrFailingConfigurationIsARowNotAnAbort) {
 
 TEST(SimSweepTest, CsvHasOneLinePerRow) {
   const std::string path = StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp", "/sweep.csv");
-  const CliResult r =
-      RunCli(Words("simulate - --quiet --json --sweep page-size=64,48 --sweep shard-size=2,4 --csv " + path), kTwoTurns);
+  const CliResult r = RunCli(
+      Words("simulate - --quiet --json --sweep page-size=64,48 --sweep shard-size=2,4 --csv " + path), kTwoTurns);
   EXPECT_EQ(r.exit_code, 2) << r.err;  // the two page-size 48 rows
   const Json j = Json::parse(r.out);
   std::ifstream in(path);
@@ -109,7 +112,8 @@ TEST(SimSweepTest, CsvHasOneLinePerRow) {
   EXPECT_EQ(lines[1].substr(lines[1].size() - 3), ",,0") << lines[1];
   EXPECT_EQ(lines[3].rfind("2,48,2,", 0), 0u) << lines[3];
   EXPECT_NE(lines[3].find(",\"--chunk-tokens: must be a positive multiple of --page-size (48), got 8192\",2"),
-            std::string::npos) << lines[3];
+            std::string::npos)
+      << lines[3];
   // A figure's cell is the JSON's value, in the header's column (row 1 has no quoted cells).
   auto split = [](const std::string& line) {
     std::vector<std::string> cells;
@@ -137,25 +141,28 @@ TEST(SimSweepTest, ExitStatusFromTheRows) {
 }
 
 TEST(SimSweepTest, BadSweepSyntaxExitsTwoNamingSweep) {
-  ExpectFailures({
-      {"simulate - --sweep shard-size", "--sweep: 'shard-size': want FLAG=V1,V2,..."},
-      {"simulate - --sweep =8", "--sweep: '=8': want FLAG=V1,V2,..."},
-      {"simulate - --sweep bogus=1,2", "--sweep: unknown flag 'bogus' (sweepable: shard-size, page-size,"},
-      {"simulate - --sweep format=auto", "--sweep: unknown flag 'format'"},
-      {"simulate - --sweep shard-size=8,,64", "--sweep: shard-size: empty value in '8,,64'"},
-      {"simulate - --sweep shard-size=8,", "--sweep: shard-size: empty value in '8,'"},
-      {"simulate - --sweep shard-size=0", "--sweep: shard-size=0: must be in [1, 4096], got 0"},
-      {"simulate - --sweep shard-size=8x", "--sweep: shard-size=8x: "},
-      {"simulate - --sweep time-scale=fast", "--sweep: time-scale=fast: not a real number"},
-      {"simulate - --sweep shard-size=8 --sweep shard-size=16", "--sweep: shard-size swept twice"},
-      {"simulate - --sweep shard-size=8 --shard-size 4", "--sweep: shard-size is also given as --shard-size"},
-      {"simulate - --sweep shard-size=8 --threads 0", "--threads: must be in [1, 1024]"},
-      {"simulate - --sweep shard-size=8 --csv /nonexistent/dir/x.csv", "--csv: /nonexistent/dir/x.csv: cannot write"},
-      {"simulate /nonexistent.jsonl --sweep shard-size=8", "--workload: /nonexistent.jsonl: cannot open file"},
-      {"simulate - --sweep shard-size=8 --timeline t.json", "--timeline: not with --sweep"},
-      {"simulate - --sweep shard-size=8 --plots p", "--plots: not with --sweep"},
-      {"simulate - --sweep shard-size=8 --emit-trace t.jsonl", "--emit-trace: not with --sweep"},
-  }, kTwoTurns);
+  ExpectFailures(
+      {
+          {"simulate - --sweep shard-size", "--sweep: 'shard-size': want FLAG=V1,V2,..."},
+          {"simulate - --sweep =8", "--sweep: '=8': want FLAG=V1,V2,..."},
+          {"simulate - --sweep bogus=1,2", "--sweep: unknown flag 'bogus' (sweepable: shard-size, page-size,"},
+          {"simulate - --sweep format=auto", "--sweep: unknown flag 'format'"},
+          {"simulate - --sweep shard-size=8,,64", "--sweep: shard-size: empty value in '8,,64'"},
+          {"simulate - --sweep shard-size=8,", "--sweep: shard-size: empty value in '8,'"},
+          {"simulate - --sweep shard-size=0", "--sweep: shard-size=0: must be in [1, 4096], got 0"},
+          {"simulate - --sweep shard-size=8x", "--sweep: shard-size=8x: "},
+          {"simulate - --sweep time-scale=fast", "--sweep: time-scale=fast: not a real number"},
+          {"simulate - --sweep shard-size=8 --sweep shard-size=16", "--sweep: shard-size swept twice"},
+          {"simulate - --sweep shard-size=8 --shard-size 4", "--sweep: shard-size is also given as --shard-size"},
+          {"simulate - --sweep shard-size=8 --threads 0", "--threads: must be in [1, 1024]"},
+          {"simulate - --sweep shard-size=8 --csv /nonexistent/dir/x.csv",
+           "--csv: /nonexistent/dir/x.csv: cannot write"},
+          {"simulate /nonexistent.jsonl --sweep shard-size=8", "--workload: /nonexistent.jsonl: cannot open file"},
+          {"simulate - --sweep shard-size=8 --timeline t.json", "--timeline: not with --sweep"},
+          {"simulate - --sweep shard-size=8 --plots p", "--plots: not with --sweep"},
+          {"simulate - --sweep shard-size=8 --emit-trace t.jsonl", "--emit-trace: not with --sweep"},
+      },
+      kTwoTurns);
 }
 
 TEST(SimSweepTest, AllocModeSweepsWithDirectWriteColumns) {
@@ -166,9 +173,8 @@ TEST(SimSweepTest, AllocModeSweepsWithDirectWriteColumns) {
   EXPECT_EQ(j["rows"][1]["direct_write"]["alloc_mode"], "owners");
   EXPECT_EQ(j["rows"][1]["direct_write"]["local_loc_owner_mismatch_pages"], 0);
   EXPECT_GT(j["rows"][0]["direct_write"]["local_loc_owner_mismatch_pages"].get<int64_t>(), 0);
-  const CliResult table = RunCli({"simulate", "-", "--cp-size", "2", "--shard-size", "4", "--sweep",
-                                  "alloc-mode=rotated,owners"},
-                                 kTwoTurns);
+  const CliResult table = RunCli(
+      {"simulate", "-", "--cp-size", "2", "--shard-size", "4", "--sweep", "alloc-mode=rotated,owners"}, kTwoTurns);
   EXPECT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("dw_fail_pages"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("gather_rejects"), std::string::npos) << table.out;
@@ -176,8 +182,8 @@ TEST(SimSweepTest, AllocModeSweepsWithDirectWriteColumns) {
   const CliResult plain = RunCli({"simulate", "-", "--sweep", "shard-size=2,4"}, kTwoTurns);
   EXPECT_EQ(plain.out.find("dw_fail_pages"), std::string::npos) << plain.out;
   // A cp that does not divide N in owners mode is that row's error.
-  const CliResult bad = RunCli(Words("simulate - --json --alloc-mode owners --shard-size 4 --sweep cp-size=2,3"),
-                               kTwoTurns);
+  const CliResult bad =
+      RunCli(Words("simulate - --json --alloc-mode owners --shard-size 4 --sweep cp-size=2,3"), kTwoTurns);
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   const Json rows = Json::parse(bad.out, nullptr, /*allow_exceptions=*/false);
   EXPECT_FALSE(rows["rows"][0].contains("error"));

@@ -23,30 +23,31 @@ namespace kvshard::cli {
 namespace {
 
 void DeclareFlags(po::options_description& flags) {
-  flags.add_options()
-      ("workload", File(), "the workload file (also given without the flag); - reads standard input")
-      ("format", Choice({"auto", "mooncake", "azure", "burstgpt", "qwen"})->default_value("auto"),
-       "its format (auto: detected from the first line)")
-      ("shard-size", Int(1, 4096)->default_value(8), "N, KV shard ranks")
-      ("page-size", Int(1, 4096)->default_value(64), "ps, tokens per page")
-      ("cp-size", Int(1, 1024)->default_value(1), "context-parallel ranks (> 1: a CP split plan per batch)")
-      ("cache-tokens", NonNegative()->default_value(0), "KV pool capacity in tokens over all ranks; 0 = unbounded")
-      ("chunk-tokens", Positive()->default_value(8192), "most prefill tokens of one request per batch (multiple of ps)")
-      ("max-batch-tokens", Positive()->default_value(16384), "most prefill tokens per batch")
-      ("max-batch-requests", Positive()->default_value(256), "most requests per batch")
-      ("time-scale", Real(0, 1e6)->default_value(1.0), "arrival times are multiplied by this (0.5: twice the rate)")
-      ("decode-tokens-per-s", Real(0, 1e9, true)->default_value(50.0), "decode speed per request: a request holds "
-                                                                         "its pages output_length / rate seconds")
-      ("kv-bytes", Positive()->default_value(1152), "bytes of one token's KV row per layer (MLA bf16: 1152)")
-      ("layers", Int(1, 4096)->default_value(61), "model layers (the cost model's per-layer phases)")
-      ("calibration", File(), "a cost-model calibration (testdata/calibration/h200.json; kvshard calibrate shows "
-                              "its fits); without it the cost model uses physical limits")
-      ("need-sort", po::bool_switch(), "the allocator's need_sort mode")
-      ("alloc-mode", Choice({"rotated", "owners"})->default_value("rotated"),
-       "rotated: SGLang's page-interleave allocator; owners (with --cp-size > 1, which must divide --shard-size): "
-       "every new page from its CP compute owner's class, so CP shared-KV direct writes never fail the owner check")
-      ("quiet", po::bool_switch(), "no progress bar on standard error")
-      ("json", po::bool_switch(), "print one JSON object instead of the summary");
+  flags.add_options()("workload", File(), "the workload file (also given without the flag); - reads standard input")(
+      "format", Choice({"auto", "mooncake", "azure", "burstgpt", "qwen"})->default_value("auto"),
+      "its format (auto: detected from the first line)")(
+      "shard-size", Int(1, 4096)->default_value(8), "N, KV shard ranks")("page-size", Int(1, 4096)->default_value(64),
+                                                                         "ps, tokens per page")(
+      "cp-size", Int(1, 1024)->default_value(1), "context-parallel ranks (> 1: a CP split plan per batch)")(
+      "cache-tokens", NonNegative()->default_value(0), "KV pool capacity in tokens over all ranks; 0 = unbounded")(
+      "chunk-tokens", Positive()->default_value(8192), "most prefill tokens of one request per batch (multiple of ps)")(
+      "max-batch-tokens", Positive()->default_value(16384), "most prefill tokens per batch")(
+      "max-batch-requests", Positive()->default_value(256), "most requests per batch")(
+      "time-scale", Real(0, 1e6)->default_value(1.0), "arrival times are multiplied by this (0.5: twice the rate)")(
+      "decode-tokens-per-s", Real(0, 1e9, true)->default_value(50.0),
+      "decode speed per request: a request holds "
+      "its pages output_length / rate seconds")("kv-bytes", Positive()->default_value(1152),
+                                                "bytes of one token's KV row per layer (MLA bf16: 1152)")(
+      "layers", Int(1, 4096)->default_value(61), "model layers (the cost model's per-layer phases)")(
+      "calibration", File(),
+      "a cost-model calibration (testdata/calibration/h200.json; kvshard calibrate shows "
+      "its fits); without it the cost model uses physical limits")("need-sort", po::bool_switch(),
+                                                                   "the allocator's need_sort mode")(
+      "alloc-mode", Choice({"rotated", "owners"})->default_value("rotated"),
+      "rotated: SGLang's page-interleave allocator; owners (with --cp-size > 1, which must divide --shard-size): "
+      "every new page from its CP compute owner's class, so CP shared-KV direct writes never fail the owner check")(
+      "quiet", po::bool_switch(), "no progress bar on standard error")("json", po::bool_switch(),
+                                                                       "print one JSON object instead of the summary");
   DeclareSimulateOutputFlags(flags);
   DeclareSweepFlags(flags);  // cli/sim_sweep.h
   DeclareEmitTraceFlags(flags);
@@ -59,15 +60,14 @@ constexpr int64_t kSimBytesPerPage = 128;
 
 double Ratio(int64_t a, int64_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b); }
 
-
 void PrintSummary(const sim::SimResult& r, const sim::SimConfig& c, std::ostream& out) {
   out << std::fixed << std::setprecision(3);
   out << "simulated " << r.requests << " requests in " << r.batches << " batches (N=" << c.shard_size
-      << " ps=" << c.page_size << " cp=" << c.cp_size << " cache="
-      << (c.cache_tokens ? std::to_string(c.cache_tokens) + " tokens" : std::string("unbounded")) << ")\n";
+      << " ps=" << c.page_size << " cp=" << c.cp_size
+      << " cache=" << (c.cache_tokens ? std::to_string(c.cache_tokens) + " tokens" : std::string("unbounded")) << ")\n";
   out << "prefix hit rate: " << Ratio(r.hit_blocks, r.hash_blocks) << " of hash blocks, "
-      << Ratio(r.cached_tokens, r.input_tokens) << " of prompt tokens (" << r.cached_tokens << " / "
-      << r.input_tokens << ")\n";
+      << Ratio(r.cached_tokens, r.input_tokens) << " of prompt tokens (" << r.cached_tokens << " / " << r.input_tokens
+      << ")\n";
   out << "pages in use per rank: max " << r.pages_in_use_max << " of " << r.pool_pages_per_rank << ", mean "
       << r.pages_in_use_mean << ", skew (max/mean) worst " << r.pages_in_use_skew_max << " mean "
       << r.pages_in_use_skew_mean << "\n";
@@ -75,20 +75,21 @@ void PrintSummary(const sim::SimResult& r, const sim::SimConfig& c, std::ostream
       << r.duplicate_pages << ", evicted pages " << r.evicted_pages << "\n";
   out << "gathered bytes per layer per batch: total " << r.gathered_bytes_layer.total << ", p50 "
       << r.gathered_bytes_layer.p50 << ", p99 " << r.gathered_bytes_layer.p99 << "\n";
-  if (c.cp_size > 1) out << "CP compute padding: " << Ratio(r.cp_padding_tokens, r.cp_compute_tokens) << " of computed tokens\n";
+  if (c.cp_size > 1)
+    out << "CP compute padding: " << Ratio(r.cp_padding_tokens, r.cp_compute_tokens) << " of computed tokens\n";
   if (c.cp_size > 1) {
-    out << "CP shared-KV direct writes (--alloc-mode " << sim::AllocModeName(c.alloc_mode) << "): "
-        << r.owner_mismatch_pages << " of " << r.direct_write_pages << " pages fail the owner check "
+    out << "CP shared-KV direct writes (--alloc-mode " << sim::AllocModeName(c.alloc_mode)
+        << "): " << r.owner_mismatch_pages << " of " << r.direct_write_pages << " pages fail the owner check "
         << "(local_loc_owner_mismatch) in " << r.direct_write_failed_batches << " of " << r.batches << " batches ("
         << r.direct_write_failed_ranks << " rank writes); SGLang's prefix gather rejects " << r.gather_plan_rejections
         << " batches (non-cyclic owners); " << r.class_exhausted_deferrals << " deferrals with pages free in other "
         << "classes\n";
-    out << "KV sharding with direct writes: " << (sim::RunTogether(r) ? "runs together on this workload" : "does not run together on this workload")
-        << "\n";
+    out << "KV sharding with direct writes: "
+        << (sim::RunTogether(r) ? "runs together on this workload" : "does not run together on this workload") << "\n";
   }
   out << "predicted batch time (" << c.cost.source << "): p50 " << r.batch_time_us.p50 << " us, p99 "
-      << r.batch_time_us.p99 << " us, total " << r.batch_time_us.total / 1e6 << " s; simulated clock "
-      << r.simulated_s << " s\n";
+      << r.batch_time_us.p99 << " us, total " << r.batch_time_us.total / 1e6 << " s; simulated clock " << r.simulated_s
+      << " s\n";
   out << "invariant violations: " << r.violations << "\n";
 }
 
@@ -107,16 +108,16 @@ Status Run(const Flags& flags, std::ostream& out) {
   }
   KVSHARD_RETURN_IF_ERROR(sim::ValidateSimConfig(c));
   if (c.alloc_mode == sim::AllocMode::kOwners && flags.Has("emit-trace")) {
-    return InvalidArgument("--alloc-mode: owners cannot be emitted with --emit-trace (the trace's alloc records "
-                           "replay the rotated allocator)");
+    return InvalidArgument(
+        "--alloc-mode: owners cannot be emitted with --emit-trace (the trace's alloc records "
+        "replay the rotated allocator)");
   }
   // The bounded pool the simulator builds (one past the allocator's 2^24 pages is the model's error; an
   // unbounded pool is sized from the workload, within the 2^24).
   const int64_t cache_pages_per_rank = c.cache_tokens / (c.shard_size * c.page_size);
   if (cache_pages_per_rank >= 1 && c.shard_size * (cache_pages_per_rank + 2) <= (int64_t{1} << 24)) {
-    KVSHARD_RETURN_IF_ERROR(CheckMemory("--cache-tokens", "simulated pool",
-                                        c.shard_size * (cache_pages_per_rank + 1), "logical pages", kSimBytesPerPage,
-                                        MaxMemory(flags)));
+    KVSHARD_RETURN_IF_ERROR(CheckMemory("--cache-tokens", "simulated pool", c.shard_size * (cache_pages_per_rank + 1),
+                                        "logical pages", kSimBytesPerPage, MaxMemory(flags)));
   }
   KVSHARD_ASSIGN_OR_RETURN(SimulateOutputs outputs, SimulateOutputs::Prepare(flags));
   KVSHARD_ASSIGN_OR_RETURN(const Workload workload, ReadWorkloadFlag(flags));

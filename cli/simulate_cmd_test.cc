@@ -24,10 +24,11 @@ std::string TempPathForEmit() {
 }
 
 TEST(SimulateCmdTest, JsonCarriesTheContractKeys) {
-  const Json j = JsonOf("simulate - --format mooncake --shard-size 8 --page-size 64 --cache-tokens 0 --json", kTwoTurns);
-  for (const char* key : {"requests", "prefix_hit_rate_blocks", "prefix_hit_rate_tokens", "violations",
-                          "pages_in_use", "deferrals", "declined_grafts", "evictions", "gathered_bytes_per_layer",
-                          "cp_padding_fraction", "batch_time_us"}) {
+  const Json j =
+      JsonOf("simulate - --format mooncake --shard-size 8 --page-size 64 --cache-tokens 0 --json", kTwoTurns);
+  for (const char* key :
+       {"requests", "prefix_hit_rate_blocks", "prefix_hit_rate_tokens", "violations", "pages_in_use", "deferrals",
+        "declined_grafts", "evictions", "gathered_bytes_per_layer", "cp_padding_fraction", "batch_time_us"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["requests"], 2);
@@ -71,7 +72,8 @@ TEST(SimulateCmdTest, BadInputExitsTwoNamingLineAndField) {
   for (const auto& [args, want] : cases) {
     EXPECT_TRUE(FailsWith(RunCli(args, "{\"timestamp\": 0}\n"), 2, want)) << args[2 % args.size()];
   }
-  const std::string bad_line = std::string(kTwoTurns) + "{\"timestamp\": 5, \"input_length\": -1, \"output_length\": 1, "
+  const std::string bad_line = std::string(kTwoTurns) +
+                               "{\"timestamp\": 5, \"input_length\": -1, \"output_length\": 1, "
                                "\"hash_ids\": []}\n";
   EXPECT_TRUE(FailsWith(RunCli({"simulate", "-"}, bad_line), 2, "--workload: line 3: input_length: "));
   // A bounded pool too small for one prompt: exit 2 naming --cache-tokens.
@@ -83,9 +85,10 @@ TEST(SimulateCmdTest, BadInputExitsTwoNamingLineAndField) {
 // huge line never fills memory) and the requests kept (48 B each + 8 B per block hash, checked every 4096).
 TEST(SimulateCmdTest, MaxMemoryBoundsTheWorkloadAsItIsRead) {
   const std::string line = "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 5, \"hash_ids\": [0]}\n";
-  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--max-memory", "2000"}, line), 2,
-                        "--workload: line 1: record: the line held in memory would need 2.3 KiB (73 line bytes x 32 B), "
-                        "over --max-memory 2.0 KiB"));
+  EXPECT_TRUE(
+      FailsWith(RunCli({"simulate", "-", "--max-memory", "2000"}, line), 2,
+                "--workload: line 1: record: the line held in memory would need 2.3 KiB (73 line bytes x 32 B), "
+                "over --max-memory 2.0 KiB"));
   std::string huge = "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 5, \"hash_ids\": [0";
   while (huge.size() < 300000) huge += ", 1";
   EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--max-memory", "4000000"}, line + huge + "]}\n"), 2,
@@ -123,28 +126,29 @@ TEST(SimulateCmdTest, AllocModeReportsDirectWritesAndTheirCost) {
   for (const char* key : {"pages", "failed_batches", "failed_rank_writes", "class_exhausted_deferrals"}) {
     EXPECT_TRUE(o.contains(key)) << key;
   }
-  const CliResult summary = RunCli({"simulate", "-", "--shard-size", "4", "--cp-size", "4", "--alloc-mode", "owners"},
-                                   kTwoTurns);
+  const CliResult summary =
+      RunCli({"simulate", "-", "--shard-size", "4", "--cp-size", "4", "--alloc-mode", "owners"}, kTwoTurns);
   EXPECT_EQ(summary.exit_code, 0) << summary.err;
   EXPECT_NE(summary.out.find("CP shared-KV direct writes (--alloc-mode owners): 0 of "), std::string::npos)
       << summary.out;
   EXPECT_NE(summary.out.find("SGLang's prefix gather rejects 1 batches"), std::string::npos) << summary.out;
   EXPECT_NE(summary.out.find("KV sharding with direct writes: does not run together"), std::string::npos);
   // One turn without any prefix: owner-plan allocation runs together with KV sharding.
-  const Json one = JsonOf("simulate - --shard-size 4 --cp-size 2 --alloc-mode owners --json",
-                          "{\"timestamp\": 0, \"input_length\": 1100, \"output_length\": 5, \"hash_ids\": [7, 8, 9]}\n");
+  const Json one =
+      JsonOf("simulate - --shard-size 4 --cp-size 2 --alloc-mode owners --json",
+             "{\"timestamp\": 0, \"input_length\": 1100, \"output_length\": 5, \"hash_ids\": [7, 8, 9]}\n");
   EXPECT_EQ(one["direct_write"]["run_together"], true) << one;
 }
 
 TEST(SimulateCmdTest, AllocModeBadInputExitsTwoNamingTheFlag) {
   EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--alloc-mode", "cyclic"}, kTwoTurns), 2, "--alloc-mode: must be"));
-  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--shard-size", "8", "--cp-size", "3", "--alloc-mode", "owners"},
-                               kTwoTurns),
-                        2, "--alloc-mode: owners needs --cp-size (3) to divide --shard-size (8)"));
-  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--cp-size", "2", "--alloc-mode", "owners", "--emit-trace",
-                                TempPathForEmit()},
-                               kTwoTurns),
-                        2, "--alloc-mode: owners cannot be emitted with --emit-trace"));
+  EXPECT_TRUE(
+      FailsWith(RunCli({"simulate", "-", "--shard-size", "8", "--cp-size", "3", "--alloc-mode", "owners"}, kTwoTurns),
+                2, "--alloc-mode: owners needs --cp-size (3) to divide --shard-size (8)"));
+  EXPECT_TRUE(
+      FailsWith(RunCli({"simulate", "-", "--cp-size", "2", "--alloc-mode", "owners", "--emit-trace", TempPathForEmit()},
+                       kTwoTurns),
+                2, "--alloc-mode: owners cannot be emitted with --emit-trace"));
 }
 
 // A fresh directory under the test's temporary directory.
@@ -166,8 +170,9 @@ TEST(SimulateCmdTest, OutputFilesAreWritten) {
   const std::string dir = TempPath("simulate_outputs");
   const std::string timeline = dir + "/trace.json", csv = dir + "/csv", plots = dir + "/nested/plots";
   std::filesystem::create_directories(dir);
-  const CliResult r = RunCli({"simulate", "-", "--shard-size", "4", "--cp-size", "2", "--timeline", timeline, "--csv",
-                              csv, "--plots", plots}, kTwoTurns);
+  const CliResult r = RunCli(
+      {"simulate", "-", "--shard-size", "4", "--cp-size", "2", "--timeline", timeline, "--csv", csv, "--plots", plots},
+      kTwoTurns);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("simulated 2 requests"), std::string::npos) << r.out;  // the summary as without the flags
   const Json trace = Json::parse(FileText(timeline), nullptr, /*allow_exceptions=*/false);
@@ -217,8 +222,10 @@ TEST(SimulateCmdTest, EmitTraceReplaysCleanThroughTheReplayCommand) {
   const std::string path = dir + "/emitted.jsonl";
   const std::string mooncake = RunfilePath("testdata/workloads/mooncake_conversation_trace.jsonl");
   // The first 40 batches of the bundled Mooncake trace on a bounded pool, with a two-layer pipeline.
-  const Json j = JsonOf("simulate " + mooncake + " --shard-size 4 --page-size 64 --cache-tokens 2000000 --quiet --json "
-                        "--emit-trace " + path + " --emit-max-batches 40 --emit-layers 2");
+  const Json j = JsonOf("simulate " + mooncake +
+                        " --shard-size 4 --page-size 64 --cache-tokens 2000000 --quiet --json "
+                        "--emit-trace " +
+                        path + " --emit-max-batches 40 --emit-layers 2");
   ASSERT_TRUE(j.contains("emitted_trace")) << j.dump();
   const Json& e = j["emitted_trace"];
   EXPECT_EQ(e["path"], path);
@@ -228,7 +235,8 @@ TEST(SimulateCmdTest, EmitTraceReplaysCleanThroughTheReplayCommand) {
   EXPECT_EQ(j["requests"], 12031);  // the summary is still the whole workload's
   const CliResult r = RunCli({"replay", path});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("replayed " + std::to_string(e["records"].get<int64_t>()) + " records"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("replayed " + std::to_string(e["records"].get<int64_t>()) + " records"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find(" 0 mismatches"), std::string::npos) << r.out;
   // The text summary names the trace; a small workload without a pipeline replays clean too.
   const CliResult s = RunCli({"simulate", "-", "--shard-size", "4", "--emit-trace", path}, kTwoTurns);

@@ -7,15 +7,15 @@
 namespace kvshard::cli {
 
 void DeclareEmitTraceFlags(po::options_description& flags) {
-  flags.add_options()
-      ("emit-trace", po::value<std::string>()->value_name("FILE"),
-       "write the simulation as a replayable trace (kvshard replay FILE [--backend gpu|diff]): radix cache, "
-       "alloc, free and (with --emit-layers) pipeline records, expect = the simulator's answers")
-      ("emit-max-batches", NonNegative()->default_value(0),
-       "stop the trace after this many extend batches (0: all), releasing what it holds so it replays clean")
-      ("emit-layers", Int(0, 4096)->default_value(0),
-       "pipeline layers per batch in the trace (begin_shard_extend, set_kv_buffer, get_key_buffer, "
-       "end_shard_extend); 0: none");
+  flags.add_options()(
+      "emit-trace", po::value<std::string>()->value_name("FILE"),
+      "write the simulation as a replayable trace (kvshard replay FILE [--backend gpu|diff]): radix cache, "
+      "alloc, free and (with --emit-layers) pipeline records, expect = the simulator's answers")(
+      "emit-max-batches", NonNegative()->default_value(0),
+      "stop the trace after this many extend batches (0: all), releasing what it holds so it replays clean")(
+      "emit-layers", Int(0, 4096)->default_value(0),
+      "pipeline layers per batch in the trace (begin_shard_extend, set_kv_buffer, get_key_buffer, "
+      "end_shard_extend); 0: none");
 }
 
 StatusOr<sim::SimResult> SimulateForCli(const Flags& flags, const Workload& workload, const sim::SimConfig& config,
@@ -29,7 +29,8 @@ StatusOr<sim::SimResult> SimulateForCli(const Flags& flags, const Workload& work
   }
   const std::string path = flags.String("emit-trace");
   std::error_code ec;
-  if (path.empty() || path == "-") return InvalidArgument("--emit-trace: give a file (standard output holds the summary)");
+  if (path.empty() || path == "-")
+    return InvalidArgument("--emit-trace: give a file (standard output holds the summary)");
   if (std::filesystem::is_directory(path, ec)) return InvalidArgument("--emit-trace: ", path, " is a directory");
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (!file) return InvalidArgument("--emit-trace: ", path, ": cannot open for writing");
@@ -40,15 +41,22 @@ StatusOr<sim::SimResult> SimulateForCli(const Flags& flags, const Workload& work
   o.generator = {{"tool", "kvshard simulate"},
                  {"workload", flags.String("workload")},
                  {"format", WorkloadFormatName(workload.format)},
-                 {"config", {{"shard_size", c.shard_size}, {"page_size", c.page_size}, {"cp_size", c.cp_size},
-                             {"cache_tokens", c.cache_tokens}, {"chunk_tokens", c.chunk_tokens},
-                             {"max_batch_tokens", c.max_batch_tokens}, {"max_batch_requests", c.max_batch_requests},
-                             {"time_scale", c.time_scale}, {"decode_tokens_per_s", c.decode_tokens_per_s},
-                             {"need_sort", c.need_sort}}},
+                 {"config",
+                  {{"shard_size", c.shard_size},
+                   {"page_size", c.page_size},
+                   {"cp_size", c.cp_size},
+                   {"cache_tokens", c.cache_tokens},
+                   {"chunk_tokens", c.chunk_tokens},
+                   {"max_batch_tokens", c.max_batch_tokens},
+                   {"max_batch_requests", c.max_batch_requests},
+                   {"time_scale", c.time_scale},
+                   {"decode_tokens_per_s", c.decode_tokens_per_s},
+                   {"need_sort", c.need_sort}}},
                  {"emit_max_batches", o.max_batches},
                  {"emit_layers", o.num_layers}};
   sim::SimResult result;
-  KVSHARD_ASSIGN_OR_RETURN(sim::SimTraceCounts n, sim::SimulateWithTrace(workload, config, o, file, &result, progress, record));
+  KVSHARD_ASSIGN_OR_RETURN(sim::SimTraceCounts n,
+                           sim::SimulateWithTrace(workload, config, o, file, &result, progress, record));
   file.close();
   if (!file) return InvalidArgument("--emit-trace: ", path, ": write failed");
   *emitted = {{"path", path},

@@ -49,14 +49,12 @@ Status WriteFile(const std::string& flag, const std::string& dir, const std::str
 }  // namespace
 
 void DeclareSimulateOutputFlags(po::options_description& flags) {
-  flags.add_options()
-      ("timeline", po::value<std::string>()->value_name("FILE"),
-       "write the batches as a Chrome/Perfetto trace (open in ui.perfetto.dev or chrome://tracing)")
-      ("csv", po::value<std::string>()->value_name("DIR|FILE"),
-       "write requests.csv, batches.csv and rank_pages.csv into DIR (created if missing); with --sweep: the rows "
-       "as CSV to FILE")
-      ("plots", po::value<std::string>()->value_name("DIR"),
-       "write SVG plots (pages in use, prefix hit rate, gathered bytes, CP padding) into DIR");
+  flags.add_options()("timeline", po::value<std::string>()->value_name("FILE"),
+                      "write the batches as a Chrome/Perfetto trace (open in ui.perfetto.dev or chrome://tracing)")(
+      "csv", po::value<std::string>()->value_name("DIR|FILE"),
+      "write requests.csv, batches.csv and rank_pages.csv into DIR (created if missing); with --sweep: the rows "
+      "as CSV to FILE")("plots", po::value<std::string>()->value_name("DIR"),
+                        "write SVG plots (pages in use, prefix hit rate, gathered bytes, CP padding) into DIR");
 }
 
 StatusOr<SimulateOutputs> SimulateOutputs::Prepare(const Flags& flags) {

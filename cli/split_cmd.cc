@@ -67,12 +67,12 @@ Status RunInSeq(const Flags& flags, std::ostream& out) {
   KVSHARD_RETURN_IF_ERROR(flags.Require({"cp-size", "page-size", "extend-lens"}));
   const std::vector<int64_t>& extend = flags.IntList("extend-lens");
   const bool json = flags.Bool("json");
-  KVSHARD_RETURN_IF_ERROR(CheckMemory(
-      "--extend-lens", json ? "split plan and its JSON" : "split plan",
-      Segments(static_cast<int64_t>(extend.size()), flags.Int("cp-size")), "segments",
-      kPlanBytesPerSegment + (json ? kJsonBytesPerSegment : 0), MaxMemory(flags)));
-  StatusOr<replay::InSeqSplit> split = replay::BuildInSeqSplit(extend, PrefixLens(flags, extend.size()), flags.Int("page-size"),
-                                               flags.Int("cp-size"), flags.Int("cp-rank"), ImplFlag(flags));
+  KVSHARD_RETURN_IF_ERROR(CheckMemory("--extend-lens", json ? "split plan and its JSON" : "split plan",
+                                      Segments(static_cast<int64_t>(extend.size()), flags.Int("cp-size")), "segments",
+                                      kPlanBytesPerSegment + (json ? kJsonBytesPerSegment : 0), MaxMemory(flags)));
+  StatusOr<replay::InSeqSplit> split =
+      replay::BuildInSeqSplit(extend, PrefixLens(flags, extend.size()), flags.Int("page-size"), flags.Int("cp-size"),
+                              flags.Int("cp-rank"), ImplFlag(flags));
   if (!split.ok()) return CpModelError(split.status());
   if (flags.Bool("json")) {
     PrintInSeqSplitJsonStreamed(*split, out);
@@ -118,17 +118,16 @@ Status RunTokenBalanced(const Flags& flags, std::ostream& out) {
 }
 
 void DeclareFlags(po::options_description& flags) {
-  flags.add_options()
-      ("mode", Choice({"in-seq", "round-robin", "token-balanced", "owners"})->default_value("in-seq"),
-       "which split to build (owners: page compute owners and direct-write locs)")
-      ("cp-size", Positive(), "N, context-parallel ranks")
-      ("cp-rank", NonNegative()->default_value(0), "rank whose plan to build (in-seq, round-robin)")
-      ("page-size", Positive(), "ps, tokens per physical page (in-seq)")
-      ("extend-lens", IntList()->AllowEmpty(), "extend (new) tokens per request")
-      ("prefix-lens", IntList(), "cached prefix tokens per request (default: all 0; in-seq)")
-      ("total-len", NonNegative(), "tokens to split (token-balanced)")
-      ("impl", ImplValue(), "in-seq plan built by ref (the reference) or fast (cpu_fast/, identical output)")
-      ("json", po::bool_switch(), "print JSON (SGLang field names) instead of a table");
+  flags.add_options()("mode", Choice({"in-seq", "round-robin", "token-balanced", "owners"})->default_value("in-seq"),
+                      "which split to build (owners: page compute owners and direct-write locs)")(
+      "cp-size", Positive(), "N, context-parallel ranks")("cp-rank", NonNegative()->default_value(0),
+                                                          "rank whose plan to build (in-seq, round-robin)")(
+      "page-size", Positive(), "ps, tokens per physical page (in-seq)")("extend-lens", IntList()->AllowEmpty(),
+                                                                        "extend (new) tokens per request")(
+      "prefix-lens", IntList(), "cached prefix tokens per request (default: all 0; in-seq)")(
+      "total-len", NonNegative(), "tokens to split (token-balanced)")(
+      "impl", ImplValue(), "in-seq plan built by ref (the reference) or fast (cpu_fast/, identical output)")(
+      "json", po::bool_switch(), "print JSON (SGLang field names) instead of a table");
   DeclareSplitOwnerFlags(flags);
   DeclareMaxMemoryFlag(flags);
 }

@@ -13,9 +13,7 @@ constexpr char kInSeq[] = "split --cp-size 2 --cp-rank 1 --page-size 4 --extend-
 TEST(SplitCmdTest, MatchesSglangGoldens) { EXPECT_EQ(CheckCpGoldens("split"), 5); }
 
 // The fast host paths (cpu_fast/) print the same goldens.
-TEST(SplitCmdTest, FastImplMatchesSglangGoldens) {
-  EXPECT_EQ(CheckCpGoldens("split", {"--impl", "fast"}), 5);
-}
+TEST(SplitCmdTest, FastImplMatchesSglangGoldens) { EXPECT_EQ(CheckCpGoldens("split", {"--impl", "fast"}), 5); }
 
 TEST(SplitCmdTest, InSeqJsonCarriesThePlanAndItsMetadata) {
   const Json j = JsonOf(std::string(kInSeq) + " --json");
@@ -116,8 +114,9 @@ TEST(SplitCmdTest, MaxMemory) {
   std::string many = "split --cp-size 512 --page-size 16 --json --extend-lens 64";
   for (int i = 1; i < 16384; ++i) many += ",64";
   ExpectFailures({
-      {many, "--extend-lens: the split plan and its JSON would need 5 GiB (16777216 segments x 320 B), over "
-             "--max-memory 4 GiB"},
+      {many,
+       "--extend-lens: the split plan and its JSON would need 5 GiB (16777216 segments x 320 B), over "
+       "--max-memory 4 GiB"},
       {"split --mode round-robin --cp-size 2 --extend-lens 281474976710656",
        "--extend-lens: the round-robin split would need 6 PiB (140737488355328 rows x 48 B), over --max-memory 4 GiB"},
       {"split --cp-size 4 --page-size 4 --extend-lens 37 --max-memory 1000",

@@ -21,10 +21,9 @@ constexpr int64_t kBytesPerOwnerPage = 96;
 // Bytes per out_cache_loc row: the input list, the split copies (logical, physical) and their JSON.
 constexpr int64_t kBytesPerLoc = 160;
 
-void PrintTable(const CPSharedKVBatchPlan& p, const std::vector<Int64List>& owners, const Json& dw,
-                std::ostream& out) {
-  out << "page compute owners: cp_size=" << p.cp_size << " page_size=" << p.page_size << " batch_size="
-      << p.batch_size << " (extent page -> the rank computing and writing it)\n";
+void PrintTable(const CPSharedKVBatchPlan& p, const std::vector<Int64List>& owners, const Json& dw, std::ostream& out) {
+  out << "page compute owners: cp_size=" << p.cp_size << " page_size=" << p.page_size << " batch_size=" << p.batch_size
+      << " (extent page -> the rank computing and writing it)\n";
   for (int64_t q = 0; q < p.batch_size; ++q) {
     const int64_t first = p.request_prefix_lens[q] / p.page_size;
     out << "  req " << q << ": pages [" << first << "," << first + p.request_padded_pages[q] << ") owners "
@@ -34,16 +33,16 @@ void PrintTable(const CPSharedKVBatchPlan& p, const std::vector<Int64List>& owne
   const Int64List logical = dw.at("cp_local_out_cache_loc").get<Int64List>();
   out << "direct write (cp_rank " << p.cp_rank << "): " << logical.size() << " locs\n"
       << "  cp_local_out_cache_loc=" << ListText(logical) << "\n"
-      << "  cp_local_physical_out_cache_loc="
-      << ListText(dw.at("cp_local_physical_out_cache_loc").get<Int64List>()) << "\n";
+      << "  cp_local_physical_out_cache_loc=" << ListText(dw.at("cp_local_physical_out_cache_loc").get<Int64List>())
+      << "\n";
 }
 
 }  // namespace
 
 void DeclareSplitOwnerFlags(po::options_description& flags) {
-  flags.add_options()
-      ("out-cache-loc", IntList()->AllowEmpty(), "logical KV locs of every batch row (owners: direct-write locs)")
-      ("extend-num-tokens", NonNegative(), "static padded rows: trailing out-cache-loc padding allowed up to it");
+  flags.add_options()("out-cache-loc", IntList()->AllowEmpty(),
+                      "logical KV locs of every batch row (owners: direct-write locs)")(
+      "extend-num-tokens", NonNegative(), "static padded rows: trailing out-cache-loc padding allowed up to it");
 }
 
 Status RunSplitOwners(const Flags& flags, std::ostream& out) {
@@ -54,7 +53,8 @@ Status RunSplitOwners(const Flags& flags, std::ostream& out) {
   for (int64_t e : extend) pages = e > 0 && pages < (int64_t{1} << 50) ? pages + (e + ps - 1) / ps : pages;
   const int64_t cp_size = std::max<int64_t>(flags.Int("cp-size"), 1);
   const int64_t segments = static_cast<int64_t>(extend.size()) > (int64_t{1} << 40) / (2 * cp_size)
-                               ? (int64_t{1} << 40) : static_cast<int64_t>(extend.size()) * 2 * cp_size;
+                               ? (int64_t{1} << 40)
+                               : static_cast<int64_t>(extend.size()) * 2 * cp_size;
   KVSHARD_RETURN_IF_ERROR(
       CheckMemory("--extend-lens", "split plan", segments, "segments", kPlanBytesPerSegment, MaxMemory(flags)));
   KVSHARD_RETURN_IF_ERROR(
@@ -64,8 +64,9 @@ Status RunSplitOwners(const Flags& flags, std::ostream& out) {
                                         static_cast<int64_t>(flags.IntList("out-cache-loc").size()), "rows",
                                         kBytesPerLoc, MaxMemory(flags)));
   }
-  StatusOr<replay::InSeqSplit> split = replay::BuildInSeqSplit(extend, PrefixLens(flags, extend.size()), flags.Int("page-size"),
-                                               flags.Int("cp-size"), flags.Int("cp-rank"), ImplFlag(flags));
+  StatusOr<replay::InSeqSplit> split =
+      replay::BuildInSeqSplit(extend, PrefixLens(flags, extend.size()), flags.Int("page-size"), flags.Int("cp-size"),
+                              flags.Int("cp-rank"), ImplFlag(flags));
   if (!split.ok()) return CpModelError(split.status());
   StatusOr<Json> j = replay::PageOwnersJson(*split);
   if (!j.ok()) return CpModelError(j.status());
@@ -73,7 +74,8 @@ Status RunSplitOwners(const Flags& flags, std::ostream& out) {
   if (flags.Has("out-cache-loc")) {
     const std::optional<int64_t> static_rows =
         flags.Has("extend-num-tokens") ? std::optional<int64_t>(flags.Int("extend-num-tokens")) : std::nullopt;
-    KVSHARD_ASSIGN_OR_RETURN(dw, replay::DirectWriteJson(*split, flags.IntList("out-cache-loc"), static_rows, "--out-cache-loc"));
+    KVSHARD_ASSIGN_OR_RETURN(
+        dw, replay::DirectWriteJson(*split, flags.IntList("out-cache-loc"), static_rows, "--out-cache-loc"));
   }
   if (!flags.Bool("json")) {
     PrintTable(split->plan, j->at("request_page_compute_owners").get<std::vector<Int64List>>(), dw, out);

@@ -45,8 +45,8 @@ TEST(SplitOwnersTest, StaticPaddingAndReasonTags) {
             0);
   // Cyclic pages 4..13 for request 1: page 5 (owner rank 1) is computed by rank 0, page 8 (rank 0) by rank 1.
   std::string cyclic;
-  const std::vector<std::pair<std::vector<int>, int>> reqs = {{{2, 3}, 5}, {{4, 5, 6, 7, 8, 9, 10, 11, 12, 13}, 37},
-                                                              {{14}, 3}};
+  const std::vector<std::pair<std::vector<int>, int>> reqs = {
+      {{2, 3}, 5}, {{4, 5, 6, 7, 8, 9, 10, 11, 12, 13}, 37}, {{14}, 3}};
   for (const auto& [pages, extend] : reqs) {
     for (int t = 0; t < extend; ++t) cyclic += (cyclic.empty() ? "" : ",") + std::to_string(pages[t / 4] * 4 + t % 4);
   }

@@ -26,9 +26,9 @@ enum class AllocOpKind { kAlloc, kFree, kFreeGroup };
 // One op of an allocator script.
 struct AllocOp {
   AllocOpKind kind = AllocOpKind::kAlloc;
-  AllocBatch alloc;                          // kAlloc
-  std::vector<int64_t> locs;                 // kFree: token slots to free
-  std::vector<std::vector<int64_t>> frees;   // kFreeGroup: frees queued inside one free group
+  AllocBatch alloc;                         // kAlloc
+  std::vector<int64_t> locs;                // kFree: token slots to free
+  std::vector<std::vector<int64_t>> frees;  // kFreeGroup: frees queued inside one free group
   bool operator==(const AllocOp&) const = default;
 };
 
@@ -46,12 +46,12 @@ struct AllocScript {
 // The allocator's observable state after one op, plus what an alloc returned.
 struct AllocOpResult {
   AllocOpKind kind = AllocOpKind::kAlloc;
-  bool ok = true;                            // kAlloc: false = the whole batch was deferred
-  std::vector<int64_t> rotation_bases;       // kAlloc and ok: bases with kNewChain resolved
-  std::vector<std::vector<int64_t>> pages;   // kAlloc and ok: per request, new pages in position order
+  bool ok = true;                               // kAlloc: false = the whole batch was deferred
+  std::vector<int64_t> rotation_bases;          // kAlloc and ok: bases with kNewChain resolved
+  std::vector<std::vector<int64_t>> pages;      // kAlloc and ok: per request, new pages in position order
   std::vector<int64_t> class_free_page_counts;  // per class: free + release list lengths
-  int64_t available_size = 0;                // N * ps * min(counts): the admission floor
-  int64_t aggregate_free_size = 0;           // ps * sum(counts)
+  int64_t available_size = 0;                   // N * ps * min(counts): the admission floor
+  int64_t aggregate_free_size = 0;              // ps * sum(counts)
   bool operator==(const AllocOpResult&) const = default;
 };
 

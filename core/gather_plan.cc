@@ -33,13 +33,13 @@ Status ValidateExtendRequest(const ExtendBatch& b, size_t i) {
     return InvalidArgument("requests[", i, "].prefix_len: must be in [0, 2^48), got ", r.prefix_len);
   }
   if (r.seq_len < r.prefix_len || r.seq_len >= kMaxSlot) {
-    return InvalidArgument("requests[", i, "].seq_len: must be >= prefix_len (", r.prefix_len,
-                           ") and < 2^48, got ", r.seq_len);
+    return InvalidArgument("requests[", i, "].seq_len: must be >= prefix_len (", r.prefix_len, ") and < 2^48, got ",
+                           r.seq_len);
   }
   const int64_t want = PositionPages(r.seq_len, b.page_size);
   if (static_cast<int64_t>(r.pages.size()) != want) {
-    return InvalidArgument("requests[", i, "].pages: must list ceil(seq_len/page_size) = ", want,
-                           " pages, got ", r.pages.size());
+    return InvalidArgument("requests[", i, "].pages: must list ceil(seq_len/page_size) = ", want, " pages, got ",
+                           r.pages.size());
   }
   // Branch-free min/max first (vectorizes); locate the offending page only on failure.
   int64_t min_page = hi, max_page = lo;
@@ -50,8 +50,8 @@ Status ValidateExtendRequest(const ExtendBatch& b, size_t i) {
   if (min_page < lo || max_page >= hi) {
     for (size_t j = 0; j < r.pages.size(); ++j) {
       if (r.pages[j] < lo || r.pages[j] >= hi) {
-        return InvalidArgument("requests[", i, "].pages[", j, "]: page ", r.pages[j], " out of pool range [", lo,
-                               ", ", hi, ") (pages < shard_size are reserved)");
+        return InvalidArgument("requests[", i, "].pages[", j, "]: page ", r.pages[j], " out of pool range [", lo, ", ",
+                               hi, ") (pages < shard_size are reserved)");
       }
     }
   }
@@ -65,8 +65,10 @@ Status ValidateExtendBatch(const ExtendBatch& b) {
 }
 
 Status MisalignedPrefixError(size_t i, int64_t prefix_len, int64_t page_size) {
-  return InvalidArgument("requests[", i, "].prefix_len: sharded prefill requires physical-page-aligned prefixes "
-                         "(the radix-tree match quantum), got prefix_len=", prefix_len, ", page_size=", page_size);
+  return InvalidArgument("requests[", i,
+                         "].prefix_len: sharded prefill requires physical-page-aligned prefixes "
+                         "(the radix-tree match quantum), got prefix_len=",
+                         prefix_len, ", page_size=", page_size);
 }
 
 Status NonCyclicPrefixError(size_t i, std::span<const int64_t> prefix_pages, int64_t shard_size) {
@@ -101,8 +103,7 @@ std::vector<int64_t> DensePagePos(const GatherPlan& plan) {
   return pos;
 }
 
-StatusOr<std::vector<int64_t>> Translate(const GatherPlan& plan, const std::vector<int64_t>& locs,
-                                         const char* field) {
+StatusOr<std::vector<int64_t>> Translate(const GatherPlan& plan, const std::vector<int64_t>& locs, const char* field) {
   const int64_t ps = plan.page_size, limit = plan.page_pos_size * ps;
   for (size_t i = 0; i < locs.size(); ++i) {
     if (locs[i] < 0 || locs[i] >= limit) {

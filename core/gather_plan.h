@@ -45,14 +45,14 @@ struct RankSend {
 
 // A batch's gather plan; identical on every rank (mirrored), so it is computed once for all ranks.
 struct GatherPlan {
-  int64_t shard_size = 1;       // N of the batch (echoed for translate)
-  int64_t page_size = 1;        // ps of the batch (echoed for translate)
-  int64_t block_pages = 0;      // sum_i ceil(K_i / N): pages every rank sends per layer
-  int64_t n_prefix_slots = 0;   // N * block_pages: the prefix region pages the all-gather fills
-  int64_t chunk_base_page = 0;  // absolute scratch page of chunk page 0: max_prefix_tokens / ps
-  int64_t trash_page = 0;       // absolute scratch page of the trash page: (max_prefix + chunk_tokens) / ps
-  int64_t page_pos_size = 0;    // logical pages page_pos covers: N * (pages_per_rank + 2), as SGLang's _page_pos
-  std::vector<int64_t> mapped_pages;          // logical pages not mapped to the trash page, ascending
+  int64_t shard_size = 1;             // N of the batch (echoed for translate)
+  int64_t page_size = 1;              // ps of the batch (echoed for translate)
+  int64_t block_pages = 0;            // sum_i ceil(K_i / N): pages every rank sends per layer
+  int64_t n_prefix_slots = 0;         // N * block_pages: the prefix region pages the all-gather fills
+  int64_t chunk_base_page = 0;        // absolute scratch page of chunk page 0: max_prefix_tokens / ps
+  int64_t trash_page = 0;             // absolute scratch page of the trash page: (max_prefix + chunk_tokens) / ps
+  int64_t page_pos_size = 0;          // logical pages page_pos covers: N * (pages_per_rank + 2), as SGLang's _page_pos
+  std::vector<int64_t> mapped_pages;  // logical pages not mapped to the trash page, ascending
   std::vector<int64_t> mapped_scratch_pages;  // page_pos of mapped_pages[i]: absolute scratch page
   std::vector<RankSend> ranks;                // one per rank, in rank order
   bool operator==(const GatherPlan&) const = default;

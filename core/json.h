@@ -28,8 +28,10 @@ inline Status OpenInputFile(const std::string& path, std::ifstream* file) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     if (S_ISDIR(st.st_mode)) return InvalidArgument(path, ": is a directory, not a file");
-    const char* kind = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket"
-                       : (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) ? "a device" : "not a regular file";
+    const char* kind = S_ISFIFO(st.st_mode)                           ? "a FIFO"
+                       : S_ISSOCK(st.st_mode)                         ? "a socket"
+                       : (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) ? "a device"
+                                                                      : "not a regular file";
     return InvalidArgument(path, ": is ", kind, ", not a regular file");
   }
   file->open(path, std::ios::binary);
@@ -43,16 +45,17 @@ inline constexpr size_t kMaxJsonDepth = 128;
 
 // Parses `text` as JSON and rejects a key given twice in one object (nlohmann keeps the last silently):
 // "<path_prefix><requests[0].pages>: duplicate key". A syntax error is "<where>: not valid JSON", nesting past
-// kMaxJsonDepth "<where>: nested deeper than 128 arrays and objects" (no "<where>: " when it is empty). Memory is linear in the input's size and
-// depth: each open container keeps its own path part, and a full path is built only for the error.
+// kMaxJsonDepth "<where>: nested deeper than 128 arrays and objects" (no "<where>: " when it is empty). Memory is
+// linear in the input's size and depth: each open container keeps its own path part, and a full path is built only for
+// the error.
 inline StatusOr<Json> ParseJsonStrict(const std::string& text, const std::string& where,
                                       const std::string& path_prefix = "") {
   struct Frame {
     bool array = false;
-    size_t next = 0;          // arrays: index of the next element
-    std::string key;          // objects: the key being read
-    std::string part;         // this container's part of its path: "requests", ".pages", "[0]" ("" at the top)
-    bool path_empty = true;   // this container's whole path is ""
+    size_t next = 0;         // arrays: index of the next element
+    std::string key;         // objects: the key being read
+    std::string part;        // this container's part of its path: "requests", ".pages", "[0]" ("" at the top)
+    bool path_empty = true;  // this container's whole path is ""
     std::unordered_set<std::string> keys;
   };
   std::vector<Frame> stack;
@@ -109,7 +112,8 @@ inline StatusOr<Json> ParseJsonStrict(const std::string& text, const std::string
   Json j = Json::parse(text, on_event, /*allow_exceptions=*/false);
   if (j.is_discarded()) return InvalidArgument(where, ": not valid JSON");
   if (too_deep) {
-    return InvalidArgument(where, where.empty() ? "" : ": ", "nested deeper than ", kMaxJsonDepth, " arrays and objects");
+    return InvalidArgument(where, where.empty() ? "" : ": ", "nested deeper than ", kMaxJsonDepth,
+                           " arrays and objects");
   }
   if (!duplicate.empty()) return InvalidArgument(path_prefix, duplicate, ": duplicate key");
   return j;
@@ -153,15 +157,15 @@ inline StatusOr<int64_t> JsonIntValue(const Json& v, const std::string& name, in
 }
 
 // Reads obj[key] as an int64 in [lo, hi]; errors name `where.key`.
-inline StatusOr<int64_t> JsonInt(const Json& obj, const std::string& key, const std::string& where,
-                                 int64_t lo, int64_t hi) {
+inline StatusOr<int64_t> JsonInt(const Json& obj, const std::string& key, const std::string& where, int64_t lo,
+                                 int64_t hi) {
   if (!obj.is_object() || !obj.contains(key)) return InvalidArgument(where, key, ": missing");
   return JsonIntValue(obj.at(key), where + key, lo, hi);
 }
 
 // Reads obj[key] as a list of int64 in [lo, hi]; errors name `where.key[i]`.
-inline StatusOr<std::vector<int64_t>> JsonIntList(const Json& obj, const std::string& key,
-                                                  const std::string& where, int64_t lo, int64_t hi) {
+inline StatusOr<std::vector<int64_t>> JsonIntList(const Json& obj, const std::string& key, const std::string& where,
+                                                  int64_t lo, int64_t hi) {
   if (!obj.is_object() || !obj.contains(key)) return InvalidArgument(where, key, ": missing");
   const Json& v = obj.at(key);
   if (!v.is_array()) return InvalidArgument(where, key, ": must be an array of integers");

@@ -40,9 +40,12 @@ TEST(JsonTest, NestingPastTheDepthLimitIsRefused) {
   EXPECT_EQ(StrictError("{\"a\": " + nested(kMaxJsonDepth) + "}"),
             "--batch: in.json: nested deeper than 128 arrays and objects");
   // A duplicate key at the deepest level still names its whole path.
-  EXPECT_EQ(StrictError(nested(kMaxJsonDepth - 1, R"({"k":1,"k":2})")),
-            "--batch: " + [] { std::string p; for (size_t i = 1; i < kMaxJsonDepth; ++i) p += "[0]"; return p; }() +
-                ".k: duplicate key");
+  EXPECT_EQ(
+      StrictError(nested(kMaxJsonDepth - 1, R"({"k":1,"k":2})")), "--batch: " + [] {
+        std::string p;
+        for (size_t i = 1; i < kMaxJsonDepth; ++i) p += "[0]";
+        return p;
+      }() + ".k: duplicate key");
   EXPECT_EQ(ParseJsonStrict(nested(kMaxJsonDepth + 1), "").status().message(),
             "nested deeper than 128 arrays and objects");
 }
@@ -66,10 +69,8 @@ TEST(JsonTest, IntegersOutsideInt64AreOutOfRangeNotNonIntegers) {
                                 "f":1.5,"s":"3","ok":7})");
   EXPECT_EQ(JsonInt(j, "u", "r.", 0, 10).status().message(),
             "r.u: out of range (must be in [0, 10]), got 18446744073709551615");
-  EXPECT_EQ(JsonInt(j, "big", "", 0, 10).status().message(),
-            "big: out of range (must be in [0, 10]), got 1e+20");
-  EXPECT_EQ(JsonInt(j, "neg", "", -5, 10).status().message().substr(0, 38),
-            "neg: out of range (must be in [-5, 10]");
+  EXPECT_EQ(JsonInt(j, "big", "", 0, 10).status().message(), "big: out of range (must be in [0, 10]), got 1e+20");
+  EXPECT_EQ(JsonInt(j, "neg", "", -5, 10).status().message().substr(0, 38), "neg: out of range (must be in [-5, 10]");
   EXPECT_EQ(JsonInt(j, "f", "", 0, 10).status().message(), "f: must be an integer");
   EXPECT_EQ(JsonInt(j, "s", "", 0, 10).status().message(), "s: must be an integer");
   EXPECT_EQ(JsonInt(j, "ok", "", 0, 10).value(), 7);

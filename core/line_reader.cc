@@ -9,7 +9,7 @@ StatusOr<bool> ReadLine(std::istream& in, std::string* line, const LineCheck& ch
   bool any = false;
   while (true) {
     in.getline(chunk, sizeof chunk);
-    const std::streamsize got = in.gcount();  // with the '\n' when one was extracted
+    const std::streamsize got = in.gcount();                             // with the '\n' when one was extracted
     const bool full = in.fail() && !in.eof() && got == kLineCheckBytes;  // the line goes on past the chunk
     const bool newline = !in.fail() && !in.eof();                        // stopped at (and extracted) a '\n'
     const std::streamsize stored = newline ? got - 1 : got;

@@ -16,7 +16,11 @@ std::vector<std::string> Lines(const std::string& text, std::vector<int64_t>* ch
   std::vector<std::string> lines;
   std::string line;
   LineCheck check;
-  if (checks) check = [checks](int64_t n) { checks->push_back(n); return Status::Ok(); };
+  if (checks)
+    check = [checks](int64_t n) {
+      checks->push_back(n);
+      return Status::Ok();
+    };
   while (true) {
     StatusOr<bool> got = ReadLine(in, &line, check);
     EXPECT_TRUE(got.ok()) << got.status().ToString();
@@ -31,9 +35,9 @@ TEST(ReadLineTest, TheEnds) {
   EXPECT_EQ(Lines(""), V{});
   EXPECT_EQ(Lines("\n"), V{""});
   EXPECT_EQ(Lines("\n\n"), (V{"", ""}));
-  EXPECT_EQ(Lines("a"), V{"a"});                      // the last line without its '\n'
+  EXPECT_EQ(Lines("a"), V{"a"});  // the last line without its '\n'
   EXPECT_EQ(Lines("a\nb"), (V{"a", "b"}));
-  EXPECT_EQ(Lines("a\r\nb\n"), (V{"a\r", "b"}));      // '\r' is the caller's (the workload reader drops it)
+  EXPECT_EQ(Lines("a\r\nb\n"), (V{"a\r", "b"}));  // '\r' is the caller's (the workload reader drops it)
   EXPECT_EQ(Lines(std::string("a\0b\n", 4)), V{std::string("a\0b", 3)});  // NUL bytes stay
 }
 

@@ -37,8 +37,8 @@ Status CheckMemory(const std::string& field, const std::string& what, const std:
     parts += StrCat(parts.empty() ? "" : " + ", t.count, " ", t.unit, " x ", t.bytes_per, " B");
   }
   if (need <= static_cast<long double>(max_memory)) return Status::Ok();
-  return InvalidArgument(field, ": the ", what, " would need ", FormatBytes(need), " (", parts,
-                         "), over --max-memory ", FormatBytes(static_cast<long double>(max_memory)));
+  return InvalidArgument(field, ": the ", what, " would need ", FormatBytes(need), " (", parts, "), over --max-memory ",
+                         FormatBytes(static_cast<long double>(max_memory)));
 }
 
 int64_t SatMul(int64_t a, int64_t b) {

@@ -15,9 +15,10 @@ Status ValidateAllocatorConfig(const AllocatorConfig& config) {
 Status ValidateAllocBatchLengths(const AllocBatch& batch) {
   const size_t reqs = batch.prefix_lens.size();
   if (batch.seq_lens.size() != reqs || batch.rotation_bases.size() != reqs || batch.last_locs.size() != reqs) {
-    return InvalidArgument("seq_lens: prefix_lens, seq_lens, rotation_bases and last_locs must have equal "
-                           "lengths, got ", reqs, ", ", batch.seq_lens.size(), ", ", batch.rotation_bases.size(),
-                           ", ", batch.last_locs.size());
+    return InvalidArgument(
+        "seq_lens: prefix_lens, seq_lens, rotation_bases and last_locs must have equal "
+        "lengths, got ",
+        reqs, ", ", batch.seq_lens.size(), ", ", batch.rotation_bases.size(), ", ", batch.last_locs.size());
   }
   return Status::Ok();
 }
@@ -25,9 +26,10 @@ Status ValidateAllocBatchLengths(const AllocBatch& batch) {
 Status ValidateByClassesLengths(const AllocBatch& batch, size_t page_classes) {
   const size_t reqs = batch.prefix_lens.size();
   if (batch.seq_lens.size() != reqs || batch.rotation_bases.size() != reqs || page_classes != reqs) {
-    return InvalidArgument("page_classes: prefix_lens, seq_lens, rotation_bases and page_classes must have equal "
-                           "lengths, got ", reqs, ", ", batch.seq_lens.size(), ", ", batch.rotation_bases.size(),
-                           ", ", page_classes);
+    return InvalidArgument(
+        "page_classes: prefix_lens, seq_lens, rotation_bases and page_classes must have equal "
+        "lengths, got ",
+        reqs, ", ", batch.seq_lens.size(), ", ", batch.rotation_bases.size(), ", ", page_classes);
   }
   return Status::Ok();
 }
@@ -38,7 +40,8 @@ Status ExtendRequestError(const AllocBatch& batch, size_t i, int64_t ps) {
     return InvalidArgument("prefix_lens[", i, "]: must be a page-aligned multiple of page_size (", ps,
                            ") in [0, 2^48), got ", prefix_len);
   }
-  if (seq_len < 0 || seq_len >= kMaxSlot) return InvalidArgument("seq_lens[", i, "]: must be in [0, 2^48), got ", seq_len);
+  if (seq_len < 0 || seq_len >= kMaxSlot)
+    return InvalidArgument("seq_lens[", i, "]: must be in [0, 2^48), got ", seq_len);
   if (PositionPages(seq_len, ps) - prefix_len / ps <= 0) {
     return InvalidArgument("seq_lens[", i, "]: must need at least one new page past prefix_len ", prefix_len,
                            " (page_size ", ps, "), got ", seq_len);
@@ -51,7 +54,8 @@ Status RotationBaseError(const AllocBatch& batch, size_t i, int64_t shard_size) 
                          batch.rotation_bases[i]);
 }
 
-Status CheckLastLoc(const AllocBatch& batch, size_t i, int64_t base, int64_t prefix_pages, const AllocatorConfig& config) {
+Status CheckLastLoc(const AllocBatch& batch, size_t i, int64_t base, int64_t prefix_pages,
+                    const AllocatorConfig& config) {
   const int64_t n = config.shard_size, ps = config.page_size, last_loc = batch.last_locs[i];
   const int64_t owner = (last_loc % (n * ps)) / ps, want = (base + prefix_pages - 1) % n;
   if (last_loc < 0 || owner != want) {

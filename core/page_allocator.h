@@ -62,7 +62,8 @@ Status RotationBaseError(const AllocBatch& batch, size_t i, int64_t shard_size);
 
 // check_last_loc: the owner of request i's last prefix slot continues the chain's cyclic rotation,
 // owner(last_loc) == (base + prefix_pages - 1) % N. Call only for prefix_pages > 0.
-Status CheckLastLoc(const AllocBatch& batch, size_t i, int64_t base, int64_t prefix_pages, const AllocatorConfig& config);
+Status CheckLastLoc(const AllocBatch& batch, size_t i, int64_t base, int64_t prefix_pages,
+                    const AllocatorConfig& config);
 
 // page_classes[i] names one class in [0, N) per new page of request i.
 Status ValidatePageClasses(const std::vector<int64_t>& page_classes, size_t i, int64_t new_pages, int64_t shard_size);

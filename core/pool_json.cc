@@ -74,8 +74,9 @@ StatusOr<ExtendBatch> ExtendBatchFromJson(const Json& j) {
   KVSHARD_ASSIGN_OR_RETURN(b.shard_size, JsonInt(j, "shard_size", "", 1, kMaxShardSize));
   KVSHARD_ASSIGN_OR_RETURN(b.page_size, JsonInt(j, "page_size", "", 1, kMaxPageSize));
   if (j.contains("pool_pages_per_rank")) {
-    return InvalidArgument("pool_pages_per_rank: renamed to pages_per_rank, which excludes the trash page "
-                           "(pages_per_rank = pool_pages_per_rank - 1)");
+    return InvalidArgument(
+        "pool_pages_per_rank: renamed to pages_per_rank, which excludes the trash page "
+        "(pages_per_rank = pool_pages_per_rank - 1)");
   }
   KVSHARD_RETURN_IF_ERROR(JsonCheckKeys(
       j, {"shard_size", "page_size", "pages_per_rank", "max_prefix_tokens", "chunk_tokens", "requests"}, ""));

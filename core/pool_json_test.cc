@@ -57,7 +57,9 @@ TEST(PoolJsonTest, BatchErrorsNameTheField) {
             "requests[0].prefix_len: must be in [0, 281474976710655], got -16");
   EXPECT_EQ(BatchError([](Json& j) { j["requests"][0]["seq_len"] = 18446744073709551615ull; }),
             "requests[0].seq_len: out of range (must be in [0, 281474976710655]), got 18446744073709551615");
-  EXPECT_EQ(BatchError([](Json& j) { j["requests"][0]["pages"] = {22, 23}; }),
+  EXPECT_EQ(BatchError([](Json& j) {
+              j["requests"][0]["pages"] = {22, 23};
+            }),
             "requests[0].pages: must list ceil(seq_len/page_size) = 3 pages, got 2");
   EXPECT_EQ(BatchError([](Json& j) { j["requests"][0]["pages"][1] = 132; }),
             "requests[0].pages[1]: page 132 out of pool range [4, 132) (pages < shard_size are reserved)");
@@ -65,8 +67,7 @@ TEST(PoolJsonTest, BatchErrorsNameTheField) {
             "requests[0].pages[2]: page 2 out of pool range [4, 132) (pages < shard_size are reserved)");
   EXPECT_EQ(BatchError([](Json& j) { j["requests"][0]["pages"][2] = 1.5; }),
             "requests[0].pages[2]: must be an integer");
-  EXPECT_EQ(BatchError([](Json& j) { j["requests"] = Json::array({3}); }),
-            "requests[0]: must be a JSON object");
+  EXPECT_EQ(BatchError([](Json& j) { j["requests"] = Json::array({3}); }), "requests[0]: must be a JSON object");
   EXPECT_EQ(BatchError([](Json& j) { j["max_prefix_tokens"] = 100; }),
             "max_prefix_tokens: must be a non-negative multiple of shard_size*page_size (64) below 2^48, got 100");
   EXPECT_EQ(BatchError([](Json& j) { j = Json::array(); }), "input: must be a JSON object");
@@ -103,7 +104,9 @@ TEST(PoolJsonTest, ScriptRoundTrip) {
 
 TEST(PoolJsonTest, ScriptErrorsNameTheField) {
   EXPECT_EQ(ScriptError([](Json& j) { j["ops"][0].erase("last_locs"); }), "ops[0].last_locs: missing");
-  EXPECT_EQ(ScriptError([](Json& j) { j["ops"][0]["seq_lens"] = {122, 5}; }),
+  EXPECT_EQ(ScriptError([](Json& j) {
+              j["ops"][0]["seq_lens"] = {122, 5};
+            }),
             "ops[0].seq_lens: has 2 entries, prefix_lens has 1");
   EXPECT_EQ(ScriptError([](Json& j) { j["ops"][0]["rotation_bases"][0] = 4; }),
             "ops[0].rotation_bases[0]: must be null or in [0, 4), got 4");

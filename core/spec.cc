@@ -38,8 +38,8 @@ Status ValidatePageShardSpec(const PageShardSpec& spec) {
                            spec.logical_page_size(), "), got ", spec.max_prefix_tokens);
   }
   if (spec.chunk_tokens < 0 || spec.chunk_tokens >= kMaxSlot || spec.chunk_tokens % spec.page_size != 0) {
-    return InvalidArgument("chunk_tokens: must be a non-negative multiple of page_size (", spec.page_size,
-                           "), got ", spec.chunk_tokens);
+    return InvalidArgument("chunk_tokens: must be a non-negative multiple of page_size (", spec.page_size, "), got ",
+                           spec.chunk_tokens);
   }
   return Status::Ok();
 }

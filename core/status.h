@@ -57,17 +57,29 @@ Status Annotate(const Status& status, const Args&... parts) {
 }
 
 template <typename... Args>
-Status InvalidArgument(const Args&... args) { return Status(StatusCode::kInvalidArgument, StrCat(args...)); }
+Status InvalidArgument(const Args&... args) {
+  return Status(StatusCode::kInvalidArgument, StrCat(args...));
+}
 template <typename... Args>
-Status OutOfRange(const Args&... args) { return Status(StatusCode::kOutOfRange, StrCat(args...)); }
+Status OutOfRange(const Args&... args) {
+  return Status(StatusCode::kOutOfRange, StrCat(args...));
+}
 template <typename... Args>
-Status FailedPrecondition(const Args&... args) { return Status(StatusCode::kFailedPrecondition, StrCat(args...)); }
+Status FailedPrecondition(const Args&... args) {
+  return Status(StatusCode::kFailedPrecondition, StrCat(args...));
+}
 template <typename... Args>
-Status Mismatch(const Args&... args) { return Status(StatusCode::kMismatch, StrCat(args...)); }
+Status Mismatch(const Args&... args) {
+  return Status(StatusCode::kMismatch, StrCat(args...));
+}
 template <typename... Args>
-Status Unavailable(const Args&... args) { return Status(StatusCode::kUnavailable, StrCat(args...)); }
+Status Unavailable(const Args&... args) {
+  return Status(StatusCode::kUnavailable, StrCat(args...));
+}
 template <typename... Args>
-Status Internal(const Args&... args) { return Status(StatusCode::kInternal, StrCat(args...)); }
+Status Internal(const Args&... args) {
+  return Status(StatusCode::kInternal, StrCat(args...));
+}
 
 // CLI exit status for a status: 0 ok, 1 mismatch, 2 bad input, 3 environment (GPU/CUDA/NCCL) failure.
 int ExitCodeFor(const Status& status);
@@ -76,16 +88,25 @@ int ExitCodeFor(const Status& status);
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(const T& value) : value_(value) {}          // NOLINT: implicit by design
-  StatusOr(T&& value) : value_(std::move(value)) {}     // NOLINT
+  StatusOr(const T& value) : value_(value) {}             // NOLINT: implicit by design
+  StatusOr(T&& value) : value_(std::move(value)) {}       // NOLINT
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT
     if (status_.ok()) status_ = Internal("StatusOr built from an OK status without a value");
   }
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
-  T& value() & { CheckOk(); return *value_; }
-  const T& value() const& { CheckOk(); return *value_; }
-  T&& value() && { CheckOk(); return std::move(*value_); }
+  T& value() & {
+    CheckOk();
+    return *value_;
+  }
+  const T& value() const& {
+    CheckOk();
+    return *value_;
+  }
+  T&& value() && {
+    CheckOk();
+    return std::move(*value_);
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
@@ -123,34 +144,32 @@ class [[nodiscard]] StatusOr {
   lhs = std::move(tmp).value()
 
 // Aborts with file:line when a true invariant (not an input property) is violated.
-#define KVSHARD_CHECK(cond)                                                                \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      std::cerr << "kvshard: CHECK failed at " << __FILE__ << ":" << __LINE__ << ": " #cond \
-                << "\n";                                                                   \
-      std::abort();                                                                        \
-    }                                                                                      \
+#define KVSHARD_CHECK(cond)                                                                          \
+  do {                                                                                               \
+    if (!(cond)) {                                                                                   \
+      std::cerr << "kvshard: CHECK failed at " << __FILE__ << ":" << __LINE__ << ": " #cond << "\n"; \
+      std::abort();                                                                                  \
+    }                                                                                                \
   } while (0)
 
 // CUDA runtime call -> Status with file, line and the CUDA error string (expand only in CUDA code).
-#define KVSHARD_CUDA_CHECK(expr)                                                                \
-  do {                                                                                          \
-    cudaError_t kvshard_cuda_err_ = (expr);                                                     \
-    if (kvshard_cuda_err_ != cudaSuccess) {                                                     \
-      return ::kvshard::Internal(__FILE__, ":", __LINE__, ": CUDA error ",                      \
-                                 cudaGetErrorName(kvshard_cuda_err_), ": ",                     \
-                                 cudaGetErrorString(kvshard_cuda_err_), " in `" #expr "`");     \
-    }                                                                                           \
+#define KVSHARD_CUDA_CHECK(expr)                                                                                      \
+  do {                                                                                                                \
+    cudaError_t kvshard_cuda_err_ = (expr);                                                                           \
+    if (kvshard_cuda_err_ != cudaSuccess) {                                                                           \
+      return ::kvshard::Internal(__FILE__, ":", __LINE__, ": CUDA error ", cudaGetErrorName(kvshard_cuda_err_), ": ", \
+                                 cudaGetErrorString(kvshard_cuda_err_), " in `" #expr "`");                           \
+    }                                                                                                                 \
   } while (0)
 
 // NCCL call -> Status with file, line and the NCCL error string (expand only in NCCL code).
-#define KVSHARD_NCCL_CHECK(expr)                                                              \
-  do {                                                                                        \
-    ncclResult_t kvshard_nccl_res_ = (expr);                                                  \
-    if (kvshard_nccl_res_ != ncclSuccess) {                                                   \
-      return ::kvshard::Internal(__FILE__, ":", __LINE__, ": NCCL error ",                    \
-                                 ncclGetErrorString(kvshard_nccl_res_), " in `" #expr "`");   \
-    }                                                                                         \
+#define KVSHARD_NCCL_CHECK(expr)                                                                                  \
+  do {                                                                                                            \
+    ncclResult_t kvshard_nccl_res_ = (expr);                                                                      \
+    if (kvshard_nccl_res_ != ncclSuccess) {                                                                       \
+      return ::kvshard::Internal(__FILE__, ":", __LINE__, ": NCCL error ", ncclGetErrorString(kvshard_nccl_res_), \
+                                 " in `" #expr "`");                                                              \
+    }                                                                                                             \
   } while (0)
 
 #endif  // KVSHARD_CORE_STATUS_H_

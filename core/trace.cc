@@ -90,8 +90,7 @@ std::string ShortJson(const Json& value, size_t max_chars) {
 namespace {
 
 // Matches without building paths; on a mismatch, `where` gets the path's parts innermost first.
-bool Match(const Json& expect, const Json& got, int64_t* fields, std::vector<std::string>* where,
-           ExpectMismatch* out) {
+bool Match(const Json& expect, const Json& got, int64_t* fields, std::vector<std::string>* where, ExpectMismatch* out) {
   if (expect.is_object() && got.is_object()) {
     for (const auto& [key, value] : expect.items()) {
       const auto it = got.find(key);

@@ -9,7 +9,8 @@ namespace kvshard {
 namespace {
 
 TEST(TraceReaderTest, ReadsHeaderAndRecordsWithLineNumbers) {
-  std::istringstream in("{\"kvshard_trace\": 1, \"allocator\": {}}\n{\"op\": \"place\"}\n{\"op\": \"split\", \"expect\": {}}\n");
+  std::istringstream in(
+      "{\"kvshard_trace\": 1, \"allocator\": {}}\n{\"op\": \"place\"}\n{\"op\": \"split\", \"expect\": {}}\n");
   TraceReader reader(&in);
   auto header = reader.ReadHeader({"allocator"});
   ASSERT_TRUE(header.ok()) << header.status().ToString();

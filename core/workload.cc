@@ -20,8 +20,8 @@ constexpr int64_t kMaxMilliseconds = kMaxWorkloadArrivalUs / 1'000;
 constexpr size_t kMaxShown = 80;  // bytes of input text quoted in a message
 
 const std::vector<std::string> kMooncakeKeys = {"timestamp", "input_length", "output_length", "hash_ids"};
-const std::vector<std::string> kQwenKeys = {"chat_id", "parent_chat_id", "timestamp", "input_length",
-                                            "output_length", "type", "turn", "hash_ids"};
+const std::vector<std::string> kQwenKeys = {"chat_id",       "parent_chat_id", "timestamp", "input_length",
+                                            "output_length", "type",           "turn",      "hash_ids"};
 
 // `text` with quotes, backslashes and control bytes escaped, cut to kMaxShown bytes (at a UTF-8 boundary).
 std::string Escape(std::string_view text) {
@@ -205,8 +205,7 @@ StatusOr<int64_t> ParseDateTime(const std::string& text, const char* field) {
   };
   const int64_t year = num(0, 4), month = num(5, 2), day = num(8, 2);
   const int64_t hour = num(11, 2), minute = num(14, 2), second = num(17, 2);
-  if (month < 1 || month > 12 || day < 1 || day > DaysInMonth(year, month) || hour > 23 || minute > 59 ||
-      second > 59) {
+  if (month < 1 || month > 12 || day < 1 || day > DaysInMonth(year, month) || hour > 23 || minute > 59 || second > 59) {
     return InvalidArgument(field, ": no such date and time: ", Quote(text));
   }
   const int64_t seconds = DaysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second;
@@ -380,8 +379,8 @@ Status WorkloadReader::ParseJsonRecord(WorkloadRequest* request) {
     bool known = false;
     for (const std::string& k : keys) known = known || k == key;
     if (!known) {
-      return InvalidArgument(Escape(key), ": unknown key (a ", qwen ? "Qwen" : "Mooncake", " record has ",
-                             Join(keys), ")");
+      return InvalidArgument(Escape(key), ": unknown key (a ", qwen ? "Qwen" : "Mooncake", " record has ", Join(keys),
+                             ")");
     }
   }
 
@@ -414,8 +413,8 @@ Status WorkloadReader::ParseJsonRecord(WorkloadRequest* request) {
   const int64_t block = qwen ? kQwenBlockTokens : kMooncakeBlockTokens;
   const int64_t want = (request->input_tokens + block - 1) / block;
   if (static_cast<int64_t>(request->block_hashes.size()) != want) {
-    return InvalidArgument("hash_ids: ", request->block_hashes.size(), " ids, but input_length ",
-                           request->input_tokens, " needs ceil(", request->input_tokens, " / ", block, ") = ", want);
+    return InvalidArgument("hash_ids: ", request->block_hashes.size(), " ids, but input_length ", request->input_tokens,
+                           " needs ceil(", request->input_tokens, " / ", block, ") = ", want);
   }
   return SetArrival(time_us, "timestamp", as_written, request);
 }
@@ -442,8 +441,8 @@ Status WorkloadReader::ParseCsvRecord(WorkloadRequest* request) {
   KVSHARD_ASSIGN_OR_RETURN(request->output_tokens, ParseCount(c[3], "Response tokens", kMaxWorkloadTokens));
   KVSHARD_ASSIGN_OR_RETURN(const int64_t total, ParseCount(c[4], "Total tokens", 2 * kMaxWorkloadTokens));
   if (total != request->input_tokens + request->output_tokens) {
-    return InvalidArgument("Total tokens: ", total, ", but Request tokens + Response tokens = ",
-                           request->input_tokens + request->output_tokens);
+    return InvalidArgument("Total tokens: ", total,
+                           ", but Request tokens + Response tokens = ", request->input_tokens + request->output_tokens);
   }
   if (c[5].empty()) return InvalidArgument("Log Type: must not be empty");
   return SetArrival(time_us, "Timestamp", c[0], request);

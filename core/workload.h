@@ -72,8 +72,7 @@ class WorkloadReader {
   StatusOr<bool> NextLine();
   Status ParseJsonRecord(WorkloadRequest* request);
   Status ParseCsvRecord(WorkloadRequest* request);
-  Status SetArrival(int64_t time_us, const std::string& field, const std::string& as_written,
-                    WorkloadRequest* request);
+  Status SetArrival(int64_t time_us, const std::string& field, const std::string& as_written, WorkloadRequest* request);
 
   std::istream* in_;
   WorkloadFormat format_;

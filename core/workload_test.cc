@@ -18,10 +18,12 @@ namespace {
 
 constexpr char kAzureHeader[] = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
 constexpr char kBurstHeader[] = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n";
-constexpr char kMooncakeLine[] = R"({"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]})" "\n";
+constexpr char kMooncakeLine[] = R"({"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]})"
+                                 "\n";
 constexpr char kQwenLine[] =
     R"({"chat_id": 159, "parent_chat_id": -1, "timestamp": 61.114, "input_length": 40, "output_length": 132, )"
-    R"("type": "text", "turn": 1, "hash_ids": [1089, 1090, 1091]})" "\n";
+    R"("type": "text", "turn": 1, "hash_ids": [1089, 1090, 1091]})"
+    "\n";
 
 StatusOr<Workload> Read(const std::string& text, WorkloadFormat format = WorkloadFormat::kAuto) {
   std::istringstream in(text);
@@ -43,13 +45,17 @@ TEST(WorkloadFormatTest, NamesRoundTrip) {
   auto bad = ParseWorkloadFormat("csv\n");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(bad.status().message(), "workload format: must be one of auto, mooncake, qwen, azure, burstgpt, got \"csv\\n\"");
+  EXPECT_EQ(bad.status().message(),
+            "workload format: must be one of auto, mooncake, qwen, azure, burstgpt, got \"csv\\n\"");
 }
 
 TEST(WorkloadReadTest, Mooncake) {
-  auto w = Read(R"({"timestamp": 1000, "input_length": 1024, "output_length": 7, "hash_ids": [0, 1]})" "\n"
-                R"({"timestamp": 1000, "input_length": 1025, "output_length": 0, "hash_ids": [0, 1, 2]})" "\n"
-                R"({"hash_ids": [], "output_length": 3, "input_length": 0, "timestamp": 2500})" "\n",
+  auto w = Read(R"({"timestamp": 1000, "input_length": 1024, "output_length": 7, "hash_ids": [0, 1]})"
+                "\n"
+                R"({"timestamp": 1000, "input_length": 1025, "output_length": 0, "hash_ids": [0, 1, 2]})"
+                "\n"
+                R"({"hash_ids": [], "output_length": 3, "input_length": 0, "timestamp": 2500})"
+                "\n",
                 WorkloadFormat::kMooncake);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   EXPECT_EQ(w->format, WorkloadFormat::kMooncake);
@@ -67,12 +73,14 @@ TEST(WorkloadReadTest, Mooncake) {
 }
 
 TEST(WorkloadReadTest, Qwen) {
-  auto w = Read(std::string(kQwenLine) +
-                    R"({"chat_id": 160, "parent_chat_id": 159, "timestamp": 62.5, "input_length": 48, )"
-                    R"("output_length": 80, "type": "search", "turn": 2, "hash_ids": [1089, 1090, 7]})" "\n"
-                    R"({"chat_id": 161, "parent_chat_id": -1, "timestamp": 63, "input_length": 1, )"
-                    R"("output_length": 1, "type": "image", "turn": 1, "hash_ids": [8]})" "\n",
-                WorkloadFormat::kQwen);
+  auto w =
+      Read(std::string(kQwenLine) + R"({"chat_id": 160, "parent_chat_id": 159, "timestamp": 62.5, "input_length": 48, )"
+                                    R"("output_length": 80, "type": "search", "turn": 2, "hash_ids": [1089, 1090, 7]})"
+                                    "\n"
+                                    R"({"chat_id": 161, "parent_chat_id": -1, "timestamp": 63, "input_length": 1, )"
+                                    R"("output_length": 1, "type": "image", "turn": 1, "hash_ids": [8]})"
+                                    "\n",
+           WorkloadFormat::kQwen);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   EXPECT_EQ(w->format, WorkloadFormat::kQwen);
   EXPECT_EQ(w->block_tokens, 16);
@@ -87,11 +95,12 @@ TEST(WorkloadReadTest, Qwen) {
 }
 
 TEST(WorkloadReadTest, AzureWithCrlfAndCalendar) {
-  auto w = Read("TIMESTAMP,ContextTokens,GeneratedTokens\r\n"
-                "2024-02-29 23:59:59.9999999,4808,10\r\n"  // leap day; the 7th decimal is truncated
-                "2024-03-01 00:00:00.0000001,3180,8\r\n"
-                "2024-03-01 00:00:01,0,0\r\n",
-                WorkloadFormat::kAzure);
+  auto w = Read(
+      "TIMESTAMP,ContextTokens,GeneratedTokens\r\n"
+      "2024-02-29 23:59:59.9999999,4808,10\r\n"  // leap day; the 7th decimal is truncated
+      "2024-03-01 00:00:00.0000001,3180,8\r\n"
+      "2024-03-01 00:00:01,0,0\r\n",
+      WorkloadFormat::kAzure);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   EXPECT_EQ(w->format, WorkloadFormat::kAzure);
   EXPECT_EQ(w->block_tokens, 0);
@@ -223,7 +232,8 @@ TEST(WorkloadErrorsTest, MooncakeLines) {
       {kMooncake, "2023-11-16 18:17:03,1,1\n", "line 1: record: not valid JSON (at byte 7 of the line)"},
       {kMooncake, ok + "[1, 2]\n", "line 2: record: must be a JSON object, got [1,2]"},
       {kMooncake, R"({"timestamp": 1e400})", "line 1: record: not valid JSON (a number out of range)"},
-      {WorkloadFormat::kAuto, ok + R"({"timestamp": 0, "input_length": 1, "output_length": 5, "hash_ids": [1], "model": "x"})",
+      {WorkloadFormat::kAuto,
+       ok + R"({"timestamp": 0, "input_length": 1, "output_length": 5, "hash_ids": [1], "model": "x"})",
        "line 2: model: unknown key " + keys},
       {kMooncake, "{\"a\\u0001\\n\": 1}", "line 1: a\\x01\\n: unknown key " + keys},
       {kMooncake, R"({"timestamp": 0, "input_length": 1, "timestamp": 1, "output_length": 5, "hash_ids": [1]})",
@@ -255,7 +265,8 @@ TEST(WorkloadErrorsTest, MooncakeLines) {
       {kMooncake, R"({"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": 3})",
        "line 1: hash_ids: must be an array of integers"},
       {kMooncake,
-       R"({"timestamp": 2000, "input_length": 1, "output_length": 5, "hash_ids": [1]})" "\n\n"
+       R"({"timestamp": 2000, "input_length": 1, "output_length": 5, "hash_ids": [1]})"
+       "\n\n"
        R"({"timestamp": 1500, "input_length": 1, "output_length": 5, "hash_ids": [1]})",
        "line 3: timestamp: goes backwards: 1500 after 2000 (requests must be in arrival order)"},
   });
@@ -267,23 +278,36 @@ TEST(WorkloadErrorsTest, QwenLines) {
   ExpectErrors({
       {kQwen, kMooncakeLine, "line 1: chat_id: missing"},
       {WorkloadFormat::kAuto,
-       head + R"("timestamp": 0, "input_length": 1, "output_length": 1, "type": "text", "turn": 1, "hash_ids": [1], "session_id": "7"})",
+       head +
+           R"("timestamp": 0, "input_length": 1, "output_length": 1, "type": "text", "turn": 1, "hash_ids": [1], "session_id": "7"})",
        "line 1: session_id: unknown key (a Qwen record has chat_id, parent_chat_id, timestamp, input_length, "
        "output_length, type, turn, hash_ids)"},
-      {kQwen, R"({"chat_id": 1, "parent_chat_id": -2, "timestamp": 0, "input_length": 1, "output_length": 1, "type": "text", "turn": 1, "hash_ids": [1]})",
+      {kQwen,
+       R"({"chat_id": 1, "parent_chat_id": -2, "timestamp": 0, "input_length": 1, "output_length": 1, "type": "text", "turn": 1, "hash_ids": [1]})",
        "line 1: parent_chat_id: must be in [-1, 9223372036854775807], got -2"},
-      {kQwen, head + R"("timestamp": "61", "input_length": 1, "output_length": 1, "type": "text", "turn": 1, "hash_ids": [1]})",
+      {kQwen,
+       head +
+           R"("timestamp": "61", "input_length": 1, "output_length": 1, "type": "text", "turn": 1, "hash_ids": [1]})",
        "line 1: timestamp: must be a number of seconds, got \"61\""},
-      {kQwen, head + R"("timestamp": -0.5, "input_length": 1, "output_length": 1, "type": "text", "turn": 1, "hash_ids": [1]})",
+      {kQwen,
+       head +
+           R"("timestamp": -0.5, "input_length": 1, "output_length": 1, "type": "text", "turn": 1, "hash_ids": [1]})",
        "line 1: timestamp: must be in [0, 1000000000] seconds, got -0.5"},
-      {kQwen, head + R"("timestamp": 0, "input_length": 1, "output_length": 1, "type": "", "turn": 1, "hash_ids": [1]})",
+      {kQwen,
+       head + R"("timestamp": 0, "input_length": 1, "output_length": 1, "type": "", "turn": 1, "hash_ids": [1]})",
        "line 1: type: must be a non-empty string, got \"\""},
-      {kQwen, head + R"("timestamp": 0, "input_length": 1, "output_length": 1, "type": "a\nb", "turn": 0, "hash_ids": [1]})",
+      {kQwen,
+       head + R"("timestamp": 0, "input_length": 1, "output_length": 1, "type": "a\nb", "turn": 0, "hash_ids": [1]})",
        "line 1: turn: must be in [1, 9223372036854775807], got 0"},
-      {kQwen, head + R"("timestamp": 0, "input_length": 40, "output_length": 1, "type": "text", "turn": 1, "hash_ids": [1, 2]})",
+      {kQwen,
+       head +
+           R"("timestamp": 0, "input_length": 40, "output_length": 1, "type": "text", "turn": 1, "hash_ids": [1, 2]})",
        "line 1: hash_ids: 2 ids, but input_length 40 needs ceil(40 / 16) = 3"},
-      {kQwen, head + R"("timestamp": 62.5, "input_length": 1, "output_length": 1, "type": "text", "turn": 1, "hash_ids": [1]})" "\n" +
-                  kQwenLine,
+      {kQwen,
+       head +
+           R"("timestamp": 62.5, "input_length": 1, "output_length": 1, "type": "text", "turn": 1, "hash_ids": [1]})"
+           "\n" +
+           kQwenLine,
        "line 2: timestamp: goes backwards: 61.114 after 62.5 (requests must be in arrival order)"},
   });
 }

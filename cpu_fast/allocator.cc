@@ -66,7 +66,8 @@ StatusOr<bool> PageInterleaveAllocator::AllocExtend(const AllocBatch& batch, Ext
     // Counts saturate at kSimFloor so that no batch overflows them (SGLang's Python ints are unbounded).
     const int64_t q = new_pages / n, rem = new_pages % n;
     for (int64_t c = 0; c < n; ++c) sim_[c] = std::max(sim_[c] - q, kSimFloor);
-    for (int64_t j = 0, c = start; j < rem; ++j, c = (c + 1 == n ? 0 : c + 1)) sim_[c] = std::max(sim_[c] - 1, kSimFloor);
+    for (int64_t j = 0, c = start; j < rem; ++j, c = (c + 1 == n ? 0 : c + 1))
+      sim_[c] = std::max(sim_[c] - 1, kSimFloor);
     if (!deferred) total_pages += new_pages;
     deferred = *std::min_element(sim_.begin(), sim_.end()) < 0;
   }

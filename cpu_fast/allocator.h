@@ -66,9 +66,7 @@ class PageInterleaveAllocator {
 
  private:
   explicit PageInterleaveAllocator(const AllocatorConfig& config);
-  int64_t ClassCount(int64_t c) const {
-    return static_cast<int64_t>(free_[c].size() + release_[c].size());
-  }
+  int64_t ClassCount(int64_t c) const { return static_cast<int64_t>(free_[c].size() + release_[c].size()); }
   void ApplyFree(const std::vector<int64_t>& locs);
   void MergeAndSortAll();
 
@@ -77,8 +75,8 @@ class PageInterleaveAllocator {
   std::vector<std::vector<int64_t>> release_;  // per class, stored reversed: head at back()
   std::vector<uint8_t> allocated_;             // per logical page
   bool in_group_ = false;
-  std::vector<int64_t> group_locs_;            // queued frees of the open group, concatenated
-  std::vector<int64_t> sim_, starts_;          // alloc_extend scratch (pass 1)
+  std::vector<int64_t> group_locs_;    // queued frees of the open group, concatenated
+  std::vector<int64_t> sim_, starts_;  // alloc_extend scratch (pass 1)
 };
 
 }  // namespace kvshard::fast

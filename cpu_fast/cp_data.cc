@@ -65,7 +65,8 @@ StatusOr<std::vector<RowCopy>> BatchRerangeCopies(const Int64Table& split_lists,
     return RerangeError("bad_request_split", "request split must have 2 * cp_size entries. req_id=0 cp_size=", cp_size);
   }
   for (int64_t x : split_lists.values) {
-    if (x < 0 || x > kMaxCpTokens) return RerangeError("bad_request_split", "request split entries must be in [0, 2^48]");
+    if (x < 0 || x > kMaxCpTokens)
+      return RerangeError("bad_request_split", "request split entries must be in [0, 2^48]");
   }
   if (max_rank_token < 0) {
     return RerangeError("bad_max_rank_token", "max_rank_len[0] must be non-negative, got ", max_rank_token);
@@ -85,7 +86,8 @@ StatusOr<std::vector<RowCopy>> BatchRerangeCopies(const Int64Table& split_lists,
     for (int64_t s = 0; s < 2 * cp_size; ++s) {
       const bool first_half = s < cp_size;
       const int64_t rank = first_half ? s : 2 * cp_size - s - 1;
-      const int64_t src = rank * max_rank_token + t.rank_request_offsets[rank * batch + q] + (first_half ? 0 : split[rank]);
+      const int64_t src =
+          rank * max_rank_token + t.rank_request_offsets[rank * batch + q] + (first_half ? 0 : split[rank]);
       if (split[s] > 0) copies.push_back({src, dst, split[s]});
       dst += split[s];
     }
@@ -108,7 +110,8 @@ StatusOr<std::vector<RowCopy>> BatchRerangeCopiesFor(int64_t rows, int64_t row_b
   const int64_t batch = m.batch_size != 0 ? m.batch_size : 1;
   if (batch <= 1) return RerangeError("not_batch", "batch-aware rerange requires batch_size > 1, got ", batch);
   if (m.batch_plan == nullptr || m.batch_plan->request_split_lists.rows() != batch) {
-    return RerangeError("missing_request_split_lists", "request_split_lists is missing or incomplete. batch_size=", batch);
+    return RerangeError("missing_request_split_lists",
+                        "request_split_lists is missing or incomplete. batch_size=", batch);
   }
   if (static_cast<int64_t>(m.max_rank_len.size()) < cp_size) {
     return RerangeError("missing_max_rank_len", "max_rank_len is missing or shorter than cp_size. cp_size=", cp_size);

@@ -59,9 +59,8 @@ inline constexpr size_t kStreamingCopyBytes = size_t{32} << 20;
 template <HostRows Tensor>
 Status BatchInSeqAllGatherRerangeInto(const Tensor& gathered, const NSAContextParallelMetadata& metadata,
                                       int64_t cp_size, Tensor* out) {
-  KVSHARD_ASSIGN_OR_RETURN(
-      std::vector<RowCopy> copies,
-      BatchRerangeCopiesFor(gathered.rows, gathered.row_bytes, gathered.data.size(), metadata, cp_size));
+  KVSHARD_ASSIGN_OR_RETURN(std::vector<RowCopy> copies, BatchRerangeCopiesFor(gathered.rows, gathered.row_bytes,
+                                                                              gathered.data.size(), metadata, cp_size));
   const int64_t total = copies.empty() ? 0 : copies.back().dst_row + copies.back().rows;
   if (out->row_bytes != gathered.row_bytes || out->rows != total) {
     out->rows = total;

@@ -58,8 +58,8 @@ void PrefixOffsetsInto(std::span<const int64_t> lengths, Int64List* out) {
 }  // namespace
 
 StatusOr<CPSharedKVBatchPlan> BuildBatchPageAlignedInSeqSplitPlan(const Int64List& extend_lens,
-                                                                   const Int64List& prefix_lens, int64_t page_size,
-                                                                   int64_t cp_size, int64_t cp_rank) {
+                                                                  const Int64List& prefix_lens, int64_t page_size,
+                                                                  int64_t cp_size, int64_t cp_rank) {
   CPSharedKVBatchPlan plan;
   KVSHARD_RETURN_IF_ERROR(
       BuildBatchPageAlignedInSeqSplitPlanInto(extend_lens, prefix_lens, page_size, cp_size, cp_rank, &plan));
@@ -85,19 +85,20 @@ Status BuildBatchPageAlignedInSeqSplitPlanInto(const Int64List& extend_lens, con
   for (int64_t q = 0; q < batch; ++q) {
     const int64_t extend_len = extend_lens[q], prefix_len = prefix_lens[q];
     if (extend_len <= 0) {
-      return FailFast("batch_gt1_empty_extend",
-                      "CP shared-KV batch planning requires positive extend lens. req_id=", q,
+      return FailFast("batch_gt1_empty_extend", "CP shared-KV batch planning requires positive extend lens. req_id=", q,
                       " extend_len=", extend_len);
     }
     if (prefix_len < 0) return InvalidArgument("prefix_lens[", q, "]: must be non-negative, got ", prefix_len);
     if (prefix_len % page_size != 0) {
       return FailFast("batch_gt1_non_page_aligned_prefix",
                       "CP shared-KV batch planning requires page-aligned prefixes. The radix/HiCache match path "
-                      "should floor cache hits to the previous page boundary before planning. req_id=", q,
-                      " prefix_len=", prefix_len, " extend_len=", extend_len, " page_size=", page_size);
+                      "should floor cache hits to the previous page boundary before planning. req_id=",
+                      q, " prefix_len=", prefix_len, " extend_len=", extend_len, " page_size=", page_size);
     }
-    if (extend_len > kMaxCpTokens) return InvalidArgument("extend_lens[", q, "]: must be at most 2^48, got ", extend_len);
-    if (prefix_len > kMaxCpTokens) return InvalidArgument("prefix_lens[", q, "]: must be at most 2^48, got ", prefix_len);
+    if (extend_len > kMaxCpTokens)
+      return InvalidArgument("extend_lens[", q, "]: must be at most 2^48, got ", extend_len);
+    if (prefix_len > kMaxCpTokens)
+      return InvalidArgument("prefix_lens[", q, "]: must be at most 2^48, got ", prefix_len);
     total_tokens += extend_len;
     if (total_tokens > kMaxCpTokens) return InvalidArgument("extend_lens: total must be at most 2^48");
   }
@@ -116,21 +117,20 @@ Status BuildBatchPageAlignedInSeqSplitPlanInto(const Int64List& extend_lens, con
   p.request_prefix_lens = prefix_lens;
   const int64_t mirror = segments - cp_rank - 1;
   const size_t b = static_cast<size_t>(batch), bs = static_cast<size_t>(batch * segments);
-  for (Int64Table* t : {&p.request_split_lists, &p.request_segment_page_starts, &p.request_segment_page_ends,
-                        &p.request_compute_split_lists, &p.request_compute_segment_page_starts,
-                        &p.request_compute_segment_page_ends}) {
+  for (Int64Table* t :
+       {&p.request_split_lists, &p.request_segment_page_starts, &p.request_segment_page_ends,
+        &p.request_compute_split_lists, &p.request_compute_segment_page_starts, &p.request_compute_segment_page_ends}) {
     t->width = segments;
     t->values.resize(bs);
   }
   p.request_zigzag_indices.width = 2;
   p.request_zigzag_indices.values.resize(2 * b);
-  for (Int64List* l : {&p.request_padded_pages, &p.request_padded_tokens, &p.request_padding_tokens,
-                       &p.request_rank_local_tokens, &p.request_kv_len_prev, &p.request_kv_len_next,
-                       &p.request_actual_seq_q_prev, &p.request_actual_seq_q_next, &p.request_last_token_owner,
-                       &p.request_last_token_local_offset, &p.request_valid_actual_seq_q_prev,
-                       &p.request_valid_actual_seq_q_next, &p.request_compute_padded_pages,
-                       &p.request_compute_padded_tokens, &p.request_compute_padding_tokens,
-                       &p.request_compute_rank_local_tokens}) {
+  for (Int64List* l :
+       {&p.request_padded_pages, &p.request_padded_tokens, &p.request_padding_tokens, &p.request_rank_local_tokens,
+        &p.request_kv_len_prev, &p.request_kv_len_next, &p.request_actual_seq_q_prev, &p.request_actual_seq_q_next,
+        &p.request_last_token_owner, &p.request_last_token_local_offset, &p.request_valid_actual_seq_q_prev,
+        &p.request_valid_actual_seq_q_next, &p.request_compute_padded_pages, &p.request_compute_padded_tokens,
+        &p.request_compute_padding_tokens, &p.request_compute_rank_local_tokens}) {
     l->resize(b);
   }
   p.request_valid_query_row_spans.resize(b);
@@ -149,14 +149,13 @@ Status BuildBatchPageAlignedInSeqSplitPlanInto(const Int64List& extend_lens, con
     const int64_t base_page = by_page.Div(prefix_len);
     const int64_t base = by_segments.Div(padded_pages), remainder = padded_pages - base * segments;
     DealPageUnits(base, remainder, base_page, segments, page_size, valid.data(),
-                            p.request_segment_page_starts[q].data(), p.request_segment_page_ends[q].data());
+                  p.request_segment_page_starts[q].data(), p.request_segment_page_ends[q].data());
     if (tail_tokens != 0) valid[base > 0 ? segments - 1 : remainder - 1] -= page_size - tail_tokens;
     // Compute split: max(pages, N) full page units; fewer pages than N deal one unit to each of N segments.
     const int64_t compute_pages = std::max(padded_pages, cp_size);
     const bool padded = compute_pages != padded_pages;
-    DealPageUnits(padded ? 0 : base, padded ? cp_size : remainder, base_page, segments, page_size,
-                            compute.data(), p.request_compute_segment_page_starts[q].data(),
-                            p.request_compute_segment_page_ends[q].data());
+    DealPageUnits(padded ? 0 : base, padded ? cp_size : remainder, base_page, segments, page_size, compute.data(),
+                  p.request_compute_segment_page_starts[q].data(), p.request_compute_segment_page_ends[q].data());
     const LastToken last = LocateLastToken(compute, cp_size, extend_len);
     // Request-local prefix sums of the valid split in closed form: the tokens before segment s are the pages
     // dealt before it, capped at the extend (only the last page is partial).

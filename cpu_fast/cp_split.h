@@ -15,8 +15,8 @@ namespace kvshard::fast {
 // Errors: InvalidArgument naming the field (SGLang ValueErrors), or the fail-fast tags
 // batch_gt1_empty_extend, batch_gt1_non_page_aligned_prefix, batch_gt1_page_split_fallback.
 StatusOr<CPSharedKVBatchPlan> BuildBatchPageAlignedInSeqSplitPlan(const Int64List& extend_lens,
-                                                                   const Int64List& prefix_lens, int64_t page_size,
-                                                                   int64_t cp_size, int64_t cp_rank);
+                                                                  const Int64List& prefix_lens, int64_t page_size,
+                                                                  int64_t cp_size, int64_t cp_rank);
 
 // The same into *plan, reusing its storage (a scheduler rebuilding the plan every step allocates nothing
 // once the batch stops growing). On error *plan is unspecified.

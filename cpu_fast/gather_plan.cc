@@ -111,7 +111,7 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
     }
     const int64_t* pages = r.pages.data();
     const int64_t n_pages = static_cast<int64_t>(r.pages.size());  // >= k_pages: seq_len >= prefix_len
-    bool out_of_range = false;  // chunk pages (usually one) here, prefix pages below
+    bool out_of_range = false;                                     // chunk pages (usually one) here, prefix pages below
     for (int64_t k = k_pages; k < n_pages; ++k) out_of_range |= pages[k] < lo_page || pages[k] >= hi_page;
     if (out_of_range) return structural_fault(i);
     n_chunk += n_pages - k_pages;

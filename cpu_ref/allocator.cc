@@ -270,9 +270,8 @@ Status RunOp(PageInterleaveAllocator& a, const AllocOp& op, AllocOpResult* resul
 
 StatusOr<std::vector<AllocOpResult>> RunAllocScript(const AllocScript& script) {
   KVSHARD_ASSIGN_OR_RETURN(PageInterleaveAllocator a,
-                           PageInterleaveAllocator::Create({script.shard_size, script.page_size,
-                                                            script.pages_per_rank, script.need_sort,
-                                                            script.check_last_loc}));
+                           PageInterleaveAllocator::Create({script.shard_size, script.page_size, script.pages_per_rank,
+                                                            script.need_sort, script.check_last_loc}));
   std::vector<AllocOpResult> results;
   for (size_t k = 0; k < script.ops.size(); ++k) {
     AllocOpResult answer;

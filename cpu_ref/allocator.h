@@ -91,7 +91,7 @@ class PageInterleaveAllocator {
   std::vector<std::deque<int64_t>> class_release_pages_;  // per class (need_sort), head first
   std::vector<uint8_t> allocated_;                        // per logical page: handed out (or reserved)
   bool in_free_group_ = false;
-  std::vector<int64_t> free_group_;                       // the open group's queued frees, concatenated
+  std::vector<int64_t> free_group_;  // the open group's queued frees, concatenated
 };
 
 // Runs a script on a fresh allocator; one result per op. Errors are prefixed with "ops[k].".

@@ -138,7 +138,7 @@ TEST(AllocatorTest, FreeGroupAppliesConcatenationAtEnd) {
   ASSERT_TRUE(a.FreeGroupBegin().ok());
   std::vector<int64_t> locs = {18, 19};  // page 9
   ASSERT_TRUE(a.Free(locs).ok());
-  locs = {4};  // the snapshot is queued, not the vector
+  locs = {4};                             // the snapshot is queued, not the vector
   ASSERT_TRUE(a.Free({10, 5, 18}).ok());  // pages 5, 2, 9
   EXPECT_EQ(a.class_free_page_counts(), (V{0, 0}));
   ASSERT_TRUE(a.FreeGroupEnd().ok());

@@ -76,8 +76,10 @@ StatusOr<HostTensor> InSeqCollectLastTokenBatch(const std::vector<HostTensor>& r
   if (rank_plans.size() != rank_hidden.size()) return InvalidArgument("rank_plans: need one plan per rank");
   std::vector<HostTensor> local;
   for (size_t r = 0; r < rank_hidden.size(); ++r) {
-    if (rank_plans[r].cp_rank != static_cast<int64_t>(r) || rank_plans[r].cp_size != static_cast<int64_t>(rank_hidden.size())) {
-      return InvalidArgument("rank_plans[", r, "]: built for rank ", rank_plans[r].cp_rank, " of ", rank_plans[r].cp_size);
+    if (rank_plans[r].cp_rank != static_cast<int64_t>(r) ||
+        rank_plans[r].cp_size != static_cast<int64_t>(rank_hidden.size())) {
+      return InvalidArgument("rank_plans[", r, "]: built for rank ", rank_plans[r].cp_rank, " of ",
+                             rank_plans[r].cp_size);
     }
     KVSHARD_ASSIGN_OR_RETURN(HostTensor rows, InSeqLastTokenLocalRows(rank_hidden[r], rank_plans[r]));
     local.push_back(std::move(rows));

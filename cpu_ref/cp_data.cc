@@ -80,8 +80,8 @@ Status CheckSplitMetadata(const CPSharedKVBatchPlan& plan, const SplitTargets& t
 
 // The input holds exactly the batch's valid rows, or (compute kind) also trailing compute or static padding rows,
 // which the split ignores; else batch_gt1_split_input_len_mismatch.
-Status CheckSplitInputRows(int64_t input_rows, const CPSharedKVBatchPlan& plan, const SplitTargets& t,
-                           SplitKind kind, std::optional<int64_t> static_padded_tokens) {
+Status CheckSplitInputRows(int64_t input_rows, const CPSharedKVBatchPlan& plan, const SplitTargets& t, SplitKind kind,
+                           std::optional<int64_t> static_padded_tokens) {
   const int64_t expected = Sum(plan.request_extend_lens);
   if (input_rows == expected) return Status::Ok();
   const bool compute_kind = kind == SplitKind::kCompute, compute_padding = plan.compute_padding_enabled;
@@ -110,13 +110,15 @@ Status CheckRequestSplit(int64_t q, int64_t current, int64_t target, std::span<c
     return FailFast("batch_gt1_compute_padding_empty_request", "cannot compute-pad an empty request. req_id=", q);
   }
   if (pad > 0 && mode == SplitMode::kPosition && row_bytes != 8) {
-    return FailFast("batch_gt1_position_padding_rank", "position compute padding expects a 1D position tensor. req_id=",
-                    q, " shape=(", current, ", ", row_bytes, " bytes)");
+    return FailFast("batch_gt1_position_padding_rank",
+                    "position compute padding expects a 1D position tensor. req_id=", q, " shape=(", current, ", ",
+                    row_bytes, " bytes)");
   }
   if (Sum(split) != target) {
     const char* mode_name = mode == SplitMode::kData ? "data" : mode == SplitMode::k1d ? "1d" : "position";
-    return FailFast("batch_gt1_split_target_len_mismatch", "request split rows must equal padded request rows. req_id=",
-                    q, " split_total=", Sum(split), " request_rows=", target, " mode=", mode_name);
+    return FailFast("batch_gt1_split_target_len_mismatch",
+                    "request split rows must equal padded request rows. req_id=", q, " split_total=", Sum(split),
+                    " request_rows=", target, " mode=", mode_name);
   }
   return Status::Ok();
 }
@@ -148,7 +150,8 @@ Status ValidateRerangeSplits(const Int64Table& split_lists, int64_t cp_size, int
     return RerangeError("bad_request_split", "request split must have 2 * cp_size entries. req_id=0 cp_size=", cp_size);
   }
   for (int64_t x : split_lists.values) {
-    if (x < 0 || x > kMaxCpTokens) return RerangeError("bad_request_split", "request split entries must be in [0, 2^48]");
+    if (x < 0 || x > kMaxCpTokens)
+      return RerangeError("bad_request_split", "request split entries must be in [0, 2^48]");
   }
   if (max_rank_token < 0) {
     return RerangeError("bad_max_rank_token", "max_rank_len[0] must be non-negative, got ", max_rank_token);
@@ -178,7 +181,8 @@ StatusOr<int64_t> CheckBatchRerangeInput(const HostTensor& gathered, const NSACo
   const int64_t batch = m.batch_size != 0 ? m.batch_size : 1;
   if (batch <= 1) return RerangeError("not_batch", "batch-aware rerange requires batch_size > 1, got ", batch);
   if (m.batch_plan == nullptr || m.batch_plan->request_split_lists.rows() != batch) {
-    return RerangeError("missing_request_split_lists", "request_split_lists is missing or incomplete. batch_size=", batch);
+    return RerangeError("missing_request_split_lists",
+                        "request_split_lists is missing or incomplete. batch_size=", batch);
   }
   if (static_cast<int64_t>(m.max_rank_len.size()) < cp_size) {
     return RerangeError("missing_max_rank_len", "max_rank_len is missing or shorter than cp_size. cp_size=", cp_size);
@@ -213,9 +217,8 @@ StatusOr<SplitKind> ParseSplitKind(const std::string& kind) {
   return InvalidArgument("split_kind: unsupported CP batch split_kind='", kind, "'");
 }
 
-StatusOr<HostTensor> SplitTensorByCPBatchPlan(const HostTensor& input, const CPSharedKVBatchPlan& plan,
-                                              SplitMode mode, SplitKind kind,
-                                              std::optional<int64_t> static_padded_tokens) {
+StatusOr<HostTensor> SplitTensorByCPBatchPlan(const HostTensor& input, const CPSharedKVBatchPlan& plan, SplitMode mode,
+                                              SplitKind kind, std::optional<int64_t> static_padded_tokens) {
   KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(input, "input"));
   const SplitTargets t = SplitTargetsFor(plan, kind);
   const int64_t batch = plan.batch_size != 0 ? plan.batch_size : 1;  // SGLang: int(batch_size or 1)
@@ -240,8 +243,7 @@ StatusOr<HostTensor> SplitTensorByCPBatchPlan(const HostTensor& input, const CPS
 StatusOr<ValidRowSelector> BuildCPLocalValidRowSelector(const CPSharedKVBatchPlan& plan) {
   const int64_t batch = plan.batch_size != 0 ? plan.batch_size : 1;
   const Int64Table& compute = plan.request_compute_split_lists;
-  const Int64Table& valid =
-      plan.request_valid_split_lists();
+  const Int64Table& valid = plan.request_valid_split_lists();
   if (compute.rows() != batch || valid.rows() != batch || plan.request_zigzag_indices.rows() != batch) {
     return FailFast("cache_write_valid_selector_metadata",
                     "CP shared-KV cache writes require valid and compute split metadata when compute padding is "
@@ -250,9 +252,8 @@ StatusOr<ValidRowSelector> BuildCPLocalValidRowSelector(const CPSharedKVBatchPla
   ValidRowSelector sel;
   for (int64_t q = 0; q < batch; ++q) {
     if (compute.width != valid.width) {
-      return FailFast("cache_write_valid_selector_metadata",
-                      "valid and compute split metadata disagree. req_id=", q, " compute_segments=", compute.width,
-                      " valid_segments=", valid.width);
+      return FailFast("cache_write_valid_selector_metadata", "valid and compute split metadata disagree. req_id=", q,
+                      " compute_segments=", compute.width, " valid_segments=", valid.width);
     }
     for (int64_t segment : plan.request_zigzag_indices[q]) {
       if (segment < 0 || segment >= compute.width) {
@@ -282,8 +283,8 @@ StatusOr<HostTensor> SelectCPLocalValidRowsForCacheWrite(const HostTensor& local
   if (local.rows != sel.compute_rows) {
     return FailFast("cache_write_valid_selector_shape",
                     "CP shared-KV cache write tensor must contain local compute rows before valid-row selection. "
-                    "local_rows=", local.rows, " expected_compute_rows=", sel.compute_rows,
-                    " valid_rows=", sel.indices.size());
+                    "local_rows=",
+                    local.rows, " expected_compute_rows=", sel.compute_rows, " valid_rows=", sel.indices.size());
   }
   return IndexRows(local, sel.indices);
 }
@@ -291,7 +292,8 @@ StatusOr<HostTensor> SelectCPLocalValidRowsForCacheWrite(const HostTensor& local
 StatusOr<HostTensor> AllGatherPadded(const std::vector<HostTensor>& rank_inputs, int64_t total_len) {
   if (rank_inputs.empty()) return InvalidArgument("rank_inputs: need one tensor per rank, got none");
   const int64_t n = static_cast<int64_t>(rank_inputs.size());
-  if (total_len < 0 || total_len > kMaxCpTokens) return InvalidArgument("total_len: must be in [0, 2^48], got ", total_len);
+  if (total_len < 0 || total_len > kMaxCpTokens)
+    return InvalidArgument("total_len: must be in [0, 2^48], got ", total_len);
   const int64_t max_len = (total_len + n - 1) / n;
   HostTensor out;
   out.row_bytes = rank_inputs[0].row_bytes;
@@ -300,7 +302,8 @@ StatusOr<HostTensor> AllGatherPadded(const std::vector<HostTensor>& rank_inputs,
     KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(in, "rank_inputs"));
     if (in.row_bytes != out.row_bytes) return InvalidArgument("rank_inputs[", r, "]: row width differs from rank 0");
     if (in.rows > max_len) {
-      return InvalidArgument("rank_inputs[", r, "]: ", in.rows, " rows exceed the all-gather block of ", max_len, " rows");
+      return InvalidArgument("rank_inputs[", r, "]: ", in.rows, " rows exceed the all-gather block of ", max_len,
+                             " rows");
     }
     AppendRows(in, 0, in.rows, &out);
     out.data.resize(static_cast<size_t>((out.rows + max_len - in.rows) * out.row_bytes), 0);
@@ -349,7 +352,8 @@ StatusOr<HostTensor> InSeqAllGatherRerange(const HostTensor& gathered, const NSA
   HostTensor out;
   out.row_bytes = gathered.row_bytes;
   for (int64_t i : m.cp_reverse_index) {
-    if (i < 0 || i >= static_cast<int64_t>(starts.size())) return InvalidArgument("cp_reverse_index: out of range: ", i);
+    if (i < 0 || i >= static_cast<int64_t>(starts.size()))
+      return InvalidArgument("cp_reverse_index: out of range: ", i);
     AppendRows(trimmed, starts[i], m.reverse_split_len[i], &out);
   }
   return out;

@@ -30,8 +30,8 @@ StatusOr<SplitKind> ParseSplitKind(const std::string& kind);
 // Tags: batch_gt1_missing_split_metadata, batch_gt1_split_input_len_mismatch,
 // batch_gt1_split_target_len_mismatch, batch_gt1_compute_padding_len_mismatch,
 // batch_gt1_compute_padding_empty_request, batch_gt1_position_padding_rank.
-StatusOr<HostTensor> SplitTensorByCPBatchPlan(const HostTensor& input, const CPSharedKVBatchPlan& plan,
-                                              SplitMode mode, SplitKind kind,
+StatusOr<HostTensor> SplitTensorByCPBatchPlan(const HostTensor& input, const CPSharedKVBatchPlan& plan, SplitMode mode,
+                                              SplitKind kind,
                                               std::optional<int64_t> static_padded_tokens = std::nullopt);
 
 // Local compute-row indices of this rank's valid rows and the compute row count they index into

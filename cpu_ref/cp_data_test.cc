@@ -95,7 +95,8 @@ TEST(CpDataTest, RoundRobinTokensRoundTrip) {
 class BatchPlanTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (int64_t r = 0; r < 2; ++r) plans.push_back(BuildBatchPageAlignedInSeqSplitPlan({5, 37, 3}, {0, 16, 8}, 4, 2, r).value());
+    for (int64_t r = 0; r < 2; ++r)
+      plans.push_back(BuildBatchPageAlignedInSeqSplitPlan({5, 37, 3}, {0, 16, 8}, 4, 2, r).value());
   }
   std::vector<CPSharedKVBatchPlan> plans;
   const HostTensor x = Rows(Range(1, 46));  // token ids 1..45 (0 marks padding)
@@ -112,7 +113,8 @@ TEST_F(BatchPlanTest, ComputeSplitPadsWithZerosOrPositions) {
   HostTensor c = SplitTensorByCPBatchPlan(x, plans[1], SplitMode::kData, SplitKind::kCompute).value();
   EXPECT_EQ(Ids(c), Cat({{5, 0, 0, 0}, Range(18, 38), {0, 0, 0, 0}}));
   // Position mode continues last + 1 (request 2's positions 43,44,45 -> pads 46..).
-  HostTensor pos = SplitTensorByCPBatchPlan(Rows(Range(1, 46), 8), plans[1], SplitMode::kPosition, SplitKind::kCompute).value();
+  HostTensor pos =
+      SplitTensorByCPBatchPlan(Rows(Range(1, 46), 8), plans[1], SplitMode::kPosition, SplitKind::kCompute).value();
   EXPECT_EQ(Ids(pos), Cat({{5, 6, 7, 8}, Range(18, 38), {47, 48, 49, 50}}));
   EXPECT_TRUE(HasTag(SplitTensorByCPBatchPlan(x, plans[1], SplitMode::kPosition, SplitKind::kCompute).status(),
                      "batch_gt1_position_padding_rank"));
@@ -131,7 +133,8 @@ TEST_F(BatchPlanTest, InputLengthRules) {
   EXPECT_TRUE(HasTag(s, "batch_gt1_split_input_len_mismatch"));
   EXPECT_NE(s.message().find("input tokens=49 expected=45"), std::string::npos);
   s = SplitTensorByCPBatchPlan(Rows(Range(1, 40)), plans[0], SplitMode::kData, SplitKind::kCompute).status();
-  EXPECT_EQ(s.message(), "[CP_SHARED_KV_FAIL_FAST][batch_gt1_split_input_len_mismatch] input tokens=39 expected=45 max_compute=56");
+  EXPECT_EQ(s.message(),
+            "[CP_SHARED_KV_FAIL_FAST][batch_gt1_split_input_len_mismatch] input tokens=39 expected=45 max_compute=56");
   CPSharedKVBatchPlan broken = plans[0];
   broken.request_zigzag_indices.values.resize(broken.request_zigzag_indices.values.size() - 2);
   EXPECT_TRUE(HasTag(SplitTensorByCPBatchPlan(x, broken, SplitMode::kData, SplitKind::kValid).status(),
@@ -165,15 +168,21 @@ TEST_F(BatchPlanTest, BatchRerangeRestoresRequestOrder) {
   // Error reasons.
   EXPECT_NE(BatchInSeqAllGatherRerange(Rows(Range(0, 10)), m, 2).status().message().find("reason=input_rows_short"),
             std::string::npos);
-  EXPECT_NE(BatchRerangeSourceRows(plans[0].request_split_lists, 2, 23).status().message().find(
-                "reason=rank_payload_exceeds_max"), std::string::npos);
-  NSAContextParallelMetadata one = BuildBatchMetadataFromPlan(BuildBatchPageAlignedInSeqSplitPlan({5}, {0}, 4, 2, 0).value()).value();
-  EXPECT_NE(BatchInSeqAllGatherRerange(gathered, one, 2).status().message().find("reason=not_batch"), std::string::npos);
+  EXPECT_NE(BatchRerangeSourceRows(plans[0].request_split_lists, 2, 23)
+                .status()
+                .message()
+                .find("reason=rank_payload_exceeds_max"),
+            std::string::npos);
+  NSAContextParallelMetadata one =
+      BuildBatchMetadataFromPlan(BuildBatchPageAlignedInSeqSplitPlan({5}, {0}, 4, 2, 0).value()).value();
+  EXPECT_NE(BatchInSeqAllGatherRerange(gathered, one, 2).status().message().find("reason=not_batch"),
+            std::string::npos);
 }
 
 // An output over 32 MiB takes the streaming-store copy path; odd row widths exercise its unaligned head and tail.
 TEST(CpDataTest, LargeBatchRerangeMatchesSourceRows) {
-  const CPSharedKVBatchPlan plan = BuildBatchPageAlignedInSeqSplitPlan({5000, 3001, 1003}, {64, 0, 128}, 64, 4, 0).value();
+  const CPSharedKVBatchPlan plan =
+      BuildBatchPageAlignedInSeqSplitPlan({5000, 3001, 1003}, {64, 0, 128}, 64, 4, 0).value();
   const NSAContextParallelMetadata m = BuildBatchMetadataFromPlan(plan).value();
   for (int64_t width : {int64_t{4096}, int64_t{4101}}) {
     HostTensor gathered = HostTensor::Zeros(m.total_seq_lens, width);

@@ -51,7 +51,7 @@ std::string PyListRepr(const std::optional<Int64List>& v) {
 }
 
 StatusOr<std::pair<HostTensor, HostTensor>> SplitInSeqCpLocalPair(const HostTensor& input, int64_t prev_len,
-                                                                 int64_t next_len, const std::string& name) {
+                                                                  int64_t next_len, const std::string& name) {
   KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(input, name.c_str()));
   const bool in_range = prev_len >= 0 && next_len >= 0 && prev_len <= kMaxCpTokens && next_len <= kMaxCpTokens;
   if (!in_range || prev_len + next_len != input.rows) {
@@ -143,14 +143,15 @@ StatusOr<bool> ValidateCpSharedKVCpSplitPlanInputs(const CpForwardState& batch, 
   if (!extend || !prefix || ps <= 0) {
     return FailFast("cp_split_missing_page_plan_inputs",
                     "CP shared KV NSA in-seq split requires extend lengths, prefix lengths, and "
-                    "token_to_kv_pool.page_size before planning. extend_seq_lens_cpu=", PyListRepr(extend),
-                    " extend_prefix_lens_cpu=", PyListRepr(prefix), " page_size=", ps, " cp_size=", cp_size);
+                    "token_to_kv_pool.page_size before planning. extend_seq_lens_cpu=",
+                    PyListRepr(extend), " extend_prefix_lens_cpu=", PyListRepr(prefix), " page_size=", ps,
+                    " cp_size=", cp_size);
   }
   if (extend->size() != prefix->size()) {
     return FailFast("cp_split_length_mismatch",
                     "CP shared KV NSA in-seq split requires one prefix length per extend length. "
-                    "extend_seq_lens_cpu=", PyListRepr(extend), " extend_prefix_lens_cpu=", PyListRepr(prefix),
-                    " cp_size=", cp_size);
+                    "extend_seq_lens_cpu=",
+                    PyListRepr(extend), " extend_prefix_lens_cpu=", PyListRepr(prefix), " cp_size=", cp_size);
   }
   bool has_extend = false;
   for (size_t q = 0; q < extend->size(); ++q) {
@@ -162,8 +163,8 @@ StatusOr<bool> ValidateCpSharedKVCpSplitPlanInputs(const CpForwardState& batch, 
     if (p % ps != 0) {
       return FailFast("cp_split_non_page_aligned_prefix",
                       "CP shared KV NSA in-seq split requires a page-aligned prefix. The radix/HiCache match path "
-                      "should floor cache hits to the previous page boundary before CP split planning. req_id=", q,
-                      " prefix_len=", p, " extend_len=", e, " page_size=", ps, " cp_size=", cp_size);
+                      "should floor cache hits to the previous page boundary before CP split planning. req_id=",
+                      q, " prefix_len=", p, " extend_len=", e, " page_size=", ps, " cp_size=", cp_size);
     }
     has_extend = has_extend || e > 0;
   }

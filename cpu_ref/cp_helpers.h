@@ -30,24 +30,24 @@ bool IsNsaPrefillCpRoundRobinSplit(const CpServerArgs& args);
 // The forward-batch fields the gates and padding helpers read (None = std::nullopt).
 struct CpForwardState {
   bool uses_cp_shared_kv = false;
-  bool is_context_parallel_extend = true;      // forward_mode.is_context_parallel_extend()
-  bool sglang_cp_draft_shared_kv = false;      // envs.SGLANG_CP_DRAFT_SHARED_KV
-  bool is_draft_extend = false;                // forward_mode.is_draft_extend(include_v2=True)
+  bool is_context_parallel_extend = true;  // forward_mode.is_context_parallel_extend()
+  bool sglang_cp_draft_shared_kv = false;  // envs.SGLANG_CP_DRAFT_SHARED_KV
+  bool is_draft_extend = false;            // forward_mode.is_draft_extend(include_v2=True)
   std::optional<Int64List> extend_seq_lens_cpu;
   std::optional<Int64List> extend_prefix_lens_cpu;
-  int64_t page_size = 0;                       // token_to_kv_pool.page_size (0 when absent)
+  int64_t page_size = 0;  // token_to_kv_pool.page_size (0 when absent)
   std::optional<Int64List> global_num_tokens_cpu;
   // DpPaddingMode.get_dp_padding_mode(is_extend_in_batch, global_num_tokens).is_max_len(): that function is not
   // in the seeds (its rule differs between SGLang versions), so the caller states the mode.
   bool dp_padding_max_len = false;
-  int64_t attention_dp_rank = 0;               // get_attention_dp_rank()
+  int64_t attention_dp_rank = 0;  // get_attention_dp_rank()
 };
 
 // SGLang split_in_seq_cp_local_pair: rows [0, prev_len) and [prev_len, prev_len+next_len) of a rank's local rows
 // (never halves). Error "<name> local in-seq CP length mismatch: actual=..., expected=..., prev_len=...,
 // next_len=..." unless rows == prev_len + next_len.
 StatusOr<std::pair<HostTensor, HostTensor>> SplitInSeqCpLocalPair(const HostTensor& input, int64_t prev_len,
-                                                                 int64_t next_len, const std::string& name = "input");
+                                                                  int64_t next_len, const std::string& name = "input");
 
 // SGLang get_cp_local_embedding_padded_token_count: max_rank_len[0], or None without metadata / max_rank_len, or
 // when it is below local_num_tokens.

@@ -77,7 +77,7 @@ TEST(CpHelpersTest, CanCpSplitGates) {
   EXPECT_FALSE(CanCpSplit(8, 1, true, b, in_seq).value());   // N = 1
   EXPECT_FALSE(CanCpSplit(8, 2, false, b, in_seq).value());  // not NSA
   b.extend_seq_lens_cpu = Int64List{1};
-  EXPECT_FALSE(CanCpSplit(8, 2, true, b, in_seq).value());   // fewer than N extend tokens
+  EXPECT_FALSE(CanCpSplit(8, 2, true, b, in_seq).value());  // fewer than N extend tokens
   // Shared KV: one extend token and valid plan inputs suffice.
   b.uses_cp_shared_kv = true;
   b.extend_prefix_lens_cpu = Int64List{4};
@@ -121,8 +121,9 @@ TEST(CpHelpersTest, SharedKVPlanInputTags) {
   EXPECT_NE(ValidateCpSharedKVCpSplitPlanInputs(b, 2).status().message().find("[cp_split_length_mismatch]"),
             std::string::npos);
   b.extend_prefix_lens_cpu = Int64List{0, -4};
-  EXPECT_NE(ValidateCpSharedKVCpSplitPlanInputs(b, 2).status().message().find("[cp_split_negative_len] "
-            "CP shared KV NSA in-seq split received a negative length. req_id=1 prefix_len=-4 extend_len=2"),
+  EXPECT_NE(ValidateCpSharedKVCpSplitPlanInputs(b, 2).status().message().find(
+                "[cp_split_negative_len] "
+                "CP shared KV NSA in-seq split received a negative length. req_id=1 prefix_len=-4 extend_len=2"),
             std::string::npos);
   b.extend_prefix_lens_cpu = Int64List{0, 6};
   EXPECT_NE(ValidateCpSharedKVCpSplitPlanInputs(b, 2).status().message().find("[cp_split_non_page_aligned_prefix]"),

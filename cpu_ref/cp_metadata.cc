@@ -109,8 +109,7 @@ StatusOr<NSAContextParallelMetadata> BuildScalarCPMetadata(const InSeqSplit& spl
 StatusOr<NSAContextParallelMetadata> PrepareInputDpWithCpDsa(const CPPrepareInput& in) {
   if (in.uses_cp_shared_kv) {
     if (!in.page_size.has_value()) {
-      return FailFast("cp_shared_missing_page_size",
-                      "CP shared-KV batch planning requires token_to_kv_pool.page_size");
+      return FailFast("cp_shared_missing_page_size", "CP shared-KV batch planning requires token_to_kv_pool.page_size");
     }
     KVSHARD_ASSIGN_OR_RETURN(
         CPSharedKVBatchPlan plan,

@@ -2,7 +2,6 @@
 // SplitTensorByCPBatchPlan (batch) or the split_list/zigzag_index rebuild (bs = 1), the caches written last.
 #include "cpu_ref/cp_shared_kv.h"
 
-
 #include "core/cp_limits.h"
 #include "core/host_tensor.h"
 #include "cpu_ref/cp_data.h"
@@ -58,7 +57,8 @@ StatusOr<SplitTokens> PlanSplitTokens(const CPSharedKVBatchPlan* plan, const NSA
 }  // namespace
 
 Status ValidateCpSharedKVLayout(const CpSharedKVLayout& l) {
-  if (!ValidateCpSize(l.cp_size).ok()) return InvalidArgument("cp_shared_kv_layout.cp_size: ", l.cp_size, " out of range");
+  if (!ValidateCpSize(l.cp_size).ok())
+    return InvalidArgument("cp_shared_kv_layout.cp_size: ", l.cp_size, " out of range");
   if (l.cp_rank < 0 || l.cp_rank >= l.cp_size) {
     return InvalidArgument("cp_shared_kv_layout.cp_rank: ", l.cp_rank, " not in [0, ", l.cp_size, ")");
   }
@@ -112,8 +112,8 @@ StatusOr<Int64List> OutCacheLocOfSplit(const CpSharedKVForwardBatch& batch, cons
 StatusOr<Int64List> LocalLocs(const Int64List& locs, const CPSharedKVBatchPlan* plan,
                               const NSAContextParallelMetadata& m) {
   if (plan == nullptr) return SplitScalar(locs, m);
-  KVSHARD_ASSIGN_OR_RETURN(const HostTensor t,
-                           SplitTensorByCPBatchPlan(HostTensor::FromInt64s(locs), *plan, SplitMode::k1d, SplitKind::kValid));
+  KVSHARD_ASSIGN_OR_RETURN(const HostTensor t, SplitTensorByCPBatchPlan(HostTensor::FromInt64s(locs), *plan,
+                                                                        SplitMode::k1d, SplitKind::kValid));
   return t.Int64s();
 }
 
@@ -140,7 +140,8 @@ StatusOr<std::optional<Int64List>> GetCpSharedKVLocalOutCacheLoc(CpSharedKVForwa
   const NSAContextParallelMetadata& m = *batch->nsa_cp_metadata;
   const CPSharedKVBatchPlan* plan = GetCpSharedKVBatchPlan(*batch);
   if (plan == nullptr && m.batch_size > 1) {
-    return FailFast("batch_gt1_missing_split_metadata", "CP shared-KV batch split requires per-request split metadata.");
+    return FailFast("batch_gt1_missing_split_metadata",
+                    "CP shared-KV batch split requires per-request split metadata.");
   }
   KVSHARD_ASSIGN_OR_RETURN(const SplitTokens split, PlanSplitTokens(plan, m));
   KVSHARD_ASSIGN_OR_RETURN(const Int64List locs, OutCacheLocOfSplit(*batch, split));
@@ -223,7 +224,8 @@ StatusOr<Int64List> OutCacheLocFromPages(const Int64List& extend_lens, const std
     if (extend_lens[q] < 0 || static_cast<int64_t>(extend_pages[q].size()) < pages) {
       return InvalidArgument("extend_pages[", q, "]: ", extend_pages[q].size(), " pages for extend ", extend_lens[q]);
     }
-    for (int64_t t = 0; t < extend_lens[q]; ++t) locs.push_back(extend_pages[q][t / page_size] * page_size + t % page_size);
+    for (int64_t t = 0; t < extend_lens[q]; ++t)
+      locs.push_back(extend_pages[q][t / page_size] * page_size + t % page_size);
   }
   return locs;
 }
@@ -239,8 +241,8 @@ StatusOr<std::vector<DirectWriteOwnerMismatch>> FindDirectWriteOwnerMismatches(
     const std::optional<Int64List> owners = BuildInSeqPageComputeOwners(
         plan.request_extend_lens[q], plan.request_prefix_lens[q], plan.page_size, plan.cp_size);
     if (!owners) {
-      return FailFast("batch_gt1_page_owner_plan_unavailable", "req_id=", q, " extend_len=",
-                      plan.request_extend_lens[q], " prefix_len=", plan.request_prefix_lens[q],
+      return FailFast("batch_gt1_page_owner_plan_unavailable", "req_id=", q,
+                      " extend_len=", plan.request_extend_lens[q], " prefix_len=", plan.request_prefix_lens[q],
                       " page_size=", plan.page_size, " cp_size=", plan.cp_size);
     }
     if (extend_pages[q].size() < owners->size()) {

@@ -41,11 +41,11 @@ struct CpSharedKVForwardBatch {
   CpServerArgs server_args;                                   // nsa_prefill_cp_mode (in-seq-split required)
   std::optional<NSAContextParallelMetadata> nsa_cp_metadata;  // batch_plan set for the batch path
   std::optional<CpSharedKVLayout> cp_shared_kv_layout;
-  std::optional<Int64List> out_cache_loc;                     // logical locs, one per flattened batch row
-  std::optional<int64_t> extend_num_tokens;                   // static padded rows (trailing padding allowed)
-  std::optional<Int64List> cp_local_out_cache_loc;            // cache: set only on success
-  std::optional<Int64List> cp_local_physical_out_cache_loc;   // cache: set only on success
-  std::vector<std::string> direct_write_fallbacks;            // "[CP_SHARED_KV_FALLBACK][direct_write] reason=..."
+  std::optional<Int64List> out_cache_loc;                    // logical locs, one per flattened batch row
+  std::optional<int64_t> extend_num_tokens;                  // static padded rows (trailing padding allowed)
+  std::optional<Int64List> cp_local_out_cache_loc;           // cache: set only on success
+  std::optional<Int64List> cp_local_physical_out_cache_loc;  // cache: set only on success
+  std::vector<std::string> direct_write_fallbacks;           // "[CP_SHARED_KV_FALLBACK][direct_write] reason=..."
 };
 
 // SGLang get_cp_shared_kv_batch_plan: metadata.batch_plan (nullptr on the bs = 1 path).

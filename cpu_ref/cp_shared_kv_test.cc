@@ -80,13 +80,15 @@ TEST(CpSharedKVTest, TrailingStaticPaddingIsDroppedOnlyUpToExtendNumTokens) {
   CpSharedKVForwardBatch over = Batch(0);
   over.out_cache_loc->insert(over.out_cache_loc->end(), {0, 0, 0});
   over.extend_num_tokens = 47;
-  EXPECT_EQ(Error(over), "[CP_SHARED_KV_FAIL_FAST][direct_write] reason=batch_split_out_cache_len_mismatch "
-                         "split_list tokens=45 out_cache_loc tokens=48 static_padded=47");
+  EXPECT_EQ(Error(over),
+            "[CP_SHARED_KV_FAIL_FAST][direct_write] reason=batch_split_out_cache_len_mismatch "
+            "split_list tokens=45 out_cache_loc tokens=48 static_padded=47");
   CpSharedKVForwardBatch short_locs = Batch(0);
   short_locs.out_cache_loc->pop_back();
   short_locs.extend_num_tokens = 47;
-  EXPECT_EQ(Error(short_locs), "[CP_SHARED_KV_FAIL_FAST][direct_write] reason=batch_split_out_cache_len_mismatch "
-                               "split_list tokens=45 out_cache_loc tokens=44 static_padded=47");
+  EXPECT_EQ(Error(short_locs),
+            "[CP_SHARED_KV_FAIL_FAST][direct_write] reason=batch_split_out_cache_len_mismatch "
+            "split_list tokens=45 out_cache_loc tokens=44 static_padded=47");
 }
 
 TEST(CpSharedKVTest, EveryReasonTag) {
@@ -108,14 +110,17 @@ TEST(CpSharedKVTest, EveryReasonTag) {
   EXPECT_EQ(Error(b), prefix + "not_in_seq_split nsa_prefill_cp_mode is not in-seq-split");
   b = Batch(0);
   b.out_cache_loc->push_back(0);
-  EXPECT_EQ(Error(b), prefix + "batch_split_out_cache_len_mismatch split_list tokens=45 out_cache_loc tokens=46 "
-                               "static_padded=None");
+  EXPECT_EQ(Error(b), prefix +
+                          "batch_split_out_cache_len_mismatch split_list tokens=45 out_cache_loc tokens=46 "
+                          "static_padded=None");
   std::vector<Int64List> swapped = kOwnerPages;
   std::swap(swapped[1][0], swapped[1][3]);  // page 0 of request 1 (owner 0) now on class 1
-  EXPECT_EQ(Error(Batch(0, swapped)), prefix + "local_loc_owner_mismatch local out_cache_loc contains pages not "
-                                               "owned by this rank: cp_rank=0 cp_size=2 page_size=4");
-  EXPECT_EQ(Error(Batch(1, swapped)), prefix + "local_loc_owner_mismatch local out_cache_loc contains pages not "
-                                               "owned by this rank: cp_rank=1 cp_size=2 page_size=4");
+  EXPECT_EQ(Error(Batch(0, swapped)), prefix +
+                                          "local_loc_owner_mismatch local out_cache_loc contains pages not "
+                                          "owned by this rank: cp_rank=0 cp_size=2 page_size=4");
+  EXPECT_EQ(Error(Batch(1, swapped)), prefix +
+                                          "local_loc_owner_mismatch local out_cache_loc contains pages not "
+                                          "owned by this rank: cp_rank=1 cp_size=2 page_size=4");
 }
 
 TEST(CpSharedKVTest, TrashLocsSkipTheOwnerCheck) {
@@ -148,8 +153,9 @@ TEST(CpSharedKVTest, ScalarPathSplitsBySplitList) {
   bad.cp_local_out_cache_loc.reset();
   bad.cp_local_physical_out_cache_loc.reset();
   bad.out_cache_loc->pop_back();
-  EXPECT_EQ(Error(bad), "[CP_SHARED_KV_FAIL_FAST][direct_write] reason=split_out_cache_len_mismatch split_list "
-                        "tokens=10 out_cache_loc tokens=9 static_padded=None");
+  EXPECT_EQ(Error(bad),
+            "[CP_SHARED_KV_FAIL_FAST][direct_write] reason=split_out_cache_len_mismatch split_list "
+            "tokens=10 out_cache_loc tokens=9 static_padded=None");
 }
 
 TEST(CpSharedKVTest, NonSharedBatchAndCachesAndFallback) {

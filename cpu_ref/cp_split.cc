@@ -158,8 +158,8 @@ Status ValidateBatchRequest(int64_t q, int64_t extend_len, int64_t prefix_len, i
   if (prefix_len % page_size != 0) {
     return FailFast("batch_gt1_non_page_aligned_prefix",
                     "CP shared-KV batch planning requires page-aligned prefixes. The radix/HiCache match path "
-                    "should floor cache hits to the previous page boundary before planning. req_id=", q,
-                    " prefix_len=", prefix_len, " extend_len=", extend_len, " page_size=", page_size);
+                    "should floor cache hits to the previous page boundary before planning. req_id=",
+                    q, " prefix_len=", prefix_len, " extend_len=", extend_len, " page_size=", page_size);
   }
   if (extend_len > kMaxCpTokens) return InvalidArgument("extend_lens[", q, "]: must be at most 2^48, got ", extend_len);
   if (prefix_len > kMaxCpTokens) return InvalidArgument("prefix_lens[", q, "]: must be at most 2^48, got ", prefix_len);
@@ -259,8 +259,8 @@ Status AppendRequest(int64_t q, int64_t extend_len, int64_t prefix_len, CPShared
 }  // namespace
 
 StatusOr<CPSharedKVBatchPlan> BuildBatchPageAlignedInSeqSplitPlan(const Int64List& extend_lens,
-                                                                   const Int64List& prefix_lens, int64_t page_size,
-                                                                   int64_t cp_size, int64_t cp_rank) {
+                                                                  const Int64List& prefix_lens, int64_t page_size,
+                                                                  int64_t cp_size, int64_t cp_rank) {
   KVSHARD_RETURN_IF_ERROR(ValidateBatchPlanArgs(extend_lens, prefix_lens, page_size, cp_size, cp_rank));
   CPSharedKVBatchPlan p;
   p.batch_size = static_cast<int64_t>(extend_lens.size());
@@ -269,9 +269,9 @@ StatusOr<CPSharedKVBatchPlan> BuildBatchPageAlignedInSeqSplitPlan(const Int64Lis
   p.cp_rank = cp_rank;
   p.request_extend_lens = extend_lens;
   p.request_prefix_lens = prefix_lens;
-  for (Int64Table* t : {&p.request_split_lists, &p.request_segment_page_starts, &p.request_segment_page_ends,
-                        &p.request_compute_split_lists, &p.request_compute_segment_page_starts,
-                        &p.request_compute_segment_page_ends}) {
+  for (Int64Table* t :
+       {&p.request_split_lists, &p.request_segment_page_starts, &p.request_segment_page_ends,
+        &p.request_compute_split_lists, &p.request_compute_segment_page_starts, &p.request_compute_segment_page_ends}) {
     t->width = 2 * cp_size;
   }
   p.request_zigzag_indices.width = 2;

@@ -58,8 +58,8 @@ StatusOr<LastTokenLocation> GetInSeqLastTokenOwnerAndOffset(const Int64List& spl
 // Errors: InvalidArgument naming the field (SGLang ValueErrors), or the fail-fast tags
 // batch_gt1_empty_extend, batch_gt1_non_page_aligned_prefix, batch_gt1_page_split_fallback.
 StatusOr<CPSharedKVBatchPlan> BuildBatchPageAlignedInSeqSplitPlan(const Int64List& extend_lens,
-                                                                   const Int64List& prefix_lens, int64_t page_size,
-                                                                   int64_t cp_size, int64_t cp_rank);
+                                                                  const Int64List& prefix_lens, int64_t page_size,
+                                                                  int64_t cp_size, int64_t cp_rank);
 
 // The same assigned to *plan (fast::BuildBatchPageAlignedInSeqSplitPlanInto in cpu_fast/ reuses its storage).
 // On error *plan is unspecified.
@@ -79,7 +79,7 @@ StatusOr<NSAContextParallelMetadata> BuildScalarCPMetadata(const InSeqSplit& spl
 
 // Inputs of prepare_input_dp_with_cp_dsa (in-seq mode) that the model needs from the forward batch.
 struct CPPrepareInput {
-  int64_t kv_len = 0;                // total tokens of the (single) request on the scalar path
+  int64_t kv_len = 0;  // total tokens of the (single) request on the scalar path
   int64_t cp_rank = 0;
   int64_t cp_size = 1;
   bool uses_cp_shared_kv = false;    // forward_batch.uses_cp_shared_kv with extend/prefix lens present

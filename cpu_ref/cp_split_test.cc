@@ -40,8 +40,8 @@ TEST(CpSplitTest, PageAlignedSplitDealsPagesAndKeepsTheTailLast) {
 }
 
 TEST(CpSplitTest, PageAlignedSplitFallsBackToTokenBalanced) {
-  for (auto [ps, extend, prefix] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {1, 10, 0}, {0, 10, 0}, {4, 0, 0}, {4, 10, 2}}) {
+  for (auto [ps, extend, prefix] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 10, 0}, {0, 10, 0}, {4, 0, 0}, {4, 10, 2}}) {
     InSeqSplit s = BuildPageAlignedInSeqSplitList(10, extend, prefix, ps, 2).value();
     EXPECT_FALSE(s.info.page_aligned);
     EXPECT_EQ(s.split_list, (L{3, 3, 2, 2}));
@@ -102,7 +102,8 @@ TEST(CpSplitTest, BatchPlanMatchesSGLangLiteral) {
   EXPECT_EQ(p.request_valid_query_row_spans,
             (std::vector<std::array<RowSpan, 2>>{{{{0, 1}, {4, 0}}}, {{{0, 12}, {12, 8}}}, {{{0, 0}, {4, 0}}}}));
   EXPECT_EQ(p.request_compute_split_lists, (Int64Table::FromRows({{4, 4, 0, 0}, {12, 12, 8, 8}, {4, 4, 0, 0}})));
-  EXPECT_EQ(p.request_compute_segment_page_starts, (Int64Table::FromRows({{0, 1, 2, 2}, {4, 7, 10, 12}, {2, 3, 4, 4}})));
+  EXPECT_EQ(p.request_compute_segment_page_starts,
+            (Int64Table::FromRows({{0, 1, 2, 2}, {4, 7, 10, 12}, {2, 3, 4, 4}})));
   EXPECT_EQ(p.request_compute_padded_pages, (L{2, 10, 2}));
   EXPECT_EQ(p.request_compute_padding_tokens, (L{3, 3, 5}));
   EXPECT_EQ(p.request_compute_padded_token_offsets, (L{0, 8, 48}));
@@ -135,8 +136,7 @@ TEST(CpSplitTest, JsonUsesSGLangFieldNames) {
 // block0 | block7 | block1 | block6 | ... is undone by cp_reverse_index.
 TEST(CpSplitTest, ScalarMetadataFourRankZigzagPicture) {
   for (int64_t r = 0; r < 4; ++r) {
-    NSAContextParallelMetadata m =
-        PrepareInputDpWithCpDsa({.kv_len = 80, .cp_rank = r, .cp_size = 4}).value();
+    NSAContextParallelMetadata m = PrepareInputDpWithCpDsa({.kv_len = 80, .cp_rank = r, .cp_size = 4}).value();
     EXPECT_EQ(m.split_list, (L(8, 10)));
     EXPECT_EQ(m.zigzag_index, (L{r, 7 - r}));
     EXPECT_EQ(m.per_rank_actual_token, (L{20, 20, 20, 20}));
@@ -160,15 +160,19 @@ TEST(CpSplitTest, BatchPlanFailFastTags) {
   EXPECT_TRUE(HasTag(BuildBatchPageAlignedInSeqSplitPlan({4, 4}, {0, 6}, 4, 2, 0).status(),
                      "batch_gt1_non_page_aligned_prefix"));
   EXPECT_TRUE(HasTag(BuildBatchPageAlignedInSeqSplitPlan({4}, {0}, 1, 2, 0).status(), "batch_gt1_page_split_fallback"));
-  EXPECT_EQ(BuildBatchPageAlignedInSeqSplitPlan({4}, {0}, 4, 0, 0).status().message(), "cp_size: must be positive, got 0");
-  EXPECT_EQ(BuildBatchPageAlignedInSeqSplitPlan({4}, {0}, 4, 2, 2).status().message(), "cp_rank: must be in [0, 2), got 2");
-  EXPECT_EQ(BuildBatchPageAlignedInSeqSplitPlan({4}, {0}, 0, 2, 0).status().message(), "page_size: must be positive, got 0");
+  EXPECT_EQ(BuildBatchPageAlignedInSeqSplitPlan({4}, {0}, 4, 0, 0).status().message(),
+            "cp_size: must be positive, got 0");
+  EXPECT_EQ(BuildBatchPageAlignedInSeqSplitPlan({4}, {0}, 4, 2, 2).status().message(),
+            "cp_rank: must be in [0, 2), got 2");
+  EXPECT_EQ(BuildBatchPageAlignedInSeqSplitPlan({4}, {0}, 0, 2, 0).status().message(),
+            "page_size: must be positive, got 0");
   EXPECT_EQ(BuildBatchPageAlignedInSeqSplitPlan({4}, {-4}, 4, 2, 0).status().message(),
             "prefix_lens[0]: must be non-negative, got -4");
   EXPECT_FALSE(BuildBatchPageAlignedInSeqSplitPlan({4}, {0, 0}, 4, 2, 0).ok());
   EXPECT_FALSE(BuildBatchPageAlignedInSeqSplitPlan({int64_t{1} << 62}, {0}, 4, 2, 0).ok());
-  EXPECT_TRUE(HasTag(PrepareInputDpWithCpDsa({.uses_cp_shared_kv = true, .extend_lens = {4}, .prefix_lens = {0}}).status(),
-                     "cp_shared_missing_page_size"));
+  EXPECT_TRUE(
+      HasTag(PrepareInputDpWithCpDsa({.uses_cp_shared_kv = true, .extend_lens = {4}, .prefix_lens = {0}}).status(),
+             "cp_shared_missing_page_size"));
   // An empty batch plans (SGLang too) but has no metadata.
   EXPECT_FALSE(BuildBatchMetadataFromPlan(BuildBatchPageAlignedInSeqSplitPlan({}, {}, 4, 2, 0).value()).ok());
 }

@@ -44,16 +44,15 @@ TEST(GatherPlanTest, SpecWorkedExampleBase2Chain) {
 TEST(GatherPlanTest, TranslateMapsPlanAndTrash) {
   GatherPlan p = BuildGatherPlan(SpecBatch()).value();
   // Slot 3 of page 21 -> slot 2; slot 0 of chunk page 25 -> chunk base; reserved and unplanned -> trash.
-  EXPECT_EQ(Translate(p, {21 * 16 + 3, 25 * 16, 5, 40 * 16 + 7}).value(), (V{2 * 16 + 3, 256 * 16, 288 * 16 + 5,
-                                                                             288 * 16 + 7}));
+  EXPECT_EQ(Translate(p, {21 * 16 + 3, 25 * 16, 5, 40 * 16 + 7}).value(),
+            (V{2 * 16 + 3, 256 * 16, 288 * 16 + 5, 288 * 16 + 7}));
   EXPECT_EQ(Translate(p, {4 * 34 * 16}, "--translate").status().message(),
             "--translate[0]: must be in [0, 2176) (the page_pos range), got 2176");
 }
 
 TEST(GatherPlanTest, SharedPrefixPagesLandOnce) {
   // Two requests share the 4-page prefix [22,23,20,21]; the second has 2 more prefix pages.
-  ExtendBatch b{4, 16, 32, 4096, 512,
-                {{64, 80, {22, 23, 20, 21, 40}}, {96, 100, {22, 23, 20, 21, 26, 27, 41}}}};
+  ExtendBatch b{4, 16, 32, 4096, 512, {{64, 80, {22, 23, 20, 21, 40}}, {96, 100, {22, 23, 20, 21, 26, 27, 41}}}};
   GatherPlan p = BuildGatherPlan(b).value();
   EXPECT_EQ(p.block_pages, 1 + 2);  // host bound: sum of ceil(K_i / N), not the deduplicated count
   EXPECT_EQ(p.ranks[0].send_local_pages, (V{5, 0, 0}));
@@ -130,7 +129,7 @@ TEST(GatherPlanTest, StructuralFaultWinsOverEarlierSemanticFault) {
   ExtendBatch b = ThreeRequestBatch();
   ASSERT_TRUE(BuildGatherPlan(b).ok());
   std::swap(b.requests[0].pages[2], b.requests[0].pages[3]);  // request 0: not cyclic
-  b.requests[2].pages[4] = 132;                                // request 2: chunk page out of range
+  b.requests[2].pages[4] = 132;                               // request 2: chunk page out of range
   EXPECT_EQ(BuildGatherPlan(b).status().message(),
             "requests[2].pages[4]: page 132 out of pool range [4, 132) (pages < shard_size are reserved)");
   b = ThreeRequestBatch();
@@ -139,8 +138,8 @@ TEST(GatherPlanTest, StructuralFaultWinsOverEarlierSemanticFault) {
   EXPECT_EQ(BuildGatherPlan(b).status().message(),
             "requests[0].pages[3]: page 2 out of pool range [4, 132) (pages < shard_size are reserved)");
   b = ThreeRequestBatch();
-  b.max_prefix_tokens = 64;          // capacity fault
-  b.requests[1].pages.pop_back();    // request 1: wrong page count
+  b.max_prefix_tokens = 64;        // capacity fault
+  b.requests[1].pages.pop_back();  // request 1: wrong page count
   EXPECT_EQ(BuildGatherPlan(b).status().message(),
             "requests[1].pages: must list ceil(seq_len/page_size) = 9 pages, got 8");
 }
@@ -154,17 +153,17 @@ TEST(GatherPlanTest, FusedValidationKeepsTheErrorOrder) {
       [](ExtendBatch& b, size_t i) { b.requests[i].prefix_len = -16; },
       [](ExtendBatch& b, size_t i) { b.requests[i].seq_len = b.requests[i].prefix_len - 1; },
       [](ExtendBatch& b, size_t i) { b.requests[i].pages.pop_back(); },
-      [](ExtendBatch& b, size_t i) { b.requests[i].pages[1] = 500; },         // prefix page too high
-      [=](ExtendBatch& b, size_t i) { b.requests[i].pages[1] = kMin; },       // prefix page far too low
-      [](ExtendBatch& b, size_t i) { b.requests[i].pages.back() = 3; },       // reserved chunk page
-      [](ExtendBatch& b, size_t i) {  // a consecutive prefix run past the pool's end
+      [](ExtendBatch& b, size_t i) { b.requests[i].pages[1] = 500; },    // prefix page too high
+      [=](ExtendBatch& b, size_t i) { b.requests[i].pages[1] = kMin; },  // prefix page far too low
+      [](ExtendBatch& b, size_t i) { b.requests[i].pages.back() = 3; },  // reserved chunk page
+      [](ExtendBatch& b, size_t i) {                                     // a consecutive prefix run past the pool's end
         for (int64_t k = 0; k < b.requests[i].prefix_len / 16; ++k) b.requests[i].pages[k] = 128 + k;
       },
-      [](ExtendBatch& b, size_t i) { b.requests[i].prefix_len += 4; },                         // misaligned
+      [](ExtendBatch& b, size_t i) { b.requests[i].prefix_len += 4; },                              // misaligned
       [](ExtendBatch& b, size_t i) { std::swap(b.requests[i].pages[0], b.requests[i].pages[1]); },  // not cyclic
-      [](ExtendBatch& b, size_t i) { b.requests[i].pages.back() = b.requests[i].pages[0]; },    // chunk not fresh
-      [](ExtendBatch& b, size_t) { b.max_prefix_tokens = 64; },                                // capacity
-      [](ExtendBatch& b, size_t) { b.chunk_tokens = 16; },                                     // capacity
+      [](ExtendBatch& b, size_t i) { b.requests[i].pages.back() = b.requests[i].pages[0]; },        // chunk not fresh
+      [](ExtendBatch& b, size_t) { b.max_prefix_tokens = 64; },                                     // capacity
+      [](ExtendBatch& b, size_t) { b.chunk_tokens = 16; },                                          // capacity
   };
   GatherPlanner planner;
   GatherPlan p;
@@ -204,8 +203,16 @@ GatherPlan NaivePlan(const ExtendBatch& b) {
     block += (r.prefix_len / ps + n - 1) / n;
     prefix.insert(r.pages.begin(), r.pages.begin() + r.prefix_len / ps);
   }
-  GatherPlan p{n, ps, block, n * block, b.max_prefix_tokens / ps, (b.max_prefix_tokens + b.chunk_tokens) / ps,
-               n * (b.pages_per_rank + 2), {}, {}, {}};
+  GatherPlan p{n,
+               ps,
+               block,
+               n * block,
+               b.max_prefix_tokens / ps,
+               (b.max_prefix_tokens + b.chunk_tokens) / ps,
+               n * (b.pages_per_rank + 2),
+               {},
+               {},
+               {}};
   for (int64_t r = 0; r < n; ++r) p.ranks.push_back({r, V(block, 0), {}});
   V within(n, 0);
   for (int64_t page : prefix) {

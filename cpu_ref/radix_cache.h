@@ -55,7 +55,9 @@ class RadixCache {
   // Pages held by the tree.
   int64_t cached_pages() const { return cached_pages_; }
   // True iff `page` is one of the tree's pages.
-  bool holds(int64_t page) const { return page >= 0 && page < static_cast<int64_t>(node_of_page_.size()) && node_of_page_[page] >= 0; }
+  bool holds(int64_t page) const {
+    return page >= 0 && page < static_cast<int64_t>(node_of_page_.size()) && node_of_page_[page] >= 0;
+  }
   // The pages the last Insert or Evict returned to the allocator, in the order it freed them.
   const std::vector<int64_t>& last_freed() const { return last_freed_; }
   // Every root-to-leaf chain with its base.
@@ -83,7 +85,7 @@ class RadixCache {
 
   PageInterleaveAllocator* allocator_;
   int64_t n_, ps_;
-  std::vector<Node> nodes_;            // nodes_[0] is the root; removed nodes go to free_ids_
+  std::vector<Node> nodes_;  // nodes_[0] is the root; removed nodes go to free_ids_
   std::vector<int64_t> free_ids_;
   std::vector<int64_t> node_of_page_;  // per logical page: its node, or -1
   int64_t cached_pages_ = 0;

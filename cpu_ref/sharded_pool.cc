@@ -20,7 +20,7 @@ std::string KeyText(const std::pair<int64_t, int64_t>& key) {
 
 uint32_t RowValue(int64_t layer, int64_t loc, int64_t salt, int64_t word) {
   return static_cast<uint32_t>(Mix64(Mix64(Mix64(static_cast<uint64_t>(layer)) ^ static_cast<uint64_t>(loc)) ^
-                                   (static_cast<uint64_t>(salt) << 20 | static_cast<uint64_t>(word))));
+                                     (static_cast<uint64_t>(salt) << 20 | static_cast<uint64_t>(word))));
 }
 
 std::vector<uint32_t> RowValues(int64_t layer, const std::vector<int64_t>& locs, int64_t salt, int64_t row_words) {
@@ -156,8 +156,8 @@ ShardedPool::ShardedPool(const ShardedPoolConfig& c)
 }
 
 Status ShardedPool::BeginShardExtend(const std::vector<ExtendRequest>& requests) {
-  ExtendBatch batch{config_.shard_size, config_.page_size, config_.pages_per_rank, config_.max_prefix_tokens,
-                    config_.chunk_tokens, requests};
+  ExtendBatch batch{config_.shard_size,        config_.page_size,    config_.pages_per_rank,
+                    config_.max_prefix_tokens, config_.chunk_tokens, requests};
   GatherPlan next;
   KVSHARD_RETURN_IF_ERROR(planner_.Build(batch, &next));
   plan_ = std::move(next);
@@ -222,8 +222,8 @@ Status ShardedPool::CheckLayerAndLocs(int64_t layer, const std::vector<int64_t>&
 
 Status ShardedPool::CheckOneWordBuffer(const char* what) const {
   if (buffers_.size() != 1 || buffers_[0].row_bytes % 4 != 0) {
-    return InvalidArgument("rows: ", what, " of words needs one buffer of whole words; this pool has ",
-                           buffers_.size(), " buffers (use the per-buffer form)");
+    return InvalidArgument("rows: ", what, " of words needs one buffer of whole words; this pool has ", buffers_.size(),
+                           " buffers (use the per-buffer form)");
   }
   return Status::Ok();
 }
@@ -233,8 +233,7 @@ Status ShardedPool::Write(int64_t layer, const std::vector<int64_t>& locs, const
   KVSHARD_RETURN_IF_ERROR(CheckLayerAndLocs(layer, locs));
   const int64_t w = buffers_[0].row_bytes / 4;
   if (rows.size() != locs.size() * w) {
-    return InvalidArgument("rows: must hold locs.size() * row_words = ", locs.size() * w, " words, got ",
-                           rows.size());
+    return InvalidArgument("rows: must hold locs.size() * row_words = ", locs.size() * w, " words, got ", rows.size());
   }
   return WriteBuffers(layer, locs, {WordsToBytes(rows)});
 }
@@ -275,8 +274,9 @@ Status ShardedPool::WriteBuffers(int64_t layer, const std::vector<int64_t>& locs
 
 StatusOr<std::vector<BufferRows>> ShardedPool::ReadBuffers(int64_t layer, const std::vector<int64_t>& locs) {
   if (!active_) {
-    return FailedPrecondition("sharded pool read outside an active sharded extend batch "
-                              "(begin_shard_extend not called?)");
+    return FailedPrecondition(
+        "sharded pool read outside an active sharded extend batch "
+        "(begin_shard_extend not called?)");
   }
   KVSHARD_RETURN_IF_ERROR(CheckLayerAndLocs(layer, locs));
   const int64_t n = config_.shard_size, s = layer % 2;
@@ -330,8 +330,8 @@ StatusOr<UnshardedPool> UnshardedPool::Create(const ShardedPoolConfig& c) {
     return InvalidArgument("row_words: must be in [1, 4096]");
   }
   KVSHARD_RETURN_IF_ERROR(ValidatePoolBuffers(buffers, ""));
-  const double bytes = static_cast<double>(c.shard_size) * (c.pages_per_rank + 1) * c.page_size * c.num_layers *
-                       RowBytesSum(buffers);
+  const double bytes =
+      static_cast<double>(c.shard_size) * (c.pages_per_rank + 1) * c.page_size * c.num_layers * RowBytesSum(buffers);
   if (c.pages_per_rank < 0 || c.num_layers < 1 || bytes > 1e9) {
     return InvalidArgument("pages_per_rank: baseline pool geometry out of range");
   }

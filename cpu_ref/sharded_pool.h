@@ -30,13 +30,13 @@ inline constexpr int64_t kMaxPoolRowBytes = 16384;
 
 // Pool, scratch and model geometry.
 struct ShardedPoolConfig {
-  int64_t shard_size = 1;         // N simulated ranks
-  int64_t page_size = 1;          // ps
-  int64_t pages_per_rank = 0;     // allocatable local pages per rank; each rank's pool has one more, the trash page 0
-  int64_t max_prefix_tokens = 0;  // scratch prefix region rows (multiple of N*ps)
-  int64_t chunk_tokens = 0;       // scratch chunk region rows (multiple of ps)
-  int64_t num_layers = 1;         // layers of the pool (start_layer = 0)
-  int64_t row_words = 1;          // 32-bit words per KV row (the one-buffer form; ignored when `buffers` is set)
+  int64_t shard_size = 1;           // N simulated ranks
+  int64_t page_size = 1;            // ps
+  int64_t pages_per_rank = 0;       // allocatable local pages per rank; each rank's pool has one more, the trash page 0
+  int64_t max_prefix_tokens = 0;    // scratch prefix region rows (multiple of N*ps)
+  int64_t chunk_tokens = 0;         // scratch chunk region rows (multiple of ps)
+  int64_t num_layers = 1;           // layers of the pool (start_layer = 0)
+  int64_t row_words = 1;            // 32-bit words per KV row (the one-buffer form; ignored when `buffers` is set)
   std::vector<PoolBuffer> buffers;  // the per-layer buffers; empty: one buffer "kv" of 4 * row_words bytes
 };
 
@@ -131,7 +131,7 @@ class ShardedPool {
   int64_t rows_per_rank_, scratch_rows_;
   std::vector<std::vector<std::vector<uint8_t>>> pools_;               // [rank][buffer][(layer * rows + row) * B]
   std::vector<std::vector<std::vector<std::vector<uint8_t>>>> slots_;  // [rank][slot][buffer][row * B]
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> keys_;  // [rank][slot] residency
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> keys_;         // [rank][slot] residency
   GatherPlanner planner_;
   GatherPlan plan_;
   std::vector<int64_t> page_pos_;  // dense, of plan_

@@ -183,8 +183,9 @@ TEST(ShardedPoolTest, PrefixValidCommitIsRejectedAsSglangRejectsIt) {
   ASSERT_TRUE(pool.BeginShardExtend({{0, 20, {40, 41}}}).ok());
   const Status s = pool.WritePrefixValid();
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(s.message(), "prefix-valid commit is unsupported under logical-page KV sharding (it writes pool rows "
-                         "directly, bypassing the ownership filter)");
+  EXPECT_EQ(s.message(),
+            "prefix-valid commit is unsupported under logical-page KV sharding (it writes pool rows "
+            "directly, bypassing the ownership filter)");
   EXPECT_EQ(pool.epoch(), 1);
   EXPECT_EQ(pool.write_plan_builds(), 0);
 }

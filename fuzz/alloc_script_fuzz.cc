@@ -32,8 +32,8 @@ void CheckResults(const AllocScript& script, const std::vector<AllocOpResult>& r
     FUZZ_ASSERT(r.available_size == n * ps * least, "ops[", k, "]: available_size = N * ps * min(counts)");
     if (r.kind != AllocOpKind::kAlloc || !r.ok) continue;
     const AllocBatch& b = script.ops[k].alloc;
-    FUZZ_ASSERT(r.pages.size() == b.seq_lens.size() && r.rotation_bases.size() == b.seq_lens.size(),
-                "ops[", k, "]: pages and bases per request");
+    FUZZ_ASSERT(r.pages.size() == b.seq_lens.size() && r.rotation_bases.size() == b.seq_lens.size(), "ops[", k,
+                "]: pages and bases per request");
     std::unordered_set<int64_t> seen;
     for (size_t i = 0; i < r.pages.size(); ++i) {
       const int64_t want = PositionPages(b.seq_lens[i], ps) - b.prefix_lens[i] / ps;
@@ -55,8 +55,7 @@ void Check(const std::string& text) {
     const StatusOr<AllocScript> script = AllocScriptFromJson(*json);
     if (script.ok()) {
       const StatusOr<AllocScript> again = AllocScriptFromJson(AllocScriptToJson(*script));
-      FUZZ_ASSERT(again.ok() && *again == *script, "AllocScriptToJson does not read back: ",
-                  again.status().ToString());
+      FUZZ_ASSERT(again.ok() && *again == *script, "AllocScriptToJson does not read back: ", again.status().ToString());
       const StatusOr<std::vector<AllocOpResult>> results = ref::RunAllocScript(*script);
       if (results.ok()) CheckResults(*script, *results);
     }

@@ -32,8 +32,8 @@ void Check(const std::string& text) {
   }
   const CliRun ref = RunCliChecked({"gather-plan", "--batch", "-", "--json"}, text);
   const CliRun fast = RunCliChecked({"gather-plan", "--batch", "-", "--json", "--impl", "fast"}, text);
-  FUZZ_ASSERT(SameRun(ref, fast), "gather-plan --impl fast differs from ref: exit ", ref.exit_code, " vs ", fast.exit_code,
-              ": ", ref.err, " / ", fast.err);
+  FUZZ_ASSERT(SameRun(ref, fast), "gather-plan --impl fast differs from ref: exit ", ref.exit_code, " vs ",
+              fast.exit_code, ": ", ref.err, " / ", fast.err);
   RunCliChecked({"gather-plan", "--batch", "-"}, text);
 }
 

@@ -39,8 +39,8 @@ Input Decode(ByteReader& in) {
   Input x;
   x.cp_size = in.Byte() % 4 ? in.Range(1, 8) : in.Edgy(kMaxCpSize);
   x.page_size = in.Byte() % 4 ? in.Range(1, 64) : in.Edgy(kMaxCpPageSize);
-  x.cp_rank = in.Byte() % 8 && x.cp_size >= 1 && x.cp_size <= (1 << 16) ? in.Range(0, x.cp_size - 1)
-                                                                          : in.Edgy(x.cp_size);
+  x.cp_rank =
+      in.Byte() % 8 && x.cp_size >= 1 && x.cp_size <= (1 << 16) ? in.Range(0, x.cp_size - 1) : in.Edgy(x.cp_size);
   const int64_t batch = in.Byte() % 8 ? in.Range(0, 8) : in.Range(0, 512);
   const uint8_t prefix_mode = in.Byte() % 4;  // 0: zeros, 1: page multiples, 2: arbitrary, 3: one too few
   for (int64_t q = 0; q < batch; ++q) {
@@ -65,8 +65,8 @@ int64_t Segments(const Input& x) {
 std::vector<ref::RowCopy> CheckRerange(const CPSharedKVBatchPlan& plan, int64_t max_rank_token) {
   const auto want = ref::BatchRerangeCopies(plan.request_split_lists, plan.cp_size, max_rank_token);
   const auto got = fast::BatchRerangeCopies(plan.request_split_lists, plan.cp_size, max_rank_token);
-  FUZZ_ASSERT(SameStatus(want.status(), got.status()), "rerange copies: fast '", got.status().ToString(),
-              "' != ref '", want.status().ToString(), "'");
+  FUZZ_ASSERT(SameStatus(want.status(), got.status()), "rerange copies: fast '", got.status().ToString(), "' != ref '",
+              want.status().ToString(), "'");
   if (!want.ok()) return {};
   FUZZ_ASSERT(want->size() == got->size(), "rerange copy counts differ");
   for (size_t i = 0; i < want->size(); ++i) {
@@ -91,12 +91,13 @@ void CheckCoversEachTokenOnce(const Input& x, const CPSharedKVBatchPlan& plan0, 
     FUZZ_ASSERT(plan.ok(), "rank ", r, " refused a batch rank ", x.cp_rank, " planned: ", plan.status().ToString());
     FUZZ_ASSERT(ToJson(*plan)["request_split_lists"] == ToJson(plan0)["request_split_lists"],
                 "split lists differ between ranks");
-    const StatusOr<HostTensor> local = ref::SplitTensorByCPBatchPlan(input, *plan, ref::SplitMode::kData,
-                                                                     SplitKind::kValid);
+    const StatusOr<HostTensor> local =
+        ref::SplitTensorByCPBatchPlan(input, *plan, ref::SplitMode::kData, SplitKind::kValid);
     FUZZ_ASSERT(local.ok(), "rank ", r, ": valid split of the batch's own input failed: ", local.status().ToString());
     FUZZ_ASSERT(local->rows <= max_rank_token, "rank ", r, " holds ", local->rows, " rows > max_rank_token ",
                 max_rank_token);
-    for (int64_t j = 0; j < local->rows; ++j) std::memcpy(&gathered[r * max_rank_token + j], local->data.data() + j * 8, 8);
+    for (int64_t j = 0; j < local->rows; ++j)
+      std::memcpy(&gathered[r * max_rank_token + j], local->data.data() + j * 8, 8);
   }
   std::vector<int64_t> out;
   for (const ref::RowCopy& c : copies) {
@@ -130,7 +131,8 @@ void CheckInSeq(const Input& x) {
   CPSharedKVBatchPlan reused = *want;
   reused.request_extend_lens.push_back(7);
   FUZZ_ASSERT(fast::BuildBatchPageAlignedInSeqSplitPlanInto(x.extend_lens, x.prefix_lens, x.page_size, x.cp_size,
-                                                           x.cp_rank, &reused).ok() &&
+                                                            x.cp_rank, &reused)
+                      .ok() &&
                   ToJson(reused) == want_json,
               "fast plan into reused storage differs");
   for (int64_t q = 0; q < want->batch_size; ++q) {

@@ -13,13 +13,13 @@
 #include "core/status.h"
 
 // Aborts (the fuzzer's crash) with the failed condition and a message when `cond` is false.
-#define FUZZ_ASSERT(cond, ...)                                                                  \
-  do {                                                                                          \
-    if (!(cond)) {                                                                              \
+#define FUZZ_ASSERT(cond, ...)                                                                   \
+  do {                                                                                           \
+    if (!(cond)) {                                                                               \
       std::fprintf(stderr, "fuzz: %s:%d: assertion failed: %s: %s\n", __FILE__, __LINE__, #cond, \
-                   ::kvshard::StrCat(__VA_ARGS__).c_str());                                     \
-      std::abort();                                                                             \
-    }                                                                                           \
+                   ::kvshard::StrCat(__VA_ARGS__).c_str());                                      \
+      std::abort();                                                                              \
+    }                                                                                            \
   } while (0)
 
 namespace kvshard::fuzz {
@@ -46,20 +46,25 @@ class ByteReader {
   // largest accepted value) and one past them, negatives, the int64 extremes and arbitrary 64-bit values.
   int64_t Edgy(int64_t limit) {
     switch (Byte() % 12) {
-      case 0: case 1: case 2: case 3: return Byte();              // 0..255
-      case 4: case 5: return static_cast<int64_t>(Bits(2));      // 0..65535
+      case 0:
+      case 1:
+      case 2:
+      case 3: return Byte();  // 0..255
+      case 4:
+      case 5: return static_cast<int64_t>(Bits(2));  // 0..65535
       case 6: return limit;
       case 7: return limit < std::numeric_limits<int64_t>::max() ? limit + 1 : limit;
-      case 8: return -static_cast<int64_t>(Byte());              // 0..-255
+      case 8: return -static_cast<int64_t>(Byte());  // 0..-255
       case 9: return Byte() & 1 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
-      case 10: return static_cast<int64_t>(Bits(4));             // 0..2^32-1
-      default: return static_cast<int64_t>(Bits(8));             // anything
+      case 10: return static_cast<int64_t>(Bits(4));  // 0..2^32-1
+      default: return static_cast<int64_t>(Bits(8));  // anything
     }
   }
   // a + b, clamped to the int64 range (decoders add offsets to edge values).
   static int64_t SatAdd(int64_t a, int64_t b) {
     int64_t r;
-    if (__builtin_add_overflow(a, b, &r)) return a < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+    if (__builtin_add_overflow(a, b, &r))
+      return a < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
     return r;
   }
   // The bytes not read yet.

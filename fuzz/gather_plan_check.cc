@@ -30,8 +30,8 @@ void CheckInvariants(const ExtendBatch& batch, const GatherPlan& p) {
   }
   for (int64_t r = 0; r < n; ++r) {
     const RankSend& send = p.ranks[r];
-    FUZZ_ASSERT(send.rank == r && static_cast<int64_t>(send.send_local_pages.size()) == p.block_pages,
-                "rank ", r, " sends block_pages pages");
+    FUZZ_ASSERT(send.rank == r && static_cast<int64_t>(send.send_local_pages.size()) == p.block_pages, "rank ", r,
+                " sends block_pages pages");
     FUZZ_ASSERT(send.send_rows.size() == send.send_local_pages.size() * static_cast<size_t>(ps), "send_rows size");
     for (size_t w = 0; w < send.send_local_pages.size(); ++w) {
       for (int64_t k = 0; k < ps; ++k) {

@@ -46,7 +46,8 @@ ExtendBatch Decode(ByteReader& in, std::vector<int64_t>* locs) {
     }
     b.requests.push_back(std::move(r));
   }
-  while (!in.empty() && locs->size() < 16) locs->push_back(in.Byte() % 4 ? in.Range(0, pool_pages * ps * 2) : in.Edgy(kMaxSlot));
+  while (!in.empty() && locs->size() < 16)
+    locs->push_back(in.Byte() % 4 ? in.Range(0, pool_pages * ps * 2) : in.Edgy(kMaxSlot));
   return b;
 }
 

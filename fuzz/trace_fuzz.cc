@@ -23,8 +23,8 @@ void CheckReader(const std::string& text) {
   for (int records = 0; records < 100000; ++records) {
     const StatusOr<bool> more = reader.Next(&record);
     if (!more.ok()) {
-      FUZZ_ASSERT(more.status().message().rfind("line ", 0) == 0, "reader error without its line: ",
-                  more.status().message());
+      FUZZ_ASSERT(more.status().message().rfind("line ", 0) == 0,
+                  "reader error without its line: ", more.status().message());
       return;
     }
     if (!*more) return;

@@ -47,8 +47,8 @@ void Check(WorkloadFormat format, const std::string& text) {
     }
     if (!*more) break;
     FUZZ_ASSERT(requests > 0 || r.arrival_us == 0, "the first request arrives at 0, got ", r.arrival_us);
-    FUZZ_ASSERT(r.arrival_us >= previous && r.arrival_us <= kMaxWorkloadArrivalUs, "arrival ", r.arrival_us,
-                " after ", previous);
+    FUZZ_ASSERT(r.arrival_us >= previous && r.arrival_us <= kMaxWorkloadArrivalUs, "arrival ", r.arrival_us, " after ",
+                previous);
     FUZZ_ASSERT(r.input_tokens >= 0 && r.input_tokens <= kMaxWorkloadTokens, "input_tokens ", r.input_tokens);
     FUZZ_ASSERT(r.output_tokens >= 0 && r.output_tokens <= kMaxWorkloadTokens, "output_tokens ", r.output_tokens);
     if (block == 0) {
@@ -75,6 +75,7 @@ void Check(WorkloadFormat format, const std::string& text) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  kvshard::fuzz::Check(kvshard::fuzz::kFormats[data[0] % 5], std::string(reinterpret_cast<const char*>(data) + 1, size - 1));
+  kvshard::fuzz::Check(kvshard::fuzz::kFormats[data[0] % 5],
+                       std::string(reinterpret_cast<const char*>(data) + 1, size - 1));
   return 0;
 }

@@ -21,13 +21,13 @@ namespace kvshard::gpu {
 namespace {
 
 // An NCCL call through the loaded API -> Status; ncclInProgress counts as success (nonblocking communicators).
-#define KVSHARD_NCCL_API_CHECK(api, expr)                                                                  \
-  do {                                                                                                     \
-    ncclResult_t kvshard_nccl_res_ = (expr);                                                               \
-    if (kvshard_nccl_res_ != ncclSuccess && kvshard_nccl_res_ != ncclInProgress) {                         \
+#define KVSHARD_NCCL_API_CHECK(api, expr)                                                                            \
+  do {                                                                                                               \
+    ncclResult_t kvshard_nccl_res_ = (expr);                                                                         \
+    if (kvshard_nccl_res_ != ncclSuccess && kvshard_nccl_res_ != ncclInProgress) {                                   \
       return ::kvshard::Internal(__FILE__, ":", __LINE__, ": NCCL error ", (api)->GetErrorString(kvshard_nccl_res_), \
-                                 " in `" #expr "`");                                                       \
-    }                                                                                                      \
+                                 " in `" #expr "`");                                                                 \
+    }                                                                                                                \
   } while (0)
 
 // Runs `issue` (NCCL calls) between ncclGroupStart and ncclGroupEnd. ncclGroupEnd runs even when `issue` fails,
@@ -85,8 +85,7 @@ class Waiter : public RankGroup {
 
   Status CheckArgs(size_t a, size_t b) const {
     if (a != ranks_.size() || b != ranks_.size()) {
-      return InvalidArgument("collective: expected ", ranks_.size(), " local buffers and streams, got ", a, " and ",
-                             b);
+      return InvalidArgument("collective: expected ", ranks_.size(), " local buffers and streams, got ", a, " and ", b);
     }
     return Status::Ok();
   }
@@ -129,9 +128,9 @@ class Waiter : public RankGroup {
       for (int i : pending) {
         StatusOr<bool> d = done(i);
         if (!d.ok()) {
-          return Fail(Status(d.status().code(), StrCat("collective ", op_, " (", bytes_, " bytes per rank) on ",
-                                                       kind_, " rank ", ranks_[i], " of ", n_, ": ",
-                                                       d.status().message(), "; group aborted")));
+          return Fail(Status(d.status().code(),
+                             StrCat("collective ", op_, " (", bytes_, " bytes per rank) on ", kind_, " rank ",
+                                    ranks_[i], " of ", n_, ": ", d.status().message(), "; group aborted")));
         }
         if (!*d) still.push_back(i);
       }
@@ -142,12 +141,14 @@ class Waiter : public RankGroup {
         for (int i : pending) waiting.push_back(ranks_[i]);
         return Fail(Unavailable("collective timeout: ", op_, " (", bytes_, " bytes per rank) on the ", kind_,
                                 " group of ", n_, " ranks: rank(s) ", RankList(waiting), " not complete after ",
-                                timeout_ms_, " ms (KVSHARD_COLLECTIVE_TIMEOUT_MS); a peer stalled or died; group "
+                                timeout_ms_,
+                                " ms (KVSHARD_COLLECTIVE_TIMEOUT_MS); a peer stalled or died; group "
                                 "aborted"));
       }
       if (nap.count() == 0) {
         std::this_thread::yield();
-        if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(200)) nap = std::chrono::microseconds(10);
+        if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(200))
+          nap = std::chrono::microseconds(10);
       } else {
         std::this_thread::sleep_for(nap);
         nap = std::min(nap * 2, std::chrono::microseconds(1000));
@@ -173,7 +174,9 @@ class NcclGroup : public Waiter {
  public:
   NcclGroup(const NcclApi* api, std::string kind, int n, std::vector<int> ranks, std::vector<int> devices,
             std::vector<ncclComm_t> comms, int64_t timeout_ms)
-      : Waiter(std::move(kind), n, std::move(ranks), timeout_ms), api_(api), devices_(std::move(devices)),
+      : Waiter(std::move(kind), n, std::move(ranks), timeout_ms),
+        api_(api),
+        devices_(std::move(devices)),
         comms_(std::move(comms)) {}
   ~NcclGroup() override {
     if (aborted()) return;  // ncclCommAbort already freed the communicators

@@ -24,11 +24,11 @@ Status CpGatherRerangeCanImplement(const RankGroup& group, const Int64Table& spl
   return Status::Ok();
 }
 
-Status CpGatherRerange(RankGroup& group, const std::vector<const void*>& local,
-                       const std::vector<int64_t>& local_rows, const std::vector<void*>& send,
-                       const std::vector<void*>& gathered, const std::vector<void*>& out,
-                       const std::vector<const int64_t*>& splits, const Int64Table& split_lists,
-                       int64_t max_rank_token, int64_t row_bytes, const std::vector<cudaStream_t>& streams) {
+Status CpGatherRerange(RankGroup& group, const std::vector<const void*>& local, const std::vector<int64_t>& local_rows,
+                       const std::vector<void*>& send, const std::vector<void*>& gathered,
+                       const std::vector<void*>& out, const std::vector<const int64_t*>& splits,
+                       const Int64Table& split_lists, int64_t max_rank_token, int64_t row_bytes,
+                       const std::vector<cudaStream_t>& streams) {
   KVSHARD_NVTX_RANGE("kvshard.cp.gather_rerange");
   KVSHARD_RETURN_IF_ERROR(CpGatherRerangeCanImplement(group, split_lists, max_rank_token, local_rows, row_bytes));
   const size_t k = group.local_ranks().size();
@@ -44,7 +44,8 @@ Status CpGatherRerange(RankGroup& group, const std::vector<const void*>& local,
     KVSHARD_CUDA_CHECK(cudaSetDevice(group.device(static_cast<int>(i))));
     const size_t used = static_cast<size_t>(local_rows[i] * row_bytes);
     if (used) KVSHARD_CUDA_CHECK(cudaMemcpyAsync(send[i], local[i], used, cudaMemcpyDeviceToDevice, streams[i]));
-    if (block > used) KVSHARD_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(send[i]) + used, 0, block - used, streams[i]));
+    if (block > used)
+      KVSHARD_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(send[i]) + used, 0, block - used, streams[i]));
   }
   if (block) KVSHARD_RETURN_IF_ERROR(group.AllGather(send_c, gathered, block, streams));
   for (size_t i = 0; i < k; ++i) {

@@ -22,11 +22,11 @@ Status CpGatherRerangeCanImplement(const RankGroup& group, const Int64Table& spl
 // max_rank_token rows (the rest zero), all-gathers the blocks into gathered[i] (N * max_rank_token rows),
 // and reranges them into out[i] (sum of split_lists rows, request order). `splits[i]` is the split table on
 // rank i's device (batch x 2N, request-major); all buffers live on rank i's device; work runs on streams[i].
-Status CpGatherRerange(RankGroup& group, const std::vector<const void*>& local,
-                       const std::vector<int64_t>& local_rows, const std::vector<void*>& send,
-                       const std::vector<void*>& gathered, const std::vector<void*>& out,
-                       const std::vector<const int64_t*>& splits, const Int64Table& split_lists,
-                       int64_t max_rank_token, int64_t row_bytes, const std::vector<cudaStream_t>& streams);
+Status CpGatherRerange(RankGroup& group, const std::vector<const void*>& local, const std::vector<int64_t>& local_rows,
+                       const std::vector<void*>& send, const std::vector<void*>& gathered,
+                       const std::vector<void*>& out, const std::vector<const int64_t*>& splits,
+                       const Int64Table& split_lists, int64_t max_rank_token, int64_t row_bytes,
+                       const std::vector<cudaStream_t>& streams);
 
 }  // namespace kvshard::gpu
 

@@ -27,7 +27,10 @@ __device__ __forceinline__ int64_t FindSegment(const int64_t* starts, int64_t n,
   int64_t lo = 0, hi = n;  // invariant: starts[lo] <= i, answer in [lo, hi)
   while (hi - lo > 1) {
     const int64_t mid = (lo + hi) / 2;
-    if (starts[mid] <= i) lo = mid; else hi = mid;
+    if (starts[mid] <= i)
+      lo = mid;
+    else
+      hi = mid;
   }
   return lo;
 }
@@ -70,10 +73,9 @@ __device__ int64_t BlockScanAll(int64_t n, Value value, Emit emit) {
 // seg_src[q*2cp+2cp-1-r] = that + splits[q][r], the first rows of its two segments in the rank-major gathered
 // buffer. Counts (bad) a total other than total_rows and, as SGLang's rank_payload_exceeds_max, a rank whose
 // rows pass its block of m.
-__global__ void __launch_bounds__(kTableThreads, 1) RerangeTableKernel(const int64_t* __restrict__ splits,
-                                                                       int64_t batch, int64_t cp, int64_t m,
-                                                                       int64_t total_rows, int64_t* seg_out,
-                                                                       int64_t* seg_src, int64_t* bad) {
+__global__ void __launch_bounds__(kTableThreads, 1)
+    RerangeTableKernel(const int64_t* __restrict__ splits, int64_t batch, int64_t cp, int64_t m, int64_t total_rows,
+                       int64_t* seg_out, int64_t* seg_src, int64_t* bad) {
   const int64_t segs = 2 * cp;
   if (blockIdx.x == 0) {
     const int64_t total = BlockScanAll(
@@ -270,7 +272,7 @@ Status LaunchBuildRerangeTable(const int64_t* splits, int64_t batch, int64_t cp,
   if (total_rows == 0) return Status::Ok();
   const int64_t blocks = std::min<int64_t>((total_rows + kThreads - 1) / kThreads, int64_t{1} << 20);
   RerangeIndexKernel<<<static_cast<int>(blocks), kThreads, 0, stream>>>(t.seg_out, t.seg_src, segments, total_rows,
-                                                                         cp * max_rank_token, t.index);
+                                                                        cp * max_rank_token, t.index);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }
@@ -329,8 +331,8 @@ Status LaunchSegmentGather(void* out, const void* in, int64_t in_rows, const int
     const int64_t vecs = row_bytes / kB;
     const int group = GroupSizeFor(vecs);
     SegmentGatherKernel<V><<<PersistentBlocks(out_rows, group, kThreads), kThreads, 0, stream>>>(
-        static_cast<V*>(out), static_cast<const V*>(in), in_rows, out_start, src_start, valid_len, last_row,
-        pad_offset, segments, out_rows, vecs, group, pad == PadMode::kPosition, bad);
+        static_cast<V*>(out), static_cast<const V*>(in), in_rows, out_start, src_start, valid_len, last_row, pad_offset,
+        segments, out_rows, vecs, group, pad == PadMode::kPosition, bad);
   });
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();

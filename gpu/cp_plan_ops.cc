@@ -24,7 +24,8 @@ StatusOr<SegmentTable> SplitSegments(const CPSharedKVBatchPlan& plan, SplitKind 
   const int64_t n = plan.cp_size, s = 2 * n, r = plan.cp_rank;
   if (t.batch_size != static_cast<int64_t>(plan.request_extend_lens.size()) ||
       static_cast<int64_t>(t.split_lens.size()) != t.batch_size * s) {
-    return FailFast("batch_gt1_missing_split_metadata", "CP shared-KV batch split requires per-request split metadata.");
+    return FailFast("batch_gt1_missing_split_metadata",
+                    "CP shared-KV batch split requires per-request split metadata.");
   }
   const int64_t expected = t.input_row_offsets.back();
   const bool compute_pad = kind == SplitKind::kCompute && plan.compute_padding_enabled;
@@ -36,8 +37,8 @@ StatusOr<SegmentTable> SplitSegments(const CPSharedKVBatchPlan& plan, SplitKind 
   for (int64_t q = 0; q < t.batch_size; ++q) {
     const int64_t extend = plan.request_extend_lens[q], target = t.target_lens[q];
     if (target < extend) {
-      return FailFast("batch_gt1_compute_padding_len_mismatch", StrCat("req_id=", q, " target_len=", target,
-                                                                     " current_len=", extend));
+      return FailFast("batch_gt1_compute_padding_len_mismatch",
+                      StrCat("req_id=", q, " target_len=", target, " current_len=", extend));
     }
     if (target > extend && extend <= 0) {
       return FailFast("batch_gt1_compute_padding_empty_request", StrCat("req_id=", q));
@@ -45,8 +46,8 @@ StatusOr<SegmentTable> SplitSegments(const CPSharedKVBatchPlan& plan, SplitKind 
     int64_t split_total = 0;
     for (int64_t k = 0; k < s; ++k) split_total += t.split_lens[q * s + k];
     if (split_total != target) {
-      return FailFast("batch_gt1_split_target_len_mismatch", StrCat("req_id=", q, " split_total=", split_total,
-                                                                  " request_rows=", target));
+      return FailFast("batch_gt1_split_target_len_mismatch",
+                      StrCat("req_id=", q, " split_total=", split_total, " request_rows=", target));
     }
     for (int64_t seg : {r, s - 1 - r}) {
       const int64_t start = t.segment_offsets[q * s + seg], len = t.split_lens[q * s + seg];
@@ -68,8 +69,9 @@ StatusOr<SegmentTable> ValidRowSegments(const CPSharedKVBatchPlan& plan, int64_t
   const Int64Table& compute = pad ? plan.request_compute_split_lists : plan.request_split_lists;
   const Int64Table& valid = plan.request_split_lists;
   if (compute.rows() != plan.batch_size || valid.rows() != plan.batch_size || compute.width != s || valid.width != s) {
-    return FailFast("cache_write_valid_selector_metadata",
-                  "CP shared-KV cache writes require valid and compute split metadata when compute padding is enabled.");
+    return FailFast(
+        "cache_write_valid_selector_metadata",
+        "CP shared-KV cache writes require valid and compute split metadata when compute padding is enabled.");
   }
   SegmentTable out;
   out.out_start.push_back(0);
@@ -79,8 +81,8 @@ StatusOr<SegmentTable> ValidRowSegments(const CPSharedKVBatchPlan& plan, int64_t
       const int64_t c = compute[q][seg], v = valid[q][seg];
       if (v > c) {
         return FailFast("cache_write_valid_selector_metadata",
-                      StrCat("valid segment is longer than compute segment. req_id=", q, " segment_id=", seg,
-                             " valid_len=", v, " compute_len=", c));
+                        StrCat("valid segment is longer than compute segment. req_id=", q, " segment_id=", seg,
+                               " valid_len=", v, " compute_len=", c));
       }
       out.src_start.push_back(cursor);
       out.valid_len.push_back(v);
@@ -100,7 +102,8 @@ StatusOr<std::vector<uint8_t>> RunSegmentGather(const std::vector<uint8_t>& inpu
   KVSHARD_NVTX_RANGE("kvshard.cp.segment_gather");
   const int64_t in_rows = static_cast<int64_t>(input.size()) / row_bytes;
   KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_in, Upload(input.empty() ? std::vector<uint8_t>(row_bytes) : input));
-  KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_out, DeviceBuffer::Allocate(std::max<int64_t>(1, table.out_rows) * row_bytes));
+  KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_out,
+                           DeviceBuffer::Allocate(std::max<int64_t>(1, table.out_rows) * row_bytes));
   KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_os, Upload(table.out_start));
   auto up = [](const Int64List& v) { return Upload(v.empty() ? Int64List{0} : v); };
   KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_ss, up(table.src_start));
@@ -108,10 +111,10 @@ StatusOr<std::vector<uint8_t>> RunSegmentGather(const std::vector<uint8_t>& inpu
   KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_lr, up(table.last_row));
   KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_po, up(table.pad_offset));
   KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_bad, Upload(std::vector<int64_t>{0}));
-  KVSHARD_RETURN_IF_ERROR(LaunchSegmentGather(d_out.data(), d_in.data(), in_rows, d_os.as<int64_t>(), d_ss.as<int64_t>(),
-                                              d_vl.as<int64_t>(), d_lr.as<int64_t>(), d_po.as<int64_t>(),
-                                              table.segments(), table.out_rows, row_bytes, pad, d_bad.as<int64_t>(),
-                                              nullptr));
+  KVSHARD_RETURN_IF_ERROR(LaunchSegmentGather(d_out.data(), d_in.data(), in_rows, d_os.as<int64_t>(),
+                                              d_ss.as<int64_t>(), d_vl.as<int64_t>(), d_lr.as<int64_t>(),
+                                              d_po.as<int64_t>(), table.segments(), table.out_rows, row_bytes, pad,
+                                              d_bad.as<int64_t>(), nullptr));
   KVSHARD_RETURN_IF_ERROR(SyncStream(nullptr));
   KVSHARD_RETURN_IF_ERROR(CheckBadCounter(d_bad));
   return Download<uint8_t>(d_out.data(), table.out_rows * row_bytes);
@@ -125,11 +128,12 @@ StatusOr<std::vector<uint8_t>> RunBatchRerange(const std::vector<uint8_t>& gathe
   const int64_t batch = split_lists.rows();
   KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_in, Upload(gathered.empty() ? std::vector<uint8_t>(row_bytes) : gathered));
   KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_out, DeviceBuffer::Allocate(std::max<int64_t>(1, total) * row_bytes));
-  KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_split, Upload(split_lists.values.empty() ? Int64List{0} : split_lists.values));
+  KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_split,
+                           Upload(split_lists.values.empty() ? Int64List{0} : split_lists.values));
   KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_bad, Upload(std::vector<int64_t>{0}));
   if (static_cast<int64_t>(gathered.size()) < cp_size * max_rank_token * row_bytes) {
-    return InvalidArgument("gathered: ", gathered.size() / row_bytes, " rows, need cp_size*max_rank_token = ",
-                           cp_size * max_rank_token);
+    return InvalidArgument("gathered: ", gathered.size() / row_bytes,
+                           " rows, need cp_size*max_rank_token = ", cp_size * max_rank_token);
   }
   KVSHARD_RETURN_IF_ERROR(LaunchBatchRerange(d_out.data(), d_in.data(), d_split.as<int64_t>(), batch, cp_size,
                                              max_rank_token, total, row_bytes, d_bad.as<int64_t>(), nullptr));

@@ -32,7 +32,9 @@ class DeviceBuffer {
   void* data() const { return ptr_; }
   size_t bytes() const { return bytes_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
 
  private:
   void* ptr_ = nullptr;

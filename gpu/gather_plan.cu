@@ -29,21 +29,24 @@ struct PlanArgs {
   const int64_t* chunk_off;  // [B+1] exclusive prefix of chunk pages
   int64_t batch, n_refs, n_chunk;
   int64_t n, ps, stride, block_pages, chunk_base, trash, page_pos_size, send_rank;
-  int64_t keys;              // key space n * stride; flags/scan hold keys + 1 entries
+  int64_t keys;  // key space n * stride; flags/scan hold keys + 1 entries
   int32_t* page_pos;
-  int64_t* send_pages;       // [n * block_pages]
-  int64_t* send_rows;        // [block_pages * ps]
-  int64_t* mapped;           // previous build's mapped pages on entry; this build's on exit
+  int64_t* send_pages;  // [n * block_pages]
+  int64_t* send_rows;   // [block_pages * ps]
+  int64_t* mapped;      // previous build's mapped pages on entry; this build's on exit
   int64_t* state;
-  int32_t* flags;            // [keys + 1] 1 where a prefix reference has the key (all 0 between builds)
-  int32_t* scan;             // [keys + 1] exclusive prefix of flags: the unique index of a key
+  int32_t* flags;  // [keys + 1] 1 where a prefix reference has the key (all 0 between builds)
+  int32_t* scan;   // [keys + 1] exclusive prefix of flags: the unique index of a key
 };
 
 __device__ int64_t UpperBoundMinus1(const int64_t* off, int64_t count, int64_t t) {
   int64_t lo = 0, hi = count;  // off[lo] <= t
   while (hi - lo > 1) {
     const int64_t mid = (lo + hi) / 2;
-    if (off[mid] <= t) lo = mid; else hi = mid;
+    if (off[mid] <= t)
+      lo = mid;
+    else
+      hi = mid;
   }
   return lo;
 }
@@ -184,8 +187,8 @@ Status DeviceGatherPlanner::Upload(const ExtendBatch& batch, cudaStream_t stream
   KVSHARD_NVTX_RANGE("kvshard.plan.upload");
   KVSHARD_RETURN_IF_ERROR(GatherPlanCanImplement(batch));
   if (batch.shard_size != geometry_.shard_size || batch.page_size != geometry_.page_size ||
-      batch.pages_per_rank != geometry_.pages_per_rank ||
-      batch.max_prefix_tokens != geometry_.max_prefix_tokens || batch.chunk_tokens != geometry_.chunk_tokens) {
+      batch.pages_per_rank != geometry_.pages_per_rank || batch.max_prefix_tokens != geometry_.max_prefix_tokens ||
+      batch.chunk_tokens != geometry_.chunk_tokens) {
     return InvalidArgument("batch: geometry differs from the planner's (create a planner per geometry)");
   }
   KVSHARD_CUDA_CHECK(cudaStreamSynchronize(stream));  // the previous build's buffers may still be in use
@@ -231,7 +234,8 @@ Status DeviceGatherPlanner::Upload(const ExtendBatch& batch, cudaStream_t stream
 Status DeviceGatherPlanner::Launch(int64_t send_rank, cudaStream_t stream) {
   KVSHARD_NVTX_RANGE("kvshard.plan.build");
   const ExtendBatch& g = geometry_;
-  if (send_rank < 0 || send_rank >= g.shard_size) return InvalidArgument("send_rank: must be in [0, ", g.shard_size, ")");
+  if (send_rank < 0 || send_rank >= g.shard_size)
+    return InvalidArgument("send_rank: must be in [0, ", g.shard_size, ")");
   const int64_t b = static_cast<int64_t>(batch_.requests.size());
   const int64_t* meta = req_meta_.as<int64_t>();
   PlanArgs a;
@@ -264,8 +268,8 @@ Status DeviceGatherPlanner::Launch(int64_t send_rank, cudaStream_t stream) {
                        stream>>>(a);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   size_t temp = scan_temp_.bytes();
-  KVSHARD_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan_temp_.data(), temp, a.flags, a.scan,
-                                                   static_cast<int>(keys_ + 1), stream));
+  KVSHARD_CUDA_CHECK(
+      cub::DeviceScan::ExclusiveSum(scan_temp_.data(), temp, a.flags, a.scan, static_cast<int>(keys_ + 1), stream));
   PlaceKernel<<<GridFor(std::max(keys_, n_chunk_)), kThreads, 0, stream>>>(a);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   CheckAndExpandKernel<<<GridFor(std::max({n_chunk_, n_prefix_refs_, block_pages_ * g.page_size})), kThreads, 0,
@@ -285,13 +289,16 @@ Status DeviceGatherPlanner::Finish(cudaStream_t stream) {
   const int64_t cyclic = st[kFirstCyclic];
   if (first_misaligned_ >= 0 && first_misaligned_ <= cyclic) {
     const ExtendRequest& r = batch_.requests[first_misaligned_];
-    return InvalidArgument("requests[", first_misaligned_, "].prefix_len: sharded prefill requires physical-page-aligned "
-                           "prefixes (the radix-tree match quantum), got prefix_len=", r.prefix_len, ", page_size=", ps);
+    return InvalidArgument("requests[", first_misaligned_,
+                           "].prefix_len: sharded prefill requires physical-page-aligned "
+                           "prefixes (the radix-tree match quantum), got prefix_len=",
+                           r.prefix_len, ", page_size=", ps);
   }
   if (cyclic < b) {
     const ExtendRequest& r = batch_.requests[cyclic];
     std::string owners = "[";
-    for (int64_t k = 0; k < r.prefix_len / ps && k < 16; ++k) owners += (k ? ", " : "") + std::to_string(r.pages[k] % n);
+    for (int64_t k = 0; k < r.prefix_len / ps && k < 16; ++k)
+      owners += (k ? ", " : "") + std::to_string(r.pages[k] % n);
     return InvalidArgument("requests[", cyclic, "].pages: sharded prefix owners of request ", cyclic,
                            " are not cyclic — rotation base out of sync (owners[:16]=", owners, "])");
   }
@@ -319,7 +326,8 @@ Status DeviceGatherPlanner::Finish(cudaStream_t stream) {
                            " is already in the plan (a prefix page or an earlier chunk page); chunk pages must be "
                            "fresh allocations");
   }
-  if (st[kOverflow]) return Internal("negative all-gather pad: a rank owns more than block_pages=", block_pages_, " prefix pages");
+  if (st[kOverflow])
+    return Internal("negative all-gather pad: a rank owns more than block_pages=", block_pages_, " prefix pages");
   return Status::Ok();
 }
 

@@ -44,23 +44,23 @@ class DeviceGatherPlanner {
 
  private:
   DeviceGatherPlanner() = default;
-  ExtendBatch geometry_;      // requests empty
-  ExtendBatch batch_;         // the uploaded batch (host copy of its metadata)
+  ExtendBatch geometry_;  // requests empty
+  ExtendBatch batch_;     // the uploaded batch (host copy of its metadata)
   int64_t page_pos_size_ = 0;
   int64_t trash_page_ = 0;
   int64_t block_pages_ = 0;
   int64_t n_prefix_refs_ = 0, n_chunk_ = 0, first_misaligned_ = -1;
-  DeviceBuffer page_pos_;     // int32 [page_pos_size]
-  DeviceBuffer pages_;        // int64 all position-pages of the batch, request-major
-  DeviceBuffer req_meta_;     // int64 [4 * (B + 1)]: page offset, prefix pages, chunk offset, block offset
-  DeviceBuffer send_pages_;   // int64 [N * block_pages]
-  DeviceBuffer send_rows_;    // int64 [block_pages * ps]
-  DeviceBuffer mapped_;       // int64 pages mapped by the previous build (reset to trash by the next)
-  DeviceBuffer state_;        // int64 [5]: mapped count, first cyclic request, first stale chunk ref, unique, overflow
-  DeviceBuffer flags_;        // int32 [keys_ + 1]: prefix key flags (all 0 between builds)
-  DeviceBuffer scan_;         // int32 [keys_ + 1]: exclusive prefix of flags_
-  DeviceBuffer scan_temp_;    // CUB scan storage
-  int64_t keys_ = 0;          // shard_size * (pages_per_rank + 2)
+  DeviceBuffer page_pos_;    // int32 [page_pos_size]
+  DeviceBuffer pages_;       // int64 all position-pages of the batch, request-major
+  DeviceBuffer req_meta_;    // int64 [4 * (B + 1)]: page offset, prefix pages, chunk offset, block offset
+  DeviceBuffer send_pages_;  // int64 [N * block_pages]
+  DeviceBuffer send_rows_;   // int64 [block_pages * ps]
+  DeviceBuffer mapped_;      // int64 pages mapped by the previous build (reset to trash by the next)
+  DeviceBuffer state_;       // int64 [5]: mapped count, first cyclic request, first stale chunk ref, unique, overflow
+  DeviceBuffer flags_;       // int32 [keys_ + 1]: prefix key flags (all 0 between builds)
+  DeviceBuffer scan_;        // int32 [keys_ + 1]: exclusive prefix of flags_
+  DeviceBuffer scan_temp_;   // CUB scan storage
+  int64_t keys_ = 0;         // shard_size * (pages_per_rank + 2)
   int64_t capacity_pages_ = 0;
 };
 

@@ -40,8 +40,7 @@ __device__ __forceinline__ GroupPos MyGroup(int group) {
 
 template <typename V>
 __global__ void GatherRowsKernel(V* __restrict__ out, const V* __restrict__ in, int64_t in_rows,
-                                 const int64_t* __restrict__ index, int64_t n, int64_t vecs, int group,
-                                 int64_t* bad) {
+                                 const int64_t* __restrict__ index, int64_t n, int64_t vecs, int group, int64_t* bad) {
   const GroupPos g = MyGroup(group);
   for (int64_t i = g.id; i < n; i += g.count) {
     const int64_t src = index[i];
@@ -151,8 +150,8 @@ Status RowOpCanImplement(int64_t n, int64_t row_bytes, int64_t in_rows, int64_t 
   return Status::Ok();
 }
 
-Status LaunchGatherRows(void* out, const void* in, int64_t in_rows, const int64_t* index, int64_t n,
-                        int64_t row_bytes, int64_t* bad, cudaStream_t stream) {
+Status LaunchGatherRows(void* out, const void* in, int64_t in_rows, const int64_t* index, int64_t n, int64_t row_bytes,
+                        int64_t* bad, cudaStream_t stream) {
   KVSHARD_NVTX_RANGE("kvshard.kv.gather_rows");
   KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, in_rows, n));
   if (n == 0) return Status::Ok();
@@ -188,8 +187,8 @@ Status LaunchOwnerFilteredWrite(void* pool, int64_t pool_rows, const void* rows,
 }
 
 Status LaunchStageChunk(void* scratch, int64_t scratch_rows, const void* rows, const int64_t* locs, int64_t n,
-                        const int32_t* page_pos, int64_t n_page_pos, int64_t page_size, int64_t row_bytes,
-                        int64_t* bad, cudaStream_t stream) {
+                        const int32_t* page_pos, int64_t n_page_pos, int64_t page_size, int64_t row_bytes, int64_t* bad,
+                        cudaStream_t stream) {
   KVSHARD_NVTX_RANGE("kvshard.kv.stage_chunk");
   KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, n, scratch_rows));
   if (page_size < 1) return InvalidArgument("page_size: must be >= 1, got ", page_size);
@@ -199,8 +198,8 @@ Status LaunchStageChunk(void* scratch, int64_t scratch_rows, const void* rows, c
     const int64_t vecs = row_bytes / kB;
     const int group = GroupSizeFor(vecs);
     StageChunkKernel<V><<<PersistentBlocks(n, group, kThreads), kThreads, 0, stream>>>(
-        static_cast<V*>(scratch), scratch_rows, static_cast<const V*>(rows), locs, n, page_pos, n_page_pos,
-        page_size, vecs, group, bad);
+        static_cast<V*>(scratch), scratch_rows, static_cast<const V*>(rows), locs, n, page_pos, n_page_pos, page_size,
+        vecs, group, bad);
   });
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
@@ -214,9 +213,8 @@ StatusOr<size_t> WritePlanTempBytes(int64_t n) {
   return bytes;
 }
 
-Status LaunchBuildWritePlan(const int64_t* locs, int64_t n, const PlacementSpec& spec, int64_t rank,
-                            int64_t* owned_idx, int64_t* local_rows, int64_t* count, void* temp, size_t temp_bytes,
-                            cudaStream_t stream) {
+Status LaunchBuildWritePlan(const int64_t* locs, int64_t n, const PlacementSpec& spec, int64_t rank, int64_t* owned_idx,
+                            int64_t* local_rows, int64_t* count, void* temp, size_t temp_bytes, cudaStream_t stream) {
   KVSHARD_NVTX_RANGE("kvshard.kv.build_write_plan");
   if (n < 0) return InvalidArgument("n: must be >= 0, got ", n);
   KVSHARD_RETURN_IF_ERROR(ValidatePlacementSpec(spec));
@@ -226,10 +224,10 @@ Status LaunchBuildWritePlan(const int64_t* locs, int64_t n, const PlacementSpec&
     return Status::Ok();
   }
   const OwnedBy pred{locs, spec.logical_page_size(), spec.page_size, rank};
-  KVSHARD_CUDA_CHECK(cub::DeviceSelect::If(temp, temp_bytes, thrust::counting_iterator<int64_t>(0), owned_idx, count,
-                                           n, pred, stream));
+  KVSHARD_CUDA_CHECK(cub::DeviceSelect::If(temp, temp_bytes, thrust::counting_iterator<int64_t>(0), owned_idx, count, n,
+                                           pred, stream));
   LocalRowsKernel<<<PersistentBlocks(n, 1, kThreads), kThreads, 0, stream>>>(local_rows, owned_idx, locs, count,
-                                                                              spec.logical_page_size(), spec.page_size);
+                                                                             spec.logical_page_size(), spec.page_size);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }
@@ -245,8 +243,8 @@ Status LaunchScatterRows(void* dst, int64_t dst_rows, const void* src, int64_t s
     const int64_t vecs = row_bytes / kB;
     const int group = GroupSizeFor(vecs);
     ScatterRowsKernel<V><<<PersistentBlocks(max_count, group, kThreads), kThreads, 0, stream>>>(
-        static_cast<V*>(dst), dst_rows, static_cast<const V*>(src), src_rows, src_idx, dst_idx, count, max_count,
-        vecs, group, bad);
+        static_cast<V*>(dst), dst_rows, static_cast<const V*>(src), src_rows, src_idx, dst_idx, count, max_count, vecs,
+        group, bad);
   });
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
@@ -259,7 +257,7 @@ Status LaunchTranslate(int64_t* out, const int64_t* locs, int64_t n, const int32
   if (page_size < 1) return InvalidArgument("page_size: must be >= 1, got ", page_size);
   if (n == 0) return Status::Ok();
   TranslateKernel<<<PersistentBlocks(n, 1, kThreads), kThreads, 0, stream>>>(out, locs, n, page_pos, n_page_pos,
-                                                                              page_size);
+                                                                             page_size);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }

@@ -17,8 +17,8 @@ namespace kvshard::gpu {
 Status RowOpCanImplement(int64_t n, int64_t row_bytes, int64_t in_rows, int64_t out_rows);
 
 // GatherRowsKernel: out[i] = in[index[i]] for i < n (torch.index_select on dim 0).
-Status LaunchGatherRows(void* out, const void* in, int64_t in_rows, const int64_t* index, int64_t n,
-                        int64_t row_bytes, int64_t* bad, cudaStream_t stream);
+Status LaunchGatherRows(void* out, const void* in, int64_t in_rows, const int64_t* index, int64_t n, int64_t row_bytes,
+                        int64_t* bad, cudaStream_t stream);
 
 // OwnerWriteKernel: pool[local_index(locs[i])] = rows[i] for every loc that `rank` owns (SGLang's write plan,
 // fused: the owner mask is recomputed per row instead of compacted).
@@ -28,16 +28,15 @@ Status LaunchOwnerFilteredWrite(void* pool, int64_t pool_rows, const void* rows,
 
 // StageChunkKernel: scratch[page_pos[loc/ps]*ps + loc%ps] = rows[i] (the full chunk, every rank).
 Status LaunchStageChunk(void* scratch, int64_t scratch_rows, const void* rows, const int64_t* locs, int64_t n,
-                        const int32_t* page_pos, int64_t n_page_pos, int64_t page_size, int64_t row_bytes,
-                        int64_t* bad, cudaStream_t stream);
+                        const int32_t* page_pos, int64_t n_page_pos, int64_t page_size, int64_t row_bytes, int64_t* bad,
+                        cudaStream_t stream);
 
 // Temporary storage bytes LaunchBuildWritePlan needs for n locs.
 StatusOr<size_t> WritePlanTempBytes(int64_t n);
 // SGLang's _get_write_plan on the device: owned_idx = positions i (ascending) whose loc `rank` owns,
 // local_rows = their local_index; *count (device) = how many. Built once per batch and reused every layer.
-Status LaunchBuildWritePlan(const int64_t* locs, int64_t n, const PlacementSpec& spec, int64_t rank,
-                            int64_t* owned_idx, int64_t* local_rows, int64_t* count, void* temp, size_t temp_bytes,
-                            cudaStream_t stream);
+Status LaunchBuildWritePlan(const int64_t* locs, int64_t n, const PlacementSpec& spec, int64_t rank, int64_t* owned_idx,
+                            int64_t* local_rows, int64_t* count, void* temp, size_t temp_bytes, cudaStream_t stream);
 // ScatterRowsKernel: dst[dst_idx[j]] = src[src_idx[j]] for j < *count (count read on the device, <= max_count).
 Status LaunchScatterRows(void* dst, int64_t dst_rows, const void* src, int64_t src_rows, const int64_t* src_idx,
                          const int64_t* dst_idx, const int64_t* count, int64_t max_count, int64_t row_bytes,

@@ -22,8 +22,8 @@ struct NonNegative {
   __host__ __device__ bool operator()(int64_t x) const { return x >= 0; }
 };
 
-__global__ void PlacementMapKernel(const int64_t* __restrict__ locs, int64_t n, int64_t lps, int64_t ps,
-                                   int64_t rank, int64_t* __restrict__ owner, int64_t* __restrict__ local_index,
+__global__ void PlacementMapKernel(const int64_t* __restrict__ locs, int64_t n, int64_t lps, int64_t ps, int64_t rank,
+                                   int64_t* __restrict__ owner, int64_t* __restrict__ local_index,
                                    uint8_t* __restrict__ mask) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     int64_t loc = locs[i];
@@ -48,13 +48,13 @@ Status PlacementCanImplement(const PlacementSpec& spec, int64_t rank, int64_t n)
   return Status::Ok();
 }
 
-Status LaunchPlacementMap(const int64_t* locs, int64_t n, const PlacementSpec& spec, int64_t rank,
-                          int64_t* owner, int64_t* local_index, uint8_t* mask, cudaStream_t stream) {
+Status LaunchPlacementMap(const int64_t* locs, int64_t n, const PlacementSpec& spec, int64_t rank, int64_t* owner,
+                          int64_t* local_index, uint8_t* mask, cudaStream_t stream) {
   KVSHARD_NVTX_RANGE("kvshard.placement.map");
   KVSHARD_RETURN_IF_ERROR(PlacementCanImplement(spec, rank, n));
   if (n == 0) return Status::Ok();
-  PlacementMapKernel<<<GridFor(n, 256), 256, 0, stream>>>(locs, n, spec.logical_page_size(), spec.page_size,
-                                                           rank, owner, local_index, mask);
+  PlacementMapKernel<<<GridFor(n, 256), 256, 0, stream>>>(locs, n, spec.logical_page_size(), spec.page_size, rank,
+                                                          owner, local_index, mask);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }

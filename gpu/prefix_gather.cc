@@ -56,7 +56,8 @@ Status PrefixGatherCanImplement(const PrefixGatherShape& s, int n) {
   if (s.buffer_row_bytes.empty() && (s.row_bytes < 1 || s.row_bytes > (1 << 20))) {
     return InvalidArgument("row_bytes: must be in [1, 2^20], got ", s.row_bytes);
   }
-  if (s.buffer_row_bytes.size() > 16) return InvalidArgument("buffer_row_bytes: at most 16 buffers, got ", s.buffer_row_bytes.size());
+  if (s.buffer_row_bytes.size() > 16)
+    return InvalidArgument("buffer_row_bytes: at most 16 buffers, got ", s.buffer_row_bytes.size());
   int64_t row_sum = 0;
   for (size_t b = 0; b < s.buffer_row_bytes.size(); ++b) {
     if (s.buffer_row_bytes[b] < 1 || s.buffer_row_bytes[b] > (1 << 20)) {
@@ -159,7 +160,8 @@ StatusOr<std::unique_ptr<LayerAheadGather>> LayerAheadGather::Create(RankGroup* 
         KVSHARD_ASSIGN_OR_RETURN(s, DeviceBuffer::Allocate(std::max<int64_t>(1, shape.max_prefix_tokens) * row_sum));
       }
     }
-    KVSHARD_ASSIGN_OR_RETURN(r->page_pos, DeviceBuffer::Allocate(std::max<int64_t>(1, shape.n_page_pos) * sizeof(int32_t)));
+    KVSHARD_ASSIGN_OR_RETURN(r->page_pos,
+                             DeviceBuffer::Allocate(std::max<int64_t>(1, shape.n_page_pos) * sizeof(int32_t)));
     KVSHARD_ASSIGN_OR_RETURN(r->bad, DeviceBuffer::Allocate(sizeof(int64_t)));
     KVSHARD_CUDA_CHECK(cudaMemset(r->bad.data(), 0, sizeof(int64_t)));
     g->state_.push_back(std::move(r));
@@ -214,10 +216,9 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
     KVSHARD_ASSIGN_OR_RETURN(r.local_rows, DeviceBuffer::Allocate(n * sizeof(int64_t)));
     KVSHARD_ASSIGN_OR_RETURN(size_t temp_bytes, WritePlanTempBytes(n));
     KVSHARD_ASSIGN_OR_RETURN(r.plan_temp, DeviceBuffer::Allocate(temp_bytes));
-    KVSHARD_RETURN_IF_ERROR(LaunchBuildWritePlan(r.chunk_locs.as<int64_t>(), n, {comm_->size(), shape_.page_size},
-                                                 r.rank, r.owned_idx.as<int64_t>(), r.local_rows.as<int64_t>(),
-                                                 r.owned_count.as<int64_t>(), r.plan_temp.data(), temp_bytes,
-                                                 r.compute));
+    KVSHARD_RETURN_IF_ERROR(LaunchBuildWritePlan(
+        r.chunk_locs.as<int64_t>(), n, {comm_->size(), shape_.page_size}, r.rank, r.owned_idx.as<int64_t>(),
+        r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>(), r.plan_temp.data(), temp_bytes, r.compute));
   }
   n_chunk_locs_ = static_cast<int64_t>(chunk_locs.size());
   ++epoch_;
@@ -291,10 +292,9 @@ Status LayerAheadGather::IssueGathers(int64_t upto) {
         int64_t offset = 0;
         for (size_t b = 0; b < widths.size(); ++b) {
           const size_t width = block_rows * widths[b];
-          KVSHARD_CUDA_CHECK(cudaMemcpy2DAsync(rp->slots[which][b].data(), width,
-                                               static_cast<char*>(rp->staging[which].data()) + offset,
-                                               block_rows * row_sum, width, comm_->size(), cudaMemcpyDeviceToDevice,
-                                               rp->gather));
+          KVSHARD_CUDA_CHECK(cudaMemcpy2DAsync(
+              rp->slots[which][b].data(), width, static_cast<char*>(rp->staging[which].data()) + offset,
+              block_rows * row_sum, width, comm_->size(), cudaMemcpyDeviceToDevice, rp->gather));
           offset += width;
         }
       }
@@ -321,7 +321,8 @@ Status LayerAheadGather::WriteLayer(int64_t layer, const std::vector<const void*
 Status LayerAheadGather::WriteLayerBuffers(int64_t layer, const std::vector<std::vector<const void*>>& rows) {
   KVSHARD_NVTX_RANGE("kvshard.gather.write_layer");
   if (!active_) return FailedPrecondition("sharded pool write outside an active sharded extend batch");
-  if (layer < 0 || layer >= shape_.layers) return InvalidArgument("layer: must be in [0, ", shape_.layers, "), got ", layer);
+  if (layer < 0 || layer >= shape_.layers)
+    return InvalidArgument("layer: must be in [0, ", shape_.layers, "), got ", layer);
   if (rows.size() != state_.size()) return InvalidArgument("rows: expected one buffer per local rank");
   const std::vector<int64_t> widths = shape_.buffers();
   for (size_t i = 0; i < state_.size(); ++i) {
@@ -329,10 +330,9 @@ Status LayerAheadGather::WriteLayerBuffers(int64_t layer, const std::vector<std:
     Rank& r = *state_[i];
     KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
     for (size_t b = 0; b < widths.size(); ++b) {
-      KVSHARD_RETURN_IF_ERROR(LaunchStageChunk(r.slots[layer % 2][b].data(), shape_.scratch_rows(), rows[i][b],
-                                               r.chunk_locs.as<int64_t>(), n_chunk_locs_, r.page_pos.as<int32_t>(),
-                                               shape_.n_page_pos, shape_.page_size, widths[b], r.bad.as<int64_t>(),
-                                               r.compute));
+      KVSHARD_RETURN_IF_ERROR(LaunchStageChunk(
+          r.slots[layer % 2][b].data(), shape_.scratch_rows(), rows[i][b], r.chunk_locs.as<int64_t>(), n_chunk_locs_,
+          r.page_pos.as<int32_t>(), shape_.n_page_pos, shape_.page_size, widths[b], r.bad.as<int64_t>(), r.compute));
       KVSHARD_RETURN_IF_ERROR(LaunchScatterRows(pool(static_cast<int>(i), layer, static_cast<int>(b)), shape_.pool_rows,
                                                 rows[i][b], n_chunk_locs_, r.owned_idx.as<int64_t>(),
                                                 r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>(), n_chunk_locs_,
@@ -352,7 +352,8 @@ StatusOr<std::vector<void*>> LayerAheadGather::AcquireForRead(int64_t layer) {
 StatusOr<std::vector<std::vector<void*>>> LayerAheadGather::AcquireBuffersForRead(int64_t layer) {
   KVSHARD_NVTX_RANGE("kvshard.gather.acquire_for_read");
   if (!active_) return FailedPrecondition("sharded pool read outside an active sharded extend batch");
-  if (layer < 0 || layer >= shape_.layers) return InvalidArgument("layer: must be in [0, ", shape_.layers, "), got ", layer);
+  if (layer < 0 || layer >= shape_.layers)
+    return InvalidArgument("layer: must be in [0, ", shape_.layers, "), got ", layer);
   const int which = static_cast<int>(layer % 2);
   if (block_pages_ > 0 && resident_[which] != std::make_pair(layer, epoch_)) {
     return FailedPrecondition("prefix scratch miss for layer ", layer, " (resident=(", resident_[which].first, ", ",

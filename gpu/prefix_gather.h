@@ -26,8 +26,8 @@ struct PrefixGatherShape {
   int64_t page_size = 1;
   int64_t max_prefix_tokens = 0;
   int64_t chunk_tokens = 0;
-  int64_t row_bytes = 0;   // the one-buffer form's row width (used when buffer_row_bytes is empty)
-  int64_t n_page_pos = 0;  // logical pages covered by page_pos
+  int64_t row_bytes = 0;                  // the one-buffer form's row width (used when buffer_row_bytes is empty)
+  int64_t n_page_pos = 0;                 // logical pages covered by page_pos
   std::vector<int64_t> buffer_row_bytes;  // per-layer buffers' row widths (SGLang's _gather_pairs), in order
   int64_t scratch_rows() const { return max_prefix_tokens + chunk_tokens + page_size; }
   // The buffers' row widths: buffer_row_bytes, or {row_bytes}.
@@ -113,7 +113,8 @@ class LayerAheadGather {
   std::vector<int64_t> pending_;
   bool trace_ = false;
   struct TraceEvents;
-  std::vector<std::unique_ptr<TraceEvents>> trace_events_;  // layers packed whose all-gather is not issued yet (at most two)
+  std::vector<std::unique_ptr<TraceEvents>>
+      trace_events_;  // layers packed whose all-gather is not issued yet (at most two)
 };
 
 // A per-layer compute stand-in for benchmarks: `blocks` blocks (0 = one per SM) for about `ns` nanoseconds,

@@ -12,7 +12,8 @@ namespace kvshard::gpu {
 
 // Widest power-of-two access (16, 8, 4, 2 or 1 bytes) dividing the row size and every base address.
 inline int RowVectorBytes(int64_t row_bytes, const void* a, const void* b) {
-  const uint64_t bits = static_cast<uint64_t>(row_bytes) | reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b);
+  const uint64_t bits =
+      static_cast<uint64_t>(row_bytes) | reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b);
   for (int v = 16; v > 1; v /= 2) {
     if (bits % v == 0) return v;
   }
@@ -21,11 +22,26 @@ inline int RowVectorBytes(int64_t row_bytes, const void* a, const void* b) {
 
 template <int kBytes>
 struct VecOf;
-template <> struct VecOf<16> { using T = uint4; };
-template <> struct VecOf<8> { using T = uint2; };
-template <> struct VecOf<4> { using T = uint32_t; };
-template <> struct VecOf<2> { using T = uint16_t; };
-template <> struct VecOf<1> { using T = uint8_t; };
+template <>
+struct VecOf<16> {
+  using T = uint4;
+};
+template <>
+struct VecOf<8> {
+  using T = uint2;
+};
+template <>
+struct VecOf<4> {
+  using T = uint32_t;
+};
+template <>
+struct VecOf<2> {
+  using T = uint16_t;
+};
+template <>
+struct VecOf<1> {
+  using T = uint8_t;
+};
 
 // Threads of a row group (a power of two <= 32) for rows of `vecs` vectors.
 inline int GroupSizeFor(int64_t vecs) {

@@ -20,8 +20,8 @@ __global__ void SpinKernel(int64_t ns, bool sleep) {
 Status LaunchSpin(int64_t ns, bool sleep, int blocks, int threads, cudaStream_t stream) {
   // An SM holding a block with a small carveout cannot take a collective's blocks (they need a large one) until
   // it drains; attention kernels configure the maximum, so the stand-in does too.
-  static const cudaError_t carveout = cudaFuncSetAttribute(
-      SpinKernel, cudaFuncAttributePreferredSharedMemoryCarveout, static_cast<int>(cudaSharedmemCarveoutMaxShared));
+  static const cudaError_t carveout = cudaFuncSetAttribute(SpinKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                           static_cast<int>(cudaSharedmemCarveoutMaxShared));
   KVSHARD_CUDA_CHECK(carveout);
   SpinKernel<<<blocks, threads, 0, stream>>>(ns, sleep);
   KVSHARD_CUDA_CHECK(cudaGetLastError());

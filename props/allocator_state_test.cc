@@ -41,9 +41,9 @@ struct Chain {
 
 // What the need_sort merges did, for the test log (how often the generators reach them).
 struct MergeStats {
-  int64_t merges = 0;               // alloc_extend calls that merged
-  int64_t merges_of_unshort = 0;    // ... where a class that was not short had a release list to merge
-  int64_t merges_after_group = 0;   // ... where pages freed by a free group were still in a release list
+  int64_t merges = 0;              // alloc_extend calls that merged
+  int64_t merges_of_unshort = 0;   // ... where a class that was not short had a release list to merge
+  int64_t merges_after_group = 0;  // ... where pages freed by a free group were still in a release list
 };
 
 // An allocator's class lists.
@@ -71,7 +71,9 @@ int64_t LeastFull(const V& counts) {
 }
 
 // Request i's new pages: ceil(seq_len / ps) - prefix_len / ps.
-int64_t NewPages(const AllocBatch& b, size_t i, int64_t ps) { return (b.seq_lens[i] + ps - 1) / ps - b.prefix_lens[i] / ps; }
+int64_t NewPages(const AllocBatch& b, size_t i, int64_t ps) {
+  return (b.seq_lens[i] + ps - 1) / ps - b.prefix_lens[i] / ps;
+}
 
 // Spec §2's pass 1 on the counts: "class c gives new_pages//N + ((c-start) % N < new_pages % N) pages"; true
 // iff no class goes negative (the batch commits).
@@ -146,7 +148,10 @@ struct Model {
   std::vector<Chain> chains;
 
   Model(int64_t shard_size, int64_t page_size, int64_t pages_per_rank, bool sort)
-      : n(shard_size), ps(page_size), ppr(pages_per_rank), need_sort(sort),
+      : n(shard_size),
+        ps(page_size),
+        ppr(pages_per_rank),
+        need_sort(sort),
         alloc(RC_VALUE(PageInterleaveAllocator::Create({n, ps, ppr, sort, true}))) {}
   V Counts() const { return alloc.class_free_page_counts(); }
   // alloc_extend on the model: false = deferred; else each request's pages in position order and the bases.
@@ -222,8 +227,8 @@ void CheckState(const Model& m, const PageInterleaveAllocator& a) {
       RC_ASSERT(a.is_allocated(ch.pages[k]));
       ++per_rank[ch.pages[k] % m.n];
     }
-    RC_ASSERT(*std::max_element(per_rank.begin(), per_rank.end()) -
-                  *std::min_element(per_rank.begin(), per_rank.end()) <= 1);
+    RC_ASSERT(
+        *std::max_element(per_rank.begin(), per_rank.end()) - *std::min_element(per_rank.begin(), per_rank.end()) <= 1);
   }
   for (int64_t p = m.n; p < m.n * (m.ppr + 1); ++p) RC_ASSERT(seen[p] == 1);  // page count conserved
   const V counts = m.Counts();
@@ -271,8 +276,8 @@ struct Alloc : Command {
         chain_of.push_back(-1);
         batch.prefix_lens.push_back(0);
         batch.seq_lens.push_back(seq_extra);
-        batch.rotation_bases.push_back(*rc::gen::weightedOneOf<int64_t>(
-            {{3, rc::gen::just(kNewChain)}, {1, rc::gen::inRange<int64_t>(0, m.n)}}));
+        batch.rotation_bases.push_back(
+            *rc::gen::weightedOneOf<int64_t>({{3, rc::gen::just(kNewChain)}, {1, rc::gen::inRange<int64_t>(0, m.n)}}));
         batch.last_locs.push_back(0);
       }
     }
@@ -444,8 +449,8 @@ struct Defer : Command {
 };
 
 void CheckAllocatorAgainstModel() {
-  const int64_t n = *rc::gen::weightedOneOf<int64_t>(
-      {{2, rc::gen::element<int64_t>(1, 2, 8)}, {3, rc::gen::inRange<int64_t>(1, 9)}});
+  const int64_t n =
+      *rc::gen::weightedOneOf<int64_t>({{2, rc::gen::element<int64_t>(1, 2, 8)}, {3, rc::gen::inRange<int64_t>(1, 9)}});
   const int64_t ps = *rc::gen::element<int64_t>(1, 1, 2, 3, 16);
   const int64_t ppr = *rc::gen::inRange<int64_t>(0, 17);
   const bool need_sort = *rc::gen::arbitrary<bool>();
@@ -531,8 +536,8 @@ KVSHARD_PROP(AllocatorProps, ScriptJsonRoundTripAndResultsMatchFastAllocator, ()
     AllocOpResult& r = want.back();
     r.class_free_page_counts = f.class_free_page_counts();
     r.available_size = m.n * m.ps * *std::min_element(r.class_free_page_counts.begin(), r.class_free_page_counts.end());
-    r.aggregate_free_size = m.ps * std::accumulate(r.class_free_page_counts.begin(), r.class_free_page_counts.end(),
-                                                   int64_t{0});
+    r.aggregate_free_size =
+        m.ps * std::accumulate(r.class_free_page_counts.begin(), r.class_free_page_counts.end(), int64_t{0});
     s.ops.push_back(op);
   }
   RC_LOG() << "script: " << AllocScriptToJson(s).dump() << "\n";

@@ -148,8 +148,7 @@ State ObservePool(const ShardedPool& pool, const ShardedPoolConfig& c) {
 KVSHARD_PROP(BoundsProps, ShardedPoolLocsAndLayersAtAndBeyondTheBound, ()) {
   const ExtendBatch b = DrawFullSizeBatch();
   RC_LOG() << "batch: " << ExtendBatchToJson(b).dump() << "\n";
-  const ShardedPoolConfig c =
-      PoolConfigOf(b, *rc::gen::inRange<int64_t>(1, 4), *rc::gen::inRange<int64_t>(1, 3));
+  const ShardedPoolConfig c = PoolConfigOf(b, *rc::gen::inRange<int64_t>(1, 4), *rc::gen::inRange<int64_t>(1, 3));
   const int64_t n = c.shard_size, ps = c.page_size, layers = c.num_layers, w = c.row_words;
   const int64_t limit = n * (c.pages_per_rank + 1) * ps;
   ShardedPool pool = RC_VALUE(ShardedPool::Create(c));
@@ -261,9 +260,9 @@ KVSHARD_PROP(BoundsProps, AllocatorFreeSlotsAndRotationBasesAtAndBeyondTheBound,
   for (size_t q = 0; q < reqs; ++q) {
     batch.prefix_lens.push_back(0);
     batch.seq_lens.push_back(*rc::gen::inRange<int64_t>(1, 2 * ps + 1));
-    batch.rotation_bases.push_back(q == bad_req ? *rc::gen::inRange(0, 8) == 0 ? -2 - DrawBeyond(n, ps)
-                                                                              : n + DrawBeyond(n, ps)
-                                                : *rc::gen::inRange<int64_t>(-1, n));
+    batch.rotation_bases.push_back(q == bad_req
+                                       ? *rc::gen::inRange(0, 8) == 0 ? -2 - DrawBeyond(n, ps) : n + DrawBeyond(n, ps)
+                                       : *rc::gen::inRange<int64_t>(-1, n));
     batch.last_locs.push_back(0);
   }
   RC_LOG() << "alloc_extend rotation_bases " << rc::toString(batch.rotation_bases) << "\n";

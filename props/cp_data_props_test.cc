@@ -49,8 +49,8 @@ KVSHARD_PROP(CPDataProps, RankRowsAreSegmentsRAndMirror, ()) {
     const HostTensor valid = Split(x, p, SplitKind::kValid);
     RC_ASSERT(Ids(valid) == ExpectedRankIds(p, p.request_split_lists));
     const HostTensor compute = Split(x, p, SplitKind::kCompute);
-    RC_ASSERT(Ids(compute) == ExpectedRankIds(p, p.compute_padding_enabled ? p.request_compute_split_lists
-                                                                          : p.request_split_lists));
+    RC_ASSERT(Ids(compute) ==
+              ExpectedRankIds(p, p.compute_padding_enabled ? p.request_compute_split_lists : p.request_split_lists));
     for (int64_t i = 0; i < valid.rows; ++i) {  // whole rows move, not just their ids
       const int64_t id = ReadId(valid, i);
       const int64_t q = (id >> 32) - 1, t = (id & 0xffffffff) - 1;
@@ -72,7 +72,8 @@ KVSHARD_PROP(CPDataProps, RerangeOfAllGatherOfSplitIsIdentity, ()) {
   RC_CLASSIFY(c.cp_size == 1, "N=1");
   RC_CLASSIFY(c.page_size == 2, "ps=2");
   RC_CLASSIFY(std::any_of(c.extend_lens.begin(), c.extend_lens.end(),
-                          [&](int64_t e) { return e < 2 * c.cp_size * c.page_size; }), "extend < 2N pages");
+                          [&](int64_t e) { return e < 2 * c.cp_size * c.page_size; }),
+              "extend < 2N pages");
   RC_CLASSIFY(std::any_of(c.extend_lens.begin(), c.extend_lens.end(), [&](int64_t e) { return e % c.page_size != 0; }),
               "partial last page");
   std::vector<HostTensor> local;
@@ -90,8 +91,8 @@ KVSHARD_PROP(CPDataProps, RerangeOfAllGatherOfSplitIsIdentity, ()) {
     RC_ASSERT(RC_VALUE(ref::BatchInSeqAllGatherRerange(gathered, m, c.cp_size)) == x);
   } else {
     HostTensor out = RC_VALUE(ref::InSeqAllGatherRerange(gathered, m));
-    const int64_t padded = plans[0].compute_padding_enabled ? plans[0].request_compute_padded_tokens[0]
-                                                            : c.extend_lens[0];
+    const int64_t padded =
+        plans[0].compute_padding_enabled ? plans[0].request_compute_padded_tokens[0] : c.extend_lens[0];
     RC_ASSERT(out.rows == padded);
     for (int64_t i = c.extend_lens[0]; i < out.rows; ++i) RC_ASSERT(ReadId(out, i) == 0);
     out.rows = c.extend_lens[0];
@@ -138,7 +139,8 @@ KVSHARD_PROP(CPDataProps, ValidRowSelectionDropsExactlyComputePadding, ()) {
     const FlatSplitTables t = FlattenSplitTables(p, SplitKind::kCompute);
     for (int64_t q = 0; q < p.batch_size && p.compute_padding_enabled; ++q) {
       for (const RowSpan& span : p.request_valid_query_row_spans[q]) {
-        for (int64_t i = 0; i < span.length; ++i) RC_ASSERT(ReadId(compute, t.local_row_offsets[q] + span.start + i) != 0);
+        for (int64_t i = 0; i < span.length; ++i)
+          RC_ASSERT(ReadId(compute, t.local_row_offsets[q] + span.start + i) != 0);
       }
     }
   }
@@ -183,7 +185,8 @@ KVSHARD_PROP(CPDataProps, LastTokenCollectionReturnsLastValidTokens, ()) {
   const HostTensor last = RC_VALUE(ref::InSeqCollectLastTokenBatch(hidden, plans));
   RC_ASSERT(last.rows == static_cast<int64_t>(c.extend_lens.size()));
   for (int64_t q = 0; q < last.rows; ++q) {
-    RC_ASSERT(std::equal(last.row(q), last.row(q) + c.row_bytes, x.row(plans[0].request_token_offsets[q] + c.extend_lens[q] - 1)));
+    RC_ASSERT(std::equal(last.row(q), last.row(q) + c.row_bytes,
+                         x.row(plans[0].request_token_offsets[q] + c.extend_lens[q] - 1)));
   }
 }
 
@@ -193,7 +196,8 @@ KVSHARD_PROP(CPDataProps, ScalarRerangeIsIdentityForAnyPageSize, ()) {
   const int64_t n = *GenCpSize();
   const int64_t ps = *GenPageSize(1);
   const int64_t extend = *rc::gen::inRange<int64_t>(0, 3000);
-  const int64_t total = extend + *rc::gen::weightedOneOf<int64_t>({{3, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(0, 64)}});
+  const int64_t total = extend + *rc::gen::weightedOneOf<int64_t>(
+                                     {{3, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(0, 64)}});
   const int64_t prefix = ps * *rc::gen::inRange<int64_t>(0, 3) + *rc::gen::element<int64_t>(0, 0, 0, 1);
   const ref::InSeqSplit split = RC_VALUE(ref::BuildPageAlignedInSeqSplitList(total, extend, prefix, ps, n));
   HostTensor x = Payload({total}, 16);
@@ -219,7 +223,8 @@ KVSHARD_PROP(CPDataProps, ScalarRerangeIsIdentityForAnyPageSize, ()) {
 
 KVSHARD_PROP(CPDataProps, RoundRobinSplitRestoreIsIdentity, ()) {
   const int64_t n = *GenCpSize();
-  const Int64List lens = *rc::gen::container<Int64List>(*rc::gen::inRange<size_t>(1, 9), rc::gen::inRange<int64_t>(1, 300));
+  const Int64List lens =
+      *rc::gen::container<Int64List>(*rc::gen::inRange<size_t>(1, 9), rc::gen::inRange<int64_t>(1, 300));
   int64_t total = 0;
   for (int64_t l : lens) total += l;
   const int64_t padded = (total + n - 1) / n * n;  // cal_padded_tokens: ceil_align to cp_size
@@ -271,9 +276,9 @@ KVSHARD_PROP(CPDataProps, SplitInputLengthRules, ()) {
   RC_PRE(x.rows + delta >= 0);
   HostTensor y = HostTensor::Zeros(x.rows + delta, c.row_bytes);
   std::copy(x.data.begin(), x.data.begin() + std::min(x.data.size(), y.data.size()), y.data.begin());
-  const std::optional<int64_t> static_padded =
-      *rc::gen::element<std::optional<int64_t>>(std::nullopt, x.rows + 8);
-  const StatusOr<HostTensor> got = ref::SplitTensorByCPBatchPlan(y, p, ref::SplitMode::kData, SplitKind::kCompute, static_padded);
+  const std::optional<int64_t> static_padded = *rc::gen::element<std::optional<int64_t>>(std::nullopt, x.rows + 8);
+  const StatusOr<HostTensor> got =
+      ref::SplitTensorByCPBatchPlan(y, p, ref::SplitMode::kData, SplitKind::kCompute, static_padded);
   int64_t compute_total = 0;
   for (int64_t v : p.request_compute_padded_tokens) compute_total += v;
   const int64_t allowed = std::max(p.compute_padding_enabled ? compute_total : x.rows, static_padded.value_or(x.rows));
@@ -284,7 +289,8 @@ KVSHARD_PROP(CPDataProps, SplitInputLengthRules, ()) {
     RC_ASSERT(!got.ok());
     RC_ASSERT(got.status().message().rfind("[CP_SHARED_KV_FAIL_FAST][batch_gt1_split_input_len_mismatch] ", 0) == 0);
   }
-  const StatusOr<HostTensor> valid = ref::SplitTensorByCPBatchPlan(y, p, ref::SplitMode::kData, SplitKind::kValid, static_padded);
+  const StatusOr<HostTensor> valid =
+      ref::SplitTensorByCPBatchPlan(y, p, ref::SplitMode::kData, SplitKind::kValid, static_padded);
   RC_ASSERT(!valid.ok());
 }
 

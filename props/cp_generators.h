@@ -56,7 +56,8 @@ inline rc::Gen<int64_t> GenExtendLen(int64_t cp_size, int64_t page_size) {
   return rc::gen::weightedOneOf<int64_t>({
       {3, rc::gen::inRange<int64_t>(1, std::min<int64_t>(two_n_pages, 3000) + 1)},
       {2, rc::gen::map(rc::gen::inRange<int64_t>(1, 3000 / page_size + 1), [=](int64_t k) { return k * page_size; })},
-      {1, rc::gen::element<int64_t>(1, page_size, page_size + 1, cp_size * page_size - 1 > 0 ? cp_size * page_size - 1 : 1)},
+      {1, rc::gen::element<int64_t>(1, page_size, page_size + 1,
+                                    cp_size * page_size - 1 > 0 ? cp_size * page_size - 1 : 1)},
       {2, rc::gen::inRange<int64_t>(1, 3001)},
   });
 }
@@ -67,8 +68,8 @@ inline rc::Gen<CPBatchCase> GenCPBatchCase(int64_t min_ps = 2) {
     CPBatchCase c;
     c.cp_size = *GenCpSize();
     c.page_size = *GenPageSize(min_ps);
-    const int64_t batch = *rc::gen::weightedOneOf<int64_t>(
-        {{1, rc::gen::just<int64_t>(1)}, {2, rc::gen::inRange<int64_t>(1, 9)}});
+    const int64_t batch =
+        *rc::gen::weightedOneOf<int64_t>({{1, rc::gen::just<int64_t>(1)}, {2, rc::gen::inRange<int64_t>(1, 9)}});
     for (int64_t q = 0; q < batch; ++q) {
       c.extend_lens.push_back(*GenExtendLen(c.cp_size, c.page_size));
       c.prefix_lens.push_back(c.page_size * *rc::gen::inRange<int64_t>(0, 4));
@@ -80,8 +81,7 @@ inline rc::Gen<CPBatchCase> GenCPBatchCase(int64_t min_ps = 2) {
 
 // Rank `rank`'s batch plan of `c`; an unexpected error fails the property with its message.
 inline CPSharedKVBatchPlan RankPlan(const CPBatchCase& c, int64_t rank) {
-  return RC_VALUE(
-      ref::BuildBatchPageAlignedInSeqSplitPlan(c.extend_lens, c.prefix_lens, c.page_size, c.cp_size, rank));
+  return RC_VALUE(ref::BuildBatchPageAlignedInSeqSplitPlan(c.extend_lens, c.prefix_lens, c.page_size, c.cp_size, rank));
 }
 
 // Every rank's batch plan of `c`, in rank order.
@@ -112,14 +112,14 @@ inline rc::Gen<SingleSplitCase> GenSingleSplitCase() {
     SingleSplitCase c;
     c.cp_size = *GenCpSize();
     c.page_size = *GenPageSize(1);
-    c.extend_len = *rc::gen::weightedOneOf<int64_t>(
-        {{1, rc::gen::just<int64_t>(0)}, {12, GenExtendLen(c.cp_size, c.page_size)}});
+    c.extend_len =
+        *rc::gen::weightedOneOf<int64_t>({{1, rc::gen::just<int64_t>(0)}, {12, GenExtendLen(c.cp_size, c.page_size)}});
     c.prefix_len = c.page_size * *rc::gen::inRange<int64_t>(0, 4);
     if (c.page_size > 1 && *rc::gen::inRange(0, 10) == 0) {
       c.prefix_len += *rc::gen::inRange<int64_t>(1, c.page_size);  // misaligned: the splitter falls back
     }
-    c.padding = *rc::gen::weightedOneOf<int64_t>(
-        {{3, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 64)}});
+    c.padding =
+        *rc::gen::weightedOneOf<int64_t>({{3, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 64)}});
     return c;
   });
 }
@@ -130,7 +130,8 @@ inline int64_t RowId(int64_t request, int64_t token) { return ((request + 1) << 
 // Writes `id` into the first 8 bytes of a row and a pattern derived from it into the rest.
 inline void WriteRow(uint8_t* row, int64_t row_bytes, int64_t id) {
   std::memcpy(row, &id, 8);
-  for (int64_t b = 8; b < row_bytes; ++b) row[b] = static_cast<uint8_t>((id * 0x9E3779B97F4A7C15ULL) >> (b % 8 * 8)) ^ b;
+  for (int64_t b = 8; b < row_bytes; ++b)
+    row[b] = static_cast<uint8_t>((id * 0x9E3779B97F4A7C15ULL) >> (b % 8 * 8)) ^ b;
 }
 
 // The id of a row.

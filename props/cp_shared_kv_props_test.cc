@@ -65,8 +65,8 @@ ref::CpSharedKVForwardBatch Batch(const CPBatchCase& c, int64_t rank, const Int6
 // The bs = 1 path of a one-request case: scalar metadata of the page-aligned split, no batch plan.
 ref::CpSharedKVForwardBatch ScalarBatch(const CPBatchCase& c, int64_t rank, const Int64List& out_cache_loc) {
   ref::CpSharedKVForwardBatch b = Batch(c, rank, out_cache_loc);
-  const ref::InSeqSplit split = RC_VALUE(ref::BuildPageAlignedInSeqSplitList(
-      c.extend_lens[0], c.extend_lens[0], c.prefix_lens[0], c.page_size, c.cp_size));
+  const ref::InSeqSplit split = RC_VALUE(ref::BuildPageAlignedInSeqSplitList(c.extend_lens[0], c.extend_lens[0],
+                                                                             c.prefix_lens[0], c.page_size, c.cp_size));
   b.nsa_cp_metadata = RC_VALUE(ref::BuildScalarCPMetadata(split, c.cp_size, rank));
   return b;
 }
@@ -87,14 +87,14 @@ Int64List NaiveValidSplit(const CPSharedKVBatchPlan& p, const Int64List& values)
 
 KVSHARD_PROP(CpSharedKVProps, DirectWriteLocsAreTheValidSplitAndOwnerClassesNeverFail, ()) {
   const CPBatchCase c = *GenCPBatchCase();
-  Int64List locs = RC_VALUE(ref::OutCacheLocFromPages(c.extend_lens, PagesFromClasses(OwnerClasses(c), c.cp_size),
-                                                      c.page_size));
+  Int64List locs =
+      RC_VALUE(ref::OutCacheLocFromPages(c.extend_lens, PagesFromClasses(OwnerClasses(c), c.cp_size), c.page_size));
   const int64_t valid_tokens = static_cast<int64_t>(locs.size());
   for (int64_t& loc : locs) {  // trash (0) and padding (< 0) slots: kept in the split, never owner-checked
     if (*rc::gen::inRange(0, 8) == 0) loc = *rc::gen::element<int64_t>(0, -1);
   }
-  const int64_t static_rows = *rc::gen::weightedOneOf<int64_t>({{3, rc::gen::just<int64_t>(0)},
-                                                                 {1, rc::gen::inRange<int64_t>(1, 9)}});
+  const int64_t static_rows =
+      *rc::gen::weightedOneOf<int64_t>({{3, rc::gen::just<int64_t>(0)}, {1, rc::gen::inRange<int64_t>(1, 9)}});
   Int64List padded = locs;
   padded.insert(padded.end(), static_cast<size_t>(static_rows), *rc::gen::element<int64_t>(0, 3, -1));
   RC_CLASSIFY(static_rows > 0, "trailing static padding");
@@ -104,8 +104,8 @@ KVSHARD_PROP(CpSharedKVProps, DirectWriteLocsAreTheValidSplitAndOwnerClassesNeve
     const Int64List local = *RC_VALUE(ref::GetCpSharedKVLocalOutCacheLoc(&b));
     const CPSharedKVBatchPlan& plan = *b.nsa_cp_metadata->batch_plan;
     RC_ASSERT(local == NaiveValidSplit(plan, locs));
-    RC_ASSERT(static_cast<int64_t>(local.size()) == plan.request_rank_local_offsets.back() +
-                                                        plan.request_rank_local_tokens.back());
+    RC_ASSERT(static_cast<int64_t>(local.size()) ==
+              plan.request_rank_local_offsets.back() + plan.request_rank_local_tokens.back());
     const Int64List physical = *RC_VALUE(ref::GetCpSharedKVLocalPhysicalOutCacheLoc(&b));
     if (c.extend_lens.size() == 1) {  // the bs = 1 path (split_list, zigzag_index) writes the same locs
       ref::CpSharedKVForwardBatch scalar = ScalarBatch(c, r, padded);
@@ -261,7 +261,8 @@ const Corruption kCorruptions[] = {
     {"missing_layout", [](ref::CpSharedKVForwardBatch* b) { b->cp_shared_kv_layout.reset(); }},
     {"missing_out_cache_loc", [](ref::CpSharedKVForwardBatch* b) { b->out_cache_loc.reset(); }},
     {"not_page_aligned", [](ref::CpSharedKVForwardBatch* b) { b->nsa_cp_metadata->info.page_aligned = false; }},
-    {"not_in_seq_split", [](ref::CpSharedKVForwardBatch* b) { b->server_args.nsa_prefill_cp_mode = "round-robin-split"; }},
+    {"not_in_seq_split",
+     [](ref::CpSharedKVForwardBatch* b) { b->server_args.nsa_prefill_cp_mode = "round-robin-split"; }},
     {"not_in_seq_split",
      [](ref::CpSharedKVForwardBatch* b) { b->server_args.enable_nsa_prefill_context_parallel = false; }},
     {"batch_split_out_cache_len_mismatch", [](ref::CpSharedKVForwardBatch* b) { b->out_cache_loc->push_back(0); }},
@@ -294,8 +295,8 @@ KVSHARD_PROP(CpSharedKVProps, EveryReasonTagIsReachableAndLeavesTheBatchUnchange
   ref::CpSharedKVForwardBatch b = scalar ? ScalarBatch(c, r, locs) : Batch(c, r, locs);
   k.apply(&b);
   const ref::CpSharedKVForwardBatch before = b;
-  const std::string tag = scalar && std::string(k.tag) == "batch_split_out_cache_len_mismatch"
-                              ? "split_out_cache_len_mismatch" : k.tag;
+  const std::string tag =
+      scalar && std::string(k.tag) == "batch_split_out_cache_len_mismatch" ? "split_out_cache_len_mismatch" : k.tag;
   RC_TAG(tag);
   const bool physical = *rc::gen::arbitrary<bool>();
   const Status s = physical ? ref::GetCpSharedKVLocalPhysicalOutCacheLoc(&b).status()

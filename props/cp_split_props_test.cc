@@ -134,14 +134,28 @@ KVSHARD_PROP(CPSplitProps, LastTokenOwnerHoldsTheLastValidToken, ()) {
 // Every field except the rank-specific ones is the same whichever rank builds the plan.
 KVSHARD_PROP(CPSplitProps, PlanIdenticalOnEveryRankExceptRankFields, ()) {
   const CPBatchCase c = *GenCPBatchCase();
-  static const std::set<std::string> kRankFields = {
-      "cp_rank", "request_zigzag_indices", "request_rank_local_tokens", "request_rank_local_offsets",
-      "request_kv_len_prev", "request_kv_len_next", "request_actual_seq_q_prev", "request_actual_seq_q_next",
-      "flat_zigzag_index", "request_valid_rank_local_tokens", "request_valid_rank_local_offsets",
-      "request_valid_actual_seq_q_prev", "request_valid_actual_seq_q_next", "request_valid_seq_q_prev",
-      "request_valid_seq_q_next", "request_valid_query_row_spans", "request_compute_rank_local_tokens",
-      "request_compute_rank_local_offsets", "request_compute_actual_seq_q_prev",
-      "request_compute_actual_seq_q_next", "request_compute_seq_q_prev", "request_compute_seq_q_next"};
+  static const std::set<std::string> kRankFields = {"cp_rank",
+                                                    "request_zigzag_indices",
+                                                    "request_rank_local_tokens",
+                                                    "request_rank_local_offsets",
+                                                    "request_kv_len_prev",
+                                                    "request_kv_len_next",
+                                                    "request_actual_seq_q_prev",
+                                                    "request_actual_seq_q_next",
+                                                    "flat_zigzag_index",
+                                                    "request_valid_rank_local_tokens",
+                                                    "request_valid_rank_local_offsets",
+                                                    "request_valid_actual_seq_q_prev",
+                                                    "request_valid_actual_seq_q_next",
+                                                    "request_valid_seq_q_prev",
+                                                    "request_valid_seq_q_next",
+                                                    "request_valid_query_row_spans",
+                                                    "request_compute_rank_local_tokens",
+                                                    "request_compute_rank_local_offsets",
+                                                    "request_compute_actual_seq_q_prev",
+                                                    "request_compute_actual_seq_q_next",
+                                                    "request_compute_seq_q_prev",
+                                                    "request_compute_seq_q_next"};
   Json base = ToJson(RankPlan(c, 0));
   for (const std::string& k : kRankFields) base.erase(k);
   RC_ASSERT(base.size() == 57u - kRankFields.size());
@@ -200,8 +214,8 @@ KVSHARD_PROP(CPSplitProps, FlatFieldsFlattenTheRequestTables, ()) {
   }
   const FlatSplitTables t = FlattenSplitTables(p, SplitKind::kCompute);
   RC_ASSERT(t.split_lens == (p.compute_padding_enabled ? p.request_compute_split_lists.values : p.flat_split_list()));
-  RC_ASSERT(t.local_row_offsets.back() == Sum(p.compute_padding_enabled ? p.request_compute_rank_local_tokens
-                                                                        : p.request_rank_local_tokens));
+  RC_ASSERT(t.local_row_offsets.back() ==
+            Sum(p.compute_padding_enabled ? p.request_compute_rank_local_tokens : p.request_rank_local_tokens));
 }
 
 KVSHARD_PROP(CPSplitProps, TokenBalancedSplitIsBalancedPartition, ()) {
@@ -231,10 +245,11 @@ KVSHARD_PROP(CPSplitProps, FallbackInputsFailWithTags, ()) {
     c.extend_lens[q] = 0;
     tag = "batch_gt1_empty_extend";
   }
-  const Status s = BuildBatchPageAlignedInSeqSplitPlan(c.extend_lens, c.prefix_lens, c.page_size, c.cp_size, 0).status();
+  const Status s =
+      BuildBatchPageAlignedInSeqSplitPlan(c.extend_lens, c.prefix_lens, c.page_size, c.cp_size, 0).status();
   RC_ASSERT(s.message().rfind("[CP_SHARED_KV_FAIL_FAST][" + tag + "] ", 0) == 0);
-  const ref::InSeqSplit split = RC_VALUE(ref::BuildPageAlignedInSeqSplitList(
-      c.extend_lens[q], c.extend_lens[q], c.prefix_lens[q], c.page_size, c.cp_size));
+  const ref::InSeqSplit split = RC_VALUE(ref::BuildPageAlignedInSeqSplitList(c.extend_lens[q], c.extend_lens[q],
+                                                                             c.prefix_lens[q], c.page_size, c.cp_size));
   RC_ASSERT(!split.info.page_aligned);
   RC_ASSERT(split.split_list == RC_VALUE(ref::BuildTokenBalancedInSeqSplitList(c.extend_lens[q], c.cp_size)));
 }
@@ -294,9 +309,9 @@ KVSHARD_PROP(CPSplitProps, SingleRequestSplitEqualsBatchPlanAtBs1, ()) {
     RC_ASSERT(ToJson(split.info) == ToJson(fallback));
     RC_ASSERT(split.split_list == RC_VALUE(ref::BuildTokenBalancedInSeqSplitList(c.extend_len, n)));
     RC_ASSERT(padded.split_list == RC_VALUE(ref::BuildTokenBalancedInSeqSplitList(c.extend_len + c.padding, n)));
-    const std::string tag = c.extend_len <= 0            ? "batch_gt1_empty_extend"
-                            : c.prefix_len % ps != 0     ? "batch_gt1_non_page_aligned_prefix"
-                                                         : "batch_gt1_page_split_fallback";
+    const std::string tag = c.extend_len <= 0        ? "batch_gt1_empty_extend"
+                            : c.prefix_len % ps != 0 ? "batch_gt1_non_page_aligned_prefix"
+                                                     : "batch_gt1_page_split_fallback";
     RC_ASSERT(!built.ok());
     RC_ASSERT(built.status().message().rfind("[CP_SHARED_KV_FAIL_FAST][" + tag + "] ", 0) == 0);
     return;

@@ -94,7 +94,7 @@ TEST(FastGatherPlanTest, FusedValidationGivesTheReferenceError) {
       [](ExtendBatch& b, size_t i) {                                     // a consecutive run past the pool's end
         for (int64_t k = 0; k < b.requests[i].prefix_len / 16; ++k) b.requests[i].pages[k] = 128 + k;
       },
-      [](ExtendBatch& b, size_t i) { b.requests[i].prefix_len += 4; },                               // misaligned
+      [](ExtendBatch& b, size_t i) { b.requests[i].prefix_len += 4; },                              // misaligned
       [](ExtendBatch& b, size_t i) { std::swap(b.requests[i].pages[0], b.requests[i].pages[1]); },  // not cyclic
       [](ExtendBatch& b, size_t i) { b.requests[i].pages.back() = b.requests[i].pages[0]; },        // not fresh
       [](ExtendBatch& b, size_t) { b.max_prefix_tokens = 64; },

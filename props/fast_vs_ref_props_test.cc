@@ -81,10 +81,10 @@ std::string ListDiff(const std::string& name, const V& a, const V& b) {
 
 // The first difference between two gather plans (fast vs ref), or "".
 std::string GatherPlanDiff(const GatherPlan& a, const GatherPlan& b) {
-  const V scalars_a = {a.shard_size, a.page_size, a.block_pages, a.n_prefix_slots, a.chunk_base_page, a.trash_page,
-                       a.page_pos_size, static_cast<int64_t>(a.ranks.size())};
-  const V scalars_b = {b.shard_size, b.page_size, b.block_pages, b.n_prefix_slots, b.chunk_base_page, b.trash_page,
-                       b.page_pos_size, static_cast<int64_t>(b.ranks.size())};
+  const V scalars_a = {a.shard_size,      a.page_size,  a.block_pages,   a.n_prefix_slots,
+                       a.chunk_base_page, a.trash_page, a.page_pos_size, static_cast<int64_t>(a.ranks.size())};
+  const V scalars_b = {b.shard_size,      b.page_size,  b.block_pages,   b.n_prefix_slots,
+                       b.chunk_base_page, b.trash_page, b.page_pos_size, static_cast<int64_t>(b.ranks.size())};
   std::string d = ListDiff("(N, ps, block_pages, n_prefix_slots, chunk_base_page, trash_page, page_pos_size, ranks)",
                            scalars_a, scalars_b);
   if (d.empty()) d = ListDiff("mapped_pages", a.mapped_pages, b.mapped_pages);
@@ -306,9 +306,9 @@ KVSHARD_PROP(FastVsRefProps, TranslateAndDensePagePosFollowThePlan, ()) {
   const auto bad = std::find_if(locs.begin(), locs.end(), [&](int64_t loc) { return loc < 0 || loc >= limit; });
   RC_TAG(bad == locs.end() ? "in range" : "a loc out of range");
   if (bad != locs.end()) {
-    RC_ASSERT(rows.status().ToString() ==
-              InvalidArgument("locs[", bad - locs.begin(), "]: must be in [0, ", limit, ") (the page_pos range), got ",
-                              *bad).ToString());
+    RC_ASSERT(rows.status().ToString() == InvalidArgument("locs[", bad - locs.begin(), "]: must be in [0, ", limit,
+                                                          ") (the page_pos range), got ", *bad)
+                                              .ToString());
     return;
   }
   RC_ASSERT(rows.ok());
@@ -423,8 +423,7 @@ KVSHARD_PROP(FastVsRefProps, BatchPlanErrorsEqualReference, ()) {
   if (kind == 3) a.page_size = Pick({0, -3, 1, kMaxCpPageSize + 1});
   if (kind == 4) a.extend_lens[q] = Pick({0, -5, big + 1});
   if (kind == 5) {  // negative, misaligned, or aligned beyond 2^48
-    a.prefix_lens[q] =
-        Pick({-a.page_size, a.prefix_lens[q] + 1, (big / a.page_size + 1) * a.page_size});
+    a.prefix_lens[q] = Pick({-a.page_size, a.prefix_lens[q] + 1, (big / a.page_size + 1) * a.page_size});
   }
   if (kind == 6) {  // a batch total beyond 2^48
     a.extend_lens[q] = big / 2 + 1;
@@ -442,8 +441,8 @@ KVSHARD_PROP(FastVsRefProps, BatchPlanErrorsEqualReference, ()) {
     a.prefix_lens.clear();
   }
   LogArgs(a);
-  RC_TAG(CpErrorLabel(ref::BuildBatchPageAlignedInSeqSplitPlan(a.extend_lens, a.prefix_lens, a.page_size, a.cp_size,
-                                                               rank).status()));
+  RC_TAG(CpErrorLabel(
+      ref::BuildBatchPageAlignedInSeqSplitPlan(a.extend_lens, a.prefix_lens, a.page_size, a.cp_size, rank).status()));
   CPSharedKVBatchPlan reused;
   AssertSamePlans(a, rank, &reused);
 }
@@ -541,10 +540,10 @@ KVSHARD_PROP(FastVsRefProps, RerangeCopiesEqualReferenceOnArbitraryTables, ()) {
   Int64Table splits;
   const int64_t cp_size = Pick({1, 2, 3, 1, 2, 3, -1, 0, kMaxCpSize + 1});
   splits.width = DrawKind(4) == 0 ? *rc::gen::inRange<int64_t>(0, 7) : 2 * std::max<int64_t>(cp_size, 1) % 7;
-  splits.values = *rc::gen::container<Int64List>(static_cast<size_t>(splits.width * *rc::gen::inRange<int64_t>(0, 5)),
-                                                 rc::gen::weightedOneOf<int64_t>(
-                                                     {{8, rc::gen::inRange<int64_t>(0, 6)},
-                                                      {1, rc::gen::element<int64_t>(-1, kMaxCpTokens + 1)}}));
+  splits.values = *rc::gen::container<Int64List>(
+      static_cast<size_t>(splits.width * *rc::gen::inRange<int64_t>(0, 5)),
+      rc::gen::weightedOneOf<int64_t>(
+          {{8, rc::gen::inRange<int64_t>(0, 6)}, {1, rc::gen::element<int64_t>(-1, kMaxCpTokens + 1)}}));
   const int64_t max_rank_token = *rc::gen::resize(100, rc::gen::inRange<int64_t>(-1, 25));
   RC_LOG() << "width=" << splits.width << " values=" << rc::toString(splits.values) << " cp_size=" << cp_size
            << " max_rank_token=" << max_rank_token << "\n";
@@ -630,7 +629,8 @@ AllocBatch DrawAllocBatch(const AllocPair& a, V* extends) {
   }
   const int64_t reqs = *rc::gen::resize(100, rc::gen::inRange<int64_t>(0, 5));
   for (int64_t i = 0; i < reqs; ++i) {
-    const int64_t extra = DrawKind(6) == 0 ? *rc::gen::inRange<int64_t>(1, big + 2) : *rc::gen::inRange<int64_t>(1, 2 * ps * n + 2);
+    const int64_t extra =
+        DrawKind(6) == 0 ? *rc::gen::inRange<int64_t>(1, big + 2) : *rc::gen::inRange<int64_t>(1, 2 * ps * n + 2);
     if (!aligned.empty() && DrawKind(3) == 0) {
       const size_t pick = *rc::gen::inRange<size_t>(0, aligned.size());
       const LiveChain& c = a.chains[aligned[pick]];
@@ -654,8 +654,8 @@ AllocBatch DrawAllocBatch(const AllocPair& a, V* extends) {
     case 0: b.prefix_lens[i] += Pick({1, ps, -ps}); break;           // misaligned, a page past, or negative
     case 1: b.seq_lens[i] = b.prefix_lens[i] - Pick({0, 1}); break;  // no new page
     case 2: b.rotation_bases[i] = Pick({-2, n, n + 5}); break;
-    case 3: b.last_locs[i] += Pick({ps, -b.last_locs[i] - 1}); break;  // wrong owner (N > 1) or negative
-    case 4: b.last_locs.pop_back(); break;                             // mismatched lengths
+    case 3: b.last_locs[i] += Pick({ps, -b.last_locs[i] - 1}); break;   // wrong owner (N > 1) or negative
+    case 4: b.last_locs.pop_back(); break;                              // mismatched lengths
     case 5: b.seq_lens[i] = Pick({kMaxSlot - 1, kMaxSlot, -1}); break;  // huge (defers), or out of range
     case 6: b.prefix_lens[i] = kMaxSlot; break;
     default: b.seq_lens.push_back(1); break;
@@ -763,15 +763,17 @@ KVSHARD_PROP(FastVsRefProps, AllocatorEqualsReferenceOnEveryStep, ()) {
   cfg.check_last_loc = *rc::gen::arbitrary<bool>();
   RC_LOG() << "N=" << cfg.shard_size << " ps=" << cfg.page_size << " pages_per_rank=" << cfg.pages_per_rank
            << " need_sort=" << cfg.need_sort << " check_last_loc=" << cfg.check_last_loc << "\n";
-  AllocPair a{RC_VALUE(ref::PageInterleaveAllocator::Create(cfg)), RC_VALUE(fast::PageInterleaveAllocator::Create(cfg)),
-              {}};
+  AllocPair a{
+      RC_VALUE(ref::PageInterleaveAllocator::Create(cfg)), RC_VALUE(fast::PageInterleaveAllocator::Create(cfg)), {}};
   AssertSameAllocatorState(a);
   const int64_t steps = *rc::gen::inRange<int64_t>(1, 40);
   for (int64_t s = 0; s < steps; ++s) {
     switch (DrawKind(6)) {
-      case 0: case 1: StepAllocExtend(&a); break;
+      case 0:
+      case 1: StepAllocExtend(&a); break;
       case 2: StepAllocByClasses(&a); break;
-      case 3: case 4: StepFree(&a); break;
+      case 3:
+      case 4: StepFree(&a); break;
       default: StepFreeGroup(&a); break;
     }
     AssertSameAllocatorState(a);
@@ -786,7 +788,8 @@ KVSHARD_PROP(FastVsRefProps, AllocatorCreateErrorsEqualReference, ()) {
   const int64_t n = Pick({-1, 0, 1, 8, kMaxShardSize + 1});
   const AllocatorConfig cfg{n, Pick({-1, 0, 1, 64}),
                             Pick({-1, 0, 5, n > 0 ? kMaxPoolLogicalPages / n : kMaxPoolLogicalPages}), false, false};
-  AssertSameStatus(fast::PageInterleaveAllocator::Create(cfg).status(), ref::PageInterleaveAllocator::Create(cfg).status());
+  AssertSameStatus(fast::PageInterleaveAllocator::Create(cfg).status(),
+                   ref::PageInterleaveAllocator::Create(cfg).status());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Properties of the gather plan (spec §3, §6) on generated valid batches: every field as spec §3's formulas
-// give it, block_pages >= every rank's owned count (pad never negative), translate injective over the plan and everything else -> trash, send rows of all ranks
-// reassembling exactly the prefix pages, shared prefix pages landing once, and the fail-fast errors.
+// give it, block_pages >= every rank's owned count (pad never negative), translate injective over the plan and
+// everything else -> trash, send rows of all ranks reassembling exactly the prefix pages, shared prefix pages landing
+// once, and the fail-fast errors.
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -229,9 +230,9 @@ KVSHARD_PROP(GatherPlanProps, BatchJsonRoundTripsAndReaderRejectsCorruption, ())
   Json j = ExtendBatchToJson(b);
   RC_ASSERT(RC_VALUE(ExtendBatchFromJson(j)) == b);
   // Corrupt one field: drop it, retype it, negate it or overflow it. The reader must fail, naming it.
-  const std::string key = *rc::gen::element<std::string>("shard_size", "page_size", "pages_per_rank",
-                                                         "max_prefix_tokens", "chunk_tokens", "prefix_len",
-                                                         "seq_len", "pages");
+  const std::string key =
+      *rc::gen::element<std::string>("shard_size", "page_size", "pages_per_rank", "max_prefix_tokens", "chunk_tokens",
+                                     "prefix_len", "seq_len", "pages");
   const bool top = j.contains(key);
   Json& obj = top ? j : j["requests"][*rc::gen::inRange<size_t>(0, b.requests.size())];
   const int how = *rc::gen::inRange(0, 4);

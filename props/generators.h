@@ -15,7 +15,9 @@ namespace kvshard::props {
 // N in 1..8 (biased to the edges 1, 2 and 8), ps in {1, 2, 3, 16, 64, 128} or 1..128.
 inline rc::Gen<PlacementSpec> GenPlacementSpec() {
   return rc::gen::apply(
-      [](int64_t n, int64_t ps) { return PlacementSpec{n, ps}; },
+      [](int64_t n, int64_t ps) {
+        return PlacementSpec{n, ps};
+      },
       rc::gen::weightedOneOf<int64_t>({{3, rc::gen::element<int64_t>(1, 2, 8)}, {5, rc::gen::inRange<int64_t>(1, 9)}}),
       rc::gen::weightedOneOf<int64_t>(
           {{3, rc::gen::element<int64_t>(1, 2, 3, 16, 64, 128)}, {2, rc::gen::inRange<int64_t>(1, 129)}}));

@@ -150,8 +150,8 @@ TEST(GpuCollective, EmulatedRankThatNeverArrivesTimesOut) {
           recv.push_back(b->data());
           recv_bufs.push_back(std::move(*b));
         }
-        const Status issued = in_place ? (*g)->AllGatherInPlace(ptrs, bytes, streams)
-                                       : (*g)->AllGather(sends, recv, bytes, streams);
+        const Status issued =
+            in_place ? (*g)->AllGatherInPlace(ptrs, bytes, streams) : (*g)->AllGather(sends, recv, bytes, streams);
         ASSERT_TRUE(issued.ok()) << issued.ToString();
         // The stall is real: the streams are still busy well after the issue.
         EXPECT_EQ(cudaStreamQuery(streams[stalled]), cudaErrorNotReady);

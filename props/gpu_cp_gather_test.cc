@@ -41,8 +41,8 @@ Status Exchange(gpu::RankGroup& group, const CPBatchCase& c) {
   for (size_t i = 0; i < group.local_ranks().size(); ++i) {
     const int rank = group.local_ranks()[i];
     KVSHARD_CUDA_CHECK(cudaSetDevice(group.device(static_cast<int>(i))));
-    KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer l, gpu::Upload(locals[rank].data.empty() ? std::vector<uint8_t>(rb)
-                                                                                         : locals[rank].data));
+    KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer l,
+                             gpu::Upload(locals[rank].data.empty() ? std::vector<uint8_t>(rb) : locals[rank].data));
     KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer s, gpu::DeviceBuffer::Allocate(std::max<int64_t>(1, m) * rb));
     KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer g, gpu::DeviceBuffer::Allocate(std::max<int64_t>(1, n * m) * rb));
     KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer o, gpu::DeviceBuffer::Allocate(std::max<int64_t>(1, x.rows) * rb));
@@ -58,8 +58,8 @@ Status Exchange(gpu::RankGroup& group, const CPBatchCase& c) {
     streams.push_back(st);
     for (auto* b : {&l, &s, &g, &o, &sp}) bufs.push_back(std::move(*b));
   }
-  Status status = gpu::CpGatherRerange(group, local, rows, send, gathered, out, splits, plan0.request_split_lists, m,
-                                       rb, streams);
+  Status status =
+      gpu::CpGatherRerange(group, local, rows, send, gathered, out, splits, plan0.request_split_lists, m, rb, streams);
   for (size_t i = 0; i < streams.size() && status.ok(); ++i) {
     KVSHARD_CUDA_CHECK(cudaSetDevice(group.device(static_cast<int>(i))));
     status = gpu::SyncStream(streams[i]);

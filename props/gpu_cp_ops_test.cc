@@ -34,7 +34,8 @@ void AssertRowsEqual(const std::vector<uint8_t>& got, const HostTensor& want, co
     }
   }
   int64_t g = 0, e = 0;
-  if (first >= 0 && static_cast<int64_t>(got.size()) >= first * want.row_bytes + 8) std::memcpy(&g, got.data() + first * want.row_bytes, 8);
+  if (first >= 0 && static_cast<int64_t>(got.size()) >= first * want.row_bytes + 8)
+    std::memcpy(&g, got.data() + first * want.row_bytes, 8);
   if (first >= 0) std::memcpy(&e, want.row(first), 8);
   RC_FAIL(StrCat(what, ": ", wrong, " of ", rows, " rows differ (sizes ", got.size(), " vs ", want.data.size(),
                  "); first row ", first, ": got id 0x", std::hex, g, " expected 0x", e));
@@ -68,8 +69,8 @@ TEST(GpuCpOps, FusedRerangeMatchesReferenceAndRestoresOrder) {
     // Request order restored: the first extend rows are x (the scalar path keeps compute padding rows after them).
     RC_ASSERT(want.rows >= x.rows);
     RC_ASSERT(std::equal(x.data.begin(), x.data.end(), want.data.begin()));
-    const Int64Table& lists = scalar && plan0.compute_padding_enabled ? plan0.request_compute_split_lists
-                                                                       : plan0.request_split_lists;
+    const Int64Table& lists =
+        scalar && plan0.compute_padding_enabled ? plan0.request_compute_split_lists : plan0.request_split_lists;
     auto got = gpu::RunBatchRerange(gathered.data, c.row_bytes, lists, c.cp_size, m);
     if (!got.ok()) RC_FAIL(got.status().ToString());
     AssertRowsEqual(*got, want, "rerange");
@@ -127,7 +128,8 @@ TEST(GpuCpOps, SplitByPlanMatchesReference) {
     auto table = gpu::SplitSegments(plan, kind, x.rows);
     RC_ASSERT(want.ok() == table.ok());
     if (!want.ok()) return;
-    auto got = gpu::RunSegmentGather(x.data, c.row_bytes, *table, position ? gpu::PadMode::kPosition : gpu::PadMode::kZero);
+    auto got =
+        gpu::RunSegmentGather(x.data, c.row_bytes, *table, position ? gpu::PadMode::kPosition : gpu::PadMode::kZero);
     if (!got.ok()) RC_FAIL(got.status().ToString());
     AssertRowsEqual(*got, *want, "split");
   });

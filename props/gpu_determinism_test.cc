@@ -62,65 +62,76 @@ class RecordingPath : public replay::PoolDataPath {
 
 TEST(GpuDeterminism, FusedRerangeBytesRepeat) {
   KVSHARD_REQUIRE_GPUS(1);
-  RecordPropertyCases(CheckProperty(CurrentTestId(), [] {
-    const CPBatchCase c = *GenCPBatchCase();
-    const HostTensor x = Payload(c.extend_lens, c.row_bytes);
-    // As props/gpu_cp_ops_test.cc: a batch all-gathers its valid rows, one request its compute rows.
-    const bool scalar = c.extend_lens.size() == 1;
-    std::vector<HostTensor> locals;
-    for (int64_t r = 0; r < c.cp_size; ++r) {
-      locals.push_back(RC_VALUE(ref::SplitTensorByCPBatchPlan(x, RankPlan(c, r), ref::SplitMode::kData,
-                                                              scalar ? SplitKind::kCompute : SplitKind::kValid)));
-    }
-    const CPSharedKVBatchPlan plan0 = RankPlan(c, 0);
-    const int64_t m = RC_VALUE(ref::BuildBatchMetadataFromPlan(plan0)).max_rank_token();
-    const HostTensor gathered = RC_VALUE(ref::AllGatherPadded(locals, m * c.cp_size));
-    const Int64Table& lists = scalar && plan0.compute_padding_enabled ? plan0.request_compute_split_lists
-                                                                       : plan0.request_split_lists;
-    const std::vector<uint8_t> a = RC_VALUE(gpu::RunBatchRerange(gathered.data, c.row_bytes, lists, c.cp_size, m));
-    const std::vector<uint8_t> b = RC_VALUE(gpu::RunBatchRerange(gathered.data, c.row_bytes, lists, c.cp_size, m));
-    RC_ASSERT(a == b);
-  }, rc::detail::configuration().testParams));
+  RecordPropertyCases(CheckProperty(
+      CurrentTestId(),
+      [] {
+        const CPBatchCase c = *GenCPBatchCase();
+        const HostTensor x = Payload(c.extend_lens, c.row_bytes);
+        // As props/gpu_cp_ops_test.cc: a batch all-gathers its valid rows, one request its compute rows.
+        const bool scalar = c.extend_lens.size() == 1;
+        std::vector<HostTensor> locals;
+        for (int64_t r = 0; r < c.cp_size; ++r) {
+          locals.push_back(RC_VALUE(ref::SplitTensorByCPBatchPlan(x, RankPlan(c, r), ref::SplitMode::kData,
+                                                                  scalar ? SplitKind::kCompute : SplitKind::kValid)));
+        }
+        const CPSharedKVBatchPlan plan0 = RankPlan(c, 0);
+        const int64_t m = RC_VALUE(ref::BuildBatchMetadataFromPlan(plan0)).max_rank_token();
+        const HostTensor gathered = RC_VALUE(ref::AllGatherPadded(locals, m * c.cp_size));
+        const Int64Table& lists =
+            scalar && plan0.compute_padding_enabled ? plan0.request_compute_split_lists : plan0.request_split_lists;
+        const std::vector<uint8_t> a = RC_VALUE(gpu::RunBatchRerange(gathered.data, c.row_bytes, lists, c.cp_size, m));
+        const std::vector<uint8_t> b = RC_VALUE(gpu::RunBatchRerange(gathered.data, c.row_bytes, lists, c.cp_size, m));
+        RC_ASSERT(a == b);
+      },
+      rc::detail::configuration().testParams));
 }
 
 TEST(GpuDeterminism, GatherPlanOnTheGpuRepeats) {
   KVSHARD_REQUIRE_GPUS(1);
-  RecordPropertyCases(CheckProperty(CurrentTestId(), [] {
-    const std::string batch = ExtendBatchToJson(DrawValidBatch()).dump();
-    std::string first;
-    for (int i = 0; i < 2; ++i) {
-      std::istringstream in(batch);
-      std::ostringstream out, err;
-      const int code = cli::Dispatch({"gather-plan", "--batch", "-", "--json", "--backend", "gpu"}, in, out, err);
-      if (code != 0) RC_FAIL("gather-plan --backend gpu: exit " + std::to_string(code) + ": " + err.str());
-      if (i == 0) first = out.str();
-      RC_ASSERT(out.str() == first);
-    }
-  }, rc::detail::configuration().testParams));
+  RecordPropertyCases(CheckProperty(
+      CurrentTestId(),
+      [] {
+        const std::string batch = ExtendBatchToJson(DrawValidBatch()).dump();
+        std::string first;
+        for (int i = 0; i < 2; ++i) {
+          std::istringstream in(batch);
+          std::ostringstream out, err;
+          const int code = cli::Dispatch({"gather-plan", "--batch", "-", "--json", "--backend", "gpu"}, in, out, err);
+          if (code != 0) RC_FAIL("gather-plan --backend gpu: exit " + std::to_string(code) + ": " + err.str());
+          if (i == 0) first = out.str();
+          RC_ASSERT(out.str() == first);
+        }
+      },
+      rc::detail::configuration().testParams));
 }
 
 TEST(GpuDeterminism, PoolPipelineOnTheEmulatedGroupRepeats) {
   KVSHARD_REQUIRE_GPUS(1);
-  RecordPropertyCases(CheckProperty(CurrentTestId(), [] {
-    replay::TraceGenOptions o = ArbitraryTraceGenOptions();
-    o.records = *rc::gen::inRange<int64_t>(1, 100);
-    o.num_layers = *rc::gen::inRange<int64_t>(1, 4);
-    std::ostringstream trace;
-    RC_ASSERT_OK(replay::GenerateTrace(o, trace));
-    std::string logs[2];
-    for (std::string& log : logs) {
-      replay::ReplayOptions options;
-      options.backend = replay::Backend::kGpu;
-      options.make_device = [&log](const replay::PoolGeometry& g) -> StatusOr<std::unique_ptr<replay::PoolDataPath>> {
-        KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<replay::PoolDataPath> path, replay::CreateGpuPoolPath(g, /*gpus=*/1));
-        return std::unique_ptr<replay::PoolDataPath>(new RecordingPath(std::move(path), &log));
-      };
-      ReplayCounts counts;
-      RC_ASSERT_OK(ReplayTraceText(trace.str(), options, &counts));
-    }
-    RC_CLASSIFY(!logs[0].empty(), "plans and rows recorded");
-    RC_ASSERT(logs[0] == logs[1]);
-  }, rc::detail::configuration().testParams));
+  RecordPropertyCases(CheckProperty(
+      CurrentTestId(),
+      [] {
+        replay::TraceGenOptions o = ArbitraryTraceGenOptions();
+        o.records = *rc::gen::inRange<int64_t>(1, 100);
+        o.num_layers = *rc::gen::inRange<int64_t>(1, 4);
+        std::ostringstream trace;
+        RC_ASSERT_OK(replay::GenerateTrace(o, trace));
+        std::string logs[2];
+        for (std::string& log : logs) {
+          replay::ReplayOptions options;
+          options.backend = replay::Backend::kGpu;
+          options.make_device =
+              [&log](const replay::PoolGeometry& g) -> StatusOr<std::unique_ptr<replay::PoolDataPath>> {
+            KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<replay::PoolDataPath> path,
+                                     replay::CreateGpuPoolPath(g, /*gpus=*/1));
+            return std::unique_ptr<replay::PoolDataPath>(new RecordingPath(std::move(path), &log));
+          };
+          ReplayCounts counts;
+          RC_ASSERT_OK(ReplayTraceText(trace.str(), options, &counts));
+        }
+        RC_CLASSIFY(!logs[0].empty(), "plans and rows recorded");
+        RC_ASSERT(logs[0] == logs[1]);
+      },
+      rc::detail::configuration().testParams));
 }
 
 }  // namespace

@@ -58,8 +58,7 @@ ExtendBatch Corrupt(ExtendBatch b) {
         r.pages.back() = r.pages.front();
       }
       break;
-    default:
-      break;
+    default: break;
   }
   return b;
 }
@@ -173,9 +172,9 @@ TEST(GpuGatherPlan, MatchesReferencePastTheOldLimits) {
   struct Case {
     int64_t n, ps, reqs, k_pages;
   };
-  for (const Case& c : {Case{8, 4, 4096, 4}, Case{8, 4, 2048, 8}, Case{8, 2, 8192, 4}, Case{4, 16, 4096, 8},
-                        Case{8, 1, 65536, 4}, Case{8, 64, 4096, 64}, Case{1024, 2, 64, 32}, Case{2048, 1, 32, 64},
-                        Case{16384, 1, 8, 16}}) {
+  for (const Case& c :
+       {Case{8, 4, 4096, 4}, Case{8, 4, 2048, 8}, Case{8, 2, 8192, 4}, Case{4, 16, 4096, 8}, Case{8, 1, 65536, 4},
+        Case{8, 64, 4096, 64}, Case{1024, 2, 64, 32}, Case{2048, 1, 32, 64}, Case{16384, 1, 8, 16}}) {
     const uint32_t seed = static_cast<uint32_t>(c.reqs * 131 + c.n);
     const ExtendBatch b = LargeBatch(c.n, c.ps, c.reqs, c.k_pages, seed);
     const std::string what = StrCat("N=", c.n, " ps=", c.ps, " reqs=", c.reqs, " k_pages=", c.k_pages, " seed=", seed);

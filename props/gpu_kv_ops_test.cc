@@ -70,8 +70,8 @@ TEST(GpuKvOps, OwnerFilteredWriteMatchesReference) {
                                            nullptr));
     auto d_pool2 = RC_VALUE(gpu::Upload(std::vector<uint8_t>(pool_rows * row_bytes, 0)));
     RC_ASSERT_OK(gpu::LaunchScatterRows(d_pool2.data(), pool_rows, d_rows.data(), n, d_owned.as<int64_t>(),
-                                        d_local.as<int64_t>(), d_count.as<int64_t>(), n, row_bytes,
-                                        d_bad.as<int64_t>(), nullptr));
+                                        d_local.as<int64_t>(), d_count.as<int64_t>(), n, row_bytes, d_bad.as<int64_t>(),
+                                        nullptr));
     RC_ASSERT_OK(gpu::SyncStream(nullptr));
     const int64_t count = RC_VALUE(gpu::Download<int64_t>(d_count.data(), 1))[0];
     RC_ASSERT(count == static_cast<int64_t>(want_idx.size()));

@@ -167,12 +167,13 @@ Status RunStream(gpu::RankGroup& comm, int64_t ps, int64_t pages_per_rank, int64
                                                         d_rows.as<int64_t>(), m, row_bytes, nullptr, s));
           KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(s));
           KVSHARD_ASSIGN_OR_RETURN(auto got_rows, gpu::Download<int64_t>(d_rows.data(), m));
-          if (got_rows != rows_idx) return Mismatch("round ", round, " rank ", comm.local_ranks()[i], ": GPU translate differs");
+          if (got_rows != rows_idx)
+            return Mismatch("round ", round, " rank ", comm.local_ranks()[i], ": GPU translate differs");
           KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_out.data(), want.size()));
-          const Status cmp = CompareRows(got, want, row_bytes,
-                                         StrCat("round ", round, " layer ", l, " buffer ", b, " of ", widths.size(),
-                                                " rank ", comm.local_ranks()[i], " sharded read vs unsharded (",
-                                                comm.Kind(), " N=", n, " ps=", ps, ")"));
+          const Status cmp = CompareRows(
+              got, want, row_bytes,
+              StrCat("round ", round, " layer ", l, " buffer ", b, " of ", widths.size(), " rank ",
+                     comm.local_ranks()[i], " sharded read vs unsharded (", comm.Kind(), " N=", n, " ps=", ps, ")"));
           KVSHARD_RETURN_IF_ERROR(cmp);
         }
       }

@@ -56,8 +56,8 @@ KVSHARD_PROP(LineReaderProps, ReadsTheLinesOfGetline, ()) {
     const StatusOr<bool> more = ReadLine(got_in, &got, check);
     RC_ASSERT(more.ok());
     const bool want_more = static_cast<bool>(std::getline(want_in, want));
-    RC_LOG() << "line " << n << ": getline " << want_more << " (" << want.size() << " B), ReadLine " << *more
-             << " (" << got.size() << " B)\n";
+    RC_LOG() << "line " << n << ": getline " << want_more << " (" << want.size() << " B), ReadLine " << *more << " ("
+             << got.size() << " B)\n";
     RC_ASSERT(*more == want_more);
     if (!want_more) break;
     RC_ASSERT(got == want);

@@ -19,8 +19,8 @@ int g_rank = 0, g_size = 0;  // g_size == 0: not under mpirun
 std::unique_ptr<gpu::RankGroup> g_group;
 std::unique_ptr<gpu::RankGroup> g_gather_group;  // dedicated communicator for the layer-ahead gather
 
-#define REQUIRE_MPI()                                                                                    \
-  do {                                                                                                   \
+#define REQUIRE_MPI()                                                                                     \
+  do {                                                                                                    \
     if (g_size < 2 || !g_group) GTEST_SKIP() << "SKIPPED: needs mpirun with >= 2 ranks and one GPU each"; \
   } while (0)
 
@@ -94,8 +94,8 @@ TEST(NcclMpi, LayerAheadGatherAssemblesEveryLayer) {
   ASSERT_TRUE(AllRanksOk(filled)) << "rank " << g_rank << ": a rank failed to fill its pool";
   // All ranks exchange their send lists so each can compute the expected slot.
   std::vector<int64_t> all_send(g_size * send.size());
-  MPI_Allgather(send.data(), static_cast<int>(send.size()), MPI_INT64_T, all_send.data(),
-                static_cast<int>(send.size()), MPI_INT64_T, MPI_COMM_WORLD);
+  MPI_Allgather(send.data(), static_cast<int>(send.size()), MPI_INT64_T, all_send.data(), static_cast<int>(send.size()),
+                MPI_INT64_T, MPI_COMM_WORLD);
   const Status begun = (*g)->BeginExtend(block_pages, {0}, {send}, {});
   ASSERT_TRUE(begun.ok()) << "rank " << g_rank << ": " << begun.ToString();
   const int64_t block_rows = block_pages * shape.page_size;

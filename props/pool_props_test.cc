@@ -191,19 +191,23 @@ void showValue(const WritePlanRecipe& recipe, std::ostream& os) {
 
 // 0..max_ops op recipes: mostly writes (reads when `reads`), list kinds weighted towards the confusable ones.
 rc::Gen<std::vector<OpRecipe>> GenOpRecipes(bool reads, int64_t layers, int64_t max_ops) {
-  const rc::Gen<OpRecipe> op = rc::gen::resize(100, rc::gen::exec([reads, layers] {
-    OpRecipe r;
-    r.read = reads && *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
-    r.in_order = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
-    r.layer = *rc::gen::inRange<int64_t>(0, layers);
-    r.kind = *rc::gen::weightedElement<OpRecipe::Kind>({{2, OpRecipe::kFresh}, {3, OpRecipe::kLast},
-                                                        {1, OpRecipe::kEarlier}, {4, OpRecipe::kSwapOne},
-                                                        {1, OpRecipe::kPermuteTail}, {1, OpRecipe::kOneLonger},
-                                                        {1, OpRecipe::kOneShorter}});
-    r.a = *rc::gen::arbitrary<uint32_t>();
-    r.b = *rc::gen::arbitrary<uint32_t>();
-    return r;
-  }));
+  const rc::Gen<OpRecipe> op =
+      rc::gen::resize(100, rc::gen::exec([reads, layers] {
+                        OpRecipe r;
+                        r.read = reads && *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
+                        r.in_order = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
+                        r.layer = *rc::gen::inRange<int64_t>(0, layers);
+                        r.kind = *rc::gen::weightedElement<OpRecipe::Kind>({{2, OpRecipe::kFresh},
+                                                                            {3, OpRecipe::kLast},
+                                                                            {1, OpRecipe::kEarlier},
+                                                                            {4, OpRecipe::kSwapOne},
+                                                                            {1, OpRecipe::kPermuteTail},
+                                                                            {1, OpRecipe::kOneLonger},
+                                                                            {1, OpRecipe::kOneShorter}});
+                        r.a = *rc::gen::arbitrary<uint32_t>();
+                        r.b = *rc::gen::arbitrary<uint32_t>();
+                        return r;
+                      }));
   // The container's size bounds its length (0..max_ops); shrinking drops any op.
   return rc::gen::resize(max_ops, rc::gen::container<std::vector<OpRecipe>>(op));
 }
@@ -223,12 +227,12 @@ WritePlanRecipe DrawWritePlanRecipe() {
   s.initial = *GenOpRecipes(false, c.num_layers, 3);
   const int64_t ppr = c.pages_per_rank, layers = c.num_layers;
   const auto epoch = rc::gen::resize(100, rc::gen::exec([n, ps, ppr, layers] {
-    WritePlanRecipe::Epoch e;
-    e.requests = DrawRequests(n, ps, ppr).requests;
-    e.during = *GenOpRecipes(true, layers, 12);
-    e.after = *GenOpRecipes(false, layers, 2);
-    return e;
-  }));
+                                       WritePlanRecipe::Epoch e;
+                                       e.requests = DrawRequests(n, ps, ppr).requests;
+                                       e.during = *GenOpRecipes(true, layers, 12);
+                                       e.after = *GenOpRecipes(false, layers, 2);
+                                       return e;
+                                     }));
   // 1..3 epochs (shrinking drops any of them but the last one left).
   s.epochs = *rc::gen::resize(2, rc::gen::container<std::vector<WritePlanRecipe::Epoch>>(epoch));
   s.epochs.push_back(*epoch);
@@ -285,7 +289,9 @@ ref::BufferRows RowOf(const ref::BufferRows& rows, const std::vector<ref::PoolBu
 class WritePlanChecker {
  public:
   explicit WritePlanChecker(const ref::ShardedPoolConfig& c)
-      : c_(c), buffers_(ref::BuffersOf(c)), pool_(RC_VALUE(ref::ShardedPool::Create(c))),
+      : c_(c),
+        buffers_(ref::BuffersOf(c)),
+        pool_(RC_VALUE(ref::ShardedPool::Create(c))),
         base_(RC_VALUE(ref::UnshardedPool::Create(c))) {}
 
   void Run(const WritePlanScenario& s) {
@@ -383,8 +389,8 @@ class WritePlanChecker {
       for (int64_t r = 0; r < c_.shard_size; ++r) {
         if (RowOf(got[r], buffers_, i) != expect) {
           RC_FAIL(StrCat("epoch ", epoch_, " read of layer ", l, " on rank ", r, ": loc ", loc,
-                         chunk_.count(loc) ? " (chunk) differs from the row staged last" :
-                                             " (prefix) differs from the unsharded baseline"));
+                         chunk_.count(loc) ? " (chunk) differs from the row staged last"
+                                           : " (prefix) differs from the unsharded baseline"));
         }
       }
     }
@@ -430,7 +436,8 @@ KVSHARD_PROP(PoolProps, PrefixValidCommitAlwaysRejectedStateUnchanged, ()) {
   check();
   V chunk;
   for (const ExtendRequest& r : b.requests) {
-    for (int64_t pos = r.prefix_len; pos < r.seq_len; ++pos) chunk.push_back(r.pages[pos / b.page_size] * b.page_size + pos % b.page_size);
+    for (int64_t pos = r.prefix_len; pos < r.seq_len; ++pos)
+      chunk.push_back(r.pages[pos / b.page_size] * b.page_size + pos % b.page_size);
   }
   RC_ASSERT_OK(pool.WriteBuffers(0, chunk, ref::AllBufferRowValues(0, ref::BuffersOf(c), chunk, 1)));
   check();
@@ -457,8 +464,8 @@ KVSHARD_PROP(PoolProps, ResidencyMissesExactlyWhenLayerAheadOrderIsBroken, ()) {
       continue;
     }
     if (l + 1 < layers) model[(l + 1) % 2] = {l + 1, 1};
-    RC_ASSERT(pool.resident_key(b.shard_size - 1, (l + 1) % 2) == (l + 1 < layers ? model[(l + 1) % 2]
-                                                                               : pool.resident_key(0, (l + 1) % 2)));
+    RC_ASSERT(pool.resident_key(b.shard_size - 1, (l + 1) % 2) ==
+              (l + 1 < layers ? model[(l + 1) % 2] : pool.resident_key(0, (l + 1) % 2)));
   }
 }
 

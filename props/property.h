@@ -29,7 +29,8 @@ int64_t CheckProperty(const std::string& id, Testable&& testable, const rc::deta
     cases = result.template get<rc::detail::SuccessResult>().numSuccess;
     std::cout << "- " << id << ": " << message.str() << "\n";
   } else {
-    if (result.template is<rc::detail::FailureResult>()) cases = result.template get<rc::detail::FailureResult>().numSuccess;
+    if (result.template is<rc::detail::FailureResult>())
+      cases = result.template get<rc::detail::FailureResult>().numSuccess;
     ADD_FAILURE() << id << ": " << message.str();
   }
   return cases;
@@ -49,12 +50,12 @@ inline std::string CurrentTestId() {
 }  // namespace kvshard::props
 
 // KVSHARD_PROP(Suite, Name, ()) { ... }: RC_GTEST_PROP that prints and records its case count.
-#define KVSHARD_PROP(Suite, Name, ArgList)                                                                     \
-  void KvshardProp_##Suite##_##Name ArgList;                                                                   \
-  TEST(Suite, Name) {                                                                                          \
-    ::kvshard::props::RecordPropertyCases(::kvshard::props::CheckProperty(                                     \
+#define KVSHARD_PROP(Suite, Name, ArgList)                                                                          \
+  void KvshardProp_##Suite##_##Name ArgList;                                                                        \
+  TEST(Suite, Name) {                                                                                               \
+    ::kvshard::props::RecordPropertyCases(::kvshard::props::CheckProperty(                                          \
         ::kvshard::props::CurrentTestId(), &KvshardProp_##Suite##_##Name, rc::detail::configuration().testParams)); \
-  }                                                                                                            \
+  }                                                                                                                 \
   void KvshardProp_##Suite##_##Name ArgList
 
 #endif  // KVSHARD_PROPS_PROPERTY_H_

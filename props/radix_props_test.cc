@@ -189,9 +189,9 @@ void showValue(const RadixScenario& s, std::ostream& os) {
     switch (op.kind) {
       case RadixOp::kInsert:
         os << "insert doc " << op.doc << " len " << op.len
-           << (op.extend ? " extending its match"
-                         : op.base == kNewChain ? " as a new chain (null base)"
-                                                : StrCat(" as a fresh chain of base ", op.base))
+           << (op.extend              ? " extending its match"
+               : op.base == kNewChain ? " as a new chain (null base)"
+                                      : StrCat(" as a fresh chain of base ", op.base))
            << "\n";
         break;
       case RadixOp::kMatch: os << "match doc " << op.doc << " len " << op.len << "\n"; break;
@@ -217,19 +217,22 @@ RadixScenario DrawRadixScenario() {
     s.shared.push_back(*rc::gen::inRange<int64_t>(0, s.max_len + 1));
   }
   const int64_t n = s.shard_size, ppr = s.pages_per_rank, max_len = s.max_len;
-  const auto op = rc::gen::resize(100, rc::gen::exec([n, ppr, max_len, docs] {
-    RadixOp op;
-    op.kind = *rc::gen::weightedElement<RadixOp::Kind>(
-        {{4, RadixOp::kInsert}, {3, RadixOp::kMatch}, {1, RadixOp::kLock}, {1, RadixOp::kUnlock},
-         {3, RadixOp::kEvict}});
-    op.doc = *rc::gen::inRange<int64_t>(0, docs);
-    op.len = *rc::gen::inRange<int64_t>(1, max_len + 1);
-    op.extend = *rc::gen::arbitrary<bool>();
-    op.base = *rc::gen::inRange<int64_t>(kNewChain, n);
-    op.arg = *rc::gen::weightedOneOf<int64_t>(
-        {{3, rc::gen::inRange<int64_t>(0, 4)}, {1, rc::gen::inRange<int64_t>(0, n * ppr + 3)}});
-    return op;
-  }));
+  const auto op =
+      rc::gen::resize(100, rc::gen::exec([n, ppr, max_len, docs] {
+                        RadixOp op;
+                        op.kind = *rc::gen::weightedElement<RadixOp::Kind>({{4, RadixOp::kInsert},
+                                                                            {3, RadixOp::kMatch},
+                                                                            {1, RadixOp::kLock},
+                                                                            {1, RadixOp::kUnlock},
+                                                                            {3, RadixOp::kEvict}});
+                        op.doc = *rc::gen::inRange<int64_t>(0, docs);
+                        op.len = *rc::gen::inRange<int64_t>(1, max_len + 1);
+                        op.extend = *rc::gen::arbitrary<bool>();
+                        op.base = *rc::gen::inRange<int64_t>(kNewChain, n);
+                        op.arg = *rc::gen::weightedOneOf<int64_t>(
+                            {{3, rc::gen::inRange<int64_t>(0, 4)}, {1, rc::gen::inRange<int64_t>(0, n * ppr + 3)}});
+                        return op;
+                      }));
   // Up to 40 ops; shrinking drops any of them.
   s.ops = *rc::gen::resize(40, rc::gen::container<std::vector<RadixOp>>(op));
   return s;

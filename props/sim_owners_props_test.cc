@@ -115,7 +115,8 @@ KVSHARD_PROP(SimOwnersProps, RotatedMismatchCountIsTheReferenceReportSummedOverB
   for (const std::vector<ExtendRequest>& batch : run.log.batches) {
     const BatchView v = View(batch, ps);
     const CPSharedKVBatchPlan plan = RC_VALUE(ref::BuildBatchPageAlignedInSeqSplitPlan(v.extend, v.prefix, ps, cp, 0));
-    const std::vector<ref::DirectWriteOwnerMismatch> report = RC_VALUE(ref::FindDirectWriteOwnerMismatches(plan, v.extent));
+    const std::vector<ref::DirectWriteOwnerMismatch> report =
+        RC_VALUE(ref::FindDirectWriteOwnerMismatches(plan, v.extent));
     std::set<int64_t> ranks;
     for (const ref::DirectWriteOwnerMismatch& m : report) ranks.insert(m.compute_owner);
     mismatches += static_cast<int64_t>(report.size());

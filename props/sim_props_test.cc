@@ -32,8 +32,8 @@ using Fps = std::vector<uint64_t>;
 // One request of a batch insert: a prefix of a document.
 struct SimRequest {
   int64_t doc = 0, len = 1;
-  bool fresh = false;         // a new chain of `base` (no match); else it extends its match on len - 1 tokens
-  int64_t base = kNewChain;   // fresh: kNewChain or an explicit rotation base
+  bool fresh = false;        // a new chain of `base` (no match); else it extends its match on len - 1 tokens
+  int64_t base = kNewChain;  // fresh: kNewChain or an explicit rotation base
 };
 
 // One operation of a scenario.
@@ -71,8 +71,9 @@ void showValue(const SimScenario& s, std::ostream& os) {
         os << "batch insert:";
         for (const SimRequest& r : op.reqs) {
           os << " (doc " << r.doc << " len " << r.len
-             << (!r.fresh ? ", extending its match"
-                          : r.base == kNewChain ? ", new chain (null base)" : StrCat(", new chain of base ", r.base))
+             << (!r.fresh              ? ", extending its match"
+                 : r.base == kNewChain ? ", new chain (null base)"
+                                       : StrCat(", new chain of base ", r.base))
              << ")";
         }
         os << "\n";
@@ -225,10 +226,9 @@ class SimDiff {
     Both m{ref_.MatchPrefix(tokens), sim_.MatchPrefix(fps, max_pages)};
     if (m.sim.pages != m.ref.pages || m.sim.pages_matched * ps_ != m.ref.prefix_len ||
         m.sim.rotation_base != m.ref.rotation_base) {
-      RC_FAIL(StrCat(Where(), "match of ", tokens.size(), " tokens: reference pages ", rc::toString(m.ref.pages),
-                     " (", m.ref.prefix_len, " tokens, base ", m.ref.rotation_base, "), sim pages ",
-                     rc::toString(m.sim.pages), " (", m.sim.pages_matched, " pages, base ", m.sim.rotation_base,
-                     ")"));
+      RC_FAIL(StrCat(Where(), "match of ", tokens.size(), " tokens: reference pages ", rc::toString(m.ref.pages), " (",
+                     m.ref.prefix_len, " tokens, base ", m.ref.rotation_base, "), sim pages ",
+                     rc::toString(m.sim.pages), " (", m.sim.pages_matched, " pages, base ", m.sim.rotation_base, ")"));
     }
     empty_match_ |= m.ref.pages.empty();
     return m;
@@ -309,8 +309,8 @@ class SimDiff {
         RC_FAIL(StrCat(Where(), "insert of request ", i, " (", rs[i].tokens.size(), " tokens, pages ",
                        rc::toString(pages), ", base ", base, "): reference (declined ", want.declined, ", new ",
                        want.new_pages, ", freed ", want.freed_pages, " pages ", rc::toString(ref_.last_freed()),
-                       "), sim (declined ", got.declined, ", new ", got.new_pages, ", freed ",
-                       rc::toString(got.freed), ")"));
+                       "), sim (declined ", got.declined, ", new ", got.new_pages, ", freed ", rc::toString(got.freed),
+                       ")"));
       }
       // The reference freed got.freed through the allocator already: the simulator's list is not freed again.
       declined_ |= want.declined;
@@ -329,8 +329,8 @@ class SimDiff {
     RC_ASSERT_OK(sim_.CheckInvariants());
     const int64_t free_pages = alloc_.aggregate_free_size() / ps_;
     if (free_pages + ref_.cached_pages() != s_.shard_size * s_.pages_per_rank) {
-      RC_FAIL(StrCat(Where(), free_pages, " free + ", ref_.cached_pages(), " cached pages != ",
-                     s_.shard_size * s_.pages_per_rank));
+      RC_FAIL(StrCat(Where(), free_pages, " free + ", ref_.cached_pages(),
+                     " cached pages != ", s_.shard_size * s_.pages_per_rank));
     }
   }
 

@@ -119,7 +119,8 @@ Tally Count(const std::string& text) {
 
 TEST(SimTraceTest, EmittedTracesReplayCleanWithTheSimulatorsCounts) {
   const Workload w = Conversations(6, 5);
-  for (const auto& [cache, need_sort] : {std::pair<int64_t, bool>{0, false}, {4 * 64 * 40, false}, {4 * 64 * 40, true}}) {
+  for (const auto& [cache, need_sort] :
+       {std::pair<int64_t, bool>{0, false}, {4 * 64 * 40, false}, {4 * 64 * 40, true}}) {
     for (int64_t layers : {0, 2}) {
       SCOPED_TRACE("cache " + std::to_string(cache) + " need_sort " + std::to_string(need_sort) + " layers " +
                    std::to_string(layers));
@@ -143,7 +144,8 @@ TEST(SimTraceTest, EmittedTracesReplayCleanWithTheSimulatorsCounts) {
       EXPECT_EQ(t.begins, layers > 0 ? e.result.batches : 0);
       EXPECT_FALSE(e.counts.truncated);
       EXPECT_EQ(t.last.at("op"), "free");  // the closing check: every page free again
-      EXPECT_EQ(t.last.at("expect").at("class_free_page_counts"), Json(std::vector<int64_t>(4, e.result.pool_pages_per_rank)));
+      EXPECT_EQ(t.last.at("expect").at("class_free_page_counts"),
+                Json(std::vector<int64_t>(4, e.result.pool_pages_per_rank)));
       if (cache > 0) {  // the bounded pool exercises the deferral, eviction and retry records
         EXPECT_GT(e.result.evicted_pages, 0);
         EXPECT_GT(e.result.deferrals, 0);
@@ -214,7 +216,8 @@ TEST(SimTraceTest, CorruptedExpectIsCaughtAtItsLine) {
 TEST(SimTraceTest, PipelinePoolTooLargeToReplayNamesTheFlag) {
   std::string ids = "0";
   for (int b = 1; b < 196; ++b) ids += ", " + std::to_string(b);
-  std::istringstream in("{\"timestamp\": 0, \"input_length\": 100000, \"output_length\": 1, \"hash_ids\": [" + ids + "]}\n");
+  std::istringstream in("{\"timestamp\": 0, \"input_length\": 100000, \"output_length\": 1, \"hash_ids\": [" + ids +
+                        "]}\n");
   const Workload w = *ReadWorkload(in, WorkloadFormat::kMooncake);
   sim::SimTraceOptions o;
   o.num_layers = 4096;

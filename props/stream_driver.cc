@@ -8,15 +8,21 @@ namespace kvshard::props {
 ref::ShardedPoolConfig StreamPoolConfig(const StreamConfig& c) {
   const int64_t max_pages = (c.max_len + c.page_size - 1) / c.page_size;
   const int64_t block = c.max_batch * ((max_pages + c.shard_size - 1) / c.shard_size);
-  return {c.shard_size, c.page_size, c.pages_per_rank, c.shard_size * c.page_size * block,
-          c.page_size * c.max_batch * max_pages, c.num_layers, c.row_words, c.buffers};
+  return {c.shard_size,
+          c.page_size,
+          c.pages_per_rank,
+          c.shard_size * c.page_size * block,
+          c.page_size * c.max_batch * max_pages,
+          c.num_layers,
+          c.row_words,
+          c.buffers};
 }
 
 StatusOr<std::unique_ptr<StreamDriver>> StreamDriver::Create(const StreamConfig& c, replay::PoolDataPath* mirror) {
   if (c.shared.empty()) return InvalidArgument("shared: needs one entry per document, got none");
   KVSHARD_ASSIGN_OR_RETURN(ref::PageInterleaveAllocator allocator,
-                           ref::PageInterleaveAllocator::Create({c.shard_size, c.page_size, c.pages_per_rank,
-                                                                 c.need_sort, /*check_last_loc=*/true}));
+                           ref::PageInterleaveAllocator::Create(
+                               {c.shard_size, c.page_size, c.pages_per_rank, c.need_sort, /*check_last_loc=*/true}));
   KVSHARD_ASSIGN_OR_RETURN(ref::ShardedPool pool, ref::ShardedPool::Create(StreamPoolConfig(c)));
   KVSHARD_ASSIGN_OR_RETURN(ref::UnshardedPool baseline, ref::UnshardedPool::Create(StreamPoolConfig(c)));
   std::unique_ptr<StreamDriver> driver(new StreamDriver(c, std::move(allocator), std::move(pool), std::move(baseline)));

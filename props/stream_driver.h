@@ -27,8 +27,8 @@ struct StreamConfig {
   int64_t num_layers = 1;
   int64_t row_words = 1;
   std::vector<ref::PoolBuffer> buffers;  // the per-layer buffers (MHA K/V, MLA latent, extras); empty: row_words
-  int64_t max_batch = 1;       // requests per step
-  int64_t max_len = 1;         // tokens per request
+  int64_t max_batch = 1;                 // requests per step
+  int64_t max_len = 1;                   // tokens per request
   bool need_sort = false;
   std::vector<int64_t> shared;  // per document: tokens shared with document 0
 };
@@ -44,8 +44,8 @@ inline void showValue(const StreamRequest& r, std::ostream& os) { os << "(doc " 
 inline void showValue(const StreamConfig& c, std::ostream& os) {
   os << "N=" << c.shard_size << " ps=" << c.page_size << " pages_per_rank=" << c.pages_per_rank
      << " layers=" << c.num_layers << " row_words=" << c.row_words << " buffers=" << c.buffers.size()
-     << " max_batch=" << c.max_batch
-     << " max_len=" << c.max_len << " need_sort=" << c.need_sort << " docs=" << c.shared.size();
+     << " max_batch=" << c.max_batch << " max_len=" << c.max_len << " need_sort=" << c.need_sort
+     << " docs=" << c.shared.size();
 }
 
 // The pool geometry a stream runs on (capacities sized for max_batch requests of max_len tokens).
@@ -63,7 +63,8 @@ class StreamDriver {
   // A driver over a fresh allocator, cache and pools; an error names the invalid geometry (never aborts). With
   // `mirror` (e.g. the GPU backend's data path), every plan and every byte of every buffer of its reads must equal
   // the reference pool's.
-  static StatusOr<std::unique_ptr<StreamDriver>> Create(const StreamConfig& config, replay::PoolDataPath* mirror = nullptr);
+  static StatusOr<std::unique_ptr<StreamDriver>> Create(const StreamConfig& config,
+                                                        replay::PoolDataPath* mirror = nullptr);
   StreamDriver(const StreamDriver&) = delete;
   StreamDriver& operator=(const StreamDriver&) = delete;
   // Runs one extend batch (or defers it); an error names the first violated expectation.

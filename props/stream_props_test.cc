@@ -1,6 +1,7 @@
 // End-to-end properties on random request streams (spec §6): sharded reads of prefix and chunk rows equal
-// the unsharded baseline for every layer, rank and buffer (one-buffer, MHA K/V, MLA, MLA + extras); every cached prefix stays cyclic; pages are conserved.
-// (The pool's and the radix cache's own properties live in pool_props_test.cc and radix_props_test.cc.)
+// the unsharded baseline for every layer, rank and buffer (one-buffer, MHA K/V, MLA, MLA + extras); every cached prefix
+// stays cyclic; pages are conserved. (The pool's and the radix cache's own properties live in pool_props_test.cc and
+// radix_props_test.cc.)
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -21,8 +22,8 @@ namespace {
 void RunStream(int64_t max_docs, int64_t max_steps) {
   const StreamConfig c = Full([max_docs] { return DrawStreamConfig(max_docs); });
   RC_LOG() << "stream: N=" << c.shard_size << " ps=" << c.page_size << " pages_per_rank=" << c.pages_per_rank
-           << " layers=" << c.num_layers << " buffers=" << c.buffers.size() << " need_sort=" << c.need_sort << " shared=" << rc::toString(c.shared)
-           << "\n";
+           << " layers=" << c.num_layers << " buffers=" << c.buffers.size() << " need_sort=" << c.need_sort
+           << " shared=" << rc::toString(c.shared) << "\n";
   const std::unique_ptr<StreamDriver> driver = RC_VALUE(StreamDriver::Create(c));
   const int64_t steps = Full([max_steps] { return *rc::gen::inRange<int64_t>(1, max_steps + 1); });
   for (int64_t s = 0; s < steps; ++s) {

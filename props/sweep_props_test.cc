@@ -22,9 +22,12 @@ struct IntKnob {
   const char* key;
   const char* config_key;
 };
-const IntKnob kIntKnobs[] = {{"shard-size", "shard_size"},     {"page-size", "page_size"},
-                             {"cp-size", "cp_size"},           {"cache-tokens", "cache_tokens"},
-                             {"chunk-tokens", "chunk_tokens"}, {"max-batch-tokens", "max_batch_tokens"},
+const IntKnob kIntKnobs[] = {{"shard-size", "shard_size"},
+                             {"page-size", "page_size"},
+                             {"cp-size", "cp_size"},
+                             {"cache-tokens", "cache_tokens"},
+                             {"chunk-tokens", "chunk_tokens"},
+                             {"max-batch-tokens", "max_batch_tokens"},
                              {"layers", "layers"}};
 
 // Every pick of one value per axis, in odometer order (the last axis turns fastest).
@@ -49,7 +52,7 @@ KVSHARD_PROP(SweepProps, ConfigurationsAreTheProductInOdometerOrder, ()) {
   std::vector<std::vector<int64_t>> values;
   for (size_t k : which) {
     values.push_back(*rc::gen::container<std::vector<int64_t>>(*rc::gen::inRange<size_t>(1, 4),
-                                                              rc::gen::inRange<int64_t>(1, 100000)));
+                                                               rc::gen::inRange<int64_t>(1, 100000)));
     axes.push_back({kIntKnobs[k].key, {}});
     for (int64_t v : values.back()) axes.back().values.push_back(v);
   }

@@ -61,8 +61,9 @@ std::string FirstRowDiff(const ref::BufferRows& got, const ref::BufferRows& want
 }  // namespace
 
 uint32_t PayloadWord(uint64_t seed, int64_t layer, int64_t loc, int64_t generation, int64_t word) {
-  return static_cast<uint32_t>(Mix64(Mix64(Mix64(seed ^ Mix64(static_cast<uint64_t>(layer))) ^ static_cast<uint64_t>(loc)) ^
-                                   (static_cast<uint64_t>(generation) << 20 | static_cast<uint64_t>(word))));
+  return static_cast<uint32_t>(
+      Mix64(Mix64(Mix64(seed ^ Mix64(static_cast<uint64_t>(layer))) ^ static_cast<uint64_t>(loc)) ^
+            (static_cast<uint64_t>(generation) << 20 | static_cast<uint64_t>(word))));
 }
 
 ref::BufferRows PayloadRows(const PoolGeometry& g, int64_t layer, const std::vector<int64_t>& locs,

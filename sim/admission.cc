@@ -22,9 +22,9 @@ StatusOr<bool> Simulation::TryAlloc(const std::vector<std::pair<Req*, int64_t>>&
     extend.push_back(chunk);
     prefix.push_back(r->done);
   }
-  KVSHARD_ASSIGN_OR_RETURN(const std::vector<Int64List> classes,
-                           OwnerPageClasses(extend, prefix, c_.page_size, c_.cp_size, c_.shard_size,
-                                            alloc_->class_free_page_counts()));
+  KVSHARD_ASSIGN_OR_RETURN(
+      const std::vector<Int64List> classes,
+      OwnerPageClasses(extend, prefix, c_.page_size, c_.cp_size, c_.shard_size, alloc_->class_free_page_counts()));
   return alloc_->AllocExtendByClasses(ab, classes, out);
 }
 
@@ -62,8 +62,7 @@ StatusOr<bool> Simulation::Allocate(const std::vector<std::pair<Req*, int64_t>>&
   return ok;
 }
 
-StatusOr<bool> Simulation::EvictUntilAdmitted(const std::vector<std::pair<Req*, int64_t>>& batch,
-                                              ExtendPages* out) {
+StatusOr<bool> Simulation::EvictUntilAdmitted(const std::vector<std::pair<Req*, int64_t>>& batch, ExtendPages* out) {
   while (true) {
     KVSHARD_ASSIGN_OR_RETURN(const bool freed, EvictFor(NewPages(batch, c_.page_size)));
     if (!freed) return false;
@@ -75,9 +74,8 @@ StatusOr<bool> Simulation::EvictUntilAdmitted(const std::vector<std::pair<Req*, 
 Status Simulation::NotAdmitted(const std::vector<std::pair<Req*, int64_t>>& batch) {
   const Req& r = *batch[0].first;
   if (owners_) {
-    StatusOr<std::vector<Int64List>> classes =
-        OwnerPageClasses({batch[0].second}, {r.done}, c_.page_size, c_.cp_size, c_.shard_size,
-                         alloc_->class_free_page_counts());
+    StatusOr<std::vector<Int64List>> classes = OwnerPageClasses({batch[0].second}, {r.done}, c_.page_size, c_.cp_size,
+                                                                c_.shard_size, alloc_->class_free_page_counts());
     const Int64List counts = alloc_->class_free_page_counts();
     Int64List need(counts.size(), 0);
     if (classes.ok()) {
@@ -87,16 +85,22 @@ Status Simulation::NotAdmitted(const std::vector<std::pair<Req*, int64_t>>& batc
     for (int64_t x : counts) free_pages += x;
     for (size_t k = 0; k < counts.size(); ++k) {
       if (need[k] > counts[k]) {
-        return InvalidArgument("--cache-tokens: request ", r.id, " (", r.w->input_tokens, " prompt tokens) cannot "
+        return InvalidArgument("--cache-tokens: request ", r.id, " (", r.w->input_tokens,
+                               " prompt tokens) cannot "
                                "be admitted: --alloc-mode owners draws each page from its CP compute owner's class, "
-                               "and class ", k, " needs ", need[k], " pages but has ", counts[k], " free (",
-                               free_pages, " free in the pool, ", r_.pool_pages_per_rank, " per rank); nothing is "
+                               "and class ",
+                               k, " needs ", need[k], " pages but has ", counts[k], " free (", free_pages,
+                               " free in the pool, ", r_.pool_pages_per_rank,
+                               " per rank); nothing is "
                                "left to evict and no request is running to free pages");
       }
     }
   }
-  return InvalidArgument("--cache-tokens: request ", r.id, " (", r.w->input_tokens, " prompt tokens) cannot "
-                         "be admitted: the pool (", r_.pool_pages_per_rank, " pages per rank) is full of "
+  return InvalidArgument("--cache-tokens: request ", r.id, " (", r.w->input_tokens,
+                         " prompt tokens) cannot "
+                         "be admitted: the pool (",
+                         r_.pool_pages_per_rank,
+                         " pages per rank) is full of "
                          "locked prefixes and no request is running to free pages");
 }
 

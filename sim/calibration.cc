@@ -22,10 +22,14 @@ struct OpInfo {
 
 // Every operation a calibration may hold; the last two are recorded for reference and not used by the model.
 constexpr OpInfo kOps[] = {
-    {"host_gather_plan_build", "prefix page refs"}, {"gather_rows", "bytes"},
-    {"stage_chunk", "bytes"},                       {"rerange", "bytes"},
-    {"compute_dense", "FLOPs"},                     {"compute_attention", "FLOPs"},
-    {"owner_write", "bytes"},                       {"copy", "bytes"},
+    {"host_gather_plan_build", "prefix page refs"},
+    {"gather_rows", "bytes"},
+    {"stage_chunk", "bytes"},
+    {"rerange", "bytes"},
+    {"compute_dense", "FLOPs"},
+    {"compute_attention", "FLOPs"},
+    {"owner_write", "bytes"},
+    {"copy", "bytes"},
     {"gather_plan_build", "prefix page refs"},
 };
 
@@ -92,7 +96,8 @@ StatusOr<double> PositiveNumber(const Json& obj, const std::string& key, const s
   if (!v.is_number()) return InvalidArgument(where, key, ": must be a number");
   const double x = v.get<double>();
   if (!(x > 0) || !std::isfinite(x)) return InvalidArgument(where, key, ": must be > 0, got ", v.dump());
-  if (hi > 0 && (x < lo || x > hi)) return InvalidArgument(where, key, ": must be in [", lo, ", ", hi, "], got ", v.dump());
+  if (hi > 0 && (x < lo || x > hi))
+    return InvalidArgument(where, key, ": must be in [", lo, ", ", hi, "], got ", v.dump());
   return x;
 }
 
@@ -205,7 +210,8 @@ StatusOr<Calibration> ReadCalibration(std::istream& in) {
       if (r.op == op) rows.push_back(r);
     }
     if (rows.empty()) continue;
-    std::stable_sort(rows.begin(), rows.end(), [](const CalibrationRow& a, const CalibrationRow& b) { return a.x < b.x; });
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const CalibrationRow& a, const CalibrationRow& b) { return a.x < b.x; });
     OpFit f;
     f.op = op;
     f.rows = static_cast<int64_t>(rows.size());

@@ -25,22 +25,22 @@ struct CalibrationRow {
 // An operation's fit and how well it predicts rows it was not fitted on.
 struct OpFit {
   std::string op;
-  LinearTime fit;               // fitted on every row of the op (the model's rates)
+  LinearTime fit;  // fitted on every row of the op (the model's rates)
   int64_t rows = 0;
-  int64_t held_out = 0;         // rows at odd positions in size order, predicted by a fit on the even ones
+  int64_t held_out = 0;  // rows at odd positions in size order, predicted by a fit on the even ones
   double held_out_p50 = 0, held_out_p90 = 0, held_out_max = 0;  // |predicted - measured| / measured
-  double fit_max = 0;           // the same error of the all-row fit over all rows
+  double fit_max = 0;                                           // the same error of the all-row fit over all rows
 };
 
 // A calibration file's contents and its fits.
 struct Calibration {
   std::string device;
-  std::vector<std::string> made_by;   // the commands that measured the rows
-  double nccl_bus_bytes_per_us = 0;   // all-gather bus bandwidth (an input: measured, documented source)
+  std::vector<std::string> made_by;  // the commands that measured the rows
+  double nccl_bus_bytes_per_us = 0;  // all-gather bus bandwidth (an input: measured, documented source)
   double collective_latency_us = 0;
   std::string nccl_source;
   std::vector<CalibrationRow> rows;
-  std::vector<OpFit> fits;            // one per operation present, in CalibrationOps() order
+  std::vector<OpFit> fits;  // one per operation present, in CalibrationOps() order
 };
 
 // Accepted row sizes (in the op's unit) and times: 10^-6 .. 10^18 units, 1 ns .. 10^12 us (11.6 days).

@@ -22,8 +22,8 @@ const char kHeader[] =
        "collective_latency_us": 10, "nccl_source": "test"}, "rows": )";
 
 RC_GTEST_PROP(CalibrationProps, FitRecoversExactAffineTimes, ()) {
-  const double latency = *rc::gen::inRange(0, 1000) / 10.0;        // 0 .. 100 us, 0 included
-  const double slope = *rc::gen::inRange(1, 100000) * 1e-7;        // us per unit
+  const double latency = *rc::gen::inRange(0, 1000) / 10.0;  // 0 .. 100 us, 0 included
+  const double slope = *rc::gen::inRange(1, 100000) * 1e-7;  // us per unit
   const auto xs = *rc::gen::unique<std::vector<int>>(rc::gen::inRange(1, 1 << 30));
   RC_PRE(xs.size() >= 2);
   std::vector<CalibrationRow> rows;
@@ -60,7 +60,8 @@ TEST(Calibration, ReaderIsStrict) {
       {"{", "not valid JSON"},
       {std::string(kHeader) + R"([{"op": "copy", "op": "copy", "x": 1, "time_us": 1}]})", "rows[0].op: duplicate key"},
       // Found by //fuzz:calibration (testdata/fuzz/calibration/seed_huge_sizes, seed_tiny_times): fitted to NaN.
-      {std::string(kHeader) + R"([{"op": "copy", "x": 1e300, "time_us": 1}, {"op": "copy", "x": 2e300, "time_us": 2}]})",
+      {std::string(kHeader) +
+           R"([{"op": "copy", "x": 1e300, "time_us": 1}, {"op": "copy", "x": 2e300, "time_us": 2}]})",
        "rows[0].x: must be in [1e-06, 1e+18], got 1e+300"},
       {std::string(kHeader) + R"([{"op": "copy", "x": 1, "time_us": 1e-300}, {"op": "copy", "x": 2, "time_us": 1}]})",
        "rows[0].time_us: must be in [0.001, 1e+12], got 1e-300"},
@@ -102,8 +103,8 @@ TEST(Calibration, BundledH200CalibrationReadsAndFits) {
   ASSERT_TRUE(in) << "testdata/calibration/h200.json missing";
   const StatusOr<Calibration> c = ReadCalibration(in);
   ASSERT_TRUE(c.ok()) << c.status().message();
-  for (const char* op : {"host_gather_plan_build", "gather_rows", "stage_chunk", "rerange", "compute_dense",
-                         "compute_attention"}) {
+  for (const char* op :
+       {"host_gather_plan_build", "gather_rows", "stage_chunk", "rerange", "compute_dense", "compute_attention"}) {
     bool found = false;
     for (const OpFit& f : c->fits) {
       if (f.op != op) continue;

@@ -45,12 +45,12 @@ struct LinearTime {
 // Linear phase models: physical rates, each replaceable by a fitted LinearTime.
 struct CostModel {
   std::string source = "physical limits (uncalibrated)";
-  int64_t layers = 61;                   // model layers (DeepSeek-V3/Kimi K2: 61)
+  int64_t layers = 61;  // model layers (DeepSeek-V3/Kimi K2: 61)
   double plan_latency_us = 5, plan_us_per_page = 0.002;
-  double hbm_bytes_per_us = 4.8e6;       // H200 HBM3e, 4.8 TB/s (NVIDIA H200 datasheet)
-  double nvlink_bytes_per_us = 450e3;    // all-gather bus bandwidth: NVLink 4, 450 GB/s per direction per GPU
-  double collective_latency_us = 10;     // NCCL all-gather launch and sync, small messages
-  double flops_per_us = 989e6 * 0.4;     // H200 dense BF16 989 TFLOP/s at 40 % model FLOPs utilisation
+  double hbm_bytes_per_us = 4.8e6;                 // H200 HBM3e, 4.8 TB/s (NVIDIA H200 datasheet)
+  double nvlink_bytes_per_us = 450e3;              // all-gather bus bandwidth: NVLink 4, 450 GB/s per direction per GPU
+  double collective_latency_us = 10;               // NCCL all-gather launch and sync, small messages
+  double flops_per_us = 989e6 * 0.4;               // H200 dense BF16 989 TFLOP/s at 40 % model FLOPs utilisation
   double flops_per_token_layer = 2.0 * 37e9 / 61;  // 2 x active params (37 B, DeepSeek-V3) per layer
   // q.k over 192 dims and p.v over 128 dims, 2 FLOPs per multiply-add, 128 heads (MLA, DeepSeek-V3).
   double attention_flops_per_pair_layer = 2.0 * 128 * (192 + 128);

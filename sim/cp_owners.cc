@@ -14,8 +14,8 @@ StatusOr<std::vector<Int64List>> OwnerPageClasses(const Int64List& extend_lens, 
                                                   int64_t page_size, int64_t cp_size, int64_t shard_size,
                                                   Int64List free_counts) {
   if (cp_size < 1 || shard_size % cp_size != 0) {
-    return InvalidArgument("--alloc-mode: owners needs --cp-size (", cp_size, ") to divide --shard-size (",
-                           shard_size, "): a page's CP owner (page % cp) must follow from its allocator class "
+    return InvalidArgument("--alloc-mode: owners needs --cp-size (", cp_size, ") to divide --shard-size (", shard_size,
+                           "): a page's CP owner (page % cp) must follow from its allocator class "
                            "(page % N)");
   }
   const int64_t groups = shard_size / cp_size;
@@ -42,7 +42,8 @@ StatusOr<std::vector<Int64List>> OwnerPageClasses(const Int64List& extend_lens, 
   return classes;
 }
 
-StatusOr<DirectWriteCheck> CheckDirectWrites(const CPSharedKVBatchPlan& plan, const std::vector<Int64List>& extent_pages) {
+StatusOr<DirectWriteCheck> CheckDirectWrites(const CPSharedKVBatchPlan& plan,
+                                             const std::vector<Int64List>& extent_pages) {
   KVSHARD_ASSIGN_OR_RETURN(const std::vector<ref::DirectWriteOwnerMismatch> mismatches,
                            ref::FindDirectWriteOwnerMismatches(plan, extent_pages));
   DirectWriteCheck check;

@@ -29,7 +29,8 @@ struct DirectWriteCheck {
 };
 
 // FindDirectWriteOwnerMismatches of the batch's extent pages, counted.
-StatusOr<DirectWriteCheck> CheckDirectWrites(const CPSharedKVBatchPlan& plan, const std::vector<Int64List>& extent_pages);
+StatusOr<DirectWriteCheck> CheckDirectWrites(const CPSharedKVBatchPlan& plan,
+                                             const std::vector<Int64List>& extent_pages);
 
 // True iff every request's prefix pages have cyclic owners (page k % N == (page 0 + k) % N), which SGLang's
 // begin_shard_extend requires ("... are not cyclic — rotation base out of sync").

@@ -41,10 +41,9 @@ Status WriteRequestsCsv(const SimRecord& rec, std::ostream& out) {
   out << kRequestsCsvHeader << "\n";
   for (const RequestRow& r : rec.requests) {
     const bool prefilled = r.prefill_completed_us >= 0, completed = r.completed_us >= 0;
-    out << r.request_id << ',' << Sec(r.arrived_us) << ',' << Sec(r.scheduled_us) << ','
-        << Sec(r.prefill_completed_us) << ',' << Sec(r.completed_us) << ',' << r.prefill_tokens << ','
-        << r.decode_tokens << ',' << r.cached_tokens << ',' << r.chunks << ','
-        << (prefilled ? Sec(r.prefill_completed_us - r.arrived_us) : "") << ','
+    out << r.request_id << ',' << Sec(r.arrived_us) << ',' << Sec(r.scheduled_us) << ',' << Sec(r.prefill_completed_us)
+        << ',' << Sec(r.completed_us) << ',' << r.prefill_tokens << ',' << r.decode_tokens << ',' << r.cached_tokens
+        << ',' << r.chunks << ',' << (prefilled ? Sec(r.prefill_completed_us - r.arrived_us) : "") << ','
         << (completed ? Sec(r.completed_us - r.arrived_us) : "") << ',' << r.rotation_base << '\n';
   }
   return Done(out);
@@ -54,13 +53,13 @@ Status WriteBatchesCsv(const SimRecord& rec, std::ostream& out) {
   out << kBatchesCsvHeader << "\n";
   for (const BatchRow& b : rec.batches) {
     const double hit = b.matched_prompt_tokens ? static_cast<double>(b.cached_tokens) / b.matched_prompt_tokens : 0;
-    out << b.batch_id << ',' << Sec(b.start_us) << ',' << Sec(b.end_us) << ',' << b.requests << ','
-        << b.prefill_tokens << ',' << b.compute_tokens << ',' << b.cp_padding_tokens << ',' << b.prefix_pages << ','
-        << b.gathered_bytes_layer << ',' << Fixed(b.plan_us, 3) << ',' << Fixed(b.gather_us, 3) << ',' << Fixed(b.pack_us, 3) << ','
-        << Fixed(b.stage_us, 3) << ',' << Fixed(b.compute_us, 3) << ',' << Fixed(b.rerange_us, 3) << ','
-        << Fixed(b.total_us, 3) << ',' << b.pages_in_use_min << ',' << b.pages_in_use_max << ','
-        << Fixed(b.pages_in_use_mean, 3) << ',' << b.deferrals << ',' << b.evicted_pages << ',' << Fixed(hit, 6)
-        << '\n';
+    out << b.batch_id << ',' << Sec(b.start_us) << ',' << Sec(b.end_us) << ',' << b.requests << ',' << b.prefill_tokens
+        << ',' << b.compute_tokens << ',' << b.cp_padding_tokens << ',' << b.prefix_pages << ','
+        << b.gathered_bytes_layer << ',' << Fixed(b.plan_us, 3) << ',' << Fixed(b.gather_us, 3) << ','
+        << Fixed(b.pack_us, 3) << ',' << Fixed(b.stage_us, 3) << ',' << Fixed(b.compute_us, 3) << ','
+        << Fixed(b.rerange_us, 3) << ',' << Fixed(b.total_us, 3) << ',' << b.pages_in_use_min << ','
+        << b.pages_in_use_max << ',' << Fixed(b.pages_in_use_mean, 3) << ',' << b.deferrals << ',' << b.evicted_pages
+        << ',' << Fixed(hit, 6) << '\n';
   }
   return Done(out);
 }

@@ -25,8 +25,8 @@ class SimObserver {
     (void)request, (void)fingerprints, (void)prompt_tokens, (void)match;
   }
   // One alloc_extend try of `requests` (committed when `ok`; `out` is then its answer); `allocator` after it.
-  virtual void OnAlloc(const std::vector<int64_t>& requests, const AllocBatch& batch, bool ok,
-                       const ExtendPages& out, const fast::PageInterleaveAllocator& allocator) {
+  virtual void OnAlloc(const std::vector<int64_t>& requests, const AllocBatch& batch, bool ok, const ExtendPages& out,
+                       const fast::PageInterleaveAllocator& allocator) {
     (void)requests, (void)batch, (void)ok, (void)out, (void)allocator;
   }
   // The cache evicted for a deferred batch: asked `num_pages`, freed `freed` (in order) to the allocator.

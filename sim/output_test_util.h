@@ -38,9 +38,9 @@ inline Workload Conversations(int n) {
     blocks.push_back(1000 + i);
     std::string ids;
     for (size_t k = 0; k < blocks.size(); ++k) ids += (k ? ", " : "") + std::to_string(blocks[k]);
-    text += "{\"timestamp\": " + std::to_string(20 * i) + ", \"input_length\": " +
-            std::to_string(512 * static_cast<int64_t>(blocks.size()) - 100) + ", \"output_length\": " +
-            std::to_string(10 + i % 7) + ", \"hash_ids\": [" + ids + "]}\n";
+    text += "{\"timestamp\": " + std::to_string(20 * i) +
+            ", \"input_length\": " + std::to_string(512 * static_cast<int64_t>(blocks.size()) - 100) +
+            ", \"output_length\": " + std::to_string(10 + i % 7) + ", \"hash_ids\": [" + ids + "]}\n";
   }
   return MooncakeWorkload(text);
 }

@@ -10,8 +10,7 @@
 namespace kvshard::sim {
 namespace {
 
-const char* const kPalette[] = {"#2563eb", "#dc2626", "#16a34a", "#9333ea",
-                                "#ea580c", "#0891b2", "#be185d", "#65a30d"};
+const char* const kPalette[] = {"#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d", "#65a30d"};
 constexpr int64_t kMaxRankLines = 8;  // per-rank lines drawn: all ranks up to 8, else ranks 0..3
 constexpr int kPaddingBins = 20;
 

@@ -147,7 +147,8 @@ Status PrefixCache::CheckInvariants() const {
     if (node.parent != 0 && (parent.page < 0 || parent.base != node.base || parent.depth + 1 != node.depth)) {
       return Internal("prefix cache node ", id, ": parent ", node.parent, " has another chain or depth");
     }
-    if (node.parent == 0 && node.depth != 1) return Internal("prefix cache node ", id, ": root child at depth ", node.depth);
+    if (node.parent == 0 && node.depth != 1)
+      return Internal("prefix cache node ", id, ": root child at depth ", node.depth);
     if (cyclic_ && !IsCyclicOwner(node.page, node.base, node.depth - 1, n_)) {
       return Internal("prefix cache node ", id, ": page ", node.page, " at position ", node.depth - 1,
                       " breaks the cyclic owners of base ", node.base);

@@ -19,16 +19,16 @@ class PrefixCache {
  public:
   // The longest cached run of `fingerprints` (one per full page of a prompt).
   struct Match {
-    int64_t pages_matched = 0;         // leading pages found
-    std::vector<int64_t> pages;        // their logical pages
-    int64_t rotation_base = -1;        // the chain's base, -1 when nothing matched
-    int64_t node = 0;                  // deepest matched node (0 = root), for Lock / Unlock
+    int64_t pages_matched = 0;   // leading pages found
+    std::vector<int64_t> pages;  // their logical pages
+    int64_t rotation_base = -1;  // the chain's base, -1 when nothing matched
+    int64_t node = 0;            // deepest matched node (0 = root), for Lock / Unlock
   };
   // What an insert did.
   struct InsertResult {
-    bool declined = false;             // the matched chain has another base: nothing grafted
-    int64_t new_pages = 0;             // pages added to the tree
-    std::vector<int64_t> freed;        // request pages the caller must free (duplicates, or all when declined)
+    bool declined = false;       // the matched chain has another base: nothing grafted
+    int64_t new_pages = 0;       // pages added to the tree
+    std::vector<int64_t> freed;  // request pages the caller must free (duplicates, or all when declined)
   };
 
   // `shard_size` N checks that chains are cyclic (page % N == (base + k) % N); with `cyclic_chains` false
@@ -78,7 +78,7 @@ class PrefixCache {
   std::vector<Node> nodes_;  // nodes_[0] is the root
   std::vector<int64_t> free_ids_;
   std::unordered_map<std::pair<int64_t, uint64_t>, int64_t, EdgeHash> edges_;  // (parent, key) -> child
-  std::set<std::pair<uint64_t, int64_t>> evictable_;                             // (last_access, id)
+  std::set<std::pair<uint64_t, int64_t>> evictable_;                           // (last_access, id)
   int64_t cached_pages_ = 0;
   uint64_t clock_ = 0;
 };

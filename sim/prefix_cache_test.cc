@@ -40,8 +40,8 @@ TEST(PrefixCacheTest, ForeignBaseIsDeclinedAndEveryPageFreed) {
 
 TEST(PrefixCacheTest, EvictsLeastRecentlyUsedUnlockedLeavesFirst) {
   PrefixCache c(1);
-  ASSERT_TRUE(c.Insert({1, 2}, {10, 11}, 0).ok());  // chain A (older)
-  ASSERT_TRUE(c.Insert({5, 6}, {20, 21}, 0).ok());  // chain B
+  ASSERT_TRUE(c.Insert({1, 2}, {10, 11}, 0).ok());        // chain A (older)
+  ASSERT_TRUE(c.Insert({5, 6}, {20, 21}, 0).ok());        // chain B
   const PrefixCache::Match a = c.MatchPrefix({1, 2}, 2);  // A is now the most recent
   c.Lock(a.node);
   std::vector<int64_t> freed;

@@ -103,8 +103,8 @@ RC_GTEST_PROP(RecordProps, RowsAddUpToTheResultAndRecordingChangesNothing, ()) {
     std::string ids;
     for (size_t k = 0; k < blocks.size(); ++k) ids += (k ? "," : "") + std::to_string(blocks[k]);
     t += *rc::gen::inRange(0, 200);
-    text += StrCat("{\"timestamp\": ", t, ", \"input_length\": ", len, ", \"output_length\": ",
-                   *rc::gen::inRange(0, 40), ", \"hash_ids\": [", ids, "]}\n");
+    text += StrCat("{\"timestamp\": ", t, ", \"input_length\": ", len,
+                   ", \"output_length\": ", *rc::gen::inRange(0, 40), ", \"hash_ids\": [", ids, "]}\n");
   }
   std::istringstream in(text);
   StatusOr<Workload> w = ReadWorkload(in, WorkloadFormat::kMooncake);

@@ -21,9 +21,10 @@ Json DirectWriteJson(const SimResult& r, const SimConfig& c) {
               {"run_together", RunTogether(r)}};
 }
 
-
 Json ResultJson(const SimResult& r, const SimConfig& c) {
-  auto dist = [](const Distribution& d) { return Json{{"total", d.total}, {"p50", d.p50}, {"p99", d.p99}, {"max", d.max}}; };
+  auto dist = [](const Distribution& d) {
+    return Json{{"total", d.total}, {"p50", d.p50}, {"p99", d.p99}, {"max", d.max}};
+  };
   Json j;
   j["requests"] = r.requests;
   j["batches"] = r.batches;
@@ -37,8 +38,10 @@ Json ResultJson(const SimResult& r, const SimConfig& c) {
   j["violations"] = r.violations;
   j["first_violation"] = r.violations ? Json(r.first_violation) : Json(nullptr);
   j["pool_pages_per_rank"] = r.pool_pages_per_rank;
-  j["pages_in_use"] = {{"max", r.pages_in_use_max}, {"mean", r.pages_in_use_mean},
-                       {"skew_max", r.pages_in_use_skew_max}, {"skew_mean", r.pages_in_use_skew_mean}};
+  j["pages_in_use"] = {{"max", r.pages_in_use_max},
+                       {"mean", r.pages_in_use_mean},
+                       {"skew_max", r.pages_in_use_skew_max},
+                       {"skew_mean", r.pages_in_use_skew_mean}};
   j["deferrals"] = r.deferrals;
   j["declined_grafts"] = r.declined_grafts;
   j["duplicate_pages"] = r.duplicate_pages;
@@ -48,9 +51,10 @@ Json ResultJson(const SimResult& r, const SimConfig& c) {
   j["batch_time_us"] = dist(r.batch_time_us);
   j["simulated_s"] = r.simulated_s;
   j["cost_model"] = c.cost.source;
-  j["config"] = {{"shard_size", c.shard_size}, {"page_size", c.page_size}, {"cp_size", c.cp_size},
-                 {"cache_tokens", c.cache_tokens}, {"chunk_tokens", c.chunk_tokens},
-                 {"max_batch_tokens", c.max_batch_tokens}, {"layers", c.cost.layers}};
+  j["config"] = {{"shard_size", c.shard_size},     {"page_size", c.page_size},
+                 {"cp_size", c.cp_size},           {"cache_tokens", c.cache_tokens},
+                 {"chunk_tokens", c.chunk_tokens}, {"max_batch_tokens", c.max_batch_tokens},
+                 {"layers", c.cost.layers}};
   if (c.cp_size > 1) {  // CP shared-KV direct writes: only with CP (the output without CP is unchanged)
     j["direct_write"] = DirectWriteJson(r, c);
   }

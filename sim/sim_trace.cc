@@ -77,8 +77,10 @@ class TraceEmitter : public SimObserver {
     Json h;
     h["allocator"] = {{"shard_size", n_}, {"page_size", ps_}, {"pages_per_rank", ppr_}, {"need_sort", a.need_sort}};
     if (o_.num_layers > 0) {
-      h["pool"] = {{"max_prefix_tokens", counts_.max_prefix_tokens}, {"chunk_tokens", counts_.chunk_tokens},
-                   {"num_layers", o_.num_layers}, {"row_words", o_.row_words}};
+      h["pool"] = {{"max_prefix_tokens", counts_.max_prefix_tokens},
+                   {"chunk_tokens", counts_.chunk_tokens},
+                   {"num_layers", o_.num_layers},
+                   {"row_words", o_.row_words}};
     }
     h["generator"] = o_.generator;
     (void)writer_.WriteHeader(h);  // a failed write leaves the stream failed: Finish reports it
@@ -402,10 +404,10 @@ class TraceEmitter : public SimObserver {
   kvshard::TraceWriter writer_;
   SimTraceCounts counts_;
   int64_t n_ = 1, ps_ = 1, ppr_ = 0;
-  std::string s_;                                   // the record being built
-  std::unordered_map<uint64_t, int64_t> tokens_;    // fingerprint -> token id
+  std::string s_;                                 // the record being built
+  std::unordered_map<uint64_t, int64_t> tokens_;  // fingerprint -> token id
   int64_t token_ = 0;
-  std::unordered_map<int64_t, Live> live_;          // by request
+  std::unordered_map<int64_t, Live> live_;  // by request
   int64_t matches_ = 0, epoch_ = 0, generation_ = 0, cached_pages_ = 0;
   bool closed_ = false;
   fast::GatherPlanner planner_;
@@ -415,9 +417,8 @@ class TraceEmitter : public SimObserver {
 }  // namespace
 
 StatusOr<SimTraceCounts> SimulateWithTrace(const Workload& workload, const SimConfig& config,
-                                           const SimTraceOptions& options, std::ostream& out,
-                                           SimResult* result, const SimProgress& progress,
-                                           SimRecord* record) {
+                                           const SimTraceOptions& options, std::ostream& out, SimResult* result,
+                                           const SimProgress& progress, SimRecord* record) {
   if (options.max_batches < 0) return InvalidArgument("--emit-max-batches: must be >= 0, got ", options.max_batches);
   if (options.num_layers < 0 || options.num_layers > 4096) {
     return InvalidArgument("--emit-layers: must be in [0, 4096], got ", options.num_layers);
@@ -431,8 +432,9 @@ StatusOr<SimTraceCounts> SimulateWithTrace(const Workload& workload, const SimCo
     (void)ignored;
     const AllocatorConfig& a = probe.allocator_;
     const int64_t slots = a.shard_size * (a.pages_per_rank + 1) * a.page_size;
-    const int64_t bytes = 8 * options.row_words *
-                          (slots * options.num_layers + a.shard_size * (probe.max_prefix_tokens_ + probe.chunk_tokens_));
+    const int64_t bytes =
+        8 * options.row_words *
+        (slots * options.num_layers + a.shard_size * (probe.max_prefix_tokens_ + probe.chunk_tokens_));
     if (bytes > kMaxEmitReplayBytes) {
       return InvalidArgument("--emit-layers: replaying the pipeline of this pool (", slots, " slots, ",
                              options.num_layers, " layers, held sharded and unsharded) needs ", bytes >> 20,

@@ -29,14 +29,14 @@ inline constexpr int64_t kMaxEmitReplayBytes = int64_t{16} << 30;
 // What an emitted trace holds (record counts after the header).
 struct SimTraceCounts {
   int64_t records = 0;
-  int64_t batches = 0;                 // committed extend batches
+  int64_t batches = 0;                      // committed extend batches
   int64_t allocs = 0, deferred_allocs = 0;  // alloc records, and those whose expect is a deferral
   int64_t matches = 0, inserts = 0, declined = 0, duplicate_pages = 0, unlocks = 0;
-  int64_t evicts = 0, evicted_pages = 0;    // the simulator's evictions (the closing evict not counted)
-  int64_t frees = 0;                   // the simulator's own frees (partial tail pages)
+  int64_t evicts = 0, evicted_pages = 0;  // the simulator's evictions (the closing evict not counted)
+  int64_t frees = 0;                      // the simulator's own frees (partial tail pages)
   int64_t pipeline_records = 0;
-  int64_t closing_records = 0;         // frees, unlocks, evict and the final check after the last batch
-  bool truncated = false;              // stopped at max_batches before the simulation ended
+  int64_t closing_records = 0;                      // frees, unlocks, evict and the final check after the last batch
+  bool truncated = false;                           // stopped at max_batches before the simulation ended
   int64_t max_prefix_tokens = 0, chunk_tokens = 0;  // the header's pool scratch capacities (with layers)
 };
 
@@ -45,9 +45,8 @@ struct SimTraceCounts {
 // simulation's (of the whole workload, whatever max_batches). Errors: the simulation's, an --emit-layers pool
 // too large to replay (InvalidArgument naming the flag), a write failure.
 StatusOr<SimTraceCounts> SimulateWithTrace(const Workload& workload, const SimConfig& config,
-                                           const SimTraceOptions& options, std::ostream& out,
-                                           SimResult* result, const SimProgress& progress = nullptr,
-                                           SimRecord* record = nullptr);
+                                           const SimTraceOptions& options, std::ostream& out, SimResult* result,
+                                           const SimProgress& progress = nullptr, SimRecord* record = nullptr);
 
 }  // namespace kvshard::sim
 

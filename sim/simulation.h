@@ -28,12 +28,12 @@ namespace kvshard::sim::internal {
 struct Req {
   int64_t id = 0;
   const WorkloadRequest* w = nullptr;
-  std::vector<uint64_t> fps;        // fingerprint of each full prompt page
+  std::vector<uint64_t> fps;  // fingerprint of each full prompt page
   bool matched = false;
-  int64_t done = 0;                 // prompt tokens in the KV pool (cached prefix + prefilled)
+  int64_t done = 0;  // prompt tokens in the KV pool (cached prefix + prefilled)
   int64_t base = kNewChain;
-  std::vector<int64_t> pages;       // position pages so far
-  int64_t own_pages = 0;            // pages allocated to this request (not the cached prefix it matched)
+  std::vector<int64_t> pages;  // position pages so far
+  int64_t own_pages = 0;       // pages allocated to this request (not the cached prefix it matched)
   int64_t lock_node = 0;
   double finish_us = 0;
 };
@@ -45,7 +45,10 @@ int64_t NewPages(const std::vector<std::pair<Req*, int64_t>>& batch, int64_t ps)
 class Simulation {
  public:
   Simulation(const Workload& w, const SimConfig& c, const SimProgress& p, SimRecord* record)
-      : w_(w), c_(c), progress_(p), owners_(c.alloc_mode == AllocMode::kOwners && c.cp_size > 1),
+      : w_(w),
+        c_(c),
+        progress_(p),
+        owners_(c.alloc_mode == AllocMode::kOwners && c.cp_size > 1),
         cache_(c.shard_size, /*cyclic_chains=*/!owners_) {
     if (record) rec_ = std::make_unique<SimRecorder>(record);
   }
@@ -59,8 +62,7 @@ class Simulation {
   // Tries to allocate `batch` (evicting for it when the pool is short); false when deferred.
   StatusOr<bool> Allocate(const std::vector<std::pair<Req*, int64_t>>& batch, ExtendPages* out);
   // One allocator call for `batch` (ab): AllocExtend, or in owner-plan mode AllocExtendByClasses.
-  StatusOr<bool> TryAlloc(const std::vector<std::pair<Req*, int64_t>>& batch, const AllocBatch& ab,
-                          ExtendPages* out);
+  StatusOr<bool> TryAlloc(const std::vector<std::pair<Req*, int64_t>>& batch, const AllocBatch& ab, ExtendPages* out);
   // Evicts N x `need` pages for a deferred batch and frees them to the allocator; false when nothing was evicted.
   StatusOr<bool> EvictFor(int64_t need);
   // Owner-plan mode with nothing running: evicts until `batch` is admitted or the cache has nothing evictable.

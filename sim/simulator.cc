@@ -27,7 +27,8 @@ std::vector<uint64_t> Fingerprints(const WorkloadRequest& w, int64_t id, int64_t
     for (int64_t pos = k * ps; pos < (k + 1) * ps;) {
       const int64_t block = pos / block_tokens, offset = pos % block_tokens;
       const int64_t len = std::min((k + 1) * ps - pos, block_tokens - offset);
-      fp = Mix64(fp ^ Mix64(static_cast<uint64_t>(w.block_hashes[block])) ^ (static_cast<uint64_t>(offset) << 32 | len));
+      fp =
+          Mix64(fp ^ Mix64(static_cast<uint64_t>(w.block_hashes[block])) ^ (static_cast<uint64_t>(offset) << 32 | len));
       pos += len;
     }
     fps[k] = fp;
@@ -67,12 +68,13 @@ Status Simulation::Setup() {
     pages_per_rank = std::min(pages_per_rank, (int64_t{1} << 24) / n - 2);  // page_pos: N * (ppr + 2) <= 2^24
   }
   if (pages_per_rank < 1) {
-    return InvalidArgument("--cache-tokens: ", c_.cache_tokens, " tokens give less than one page per rank (N * ps = ",
-                           n * ps, ")");
+    return InvalidArgument("--cache-tokens: ", c_.cache_tokens,
+                           " tokens give less than one page per rank (N * ps = ", n * ps, ")");
   }
   if (n * (pages_per_rank + 2) > (int64_t{1} << 24)) {
     return InvalidArgument(c_.cache_tokens > 0 ? "--cache-tokens" : "--page-size", ": the pool would have ",
-                           n * (pages_per_rank + 1), " logical pages, more than the allocator's 2^24 (use a larger "
+                           n * (pages_per_rank + 1),
+                           " logical pages, more than the allocator's 2^24 (use a larger "
                            "--page-size or a bounded --cache-tokens)");
   }
   AllocatorConfig ac;
@@ -193,7 +195,8 @@ Status Simulation::RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, 
   work.compute_tokens = work.extend_tokens;
   work.staged_bytes_layer = work.extend_tokens * c_.kv_bytes_per_token_layer;
   if (c_.cp_size > 1) {
-    if (Status s = fast::BuildBatchPageAlignedInSeqSplitPlanInto(extend_lens, prefix_lens, ps, c_.cp_size, 0, &cp_plan_);
+    if (Status s =
+            fast::BuildBatchPageAlignedInSeqSplitPlanInto(extend_lens, prefix_lens, ps, c_.cp_size, 0, &cp_plan_);
         !s.ok()) {
       Violation(StrCat("CP split plan: ", s.message()));
     } else {
@@ -320,9 +323,9 @@ StatusOr<SimResult> Simulation::Run() {
     }
     ++step_;
     KVSHARD_RETURN_IF_ERROR(RunBatch(batch, out));
-    waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(),
-                                  [](const Req* r) { return r->done == r->w->input_tokens; }),
-                   waiting_.end());
+    waiting_.erase(
+        std::remove_if(waiting_.begin(), waiting_.end(), [](const Req* r) { return r->done == r->w->input_tokens; }),
+        waiting_.end());
     CheckConservation("extend batch");
     SamplePages();
   }
@@ -341,8 +344,10 @@ StatusOr<SimResult> Simulation::Run() {
 const char* AllocModeName(AllocMode mode) { return mode == AllocMode::kOwners ? "owners" : "rotated"; }
 
 Status ValidateSimConfig(const SimConfig& c) {
-  if (c.shard_size < 1 || c.shard_size > 4096) return InvalidArgument("--shard-size: must be in [1, 4096], got ", c.shard_size);
-  if (c.page_size < 1 || c.page_size > 4096) return InvalidArgument("--page-size: must be in [1, 4096], got ", c.page_size);
+  if (c.shard_size < 1 || c.shard_size > 4096)
+    return InvalidArgument("--shard-size: must be in [1, 4096], got ", c.shard_size);
+  if (c.page_size < 1 || c.page_size > 4096)
+    return InvalidArgument("--page-size: must be in [1, 4096], got ", c.page_size);
   if (c.cp_size < 1 || c.cp_size > 1024) return InvalidArgument("--cp-size: must be in [1, 1024], got ", c.cp_size);
   if (c.cache_tokens < 0) return InvalidArgument("--cache-tokens: must be >= 0, got ", c.cache_tokens);
   if (c.chunk_tokens < c.page_size || c.chunk_tokens % c.page_size != 0) {
@@ -361,7 +366,8 @@ Status ValidateSimConfig(const SimConfig& c) {
   if (c.kv_bytes_per_token_layer < 1) return InvalidArgument("--kv-bytes: must be >= 1");
   if (c.alloc_mode == AllocMode::kOwners && c.cp_size > 1 && c.shard_size % c.cp_size != 0) {
     return InvalidArgument("--alloc-mode: owners needs --cp-size (", c.cp_size, ") to divide --shard-size (",
-                           c.shard_size, "): a page's CP owner (page % cp) must follow from its allocator class "
+                           c.shard_size,
+                           "): a page's CP owner (page % cp) must follow from its allocator class "
                            "(page % N)");
   }
   return Status::Ok();

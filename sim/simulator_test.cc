@@ -36,7 +36,7 @@ TEST(SimulatorTest, SecondRequestHitsTheFirstOnesPrefix) {
   EXPECT_EQ(r->violations, 0) << r->first_violation;
   EXPECT_EQ(r->requests, 2);
   EXPECT_EQ(r->hash_blocks, 6);
-  EXPECT_EQ(r->hit_blocks, 2);          // blocks 7 and 8: 1024 tokens = 16 pages of 64
+  EXPECT_EQ(r->hit_blocks, 2);  // blocks 7 and 8: 1024 tokens = 16 pages of 64
   EXPECT_EQ(r->cached_tokens, 1024);
   EXPECT_EQ(r->input_tokens, 2600);
   EXPECT_EQ(r->extend_tokens, 2600 - 1024);
@@ -60,8 +60,10 @@ TEST(SimulatorTest, ConcurrentRequestsDuplicateOrDecline) {
 TEST(SimulatorTest, BoundedCacheEvictsAndDefersButFinishes) {
   std::string text;
   for (int i = 0; i < 40; ++i) {
-    text += "{\"timestamp\": " + std::to_string(i * 10) + ", \"input_length\": 1000, \"output_length\": 20, "
-            "\"hash_ids\": [" + std::to_string(3 * i) + ", " + std::to_string(3 * i + 1) + "]}\n";
+    text += "{\"timestamp\": " + std::to_string(i * 10) +
+            ", \"input_length\": 1000, \"output_length\": 20, "
+            "\"hash_ids\": [" +
+            std::to_string(3 * i) + ", " + std::to_string(3 * i + 1) + "]}\n";
   }
   SimConfig c = Small();
   c.cache_tokens = 4 * 64 * 40;  // 40 pages per rank: a few requests at a time
@@ -124,8 +126,10 @@ TEST(SimulatorTest, RotatedAllocationFailsDirectWritesOwnerPlanNever) {
 TEST(SimulatorTest, OwnerPlanSkewsThePagesAndDefersWhenAClassRunsOut) {
   std::string text;  // 60 one-page prompts: every compute owner plan puts the page on CP rank 0
   for (int i = 0; i < 60; ++i) {
-    text += "{\"timestamp\": " + std::to_string(i) + ", \"input_length\": 50, \"output_length\": 50, "
-            "\"hash_ids\": [" + std::to_string(i) + "]}\n";
+    text += "{\"timestamp\": " + std::to_string(i) +
+            ", \"input_length\": 50, \"output_length\": 50, "
+            "\"hash_ids\": [" +
+            std::to_string(i) + "]}\n";
   }
   SimConfig c = Small();
   c.cp_size = 4;
@@ -137,7 +141,7 @@ TEST(SimulatorTest, OwnerPlanSkewsThePagesAndDefersWhenAClassRunsOut) {
   ASSERT_TRUE(owners.ok()) << owners.status().ToString();
   EXPECT_EQ(owners->violations, 0) << owners->first_violation;
   EXPECT_EQ(owners->owner_mismatch_pages, 0);
-  EXPECT_EQ(owners->pages_in_use_max, 20);  // class 0 full ...
+  EXPECT_EQ(owners->pages_in_use_max, 20);         // class 0 full ...
   EXPECT_GT(owners->pages_in_use_skew_mean, 3.9);  // ... while the other three stay empty: skew N = 4, always
   EXPECT_GT(owners->class_exhausted_deferrals, 0);
   EXPECT_LT(rotated->pages_in_use_skew_mean, 2.0);
@@ -154,8 +158,9 @@ TEST(SimulatorTest, OwnerPlanWithKClassesPerCpRankAndCpOneIsRotated) {
   EXPECT_EQ(owners->violations, 0) << owners->first_violation;
   EXPECT_EQ(owners->owner_mismatch_pages, 0);
   c.cp_size = 3;
-  EXPECT_EQ(ValidateSimConfig(c).message().rfind("--alloc-mode: owners needs --cp-size (3) to divide --shard-size (8)", 0),
-            0u);
+  EXPECT_EQ(
+      ValidateSimConfig(c).message().rfind("--alloc-mode: owners needs --cp-size (3) to divide --shard-size (8)", 0),
+      0u);
   c.cp_size = 1;  // no CP plan: owners mode allocates as the rotated allocator does
   StatusOr<SimResult> one = Simulate(FourThenReuse(), c);
   c.alloc_mode = AllocMode::kRotated;
@@ -173,7 +178,8 @@ TEST(SimulatorTest, OwnerPlanPoolTooSmallForAClassNamesIt) {
   c.cp_size = 4;
   c.alloc_mode = AllocMode::kOwners;
   c.cache_tokens = 4 * 64 * 2;
-  const Workload w = Mooncake("{\"timestamp\": 0, \"input_length\": 566, \"output_length\": 1, \"hash_ids\": [1, 2]}\n");
+  const Workload w =
+      Mooncake("{\"timestamp\": 0, \"input_length\": 566, \"output_length\": 1, \"hash_ids\": [1, 2]}\n");
   StatusOr<SimResult> r = Simulate(w, c);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("--alloc-mode owners draws each page from its CP compute owner's class, and "

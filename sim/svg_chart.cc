@@ -44,8 +44,8 @@ double TickStep(double lo, double hi, int target) {
 }
 
 // The axis ends: fixed ones as given, others from the data rounded out to a tick step.
-void AxisEnds(Range data, std::optional<double> fixed_lo, std::optional<double> fixed_hi, bool from_zero,
-              double* lo, double* hi) {
+void AxisEnds(Range data, std::optional<double> fixed_lo, std::optional<double> fixed_hi, bool from_zero, double* lo,
+              double* hi) {
   if (data.empty()) data.lo = 0, data.hi = 1;
   if (from_zero && data.lo >= 0) data.lo = 0;
   if (data.hi <= data.lo) data.hi = data.lo + (data.lo == 0 ? 1 : std::fabs(data.lo));
@@ -127,8 +127,8 @@ std::string TickLabel(double v) {
   return buf;
 }
 
-void Decimate(const std::vector<double>& x, const std::vector<double>& y, size_t max_points,
-              std::vector<double>* out_x, std::vector<double>* out_y) {
+void Decimate(const std::vector<double>& x, const std::vector<double>& y, size_t max_points, std::vector<double>* out_x,
+              std::vector<double>* out_y) {
   const size_t n = std::min(x.size(), y.size());
   out_x->clear();
   out_y->clear();
@@ -209,13 +209,13 @@ std::string RenderSvg(const SvgChart& c) {
   s << "<g font-size=\"12\" fill=\"#333\">\n";
   for (double t : NiceTicks(x0, x1, 8)) {
     s << "<line x1=\"" << Fmt(X(t)) << "\" y1=\"" << Fmt(py0) << "\" x2=\"" << Fmt(X(t)) << "\" y2=\"" << Fmt(py1 + 5)
-      << "\" stroke=\"#e3e3e3\"/><text x=\"" << Fmt(X(t)) << "\" y=\"" << Fmt(py1 + 20)
-      << "\" text-anchor=\"middle\">" << TickLabel(t) << "</text>\n";
+      << "\" stroke=\"#e3e3e3\"/><text x=\"" << Fmt(X(t)) << "\" y=\"" << Fmt(py1 + 20) << "\" text-anchor=\"middle\">"
+      << TickLabel(t) << "</text>\n";
   }
   for (double t : NiceTicks(y0, y1, 6)) {
     s << "<line x1=\"" << Fmt(px0 - 5) << "\" y1=\"" << Fmt(Y(t)) << "\" x2=\"" << Fmt(px1) << "\" y2=\"" << Fmt(Y(t))
-      << "\" stroke=\"#e3e3e3\"/><text x=\"" << Fmt(px0 - 9) << "\" y=\"" << Fmt(Y(t) + 4)
-      << "\" text-anchor=\"end\">" << TickLabel(t) << "</text>\n";
+      << "\" stroke=\"#e3e3e3\"/><text x=\"" << Fmt(px0 - 9) << "\" y=\"" << Fmt(Y(t) + 4) << "\" text-anchor=\"end\">"
+      << TickLabel(t) << "</text>\n";
   }
   s << "</g>\n";
   s << "<rect x=\"" << Fmt(px0) << "\" y=\"" << Fmt(py0) << "\" width=\"" << Fmt(px1 - px0) << "\" height=\""
@@ -241,8 +241,8 @@ std::string RenderSvg(const SvgChart& c) {
     s << "<path fill=\"" << XmlEscape(b.color) << "\" stroke=\"white\" stroke-width=\"0.5\" d=\"";
     for (size_t i = 0; i + 1 < b.edges.size() && i < b.values.size(); ++i) {
       if (b.values[i] <= 0) continue;
-      s << 'M' << Fmt(X(b.edges[i])) << ' ' << Fmt(Y(0)) << 'V' << Fmt(Y(b.values[i])) << 'H'
-        << Fmt(X(b.edges[i + 1])) << 'V' << Fmt(Y(0)) << 'Z';
+      s << 'M' << Fmt(X(b.edges[i])) << ' ' << Fmt(Y(0)) << 'V' << Fmt(Y(b.values[i])) << 'H' << Fmt(X(b.edges[i + 1]))
+        << 'V' << Fmt(Y(0)) << 'Z';
       for (double e : {b.edges[i], b.edges[i + 1]}) drawn.push_back({X(e), Y(0), X(e), Y(b.values[i])});
       drawn.push_back({X(b.edges[i]), Y(b.values[i]), X(b.edges[i + 1]), Y(b.values[i])});
     }
@@ -273,7 +273,11 @@ std::string RenderSvg(const SvgChart& c) {
       << "font-size=\"16\" fill=\"#666\">" << XmlEscape(c.note) << "</text>\n";
   }
   // The legend: one entry per band, bar series and line.
-  struct Entry { std::string name, color; char kind; bool dashed; };
+  struct Entry {
+    std::string name, color;
+    char kind;
+    bool dashed;
+  };
   std::vector<Entry> entries;
   for (const SvgBand& b : c.bands) entries.push_back({b.name, b.color, 'b', false});
   for (const SvgBars& b : c.bars) entries.push_back({b.name, b.color, 'r', false});
@@ -285,8 +289,10 @@ std::string RenderSvg(const SvgChart& c) {
     // The corner (top-left, top-right, bottom-right, bottom-left) whose box meets the fewest data segments.
     double lx = px0 + 10, ly = py0 + 10;
     size_t best = SIZE_MAX;
-    for (const auto& [cx, cy] : {std::pair{px0 + 10, py0 + 10}, {px1 - 10 - lw, py0 + 10},
-                                 {px1 - 10 - lw, py1 - 10 - lh}, {px0 + 10, py1 - 10 - lh}}) {
+    for (const auto& [cx, cy] : {std::pair{px0 + 10, py0 + 10},
+                                 {px1 - 10 - lw, py0 + 10},
+                                 {px1 - 10 - lw, py1 - 10 - lh},
+                                 {px0 + 10, py1 - 10 - lh}}) {
       size_t covered = 0;
       for (const Segment& g : drawn) covered += Meets(g, cx, cy, lw, lh);
       if (covered < best) best = covered, lx = cx, ly = cy;

@@ -38,7 +38,7 @@ struct SvgChart {
   std::vector<SvgBand> bands;
   std::vector<SvgLine> lines;
   std::vector<SvgBars> bars;
-  std::string note;                     // a line of text centred in the plot area (e.g. why it is empty)
+  std::string note;                                  // a line of text centred in the plot area (e.g. why it is empty)
   std::optional<double> x_min, x_max, y_min, y_max;  // fixed axis ends; otherwise from the data (y from 0)
   int width = 960, height = 540;
 };
@@ -48,8 +48,8 @@ std::string RenderSvg(const SvgChart& chart);
 
 // Min-max decimation: at most `max_points` points (>= 2) of (x, y), x non-decreasing; each of max_points / 2
 // index buckets keeps its smallest and largest y in x order. Shorter series are returned unchanged.
-void Decimate(const std::vector<double>& x, const std::vector<double>& y, size_t max_points,
-              std::vector<double>* out_x, std::vector<double>* out_y);
+void Decimate(const std::vector<double>& x, const std::vector<double>& y, size_t max_points, std::vector<double>* out_x,
+              std::vector<double>* out_y);
 
 // A band decimated to at most `max_points` points: each bucket keeps its first x, the min of lo, the max of hi.
 SvgBand DecimateBand(const SvgBand& band, size_t max_points);

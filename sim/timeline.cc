@@ -42,8 +42,8 @@ class EventWriter {
         "}");
   }
   void Counter(int64_t pid, const char* name, int64_t ts, const std::string& args) {
-    Raw("{\"ph\":\"C\",\"pid\":" + std::to_string(pid) + ",\"ts\":" + Us(ts) + ",\"name\":\"" + name +
-        "\",\"args\":{" + args + "}}");
+    Raw("{\"ph\":\"C\",\"pid\":" + std::to_string(pid) + ",\"ts\":" + Us(ts) + ",\"name\":\"" + name + "\",\"args\":{" +
+        args + "}}");
   }
 
  private:
@@ -94,8 +94,9 @@ Status WriteTimeline(const SimRecord& rec, std::ostream& out) {
     const std::string name = "batch " + std::to_string(b.batch_id);
     const std::string args =
         "\"requests\":" + std::to_string(b.requests) + ",\"prefill_tokens\":" + std::to_string(b.prefill_tokens) +
-        ",\"compute_tokens\":" + std::to_string(b.compute_tokens) + ",\"prefix_pages\":" +
-        std::to_string(b.prefix_pages) + ",\"gathered_bytes_per_layer\":" + std::to_string(b.gathered_bytes_layer) +
+        ",\"compute_tokens\":" + std::to_string(b.compute_tokens) +
+        ",\"prefix_pages\":" + std::to_string(b.prefix_pages) +
+        ",\"gathered_bytes_per_layer\":" + std::to_string(b.gathered_bytes_layer) +
         ",\"gather_us_per_layer\":" + Num(gather_layer) + ",\"compute_us_per_layer\":" + Num(b.compute_us / layers);
     for (int64_t r = 0; r < ranks; ++r) {
       // The ranks run in lockstep: rank 0's batch slice carries the batch's figures.

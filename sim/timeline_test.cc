@@ -35,7 +35,7 @@ void CheckTimeline(const Recorded& run) {
   std::map<int64_t, std::string> process_names;
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names;
   std::map<std::pair<int64_t, int64_t>, int64_t> track_end;  // ns  // per (pid, tid): end of the last non-batch slice
-  std::map<int64_t, int64_t> batch_end;  // ns
+  std::map<int64_t, int64_t> batch_end;                      // ns
   std::map<int64_t, size_t> counters, batches;
   std::map<std::pair<int64_t, std::string>, double> busy;  // per rank and slice name: Σ dur
   const std::set<std::string> names = {"plan", "pack", "all-gather", "compute", "stage", "rerange"};
@@ -83,7 +83,10 @@ void CheckTimeline(const Recorded& run) {
       continue;
     }
     ASSERT_TRUE(names.count(name)) << name;
-    EXPECT_EQ(tid, name == "plan" ? kHostTid : (name == "all-gather" || name == "pack") ? kCommTid : kComputeTid) << name;
+    EXPECT_EQ(tid, name == "plan"                             ? kHostTid
+                   : (name == "all-gather" || name == "pack") ? kCommTid
+                                                              : kComputeTid)
+        << name;
     // Inside the current batch, and in order on its track without overlap.
     EXPECT_GE(t0, open_batch.first);
     EXPECT_LE(t1, open_batch.second);

@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
-# Checks that the C++/CUDA sources of the formatted packages are formatted as .clang-format says (clang-format 14,
+# Checks that the C++/CUDA sources of the project's packages are formatted as .clang-format says (clang-format 14,
 # Debian's clang-format package). Prints each file that differs and the command that fixes it; exit 1 when any
 # differs, exit 0 with "format: ok (N files)". Without clang-format it says so and exits 0 (tools/install_deps.sh
 # installs it). Run by tools/test.sh.
-#   bash tools/check_format.sh                 check the formatted packages
+#   bash tools/check_format.sh                 check every package
 #   bash tools/check_format.sh --fix [DIR...]  reformat them (or DIR...) in place
-# A package joins `formatted` in the commit that reformats it whole (one commit of its own: a reformat touches
-# most lines of an older package and rebuilds everything above it); new packages start formatted.
+# A new top-level package joins `formatted` when it is created (tools/check_layers.sh names it too).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v clang-format >/dev/null; then
   echo "check_format: note: clang-format not installed; format not checked (apt-get install clang-format)"
   exit 0
 fi
-formatted=(replay)
+formatted=(bench cli core cpu_fast cpu_ref fuzz gpu props replay sim)
 fix=0
 if [[ ${1:-} == --fix ]]; then
   fix=1
