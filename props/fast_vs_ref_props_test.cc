@@ -683,7 +683,8 @@ void StepAllocByClasses(AllocPair* a) {
   const int64_t n = a->ref.config().shard_size, ps = a->ref.config().page_size;
   std::vector<V> classes;
   for (size_t i = 0; i < b.seq_lens.size(); ++i) {
-    const int64_t pages = std::clamp<int64_t>(PositionPages(b.seq_lens[i], ps) - b.prefix_lens[i] / ps, 0, 1024);
+    const int64_t prefix = i < b.prefix_lens.size() ? b.prefix_lens[i] : 0;  // a corrupted batch may be shorter
+    const int64_t pages = std::clamp<int64_t>(PositionPages(b.seq_lens[i], ps) - prefix / ps, 0, 1024);
     classes.push_back(*rc::gen::container<V>(static_cast<size_t>(pages), rc::gen::inRange<int64_t>(0, n)));
   }
   if (!classes.empty() && DrawKind(5) == 0) {
