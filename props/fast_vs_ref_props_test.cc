@@ -605,14 +605,18 @@ V LiveChainSlots(const LiveChain& c, int64_t from, int64_t to, int64_t ps) {
 
 // Records a committed batch's new chains and extensions (`extends[i]`: the chain request i extends, or -1).
 void RecordCommit(AllocPair* a, const AllocBatch& b, const V& extends, const ExtendPages& out, bool by_classes) {
+  const int64_t ps = a->ref.config().page_size;
   for (size_t i = 0; i + 1 < out.offsets.size(); ++i) {
     const V pages(out.pages.begin() + out.offsets[i], out.pages.begin() + out.offsets[i + 1]);
+    // A faulted prefix (a page past the chain's end) still commits: the chain then holds fewer pages than its
+    // seq_len spans, so its length is kept to the positions its pages cover.
+    const auto covered = [&](const V& p) { return std::min(b.seq_lens[i], static_cast<int64_t>(p.size()) * ps); };
     if (extends[i] < 0) {
-      a->chains.push_back({pages, b.seq_lens[i], by_classes ? -1 : out.rotation_bases[i]});
+      a->chains.push_back({pages, covered(pages), by_classes ? -1 : out.rotation_bases[i]});
     } else {
       LiveChain& c = a->chains[extends[i]];
       c.pages.insert(c.pages.end(), pages.begin(), pages.end());
-      c.len = b.seq_lens[i];
+      c.len = covered(c.pages);
     }
   }
 }
