@@ -314,14 +314,18 @@ StatusOr<const ReplayOp*> Replayer::FindOp(const std::string& name) {
 
 StatusOr<Json> Replayer::Execute(const TraceRecord& record, const Json* only) {
   KVSHARD_ASSIGN_OR_RETURN(const ReplayOp* op, FindOp(record.op));
-  KVSHARD_RETURN_IF_ERROR(CheckFields(record.json, *op));
-  if (op->state == OpState::kPipeline && !pool_) {
+  return ExecuteOp(*op, record, only);
+}
+
+StatusOr<Json> Replayer::ExecuteOp(const ReplayOp& op, const TraceRecord& record, const Json* only) {
+  KVSHARD_RETURN_IF_ERROR(CheckFields(record.json, op));
+  if (op.state == OpState::kPipeline && !pool_) {
     return InvalidArgument(record.op, ": pipeline records need the header's \"pool\"");
   }
-  if (op->state == OpState::kAllocator && !allocator_) {
+  if (op.state == OpState::kAllocator && !allocator_) {
     return InvalidArgument(record.op, ": allocator records need the header's \"allocator\"");
   }
-  return op->run(*this, record.json, only);
+  return op.run(*this, record.json, only);
 }
 
 StatusOr<Json> Replayer::RunBeginShardExtend(const Json& rec, const Json* only) {
@@ -464,11 +468,11 @@ Status Replayer::Replay(const TraceRecord& record) {
   if (expect_error && (!expect->at("error").is_string() || expect->size() != 1)) {
     return AtLine(record.line, InvalidArgument("expect.error: must be the only key, a string"));
   }
-  StatusOr<Json> got = Execute(record, expect_error ? nullptr : expect);
+  const StatusOr<const ReplayOp*> op = FindOp(record.op);  // looked up once per record
+  StatusOr<Json> got = op.ok() ? ExecuteOp(**op, record, expect_error ? nullptr : expect) : StatusOr<Json>(op.status());
   const std::string where = StrCat("line ", record.line, ": ", record.op, ": ");
   if (!got.ok()) {
     if (got.status().code() == StatusCode::kMismatch) return Mismatch(where, got.status().message());
-    StatusOr<const ReplayOp*> op = FindOp(record.op);
     const Status shape = op.ok() ? CheckFields(record.json, **op) : op.status();
     if (!shape.ok() || (!expect_error && !expect)) return AtLine(record.line, got.status());
     if (!expect_error) return Mismatch(where, "error: expected success, got \"", got.status().message(), "\"");
@@ -489,7 +493,7 @@ Status Replayer::Replay(const TraceRecord& record) {
       return Mismatch(where, m->path, ": expected ", m->expected, ", got ", m->got);
     }
   }
-  if (FindOp(record.op).value()->state == OpState::kAllocator) {  // Execute found the op
+  if ((*op)->state == OpState::kAllocator) {  // a record that ran has its op
     if (Status s = CheckAllocatorInvariants(record.json, *got); !s.ok()) return Mismatch(where, s.message());
     if (Status s = CheckCacheInvariants(); !s.ok()) return Mismatch(where, s.message());
   }

@@ -79,6 +79,8 @@ class Replayer {
   // The op table (one row per trace op) and a row by name (InvalidArgument "op: unknown op ..." naming them all).
   static const std::vector<ReplayOp>& Ops();
   static StatusOr<const ReplayOp*> FindOp(const std::string& name);
+  // Execute with the record's row already found.
+  StatusOr<Json> ExecuteOp(const ReplayOp& op, const TraceRecord& record, const Json* only);
   StatusOr<Json> RunBeginShardExtend(const Json& rec, const Json* only);
   StatusOr<Json> RunAlloc(const Json& rec);
   StatusOr<Json> RunFree(const Json& rec, bool group);
