@@ -126,12 +126,19 @@ StatusOr<AllocBatch> AllocBatchFromJson(const Json& o, const std::string& where,
   KVSHARD_ASSIGN_OR_RETURN(a.prefix_lens, JsonIntList(o, "prefix_lens", where, 0, kMaxSlot - 1));
   KVSHARD_ASSIGN_OR_RETURN(a.seq_lens, JsonIntList(o, "seq_lens", where, 0, kMaxSlot - 1));
   KVSHARD_ASSIGN_OR_RETURN(a.rotation_bases, JsonBaseList(o, where, shard_size));
-  KVSHARD_ASSIGN_OR_RETURN(a.last_locs, JsonIntList(o, "last_locs", where, 0, kMaxSlot - 1));
+  // SGLang's alloc_paged_token_slots_extend passes last_loc = -1 for a request with no prefix (a new chain).
+  KVSHARD_ASSIGN_OR_RETURN(a.last_locs, JsonIntList(o, "last_locs", where, -1, kMaxSlot - 1));
   const size_t n = a.prefix_lens.size();
   for (const auto& [key, size] : {std::pair<const char*, size_t>{"seq_lens", a.seq_lens.size()},
                                   {"rotation_bases", a.rotation_bases.size()},
                                   {"last_locs", a.last_locs.size()}}) {
     if (size != n) return InvalidArgument(where, key, ": has ", size, " entries, prefix_lens has ", n);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (a.last_locs[i] == -1 && a.prefix_lens[i] != 0) {
+      return InvalidArgument(where, "last_locs[", i, "]: -1 (no prefix) with prefix_lens[", i, "] = ",
+                             a.prefix_lens[i], "; an extension needs its prefix's last slot");
+    }
   }
   return a;
 }

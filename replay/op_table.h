@@ -14,7 +14,7 @@ namespace kvshard::replay {
 class Replayer;
 
 // The JSON shape of a record field, checked before anything runs (a wrong shape is a malformed trace).
-enum class Shape { kInt, kIntList, kBaseList, kObject, kString, kFrees, kBool, kObjectList };
+enum class Shape { kInt, kIntList, kBaseList, kObject, kString, kFrees, kBool, kObjectList, kStringList };
 
 // One field an op reads.
 struct FieldShape {
@@ -24,8 +24,10 @@ struct FieldShape {
 };
 
 // The state an op needs: none (stateless plan and CP records), the header's allocator (allocator and radix cache
-// records; the allocator's and the cache's invariants are checked after each), or the header's pool (pipeline).
-enum class OpState { kNone, kAllocator, kPipeline };
+// records; the allocator's and the cache's invariants are checked after each), the header's pool (pipeline), or
+// the header's allocator under SGLang's request path and radix tree (request records; they do not mix with
+// allocator records in one trace, whose pages the two would account for differently).
+enum class OpState { kNone, kAllocator, kPipeline, kRequests };
 
 // One trace op.
 struct ReplayOp {

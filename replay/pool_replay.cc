@@ -173,7 +173,8 @@ StatusOr<Json> PoolReplay::Begin(const Json& rec, const Json* only) {
                      {"chunk_tokens", geometry_.chunk_tokens},     {"requests", rec.at("requests")}};
   StatusOr<ExtendBatch> batch = ExtendBatchFromJson(batch_json);
   if (!batch.ok()) return InvalidArgument(batch.status().message());
-  if (active_) return FailedPrecondition("begin_shard_extend: the previous extend was not ended (end_shard_extend)");
+  // SGLang's begin_shard_extend has no guard: a begin while an extend is in flight re-plans and replaces it (the
+  // previous batch's staged chunk and plan are dropped), so a begin without an end is what the next batch does.
   const int64_t ps = geometry_.page_size;
   std::vector<int64_t> chunk, all;
   for (const ExtendRequest& r : batch->requests) {

@@ -37,6 +37,7 @@ const char* ShapeText(Shape s) {
     case Shape::kFrees: return "an array of slot arrays or {\"request\": K} objects";
     case Shape::kBool: return "true or false";
     case Shape::kObjectList: return "an array of objects";
+    case Shape::kStringList: return "an array of strings";
   }
   return "?";
 }
@@ -52,6 +53,8 @@ bool HasShape(const Json& v, Shape s) {
     case Shape::kBool: return v.is_boolean();
     case Shape::kObjectList:
       return v.is_array() && std::all_of(v.begin(), v.end(), [](const Json& e) { return e.is_object(); });
+    case Shape::kStringList:
+      return v.is_array() && std::all_of(v.begin(), v.end(), [](const Json& e) { return e.is_string(); });
   }
   return false;
 }
@@ -257,6 +260,31 @@ const std::vector<ReplayOp>& Replayer::Ops() {
        [](R&, const Json&, const Json*) -> StatusOr<Json> {
          return FailedPrecondition("set_kv_buffer_prefix_valid: ", ref::kPrefixValidUnsupported);
        }},
+      // SGLang's request path around its radix cache (replay/request_records.cc).
+      {"admit_req",
+       OpState::kRequests,
+       {{"req", S::kString, true}, {"tokens", S::kIntList, false}, {"extend_end", S::kInt, false}},
+       [](R& r, const Json& rec, const Json* only) { return r.RunAdmitReq(rec, only); }},
+      {"alloc_reqs",
+       OpState::kRequests,
+       {{"reqs", S::kStringList, true}},
+       [](R& r, const Json& rec, const Json* only) { return r.RunAllocReqs(rec, only); }},
+      {"cache_unfinished_req",
+       OpState::kRequests,
+       {{"req", S::kString, true}, {"chunked", S::kBool, false}},
+       [](R& r, const Json& rec, const Json* only) { return r.RunCacheReq(rec, false, only); }},
+      {"cache_finished_req",
+       OpState::kRequests,
+       {{"req", S::kString, true}, {"kv_len", S::kInt, true}},
+       [](R& r, const Json& rec, const Json* only) { return r.RunCacheReq(rec, true, only); }},
+      {"abort_req",
+       OpState::kRequests,
+       {{"req", S::kString, true}},
+       [](R& r, const Json& rec, const Json* only) { return r.RunAbortReq(rec, only); }},
+      {"evict_tokens",
+       OpState::kRequests,
+       {{"num_tokens", S::kInt, true}},
+       [](R& r, const Json& rec, const Json* only) { return r.RunEvictTokens(rec, only); }},
       // CP shared-KV direct writes, the page compute owners and seed 003's helpers (replay/cp_records.cc).
       {"page_owners",
        OpState::kNone,
@@ -322,8 +350,18 @@ StatusOr<Json> Replayer::ExecuteOp(const ReplayOp& op, const TraceRecord& record
   if (op.state == OpState::kPipeline && !pool_) {
     return InvalidArgument(record.op, ": pipeline records need the header's \"pool\"");
   }
-  if (op.state == OpState::kAllocator && !allocator_) {
+  if ((op.state == OpState::kAllocator || op.state == OpState::kRequests) && !allocator_) {
     return InvalidArgument(record.op, ": allocator records need the header's \"allocator\"");
+  }
+  if (op.state == OpState::kAllocator || op.state == OpState::kRequests) {
+    const bool requests = op.state == OpState::kRequests;
+    if (!request_path_ && requests) request_path_ = std::make_unique<ref::RadixRequests>(&*allocator_);
+    if ((requests && (requests_records_ == 0 && allocator_records_ > 0)) || (!requests && requests_records_ > 0)) {
+      return InvalidArgument(record.op,
+                             ": request records (admit_req, alloc_reqs, cache_*_req, abort_req, "
+                             "evict_tokens) and allocator or radix records do not mix in one trace");
+    }
+    ++(requests ? requests_records_ : allocator_records_);
   }
   return op.run(*this, record.json, only);
 }
@@ -492,6 +530,9 @@ Status Replayer::Replay(const TraceRecord& record) {
     if (auto m = MatchExpect(*expect, *got, &summary_.fields)) {
       return Mismatch(where, m->path, ": expected ", m->expected, ", got ", m->got);
     }
+  }
+  if ((*op)->state == OpState::kRequests) {
+    if (Status s = CheckRequestInvariants(); !s.ok()) return Mismatch(where, s.message());
   }
   if ((*op)->state == OpState::kAllocator) {  // a record that ran has its op
     if (Status s = CheckAllocatorInvariants(record.json, *got); !s.ok()) return Mismatch(where, s.message());

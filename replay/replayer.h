@@ -19,6 +19,7 @@
 #include "core/trace.h"
 #include "cpu_ref/allocator.h"
 #include "cpu_ref/radix_cache.h"
+#include "cpu_ref/radix_requests.h"
 #include "replay/backend.h"
 #include "replay/pool_replay.h"
 
@@ -94,12 +95,23 @@ class Replayer {
   StatusOr<Json> RunEvict(const Json& rec);
   StatusOr<Json> RunDecLockRef(const Json& rec);
   Status CheckCacheInvariants() const;
+  // SGLang's request path (replay/request_records.cc).
+  StatusOr<Json> RunAdmitReq(const Json& rec, const Json* only);
+  StatusOr<Json> RunAllocReqs(const Json& rec, const Json* only);
+  StatusOr<Json> RunCacheReq(const Json& rec, bool finished, const Json* only);
+  StatusOr<Json> RunAbortReq(const Json& rec, const Json* only);
+  StatusOr<Json> RunEvictTokens(const Json& rec, const Json* only);
+  // Adds the tree's sizes and (unless `only` leaves them out) the allocator's class lists to a request answer.
+  Json WithRequestState(Json answer, const Json* only) const;
+  Status CheckRequestInvariants() const;
 
   std::optional<ref::PageInterleaveAllocator> allocator_;
   std::unique_ptr<ref::RadixCache> cache_;      // over *allocator_ (whose address is stable: Replayer never moves)
   std::unordered_map<int64_t, int64_t> locks_;  // locked match K -> the node it locked
   int64_t matches_ = 0;                         // locking matches so far (the next one's K)
-  std::unique_ptr<PoolReplay> pool_;            // with the header's "pool"
+  std::unique_ptr<ref::RadixRequests> request_path_;  // over *allocator_, made by the first request record
+  int64_t requests_records_ = 0, allocator_records_ = 0;
+  std::unique_ptr<PoolReplay> pool_;  // with the header's "pool"
   Impl impl_ = Impl::kRef;
   // Pages an alloc request was handed, and how many of them it still holds.
   struct Held {
