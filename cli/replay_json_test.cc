@@ -51,8 +51,8 @@ std::string WithMeta(const std::string& text) {
   std::vector<std::string> lines = Lines(text);
   for (size_t i = 1; i < lines.size(); ++i) {
     lines[i].pop_back();  // the closing brace
-    lines[i] += ", \"meta\": {\"rids\": [\"req-" + std::to_string(i) + "\"], \"rank\": 0, \"step\": " +
-                std::to_string(10 * i) + ", \"time\": 1.5}}";
+    lines[i] += ", \"meta\": {\"rids\": [\"req-" + std::to_string(i) +
+                "\"], \"rank\": 0, \"step\": " + std::to_string(10 * i) + ", \"time\": 1.5}}";
   }
   return Joined(lines);
 }

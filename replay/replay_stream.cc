@@ -53,14 +53,15 @@ Status Replayer::Replay(const TraceRecord& record) {
   }
   if (expect_error) {
     const std::string want = expect->at("error").get<std::string>();
-    return Fail(RecordMismatch(record, "error", StrCat("expected an error containing \"", want, "\", got success"),
-                               want));
+    return Fail(
+        RecordMismatch(record, "error", StrCat("expected an error containing \"", want, "\", got success"), want));
   }
   if (expect) {
     if (auto m = MatchExpect(*expect, *got, &summary_.fields)) return Fail(ExpectValueMismatch(record, *m));
   }
   if ((*op)->state == OpState::kAllocator) {  // a record that ran has its op
-    if (Status s = CheckAllocatorInvariants(record.json, *got); !s.ok()) return Fail(ModelMismatch(record, s.message()));
+    if (Status s = CheckAllocatorInvariants(record.json, *got); !s.ok())
+      return Fail(ModelMismatch(record, s.message()));
     if (Status s = CheckCacheInvariants(); !s.ok()) return Fail(ModelMismatch(record, s.message()));
   }
   return Status::Ok();
@@ -80,8 +81,8 @@ Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport
       result = more.status();
       if (reader.truncated_line() != 0) {  // every complete record was checked: say how that went
         report->truncated_line = reader.truncated_line();
-        result = InvalidArgument(more.status().message(), "; ", s.records, " records before it checked, ",
-                                 s.mismatches, " mismatches");
+        result = InvalidArgument(more.status().message(), "; ", s.records, " records before it checked, ", s.mismatches,
+                                 " mismatches");
       }
       break;
     }
