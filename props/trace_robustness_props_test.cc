@@ -100,8 +100,7 @@ KVSHARD_PROP(TraceRobustnessProps, ACutInsideTheLastLineIsATruncatedRecordAfterE
   }
   RC_LOG() << s.ToString() << "\n";
   RC_ASSERT(s.code() == StatusCode::kInvalidArgument);
-  RC_ASSERT(s.message() == "line " + std::to_string(line) +
-                               ": truncated last record (no newline, not valid JSON); " +
+  RC_ASSERT(s.message() == "line " + std::to_string(line) + ": truncated last record (no newline, not valid JSON); " +
                                std::to_string(o.records - 1) + " records before it checked, 0 mismatches");
   RC_ASSERT(report.truncated_line == line);
   RC_ASSERT(report.summary.records == o.records - 1);
