@@ -1,5 +1,6 @@
 // kvshard replay: runs a trace (docs/trace-format.md) through the reference model and reports the first
-// decision that differs from it, by line and field (exit 1), or a malformed line (exit 2).
+// decision that differs from it, by line and field (exit 1), or a malformed line (exit 2); a truncated last record
+// (a recorder killed mid-write) is reported after every complete record was checked.
 #include <functional>
 #include <ostream>
 
@@ -18,10 +19,11 @@ void DeclareFlags(po::options_description& flags) {
   flags.add_options()("trace", File(), "the trace (JSON Lines; also given without the flag); - reads standard input")(
       "keep-going", po::bool_switch(), "report every mismatch (one line each on stdout), not only the first")(
       "json", po::bool_switch(),
-      "print a JSON summary: records, fields_checked, rows_compared, mismatches, "
-      "first_mismatch")("backend", BackendValue(),
-                        "where the pool pipeline's records move data: ref, gpu (CUDA; reads checked "
-                        "against the unsharded pool) or diff (both; every plan and byte compared)")(
+      "print one JSON document: mismatch_list (each mismatch as {line, op, field, expected, got, message, meta}), "
+      "records, fields_checked, rows_compared, mismatches, first_mismatch, truncated_line")(
+      "backend", BackendValue(),
+      "where the pool pipeline's records move data: ref, gpu (CUDA; reads checked "
+      "against the unsharded pool) or diff (both; every plan and byte compared)")(
       "impl", ImplValue(),
       "who builds gather_plan, split and rerange plans: ref (the reference) or fast "
       "(cpu_fast/; replaying a recorded trace with it diffs the fast paths against the engine)")(
@@ -31,21 +33,53 @@ void DeclareFlags(po::options_description& flags) {
   DeclareMaxMemoryFlag(flags);
 }
 
-void PrintSummary(const replay::ReplaySummary& s, int64_t rows, bool json, std::ostream& out) {
-  if (json) {
-    Json j;
-    j["records"] = s.records;
-    j["fields_checked"] = s.fields;
-    j["rows_compared"] = rows;
-    j["mismatches"] = s.mismatches;
-    j["first_mismatch"] = s.first_mismatch.empty() ? Json(nullptr) : Json(s.first_mismatch);
-    PrintJson(j, out);
-  } else {
-    out << "replayed " << s.records << " records, " << s.fields << " fields checked, ";
-    if (rows > 0) out << rows << " KV rows compared, ";
-    out << s.mismatches << " mismatches\n";
-  }
+void PrintSummary(const replay::ReplaySummary& s, int64_t rows, std::ostream& out) {
+  out << "replayed " << s.records << " records, " << s.fields << " fields checked, ";
+  if (rows > 0) out << rows << " KV rows compared, ";
+  out << s.mismatches << " mismatches\n";
 }
+
+// The --json answer, written as the replay goes so that memory stays flat however many mismatches --keep-going
+// lists: {"mismatch_list": [one object a line], then the counts}. Nothing is written before the first mismatch, so
+// a trace refused before one prints nothing on standard output.
+class JsonAnswer {
+ public:
+  explicit JsonAnswer(std::ostream& out) : out_(out) {}
+  bool opened() const { return opened_; }
+
+  void Add(const replay::ReplayMismatch& m) {
+    Open();
+    out_ << (listed_++ == 0 ? "\n    " : ",\n    ")
+         << replay::MismatchJson(m).dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+
+  // Closes the document with the counts; `error` (a malformed line that stopped the replay after mismatches were
+  // listed) is added when not empty, so standard output stays one JSON document.
+  void Finish(const replay::ReplayReport& r, const std::string& error) {
+    Open();
+    out_ << (listed_ == 0 ? "],\n" : "\n  ],\n");
+    const replay::ReplaySummary& s = r.summary;
+    Json tail;
+    tail["records"] = s.records;
+    tail["fields_checked"] = s.fields;
+    tail["rows_compared"] = r.rows_compared;
+    tail["mismatches"] = s.mismatches;
+    tail["first_mismatch"] = s.first_mismatch.empty() ? Json(nullptr) : Json(s.first_mismatch);
+    tail["truncated_line"] = r.truncated_line != 0 ? Json(r.truncated_line) : Json(nullptr);
+    if (!error.empty()) tail["error"] = error;
+    const std::string text = tail.dump(2, ' ', false, Json::error_handler_t::replace);
+    out_ << text.substr(2) << "\n";  // the members after the list: "{\n" dropped
+  }
+
+ private:
+  void Open() {
+    if (!opened_) out_ << "{\n  \"mismatch_list\": [";
+    opened_ = true;
+  }
+  std::ostream& out_;
+  bool opened_ = false;
+  int64_t listed_ = 0;
+};
 
 Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   replay::ReplayOptions options;
@@ -58,26 +92,48 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   options.make_device = [gpus](const replay::PoolGeometry& g) { return replay::CreateGpuPoolPath(g, gpus); };
 #endif
   const bool json = flags.Bool("json");
+  const bool keep_going = flags.Bool("keep-going");
+  JsonAnswer answer(out);
+  std::function<void(const replay::ReplayMismatch&)> on_mismatch;
+  if (keep_going) {
+    on_mismatch = [&](const replay::ReplayMismatch& m) {
+      if (json) {
+        answer.Add(m);
+      } else {
+        out << "mismatch: " << replay::MismatchText(m) << "\n";
+      }
+    };
+  }
   replay::ReplayReport report;
-  const Status status = replay::ReplayStream(
-      in, options, &report,
-      flags.Bool("keep-going") ? [&out](const Status& m) { out << "mismatch: " << m.message() << "\n"; }
-                               : std::function<void(const Status&)>());
+  const Status status = replay::ReplayStream(in, options, &report, on_mismatch);
   const replay::ReplaySummary& s = report.summary;
-  if (status.code() == StatusCode::kMismatch) {  // the first one, without --keep-going
-    if (json) PrintSummary(s, report.rows_compared, true, out);
+  const bool truncated = report.truncated_line != 0;  // status is then the truncation, every complete record checked
+  if (!status.ok() && status.code() != StatusCode::kMismatch && !truncated) {  // a malformed trace
+    if (answer.opened()) answer.Finish(report, status.message());
     return status;
   }
-  KVSHARD_RETURN_IF_ERROR(status);
-  PrintSummary(s, report.rows_compared, json, out);
-  if (s.mismatches > 0)
-    return Mismatch(s.mismatches, " mismatches in ", s.records, " records; first: ", s.first_mismatch);
-  return Status::Ok();
+  if (json) {
+    if (!keep_going && report.first) answer.Add(*report.first);
+    answer.Finish(report, "");
+  } else if (status.code() != StatusCode::kMismatch && (s.mismatches > 0 || !truncated)) {
+    PrintSummary(s, report.rows_compared, out);
+  }
+  if (status.code() == StatusCode::kMismatch) return status;  // the first one, without --keep-going
+  if (s.mismatches > 0) {  // a verification failure wins over a truncated last record, which it still names
+    return Mismatch(s.mismatches, " mismatches in ", s.records, " records; first: ", s.first_mismatch,
+                    truncated ? "; " + status.message() : "");
+  }
+  return status;  // OK, or the truncated last record (exit 2)
 }
 
 // A malformed trace names the flag and the line: "--trace: line 2: op: unknown op ..." (mismatches stay "line N").
+// What was printed must have been written: a failed write of standard output is an error, whatever the verdict.
 Status Run(const Flags& flags, std::ostream& out) {
-  return FileError("trace", flags.WithInput("trace", [&](std::istream& in) { return Replay(in, flags, out); }));
+  const Status status =
+      FileError("trace", flags.WithInput("trace", [&](std::istream& in) { return Replay(in, flags, out); }));
+  out.flush();
+  if (!out) return InvalidArgument("standard output: write failed");
+  return status;
 }
 
 }  // namespace

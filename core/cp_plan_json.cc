@@ -131,7 +131,7 @@ Json ToJson(const PageAlignedInSeqSplitInfo& info) {
 Json ToJson(const CPSharedKVBatchPlan& p) { return ToJson(p, nullptr); }
 
 Json ToJson(const CPSharedKVBatchPlan& p, const Json* only) {
-  Json j;
+  Json j = Json::object();  // an object even when `only` names no field of the plan (expect then finds it absent)
   ForEachJsonField(p, only, [&j](const char* key, Json value) { j[key] = std::move(value); });
   return j;
 }

@@ -20,8 +20,9 @@ inline constexpr int64_t kLineCheckBytes = int64_t{1} << 16;
 using LineCheck = std::function<Status(int64_t line_bytes)>;
 
 // Reads the next line of `in` into *line, without its '\n' (the last line may lack one); false at the end of the
-// input. An empty `check` reads lines of any length.
-StatusOr<bool> ReadLine(std::istream& in, std::string* line, const LineCheck& check);
+// input. An empty `check` reads lines of any length. With `newline`, *newline says whether the line read ended with
+// a '\n' (false only for a last line without one: a writer cut mid-line leaves such a line).
+StatusOr<bool> ReadLine(std::istream& in, std::string* line, const LineCheck& check, bool* newline = nullptr);
 
 }  // namespace kvshard
 

@@ -31,6 +31,26 @@ std::vector<std::string> Lines(const std::string& text, std::vector<int64_t>* ch
 
 using V = std::vector<std::string>;
 
+// *newline tells a last line cut before its '\n' from a whole one, also at the chunk edges.
+TEST(ReadLineTest, SaysWhetherTheLineEndedWithANewline) {
+  for (const size_t n : {size_t{0}, size_t{1}, size_t{kLineCheckBytes - 1}, size_t{kLineCheckBytes},
+                         size_t{kLineCheckBytes + 1}, size_t{2 * kLineCheckBytes}}) {
+    for (const bool cut : {false, true}) {
+      const std::string last(n == 0 && cut ? 1 : n, 'x');
+      std::istringstream in("a\n" + last + (cut ? "" : "\n"));
+      std::string line;
+      bool newline = false;
+      ASSERT_TRUE(*ReadLine(in, &line, {}, &newline));
+      EXPECT_TRUE(newline);
+      EXPECT_EQ(line, "a");
+      ASSERT_TRUE(*ReadLine(in, &line, {}, &newline));
+      EXPECT_EQ(newline, !cut) << n;
+      EXPECT_EQ(line, last);
+      EXPECT_FALSE(*ReadLine(in, &line, {}, &newline));
+    }
+  }
+}
+
 TEST(ReadLineTest, TheEnds) {
   EXPECT_EQ(Lines(""), V{});
   EXPECT_EQ(Lines("\n"), V{""});

@@ -53,7 +53,8 @@ StatusOr<Json> TraceReader::ReadHeader(const std::vector<std::string>& allowed_k
 
 StatusOr<bool> TraceReader::Next(TraceRecord* record) {
   ++line_;
-  StatusOr<bool> got = ReadLine(*in_, &text_, check_);
+  bool newline = true;
+  StatusOr<bool> got = ReadLine(*in_, &text_, check_, &newline);
   if (!got.ok()) return AtLine(line_, got.status());
   if (!*got) {
     --line_;  // no such line
@@ -61,7 +62,13 @@ StatusOr<bool> TraceReader::Next(TraceRecord* record) {
   }
   record->line = line_;
   StatusOr<Json> j = ParseLine(text_);
-  if (!j.ok()) return AtLine(line_, j.status());
+  if (!j.ok()) {
+    if (!newline && !Json::accept(text_)) {  // the input ends inside this line: a writer stopped mid-record
+      truncated_line_ = line_;
+      return InvalidArgument("line ", line_, ": truncated last record (no newline, not valid JSON)");
+    }
+    return AtLine(line_, j.status());
+  }
   record->json = std::move(j).value();
   const Json& op = record->json.contains("op") ? record->json.at("op") : Json();
   if (!op.is_string()) return AtLine(line_, InvalidArgument("op: missing or not a string"));
@@ -69,12 +76,20 @@ StatusOr<bool> TraceReader::Next(TraceRecord* record) {
   if (record->json.contains("expect") && !record->json.at("expect").is_object()) {
     return AtLine(line_, InvalidArgument("expect: must be an object"));
   }
+  if (const auto meta = record->json.find("meta"); meta != record->json.end()) {
+    if (!meta->is_object()) return AtLine(line_, InvalidArgument("meta: must be an object"));
+    const size_t bytes = meta->dump().size();
+    if (bytes > static_cast<size_t>(kMaxTraceMetaBytes)) {
+      return AtLine(
+          line_, InvalidArgument("meta: must be at most ", kMaxTraceMetaBytes, " bytes as compact JSON, got ", bytes));
+    }
+  }
   return true;
 }
 
 Status CheckRecordKeys(const Json& record, const std::vector<std::string>& allowed) {
   for (const auto& [key, value] : record.items()) {
-    if (key != "op" && key != "expect" && !Allowed(allowed, key)) {
+    if (key != "op" && key != "expect" && key != "meta" && !Allowed(allowed, key)) {
       return InvalidArgument(key, ": unknown key for op \"", record.at("op").get<std::string>(), "\"");
     }
   }
@@ -95,7 +110,7 @@ bool Match(const Json& expect, const Json& got, int64_t* fields, std::vector<std
     for (const auto& [key, value] : expect.items()) {
       const auto it = got.find(key);
       if (it == got.end()) {
-        *out = ExpectMismatch{"", ShortJson(value), "(absent)"};
+        *out = ExpectMismatch{"", value, std::nullopt};
       } else if (Match(value, *it, fields, where, out)) {
         continue;
       }
@@ -115,11 +130,15 @@ bool Match(const Json& expect, const Json& got, int64_t* fields, std::vector<std
   }
   ++*fields;
   if (expect == got) return true;
-  *out = ExpectMismatch{"", ShortJson(expect), ShortJson(got)};
+  *out = ExpectMismatch{"", expect, got};
   return false;
 }
 
 }  // namespace
+
+std::string ExpectMismatch::ExpectedText() const { return ShortJson(expected); }
+
+std::string ExpectMismatch::GotText() const { return got ? ShortJson(*got) : "(absent)"; }
 
 std::optional<ExpectMismatch> MatchExpect(const Json& expect, const Json& got, int64_t* fields) {
   ExpectMismatch m;

@@ -20,6 +20,9 @@ namespace kvshard {
 // The trace format version this build reads and writes.
 inline constexpr int64_t kTraceVersion = 1;
 
+// The most bytes a record's "meta" object may take as compact JSON (it is printed with every mismatch).
+inline constexpr int64_t kMaxTraceMetaBytes = int64_t{1} << 16;
+
 // One record line: its 1-based line number and its JSON object.
 struct TraceRecord {
   int64_t line = 0;
@@ -34,13 +37,18 @@ class TraceReader {
   explicit TraceReader(std::istream* in, LineCheck check = {}) : in_(in), check_(std::move(check)) {}
   // Reads line 1: an object with "kvshard_trace": 1 and only the keys in `allowed_keys`.
   StatusOr<Json> ReadHeader(const std::vector<std::string>& allowed_keys);
-  // Reads the next record into *record; false at the end of the trace.
+  // Reads the next record into *record; false at the end of the trace. A record's optional "meta" must be an object
+  // of at most kMaxTraceMetaBytes. A last line without its '\n' that is not valid JSON (a writer cut mid-record) is
+  // InvalidArgument "line N: truncated last record (no newline, not valid JSON)", and truncated_line() is then N.
   StatusOr<bool> Next(TraceRecord* record);
+  // The line of a truncated last record Next found, 0 when none.
+  int64_t truncated_line() const { return truncated_line_; }
 
  private:
   std::istream* in_;
   LineCheck check_;
   int64_t line_ = 0;
+  int64_t truncated_line_ = 0;
   std::string text_;
 };
 
@@ -72,15 +80,18 @@ class TraceWriter {
 // Prefixes a status message with "line N: ".
 Status AtLine(int64_t line, const Status& status);
 
-// Rejects keys of `record` outside `allowed` (plus "op" and "expect"), naming the first one.
+// Rejects keys of `record` outside `allowed` (plus "op", "expect" and "meta"), naming the first one.
 Status CheckRecordKeys(const Json& record, const std::vector<std::string>& allowed);
 
 // The first place where `got` does not match `expect`: objects match when every key of expect is in got and
 // matches; arrays when lengths match and elements match; {} matches any object; scalars match exactly.
 struct ExpectMismatch {
-  std::string path;  // "pages[0][3]", "ranks[1].send_rows"; empty for the whole value
-  std::string expected;
-  std::string got;
+  std::string path;         // "pages[0][3]", "ranks[1].send_rows"; empty for the whole value
+  Json expected;            // expect's value there
+  std::optional<Json> got;  // the answer's value there; nullopt when the answer has no such key
+  // The two values as a mismatch line shows them: ShortJson, and "(absent)" for a missing key.
+  std::string ExpectedText() const;
+  std::string GotText() const;
 };
 // Returns the first mismatch, or nullopt; adds the number of scalars compared to *fields.
 std::optional<ExpectMismatch> MatchExpect(const Json& expect, const Json& got, int64_t* fields);

@@ -38,6 +38,15 @@ TEST(TraceReaderTest, MalformedLinesNameTheirLine) {
       {"{\"kvshard_trace\": 1, \"kvshard_trace\": 1}\n", "line 1: kvshard_trace: duplicate key"},
       {"{\"kvshard_trace\": 1}\n{\"op\": \"x\", \"expect\": {\"pages\": [1], \"pages\": [2]}}\n",
        "line 2: expect.pages: duplicate key"},
+      {"{\"kvshard_trace\": 1}\n{\"op\": \"x\", \"meta\": [1]}\n", "line 2: meta: must be an object"},
+      {"{\"kvshard_trace\": 1}\n{\"op\": \"x\", \"meta\": \"rid-7\"}", "line 2: meta: must be an object"},
+      {"{\"kvshard_trace\": 1}\n{\"op\": \"x\", \"meta\": {\"s\": \"" + std::string(kMaxTraceMetaBytes, 'a') + "\"}}\n",
+       "line 2: meta: must be at most 65536 bytes as compact JSON, got 65544"},
+      // Not a truncated record: a broken line that ends with its newline, or one followed by another line.
+      {"{\"kvshard_trace\": 1}\n{\"op\": \"x\"\n", "line 2: record: not valid JSON"},
+      {"{\"kvshard_trace\": 1}\n{\"op\": \"x\"\n{\"op\": \"x\"}", "line 2: record: not valid JSON"},
+      // A last line without its newline that parses is a record; one that parses but is no object is malformed.
+      {"{\"kvshard_trace\": 1}\n[1]", "line 2: record: must be a JSON object"},
   };
   for (const auto& [text, want] : cases) {
     std::istringstream in(text);
@@ -49,6 +58,38 @@ TEST(TraceReaderTest, MalformedLinesNameTheirLine) {
   }
 }
 
+TEST(TraceReaderTest, MetaIsAnObjectThatNoRecordKeyCheckCounts) {
+  std::istringstream in("{\"kvshard_trace\": 1}\n{\"op\": \"place\", \"locs\": [1], \"meta\": {\"rids\": [\"a\"]}}\n");
+  TraceReader reader(&in);
+  ASSERT_TRUE(reader.ReadHeader({}).ok());
+  TraceRecord r;
+  ASSERT_TRUE(*reader.Next(&r));
+  EXPECT_EQ(r.json.at("meta"), Json::parse(R"({"rids": ["a"]})"));
+  EXPECT_TRUE(CheckRecordKeys(r.json, {"locs"}).ok());
+}
+
+// A last line without its '\n' that is not JSON is a truncated record: its own message, and its line recorded.
+TEST(TraceReaderTest, ATruncatedLastRecordIsNamedAsSuch) {
+  for (const std::string tail : {"{", "{\"op\": \"pla", "{\"op\": \"place\", \"locs\": [1,", "x"}) {
+    std::istringstream in("{\"kvshard_trace\": 1}\n{\"op\": \"place\"}\n" + tail);
+    TraceReader reader(&in);
+    ASSERT_TRUE(reader.ReadHeader({}).ok());
+    TraceRecord r;
+    ASSERT_TRUE(*reader.Next(&r));
+    EXPECT_EQ(reader.truncated_line(), 0);
+    const StatusOr<bool> got = reader.Next(&r);
+    EXPECT_EQ(got.status().message(), "line 3: truncated last record (no newline, not valid JSON)") << tail;
+    EXPECT_EQ(reader.truncated_line(), 3);
+  }
+  std::istringstream whole("{\"kvshard_trace\": 1}\n{\"op\": \"place\"}");  // only the newline is missing
+  TraceReader reader(&whole);
+  ASSERT_TRUE(reader.ReadHeader({}).ok());
+  TraceRecord r;
+  ASSERT_TRUE(*reader.Next(&r));
+  EXPECT_FALSE(*reader.Next(&r));
+  EXPECT_EQ(reader.truncated_line(), 0);
+}
+
 TEST(MatchExpectTest, SubsetsOfObjectsAndElementwiseArrays) {
   const Json got = Json::parse(R"({"a": 1, "b": [1, 2, 3], "ranks": [{"r": 0, "x": [5]}, {"r": 1, "x": [6]}]})");
   int64_t fields = 0;
@@ -58,15 +99,20 @@ TEST(MatchExpectTest, SubsetsOfObjectsAndElementwiseArrays) {
   auto m = MatchExpect(Json::parse(R"({"ranks": [{}, {"x": [7]}]})"), got, &fields);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->path, "ranks[1].x[0]");
-  EXPECT_EQ(m->expected, "7");
-  EXPECT_EQ(m->got, "6");
+  EXPECT_EQ(m->expected, Json(7));
+  EXPECT_EQ(m->got, Json(6));
+  EXPECT_EQ(m->ExpectedText(), "7");
+  EXPECT_EQ(m->GotText(), "6");
   m = MatchExpect(Json::parse(R"({"b": [1, 2]})"), got, &fields);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->path, "b");
+  EXPECT_EQ(m->expected, Json::parse("[1, 2]"));  // the whole values, not cut (the --json rendering keeps them)
+  EXPECT_EQ(m->got, Json::parse("[1, 2, 3]"));
   m = MatchExpect(Json::parse(R"({"c": 1})"), got, &fields);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->path, "c");
-  EXPECT_EQ(m->got, "(absent)");
+  EXPECT_FALSE(m->got.has_value());
+  EXPECT_EQ(m->GotText(), "(absent)");
 }
 
 TEST(CheckRecordKeysTest, UnknownKeysAreNamed) {

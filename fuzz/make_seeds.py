@@ -126,6 +126,10 @@ def trace_seeds():
     s['empty'] = ''
     s['blank_line'] = spec[0] + '\n\n' + spec[1] + '\n'
     s['crlf'] = '\r\n'.join(spec[:3]) + '\r\n'
+    # A recorder's meta on a record, one that is no object, and a last record cut mid-write (no newline).
+    s['meta'] = spec[0] + '\n' + spec[1][:-1] + ', "meta": {"rids": ["req-1"], "rank": 0, "step": 3}}\n'
+    s['meta_not_object'] = spec[0] + '\n' + spec[1][:-1] + ', "meta": ["req-1"]}\n'
+    s['truncated_last'] = '\n'.join(spec[:3]) + '\n' + spec[3][:40]
     return s
 
 

@@ -16,7 +16,7 @@ COMMANDS=(
   "gen_s7|46e94d2d8bc5019208c61276314deb3b211ed2c25576060aac7124a70b86477f|gen --seed 7 --records 400 --layers 1"
   "gen_s7_edge|0760806e4be8b1fcdd98d1d297f7efaa309b4317c8e67116e20ec0cb02e9e51b|gen --seed 7 --records 400 --edge-heavy --need-sort --shard-size 3 --page-size 1 --cp-size 5"
   "gen_s8|db2d46db95935fa7e1fb1133638716a26729458ecc2e1e0c8ebc13bfbb8e7848|gen --seed 8 --records 400 --layers 1"
-  "replay_s7|0786655868db76106aab27ef4a9a2852793f2c30f3930d660f2bfd3c5b7f0dcc|replay @TMP@/gen_s7.1 --json"
+  "replay_s7|673812aa5382b2f2a2bf72d21d80b431a3e6b389e4d182e1e11ca019981296c2|replay @TMP@/gen_s7.1 --json"
   "split|cca5fe18c750cd550229d945f1f9c913a00d61e28d3c83c469b3a580967b01fa|split --cp-size 4 --cp-rank 2 --page-size 16 --extend-lens 100,7,64,33,1 --prefix-lens 0,16,32,48,0 --json"
   "rerange|eeb65ff36a122035cca9ceb40a156e9ee48543ed1f936d7a1a59765a0dba0e66|rerange --cp-size 4 --page-size 16 --extend-lens 100,7,64,33,1 --prefix-lens 0,16,32,48,0 --json"
   "gather_plan|be9517cce633fb20db1457f47f11e982e4125e563e9d483dc16d0d60858fca61|gather-plan --batch @DATA@/gather_plan/spec3_batch_n4_ps16.json --translate 0,336,400,1000 --json"

@@ -33,11 +33,14 @@ enum class OpState { kNone, kAllocator, kPipeline, kRequests };
 struct ReplayOp {
   const char* name;
   OpState state;
-  std::vector<FieldShape> fields;  // every key the record may carry besides "op" and "expect"
+  std::vector<FieldShape> fields;  // every key the record may carry besides "op", "expect" and "meta"
   // Runs a record whose fields have their shapes; the answer is what its expect is checked against. `only` (an
   // object, may be null) names the top-level keys expect checks, so a large answer may leave out the rest.
   StatusOr<Json> (*run)(Replayer& replayer, const Json& rec, const Json* only);
 };
+
+// The record's keys and their shapes against its op's row (replay/replayer.cc): InvalidArgument "<field>: <what>".
+Status CheckFields(const Json& rec, const ReplayOp& op);
 
 }  // namespace kvshard::replay
 

@@ -1,9 +1,8 @@
 // Trace replay on the reference: the op table (each op's fields, state and executor), the allocator records
-// and their invariants, expect checks, and ReplayStream over a whole trace.
+// and their invariants (expect checks and ReplayStream: replay/replay_stream.cc).
 #include "replay/replayer.h"
 
 #include <algorithm>
-#include <istream>
 #include <utility>
 
 #include "core/cyclic_owners.h"
@@ -78,7 +77,8 @@ Status CheckSplitMode(const Json& rec) {
   return Status::Ok();
 }
 
-// The record's keys and their shapes against its op's row.
+}  // namespace
+
 Status CheckFields(const Json& rec, const ReplayOp& op) {
   std::vector<std::string> keys;
   for (const FieldShape& f : op.fields) keys.push_back(f.key);
@@ -106,8 +106,6 @@ Status CheckFields(const Json& rec, const ReplayOp& op) {
   }
   return name == "split" ? CheckSplitMode(rec) : Status::Ok();
 }
-
-}  // namespace
 
 // Bytes per logical page of the allocator: free and release lists, the allocated flag, the holder table and
 // the radix cache's per-page share (an upper estimate; docs/RELIABILITY.md "Limits").
@@ -497,81 +495,6 @@ Status Replayer::CheckAllocatorInvariants(const Json& rec, const Json& result) c
                     allocator_->aggregate_free_size(), " disagree with the class counts ", ShortJson(result));
   }
   return Status::Ok();
-}
-
-Status Replayer::Replay(const TraceRecord& record) {
-  ++summary_.records;
-  const Json* expect = record.json.contains("expect") ? &record.json.at("expect") : nullptr;
-  const bool expect_error = expect && expect->contains("error");
-  if (expect_error && (!expect->at("error").is_string() || expect->size() != 1)) {
-    return AtLine(record.line, InvalidArgument("expect.error: must be the only key, a string"));
-  }
-  const StatusOr<const ReplayOp*> op = FindOp(record.op);  // looked up once per record
-  StatusOr<Json> got = op.ok() ? ExecuteOp(**op, record, expect_error ? nullptr : expect) : StatusOr<Json>(op.status());
-  const std::string where = StrCat("line ", record.line, ": ", record.op, ": ");
-  if (!got.ok()) {
-    if (got.status().code() == StatusCode::kMismatch) return Mismatch(where, got.status().message());
-    const Status shape = op.ok() ? CheckFields(record.json, **op) : op.status();
-    if (!shape.ok() || (!expect_error && !expect)) return AtLine(record.line, got.status());
-    if (!expect_error) return Mismatch(where, "error: expected success, got \"", got.status().message(), "\"");
-    const std::string want = expect->at("error").get<std::string>();
-    ++summary_.fields;
-    if (got.status().message().find(want) == std::string::npos) {
-      return Mismatch(where, "error: expected a message containing \"", want, "\", got \"", got.status().message(),
-                      "\"");
-    }
-    return Status::Ok();
-  }
-  if (expect_error) {
-    return Mismatch(where, "error: expected an error containing \"", expect->at("error").get<std::string>(),
-                    "\", got success");
-  }
-  if (expect) {
-    if (auto m = MatchExpect(*expect, *got, &summary_.fields)) {
-      return Mismatch(where, m->path, ": expected ", m->expected, ", got ", m->got);
-    }
-  }
-  if ((*op)->state == OpState::kRequests) {
-    if (Status s = CheckRequestInvariants(); !s.ok()) return Mismatch(where, s.message());
-  }
-  if ((*op)->state == OpState::kAllocator) {  // a record that ran has its op
-    if (Status s = CheckAllocatorInvariants(record.json, *got); !s.ok()) return Mismatch(where, s.message());
-    if (Status s = CheckCacheInvariants(); !s.ok()) return Mismatch(where, s.message());
-  }
-  return Status::Ok();
-}
-
-Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport* report,
-                    const std::function<void(const Status&)>& on_mismatch) {
-  TraceReader reader(&in, options.line_check);
-  KVSHARD_ASSIGN_OR_RETURN(Json header, reader.ReadHeader(TraceHeaderKeys()));
-  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<Replayer> replayer, Replayer::Create(header, options));
-  ReplaySummary& s = replayer->summary();
-  TraceRecord record;
-  Status result = Status::Ok();
-  while (result.ok()) {
-    StatusOr<bool> more = reader.Next(&record);
-    if (!more.ok()) {
-      result = more.status();
-      break;
-    }
-    if (!*more) break;
-    Status status = replayer->Replay(record);
-    if (status.ok()) continue;
-    if (status.code() != StatusCode::kMismatch) {
-      result = status;
-      break;
-    }
-    if (s.mismatches++ == 0) s.first_mismatch = status.message();
-    if (!on_mismatch) {
-      result = status;
-      break;
-    }
-    on_mismatch(status);
-  }
-  report->summary = s;
-  report->rows_compared = replayer->rows_compared();
-  return result;
 }
 
 }  // namespace kvshard::replay

@@ -21,6 +21,7 @@
 #include "cpu_ref/radix_cache.h"
 #include "cpu_ref/radix_requests.h"
 #include "replay/backend.h"
+#include "replay/mismatch.h"
 #include "replay/pool_replay.h"
 
 namespace kvshard::replay {
@@ -32,7 +33,7 @@ struct ReplaySummary {
   int64_t records = 0;
   int64_t fields = 0;  // scalars compared against expect
   int64_t mismatches = 0;
-  std::string first_mismatch;  // "line N: <op>: <field>: expected X, got Y"
+  std::string first_mismatch;  // "line N: <op>: <field>: expected X, got Y[ meta=...]" (MismatchText)
 };
 
 // The header keys a trace may carry.
@@ -65,10 +66,13 @@ class Replayer {
   // "<field>: <what>"; a record the model rejects returns its error (state unchanged).
   StatusOr<Json> Execute(const TraceRecord& record, const Json* only = nullptr);
 
-  // Runs one record and checks its expect and the invariants: OK, a Mismatch "line N: <op>: <field>: expected
-  // X, got Y", or InvalidArgument "line N: <field>: <what>" for a malformed record (or one rejected without an
-  // expect saying so).
+  // Runs one record and checks its expect and the invariants (replay/replay_stream.cc): OK, a Mismatch "line N:
+  // <op>: <field>: expected X, got Y" (MismatchText of last_mismatch(), which holds it as a value), or
+  // InvalidArgument "line N: <field>: <what>" for a malformed record (or one rejected without an expect saying so).
+  // The record's "meta" changes no answer: it only rides along with a mismatch.
   Status Replay(const TraceRecord& record);
+  // The mismatch the last Replay returned.
+  const ReplayMismatch& last_mismatch() const { return last_mismatch_; }
 
   // Counts so far.
   ReplaySummary& summary() { return summary_; }
@@ -82,6 +86,8 @@ class Replayer {
   static StatusOr<const ReplayOp*> FindOp(const std::string& name);
   // Execute with the record's row already found.
   StatusOr<Json> ExecuteOp(const ReplayOp& op, const TraceRecord& record, const Json* only);
+  // Keeps `mismatch` as last_mismatch_ and returns it as a Mismatch status (its text line).
+  Status Fail(ReplayMismatch mismatch);
   StatusOr<Json> RunBeginShardExtend(const Json& rec, const Json* only);
   StatusOr<Json> RunAlloc(const Json& rec);
   StatusOr<Json> RunFree(const Json& rec, bool group);
@@ -124,20 +130,26 @@ class Replayer {
   int64_t requests_ = 0;                    // alloc requests made so far (the next request's id)
   int64_t held_pages_ = 0;
   ReplaySummary summary_;
+  ReplayMismatch last_mismatch_;
 };
 
 // What ReplayStream saw.
 struct ReplayReport {
   ReplaySummary summary;
-  int64_t rows_compared = 0;  // KV rows the pipeline records compared
+  int64_t rows_compared = 0;            // KV rows the pipeline records compared
+  std::optional<ReplayMismatch> first;  // the first mismatch, when there was one
+  int64_t truncated_line = 0;           // the line of a truncated last record (0: the trace ended whole)
 };
 
 // Replays a whole trace from `in` (what `kvshard replay`, the trace properties and the trace fuzzer run): reads
 // the header, builds the replayer and runs every record, filling *report as it goes. A malformed line stops it
 // with that error. A mismatch stops it too (the Mismatch is returned) unless `on_mismatch` is given: then each
-// one is counted, passed to it, and the replay goes on (--keep-going); OK at the end either way.
+// one is counted, passed to it, and the replay goes on (--keep-going); OK at the end either way. A last line cut
+// before its newline that is not valid JSON (a recorder killed mid-write) ends the replay after every complete
+// record ran: InvalidArgument "line N: truncated last record (no newline, not valid JSON); K records before it
+// checked, M mismatches", with report->truncated_line = N.
 Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport* report,
-                    const std::function<void(const Status&)>& on_mismatch = nullptr);
+                    const std::function<void(const ReplayMismatch&)>& on_mismatch = nullptr);
 
 }  // namespace kvshard::replay
 
