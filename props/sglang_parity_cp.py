@@ -6,7 +6,9 @@ import dataclasses
 import json
 import os
 import random
+import shutil
 import subprocess
+import tempfile
 
 torch = None  # imported by run_cp_helpers (the test skips, saying why, where torch is missing)
 
@@ -470,6 +472,11 @@ def run_cp_helpers(count, seed, ch, kvshard, tmpdir, stats, batch_size=400):
         for i, line in sorted(bad.items()):
             fn, rec = chunk[i]
             failures.append(f"{fn}: {line}\n  record: {json.dumps(rec)[:1500]}")
+        if bad:  # keep the batch's trace (Bazel: undeclared test outputs) for the command printed below
+            keep_dir = os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR") or tempfile.gettempdir()
+            kept = os.path.join(keep_dir, f"sglang_parity_cp_helpers_seed{seed}_{start}.jsonl")
+            shutil.copyfile(path, kept)
+            print(f"reproduce: {kvshard} replay {kept} --keep-going")
     per_fn = {}
     for fn, rec in cases:
         row = per_fn.setdefault(fn, [0, {}])
