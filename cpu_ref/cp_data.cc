@@ -420,6 +420,22 @@ StatusOr<HostTensor> BatchInSeqAllGatherRerange(const HostTensor& gathered, cons
   return out;
 }
 
+StatusOr<HostTensor> CpSplitAndRebuildScalar(const HostTensor& input, const NSAContextParallelMetadata& metadata) {
+  KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(input, "input"));
+  const Int64List& split = metadata.split_list;
+  if (std::any_of(split.begin(), split.end(), [](int64_t x) { return x < 0 || x > kMaxCpTokens; }) ||
+      Sum(split) != input.rows) {
+    return InvalidArgument("input: ", input.rows, " rows, the split list covers ", Sum(split));
+  }
+  HostTensor out;
+  out.row_bytes = input.row_bytes;
+  for (int64_t s : metadata.zigzag_index) {
+    if (s < 0 || s >= static_cast<int64_t>(split.size())) return InvalidArgument("zigzag_index: segment ", s);
+    AppendRows(input, Sum(std::span<const int64_t>(split.data(), static_cast<size_t>(s))), split[s], &out);
+  }
+  return out;
+}
+
 StatusOr<HostTensor> RoundRobinSplitData(const HostTensor& input, int64_t cp_size, int64_t cp_rank) {
   KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(input, "input"));
   KVSHARD_RETURN_IF_ERROR(ValidateCpSize(cp_size));

@@ -87,6 +87,10 @@ StatusOr<HostTensor> BatchInSeqAllGatherRerange(const HostTensor& gathered, cons
 Status BatchInSeqAllGatherRerangeInto(const HostTensor& gathered, const NSAContextParallelMetadata& metadata,
                                       int64_t cp_size, HostTensor* out);
 
+// SGLang cp_split_and_rebuild_data without a batch plan (the scalar in-seq path): `input` split by
+// metadata.split_list, the segments of metadata.zigzag_index concatenated. The split must cover every row.
+StatusOr<HostTensor> CpSplitAndRebuildScalar(const HostTensor& input, const NSAContextParallelMetadata& metadata);
+
 // nsa_cp_round_robin_split_data: rows t with t % N == cp_rank.
 StatusOr<HostTensor> RoundRobinSplitData(const HostTensor& input, int64_t cp_size, int64_t cp_rank);
 // The round-robin restore view(N, -1).T of a gathered buffer (rows must be a multiple of N).

@@ -124,6 +124,14 @@ TEST_F(BatchPlanTest, ComputeSplitPadsWithZerosOrPositions) {
   EXPECT_TRUE(HasTag(SelectCPLocalValidRowsForCacheWrite(x, plans[1]).status(), "cache_write_valid_selector_shape"));
 }
 
+// cp_split_and_rebuild_data's scalar path: 11 tokens on 2 ranks split [3, 3, 3, 2]; rank 1 holds segments 1 and 2.
+TEST(CpDataTest, ScalarSplitAndRebuildTakesTheZigzagSegments) {
+  const NSAContextParallelMetadata m = PrepareInputDpWithCpDsa({.kv_len = 11, .cp_rank = 1, .cp_size = 2}).value();
+  ASSERT_EQ(m.split_list, (L{3, 3, 3, 2}));
+  EXPECT_EQ(Ids(CpSplitAndRebuildScalar(Rows(Range(0, 11)), m).value()), (L{3, 4, 5, 6, 7, 8}));
+  EXPECT_FALSE(CpSplitAndRebuildScalar(Rows(Range(0, 10)), m).ok());  // the split must cover every row
+}
+
 // _pad_cp_request_tensor_for_split on its own (values from running SGLang's function): zero rows, positions
 // continuing the last one, and its three tags.
 TEST(CpDataTest, PadRequestTensorForSplitMatchesSglang) {

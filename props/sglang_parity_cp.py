@@ -314,7 +314,9 @@ class CpHelperCases:
     def last_tokens(self):
         rng, ch = self.rng, self.ch
         n, ps, extend, prefix = self.batch()
-        mode = "round-robin" if rng.random() < 0.3 else "in-seq"
+        mode = rng.choice(["in-seq", "in-seq", "round-robin", "scalar"])
+        if mode == "scalar":  # one request without a batch plan
+            extend, prefix = [rng.choice([1, rng.randint(1, 2 * n), rng.randint(1, 60)])], [0]
         trim = rng.choice([0] * 8 + [1, 2])
         rows = batch_rows(extend)
         rec = self.record("cp_last_tokens", n, ps, extend, prefix, rows=rows, mode=mode, trim_tail=trim)
@@ -326,6 +328,14 @@ class CpHelperCases:
                 hidden = [ch.nsa_cp_round_robin_split_data(h, g=dataclasses.replace(g0, attn_cp_rank=r))
                           for r in range(n)]
                 fbs = [ch.ForwardBatchStub(extend_seq_lens_cpu=extend)] * n
+            elif mode == "scalar":
+                g0 = self.globals(n)
+                mds = [ch.prepare_input_dp_with_cp_dsa(extend[0], r, n, extend,
+                                                       g=dataclasses.replace(g0, attn_cp_rank=r), device="cpu")
+                       for r in range(n)]
+                fbs = [ch.ForwardBatchStub(extend_seq_lens_cpu=extend, nsa_cp_metadata=md) for md in mds]
+                hidden = [ch.cp_split_and_rebuild_data(fbs[r], h, g=dataclasses.replace(g0, attn_cp_rank=r))
+                          for r in range(n)]
             else:
                 g0 = self.globals(n)
                 plans = [self.plan(n, ps, extend, prefix, r) for r in range(n)]
@@ -463,6 +473,7 @@ def run_cp_helpers(count, seed, ch, kvshard, tmpdir, stats, batch_size=400):
     for _ in range(count):
         for name in CpHelperCases.GENERATORS:
             cases.append(getattr(gen, name)())
+    stats["cp_helpers records"] = len(cases)
     fields, failures = 0, []
     for start in range(0, len(cases), batch_size):
         chunk = cases[start:start + batch_size]
@@ -488,7 +499,6 @@ def run_cp_helpers(count, seed, ch, kvshard, tmpdir, stats, batch_size=400):
     for fn, (n, tags) in per_fn.items():
         print(f"  cp_helpers {fn}: {n} cases, {sum(tags.values())} errors ("
               + ", ".join(f"{t} {k}" for t, k in sorted(tags.items())) + ")")
-        stats[f"cp_helpers {fn}"] = n
     if failures:
         for f in failures[:20]:
             print("MISMATCH in cp_helpers (seed %d): %s" % (seed, f))

@@ -27,10 +27,10 @@ StatusOr<HostTensor> InSeqLastTokens(const CpRowsBatch& b, const HostTensor& row
   std::vector<HostTensor> hidden;
   std::vector<CPSharedKVBatchPlan> plans;
   for (int64_t r = 0; r < b.cp_size; ++r) {
-    KVSHARD_ASSIGN_OR_RETURN(InSeqSplit split, BuildInSeqSplit(b.extend_lens, b.prefix_lens, b.page_size, b.cp_size,
-                                                               r, impl));
-    KVSHARD_ASSIGN_OR_RETURN(HostTensor local, ref::SplitTensorByCPBatchPlan(rows, split.plan, ref::SplitMode::kData,
-                                                                             SplitKind::kCompute));
+    KVSHARD_ASSIGN_OR_RETURN(InSeqSplit split,
+                             BuildInSeqSplit(b.extend_lens, b.prefix_lens, b.page_size, b.cp_size, r, impl));
+    KVSHARD_ASSIGN_OR_RETURN(
+        HostTensor local, ref::SplitTensorByCPBatchPlan(rows, split.plan, ref::SplitMode::kData, SplitKind::kCompute));
     hidden.push_back(TrimTail(local, b.trim_tail));
     plans.push_back(std::move(split.plan));
   }
@@ -47,6 +47,22 @@ StatusOr<HostTensor> RoundRobinLastTokens(const CpRowsBatch& b, const HostTensor
   return ref::RoundRobinCollectLastToken(hidden, b.extend_lens);
 }
 
+// The bs = 1 path without a batch plan: each rank's hidden rows are its scalar zigzag split of the one request.
+StatusOr<HostTensor> ScalarLastTokens(const CpRowsBatch& b, const HostTensor& rows) {
+  if (b.extend_lens.size() != 1) return InvalidArgument("extend_lens: the scalar path collects exactly one request");
+  std::vector<HostTensor> hidden;
+  Int64List split_list;
+  for (int64_t r = 0; r < b.cp_size; ++r) {
+    KVSHARD_ASSIGN_OR_RETURN(
+        const NSAContextParallelMetadata m,
+        ref::PrepareInputDpWithCpDsa({.kv_len = b.extend_lens[0], .cp_rank = r, .cp_size = b.cp_size}));
+    KVSHARD_ASSIGN_OR_RETURN(const HostTensor local, ref::CpSplitAndRebuildScalar(rows, m));
+    hidden.push_back(TrimTail(local, b.trim_tail));
+    split_list = m.split_list;
+  }
+  return ref::InSeqCollectLastTokenScalar(hidden, split_list, b.extend_lens[0]);
+}
+
 }  // namespace
 
 Json NsaSeqlensJson(const Int64List& seq_lens, int64_t nsa_index_topk) {
@@ -58,15 +74,15 @@ StatusOr<Json> CalPaddedTokensJson(const ref::CpForwardState& batch, const ref::
   return Json{{"cal_padded_tokens", tokens}};
 }
 
-StatusOr<Json> PadNsaCacheSeqlensJson(const ref::CpForwardState& batch, const ref::CpServerArgs& args,
-                                      int64_t cp_size, const Int64List& nsa_cache_seqlens) {
+StatusOr<Json> PadNsaCacheSeqlensJson(const ref::CpForwardState& batch, const ref::CpServerArgs& args, int64_t cp_size,
+                                      const Int64List& nsa_cache_seqlens) {
   KVSHARD_ASSIGN_OR_RETURN(Int64List out, ref::PadNsaCacheSeqlens(batch, args, cp_size, nsa_cache_seqlens));
   return Json{{"nsa_cache_seqlens", std::move(out)}};
 }
 
 StatusOr<Json> RoundRobinRowsJson(const Int64List& rows, int64_t cp_size, int64_t cp_rank) {
-  KVSHARD_ASSIGN_OR_RETURN(const HostTensor local, ref::RoundRobinSplitData(HostTensor::FromInt64s(rows), cp_size,
-                                                                            cp_rank));
+  KVSHARD_ASSIGN_OR_RETURN(const HostTensor local,
+                           ref::RoundRobinSplitData(HostTensor::FromInt64s(rows), cp_size, cp_rank));
   return Json{{"rows", local.Int64s()}};
 }
 
@@ -74,9 +90,9 @@ StatusOr<Json> SplitRowsJson(const InSeqSplit& split, const Int64List& rows, con
                              const std::string& split_kind, std::optional<int64_t> static_padded_tokens) {
   KVSHARD_ASSIGN_OR_RETURN(const ref::SplitMode m, ref::ParseSplitMode(mode));
   KVSHARD_ASSIGN_OR_RETURN(const SplitKind kind, ref::ParseSplitKind(split_kind));
-  KVSHARD_ASSIGN_OR_RETURN(const HostTensor local, ref::SplitTensorByCPBatchPlan(HostTensor::FromInt64s(rows),
-                                                                                 split.plan, m, kind,
-                                                                                 static_padded_tokens));
+  KVSHARD_ASSIGN_OR_RETURN(
+      const HostTensor local,
+      ref::SplitTensorByCPBatchPlan(HostTensor::FromInt64s(rows), split.plan, m, kind, static_padded_tokens));
   return Json{{"rows", local.Int64s()}};
 }
 
@@ -103,7 +119,9 @@ StatusOr<Json> ValidRowsJson(const InSeqSplit& split, const Int64List& rows) {
 
 StatusOr<Json> LastTokensJson(const CpRowsBatch& batch, const Int64List& rows, const std::string& mode, Impl impl) {
   const HostTensor t = HostTensor::FromInt64s(rows);
-  StatusOr<HostTensor> last = mode == "round-robin" ? RoundRobinLastTokens(batch, t) : InSeqLastTokens(batch, t, impl);
+  StatusOr<HostTensor> last = mode == "round-robin" ? RoundRobinLastTokens(batch, t)
+                              : mode == "scalar"    ? ScalarLastTokens(batch, t)
+                                                    : InSeqLastTokens(batch, t, impl);
   KVSHARD_RETURN_IF_ERROR(last.status());
   return Json{{"last_tokens", last->Int64s()}};
 }

@@ -74,7 +74,7 @@ Status CheckCpChoices(const std::string& name, const Json& rec) {
     KVSHARD_RETURN_IF_ERROR(check("mode", {"data", "1d", "position"}));
     return check("split_kind", {"compute", "valid"});
   }
-  return name == "cp_last_tokens" ? check("mode", {"in-seq", "round-robin"}) : Status::Ok();
+  return name == "cp_last_tokens" ? check("mode", {"in-seq", "round-robin", "scalar"}) : Status::Ok();
 }
 
 // The fields of the cal_padded_tokens / pad_nsa_cache_seqlens records: the forward-batch fields and server args
@@ -178,9 +178,6 @@ StatusOr<Json> RunValidRows(const Json& rec, Impl impl) {
 
 StatusOr<Json> RunLastTokens(const Json& rec, Impl impl) {
   const std::string mode = Str(rec, "mode", "in-seq");
-  if (mode != "in-seq" && mode != "round-robin") {
-    return InvalidArgument("mode: must be \"in-seq\" or \"round-robin\", got \"", mode, "\"");
-  }
   CpRowsBatch b;
   b.cp_size = rec.at("cp_size").get<int64_t>();
   b.page_size = Int(rec, "page_size", 1);

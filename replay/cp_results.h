@@ -78,7 +78,9 @@ struct CpRowsBatch {
 };
 
 // cp_collect_last_token_hidden over every rank (the all-gather simulated): {"last_tokens": one row per request}.
-// mode "in-seq" (_in_seq_collect_last_token_batch) or "round-robin" (_round_robin_collect_last_token).
+// mode "in-seq" (_in_seq_collect_last_token_batch), "round-robin" (_round_robin_collect_last_token) or "scalar"
+// (one request without a batch plan: each rank's rows are cp_split_and_rebuild_data's zigzag split of the
+// token-balanced scalar metadata, collected by _in_seq_collect_last_token's bs = 1 path).
 StatusOr<Json> LastTokensJson(const CpRowsBatch& batch, const Int64List& rows, const std::string& mode, Impl impl);
 
 // prepare_input_dp_with_cp_dsa (in-seq mode): {"nsa_cp_metadata": the metadata} of the batch path (shared KV) or
