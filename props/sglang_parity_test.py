@@ -1,5 +1,7 @@
 # Parity test: random cases run through SGLang's own code (loaded at run time from ../shared/sglang_ref) and
 # through kvshard's CLI (--json); every field is compared, so the reference model stays bit-exact with SGLang.
+# Kind cp_helpers (props/sglang_parity_cp.py) compares seed 003's host helpers through `kvshard replay` of trace
+# records; kind divergences (props/sglang_divergences.py) checks SGLang's own documented inconsistencies.
 import argparse
 import collections
 import json
