@@ -94,6 +94,25 @@ TEST(ReplayCmdTest, MalformedTracesExitTwoNamingTheLine) {
                 "\"pool_pages_per_rank\": 5, \"max_prefix_tokens\": 0, \"chunk_tokens\": 0, \"requests\": []}, "
                 "\"expect\": {}}\n",
        "line 2: batch.pool_pages_per_rank: renamed to pages_per_rank"},
+      // Seed 003's data and NSA helper records: a missing input, a choice outside its list, a wrong shape.
+      {header + "{\"op\": \"cp_split_rows\", \"cp_size\": 2, \"page_size\": 4, \"extend_lens\": [3]}\n",
+       "line 2: rows: missing"},
+      {header + "{\"op\": \"cp_split_rows\", \"cp_size\": 2, \"page_size\": 4, \"extend_lens\": [3], "
+                "\"rows\": [1, 2, 3], \"mode\": \"2d\"}\n",
+       "line 2: mode: unsupported value \"2d\""},
+      {header + "{\"op\": \"cp_last_tokens\", \"cp_size\": 2, \"extend_lens\": [3], \"rows\": [1, 2, 3], "
+                "\"mode\": \"zigzag\"}\n",
+       "line 2: mode: unsupported value \"zigzag\""},
+      {header + "{\"op\": \"cp_pad_request\", \"rows\": [1, 2, 3], \"target_len\": 4, \"row_width\": 2}\n",
+       "line 2: row_width: must be in [1, 64] and divide the 3 values of rows"},
+      {header + "{\"op\": \"cal_padded_tokens\", \"cp_size\": 2}\n", "line 2: global_num_tokens_cpu: missing"},
+      {header + "{\"op\": \"pad_nsa_cache_seqlens\", \"cp_size\": 2, \"nsa_cache_seqlens\": [1], "
+                "\"nsa_prefill_cp_mode\": \"ring\"}\n",
+       "line 2: nsa_prefill_cp_mode: must be in-seq-split or round-robin-split, got ring"},
+      {header + "{\"op\": \"compute_nsa_seqlens\", \"seq_lens\": [1], \"nsa_index_topk\": true}\n",
+       "line 2: nsa_index_topk: must be an integer"},
+      {header + "{\"op\": \"cp_prepare_metadata\", \"kv_len\": 8, \"cp_size\": 2, \"uses_cp_shared_kv\": 1}\n",
+       "line 2: uses_cp_shared_kv: must be true or false"},
       {"{\"kvshard_trace\": 1}\n{\"op\": \"alloc\", \"prefix_lens\": [0], \"seq_lens\": [1], \"rotation_bases\": "
        "[null], "
        "\"last_locs\": [0]}\n",

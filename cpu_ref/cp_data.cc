@@ -97,9 +97,8 @@ Status CheckSplitInputRows(int64_t input_rows, const CPSharedKVBatchPlan& plan, 
   return FailFast("batch_gt1_split_input_len_mismatch", "input tokens=", input_rows, " ", detail);
 }
 
-// Request q (`current` valid rows) can be padded to `target` rows in `mode`, and its split covers exactly those.
-Status CheckRequestSplit(int64_t q, int64_t current, int64_t target, std::span<const int64_t> split, SplitMode mode,
-                         int64_t row_bytes) {
+// Request q (`current` valid rows of row_bytes) can be padded to `target` rows in `mode`.
+Status CheckRequestPadding(int64_t q, int64_t current, int64_t target, SplitMode mode, int64_t row_bytes) {
   if (target < current) {
     return FailFast("batch_gt1_compute_padding_len_mismatch",
                     "target split length is shorter than request valid rows. req_id=", q, " target_len=", target,
@@ -114,6 +113,13 @@ Status CheckRequestSplit(int64_t q, int64_t current, int64_t target, std::span<c
                     "position compute padding expects a 1D position tensor. req_id=", q, " shape=(", current, ", ",
                     row_bytes, " bytes)");
   }
+  return Status::Ok();
+}
+
+// Request q can be padded to `target` rows in `mode`, and its split covers exactly those.
+Status CheckRequestSplit(int64_t q, int64_t current, int64_t target, std::span<const int64_t> split, SplitMode mode,
+                         int64_t row_bytes) {
+  KVSHARD_RETURN_IF_ERROR(CheckRequestPadding(q, current, target, mode, row_bytes));
   if (Sum(split) != target) {
     const char* mode_name = mode == SplitMode::kData ? "data" : mode == SplitMode::k1d ? "1d" : "position";
     return FailFast("batch_gt1_split_target_len_mismatch",
@@ -215,6 +221,16 @@ StatusOr<SplitKind> ParseSplitKind(const std::string& kind) {
   if (kind == "compute") return SplitKind::kCompute;
   if (kind == "valid") return SplitKind::kValid;
   return InvalidArgument("split_kind: unsupported CP batch split_kind='", kind, "'");
+}
+
+StatusOr<HostTensor> PadCPRequestTensorForSplit(const HostTensor& request, int64_t target_len, SplitMode mode,
+                                                int64_t req_id) {
+  KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(request, "request"));
+  if (target_len > (int64_t{1} << 40) / request.row_bytes) {
+    return InvalidArgument("target_len: ", target_len, " rows of ", request.row_bytes, " bytes exceed 2^40 bytes");
+  }
+  KVSHARD_RETURN_IF_ERROR(CheckRequestPadding(req_id, request.rows, target_len, mode, request.row_bytes));
+  return PaddedRequest(request, 0, request.rows, target_len, mode);
 }
 
 StatusOr<HostTensor> SplitTensorByCPBatchPlan(const HostTensor& input, const CPSharedKVBatchPlan& plan, SplitMode mode,
@@ -401,6 +417,22 @@ StatusOr<HostTensor> BatchInSeqAllGatherRerange(const HostTensor& gathered, cons
                                                 int64_t cp_size) {
   HostTensor out;
   KVSHARD_RETURN_IF_ERROR(BatchInSeqAllGatherRerangeInto(gathered, m, cp_size, &out));
+  return out;
+}
+
+StatusOr<HostTensor> CpSplitAndRebuildScalar(const HostTensor& input, const NSAContextParallelMetadata& metadata) {
+  KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(input, "input"));
+  const Int64List& split = metadata.split_list;
+  if (std::any_of(split.begin(), split.end(), [](int64_t x) { return x < 0 || x > kMaxCpTokens; }) ||
+      Sum(split) != input.rows) {
+    return InvalidArgument("input: ", input.rows, " rows, the split list covers ", Sum(split));
+  }
+  HostTensor out;
+  out.row_bytes = input.row_bytes;
+  for (int64_t s : metadata.zigzag_index) {
+    if (s < 0 || s >= static_cast<int64_t>(split.size())) return InvalidArgument("zigzag_index: segment ", s);
+    AppendRows(input, Sum(std::span<const int64_t>(split.data(), static_cast<size_t>(s))), split[s], &out);
+  }
   return out;
 }
 

@@ -34,6 +34,12 @@ StatusOr<HostTensor> SplitTensorByCPBatchPlan(const HostTensor& input, const CPS
                                               SplitKind kind,
                                               std::optional<int64_t> static_padded_tokens = std::nullopt);
 
+// SGLang _pad_cp_request_tensor_for_split: one request's rows padded to target_len rows (zero rows; position
+// mode: positions continuing the last one by +1). Tags batch_gt1_compute_padding_len_mismatch (target shorter),
+// batch_gt1_compute_padding_empty_request, batch_gt1_position_padding_rank (rows wider than one int64).
+StatusOr<HostTensor> PadCPRequestTensorForSplit(const HostTensor& request, int64_t target_len, SplitMode mode,
+                                                int64_t req_id);
+
 // Local compute-row indices of this rank's valid rows and the compute row count they index into
 // (SGLang _get_cp_local_valid_row_indices_cache). Tag cache_write_valid_selector_metadata.
 struct ValidRowSelector {
@@ -80,6 +86,10 @@ StatusOr<HostTensor> BatchInSeqAllGatherRerange(const HostTensor& gathered, cons
 // The same assigned to *out (fast::BatchInSeqAllGatherRerangeInto in cpu_fast/ reuses the buffer).
 Status BatchInSeqAllGatherRerangeInto(const HostTensor& gathered, const NSAContextParallelMetadata& metadata,
                                       int64_t cp_size, HostTensor* out);
+
+// SGLang cp_split_and_rebuild_data without a batch plan (the scalar in-seq path): `input` split by
+// metadata.split_list, the segments of metadata.zigzag_index concatenated. The split must cover every row.
+StatusOr<HostTensor> CpSplitAndRebuildScalar(const HostTensor& input, const NSAContextParallelMetadata& metadata);
 
 // nsa_cp_round_robin_split_data: rows t with t % N == cp_rank.
 StatusOr<HostTensor> RoundRobinSplitData(const HostTensor& input, int64_t cp_size, int64_t cp_rank);

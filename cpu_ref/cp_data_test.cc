@@ -124,6 +124,29 @@ TEST_F(BatchPlanTest, ComputeSplitPadsWithZerosOrPositions) {
   EXPECT_TRUE(HasTag(SelectCPLocalValidRowsForCacheWrite(x, plans[1]).status(), "cache_write_valid_selector_shape"));
 }
 
+// cp_split_and_rebuild_data's scalar path: 11 tokens on 2 ranks split [3, 3, 3, 2]; rank 1 holds segments 1 and 2.
+TEST(CpDataTest, ScalarSplitAndRebuildTakesTheZigzagSegments) {
+  const NSAContextParallelMetadata m = PrepareInputDpWithCpDsa({.kv_len = 11, .cp_rank = 1, .cp_size = 2}).value();
+  ASSERT_EQ(m.split_list, (L{3, 3, 3, 2}));
+  EXPECT_EQ(Ids(CpSplitAndRebuildScalar(Rows(Range(0, 11)), m).value()), (L{3, 4, 5, 6, 7, 8}));
+  EXPECT_FALSE(CpSplitAndRebuildScalar(Rows(Range(0, 10)), m).ok());  // the split must cover every row
+}
+
+// _pad_cp_request_tensor_for_split on its own (values from running SGLang's function): zero rows, positions
+// continuing the last one, and its three tags.
+TEST(CpDataTest, PadRequestTensorForSplitMatchesSglang) {
+  EXPECT_EQ(PadCPRequestTensorForSplit(HostTensor::FromInt64s({8, 9, 10}), 5, SplitMode::kPosition, 0)->Int64s(),
+            (L{8, 9, 10, 11, 12}));
+  EXPECT_EQ(Ids(PadCPRequestTensorForSplit(Rows({4, 5}), 4, SplitMode::kData, 0).value()), (L{4, 5, 0, 0}));
+  EXPECT_EQ(Ids(PadCPRequestTensorForSplit(Rows({4, 5}), 2, SplitMode::kPosition, 0).value()), (L{4, 5}));
+  EXPECT_TRUE(HasTag(PadCPRequestTensorForSplit(Rows({4, 5}), 1, SplitMode::kData, 3).status(),
+                     "batch_gt1_compute_padding_len_mismatch"));
+  EXPECT_TRUE(HasTag(PadCPRequestTensorForSplit(Rows({}), 2, SplitMode::k1d, 0).status(),
+                     "batch_gt1_compute_padding_empty_request"));
+  EXPECT_TRUE(HasTag(PadCPRequestTensorForSplit(Rows({4, 5}), 3, SplitMode::kPosition, 0).status(),
+                     "batch_gt1_position_padding_rank"));  // 12-byte rows: not a 1-D position tensor
+}
+
 TEST_F(BatchPlanTest, InputLengthRules) {
   // Trailing rows are dropped for compute splits within the compute/static allowance, else rejected.
   HostTensor longer = Rows(Range(1, 50));

@@ -98,6 +98,13 @@ StatusOr<bool> CanNsaPrefillCpRoundRobinSplit(const CpForwardState& batch, const
   return IsNsaPrefillCpRoundRobinSplit(args) && seq_len > 0 && seq_len >= cp_size && cp_size > 1;
 }
 
+bool DpPaddingModeIsMaxLen(bool is_extend_in_batch, const Int64List& tokens, int64_t dp_size) {
+  if (is_extend_in_batch && dp_size > 1) return false;
+  int64_t sum = 0;
+  for (int64_t t : tokens) sum += t;
+  return sum * 2 >= *std::max_element(tokens.begin(), tokens.end()) * dp_size;
+}
+
 StatusOr<int64_t> CalPaddedTokens(const CpForwardState& batch, const CpServerArgs& args, int64_t cp_size) {
   KVSHARD_RETURN_IF_ERROR(ValidateCpSize(cp_size));
   if (!batch.global_num_tokens_cpu || batch.global_num_tokens_cpu->empty()) {
@@ -108,8 +115,13 @@ StatusOr<int64_t> CalPaddedTokens(const CpForwardState& batch, const CpServerArg
     if (t < 0 || t > kMaxCpTokens) return InvalidArgument("global_num_tokens_cpu: ", t, " out of range");
     t = (t + cp_size - 1) / cp_size * cp_size;  // ceil_align
   }
+  constexpr int64_t kMaxDpSize = 1024;  // DP groups and sizes past this would overflow the padding mode's sums
+  if (tokens.size() > kMaxDpSize) return InvalidArgument("global_num_tokens_cpu: more than ", kMaxDpSize, " entries");
+  if (batch.attention_dp_size < 1 || batch.attention_dp_size > kMaxDpSize) {
+    return InvalidArgument("attention_dp_size: ", batch.attention_dp_size, " not in [1, ", kMaxDpSize, "]");
+  }
   int64_t padded = tokens[0];
-  if (batch.dp_padding_max_len) {
+  if (DpPaddingModeIsMaxLen(batch.is_extend_in_batch, tokens, batch.attention_dp_size)) {
     padded = *std::max_element(tokens.begin(), tokens.end());
   } else if (tokens.size() > 1) {
     if (batch.attention_dp_rank < 0 || batch.attention_dp_rank >= static_cast<int64_t>(tokens.size())) {
@@ -175,7 +187,8 @@ StatusOr<bool> CanCpSplit(int64_t seq_len, int64_t cp_size, bool use_nsa, const 
                           const CpServerArgs& args) {
   KVSHARD_RETURN_IF_ERROR(FailIfCpSharedKVRoundRobin(batch, args, "can_cp_split"));
   KVSHARD_RETURN_IF_ERROR(ValidateCpSize(cp_size));
-  if (seq_len < 0 || seq_len > kMaxCpTokens) return InvalidArgument("seq_len: ", seq_len, " out of range");
+  // SGLang reads seq_len with Python's floor division; a negative one (a negative extend summed) is not rejected.
+  if (seq_len < -kMaxCpTokens || seq_len > kMaxCpTokens) return InvalidArgument("seq_len: ", seq_len, " out of range");
   int64_t cur_cp_seq_len = 0;
   if (IsNsaPrefillCpRoundRobinSplit(args)) {
     if (seq_len % cp_size != 0) {
@@ -187,7 +200,8 @@ StatusOr<bool> CanCpSplit(int64_t seq_len, int64_t cp_size, bool use_nsa, const 
     KVSHARD_ASSIGN_OR_RETURN(const bool valid, ValidateCpSharedKVCpSplitPlanInputs(batch, cp_size));
     cur_cp_seq_len = valid ? 1 : 0;
   } else {
-    cur_cp_seq_len = seq_len / (cp_size * 2);
+    const int64_t d = cp_size * 2;  // Python's seq_len // d (floor)
+    cur_cp_seq_len = seq_len / d - (seq_len % d != 0 && seq_len < 0 ? 1 : 0);
   }
   KVSHARD_ASSIGN_OR_RETURN(const int64_t extend_tokens, SumExtend(batch));
   const int64_t min_extend_tokens = batch.uses_cp_shared_kv ? 1 : cp_size;

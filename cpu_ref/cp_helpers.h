@@ -37,10 +37,9 @@ struct CpForwardState {
   std::optional<Int64List> extend_prefix_lens_cpu;
   int64_t page_size = 0;  // token_to_kv_pool.page_size (0 when absent)
   std::optional<Int64List> global_num_tokens_cpu;
-  // DpPaddingMode.get_dp_padding_mode(is_extend_in_batch, global_num_tokens).is_max_len(): that function is not
-  // in the seeds (its rule differs between SGLang versions), so the caller states the mode.
-  bool dp_padding_max_len = false;
-  int64_t attention_dp_rank = 0;  // get_attention_dp_rank()
+  bool is_extend_in_batch = true;  // read by DpPaddingMode.get_dp_padding_mode
+  int64_t attention_dp_size = 1;   // get_attention_dp_size()
+  int64_t attention_dp_rank = 0;   // get_attention_dp_rank()
 };
 
 // SGLang split_in_seq_cp_local_pair: rows [0, prev_len) and [prev_len, prev_len+next_len) of a rank's local rows
@@ -66,6 +65,10 @@ Status FailIfCpSharedKVRoundRobin(const CpForwardState& batch, const CpServerArg
 
 // SGLang can_nsa_prefill_cp_round_robin_split (CP extend, round-robin mode, 0 < tokens, tokens >= N > 1).
 StatusOr<bool> CanNsaPrefillCpRoundRobinSplit(const CpForwardState& batch, const CpServerArgs& args, int64_t cp_size);
+
+// DpPaddingMode.get_dp_padding_mode(...).is_max_len() (upstream layers/dp_attention.py, NSA era): SUM_LEN for an
+// extend batch with DP > 1, else MAX_LEN iff 2 * sum(tokens) >= max(tokens) * dp_size. `tokens` is not empty.
+bool DpPaddingModeIsMaxLen(bool is_extend_in_batch, const Int64List& tokens, int64_t dp_size);
 
 // SGLang cal_padded_tokens: global_num_tokens ceil-aligned to N; max (MAX_LEN) or this DP rank's entry; divided by
 // N (rounded up) when the round-robin split applies.

@@ -50,8 +50,13 @@ TEST(CpHelpersTest, NsaSeqlensClampAndPad) {
   b.global_num_tokens_cpu = Int64List{7, 10};
   b.attention_dp_rank = 1;
   EXPECT_EQ(PadNsaCacheSeqlens(b, in_seq, 4, {3}).value(), (Int64List{3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
-  b.dp_padding_max_len = true;  // max(ceil_align(7,4), ceil_align(10,4)) = 12
+  b.attention_dp_size = 2;  // an extend batch with DP 2: SUM_LEN, this DP rank's ceil_align(7, 4) = 8
+  b.attention_dp_rank = 0;
+  EXPECT_EQ(CalPaddedTokens(b, in_seq, 4).value(), 8);
+  b.is_extend_in_batch = false;  // 2 * (8 + 12) >= 12 * 2: MAX_LEN, max(ceil_align(7,4), ceil_align(10,4)) = 12
   EXPECT_EQ(CalPaddedTokens(b, in_seq, 4).value(), 12);
+  EXPECT_TRUE(DpPaddingModeIsMaxLen(false, {8, 12}, 2));
+  EXPECT_FALSE(DpPaddingModeIsMaxLen(false, {0, 12}, 4));  // 2 * 12 < 12 * 4: SUM_LEN
   CpServerArgs rr;
   rr.nsa_prefill_cp_mode = "round-robin-split";
   EXPECT_EQ(CalPaddedTokens(b, rr, 4).value(), 3);  // round robin: ceil(12 / 4)
@@ -103,6 +108,20 @@ TEST(CpHelpersTest, CanCpSplitGates) {
             "seq_len: 7 is not divisible by cp_size 2 when nsa_prefill_cp_mode is round-robin-split");
   EXPECT_TRUE(CanNsaPrefillCpRoundRobinSplit(plain, rr, 2).value());
   EXPECT_FALSE(CanNsaPrefillCpRoundRobinSplit(plain, in_seq, 2).value());
+}
+
+// SGLang reads a negative seq_len (a negative extend summed) with floor division instead of rejecting it; a
+// shared-KV batch then fails on its negative extend (values from running SGLang's can_cp_split).
+TEST(CpHelpersTest, CanCpSplitNegativeSeqLenAsSglang) {
+  const CpServerArgs in_seq;
+  CpForwardState b;
+  b.extend_seq_lens_cpu = Int64List{5};
+  EXPECT_TRUE(CanCpSplit(-3, 2, true, b, in_seq).value());  // -3 // 4 = -1 != 0
+  b.uses_cp_shared_kv = true;
+  b.extend_seq_lens_cpu = Int64List{2, -5};
+  b.extend_prefix_lens_cpu = Int64List{0, 0};
+  b.page_size = 4;
+  EXPECT_NE(CanCpSplit(-3, 2, true, b, in_seq).status().message().find("[cp_split_negative_len]"), std::string::npos);
 }
 
 TEST(CpHelpersTest, SharedKVPlanInputTags) {

@@ -1,5 +1,7 @@
 # Parity test: random cases run through SGLang's own code (loaded at run time from ../shared/sglang_ref) and
 # through kvshard's CLI (--json); every field is compared, so the reference model stays bit-exact with SGLang.
+# Kind cp_helpers (props/sglang_parity_cp.py) compares seed 003's host helpers through `kvshard replay` of trace
+# records; kind divergences (props/sglang_divergences.py) checks SGLang's own documented inconsistencies.
 import argparse
 import collections
 import json
@@ -12,7 +14,7 @@ import tempfile
 import time
 
 SUITE = "sglang_parity_test"
-KINDS = ("alloc", "gather_plan", "split", "rerange", "owners")
+KINDS = ("alloc", "gather_plan", "split", "rerange", "owners", "cp_helpers", "divergences")
 FAIL_FAST = "[CP_SHARED_KV_FAIL_FAST]"
 
 
@@ -21,6 +23,8 @@ FAIL_FAST = "[CP_SHARED_KV_FAIL_FAST]"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sglang_env  # noqa: E402 (props/sglang_env.py, beside this file: paths, skipping, JUnit XML)
 from sglang_env import kvshard_binary, sglang_ref_dir  # noqa: E402
+import sglang_divergences  # noqa: E402 (props/: the documented SGLang divergences, docs/model.md)
+import sglang_parity_cp  # noqa: E402 (props/: the cp_helpers kind)
 
 CLASSNAME = "SglangParity"
 
@@ -36,8 +40,8 @@ def skip(why):
 def load_sglang(ref_dir):
     """Imports SGLang's reference modules from the folder (never copied into the repository)."""
     sys.path.insert(0, ref_dir)
-    import allocator, cp_planning, shard_plan  # noqa: E401 (modules of ../shared/sglang_ref)
-    return allocator.load_allocator(), shard_plan, cp_planning
+    import allocator, cp_helpers, cp_planning, shard_plan  # noqa: E401 (modules of ../shared/sglang_ref)
+    return allocator.load_allocator(), shard_plan, cp_planning, cp_helpers
 
 
 # ---- running the CLI and comparing ----------------------------------------------------------------------------
@@ -585,7 +589,13 @@ RUNNERS = {"alloc": alloc_case, "gather_plan": gather_case, "split": split_case,
 
 
 def run_kind(kind, count, seed, sg, kvshard, tmpdir, stats):
-    """Runs up to `count` cases of one kind, stopping at the first mismatch; returns (cases, fields, failure)."""
+    """Runs up to `count` cases of one kind, stopping at the first mismatch; returns (cases, fields, failure).
+    cp_helpers: `count` cases of each helper, replayed as traces in batches (props/sglang_parity_cp.py);
+    divergences: the documented SGLang divergences searched for on random inputs (props/sglang_divergences.py)."""
+    if kind == "cp_helpers":
+        return sglang_parity_cp.run_cp_helpers(max(1, count // 2), seed, sg["ch"], kvshard, tmpdir, stats)
+    if kind == "divergences":
+        return sglang_divergences.run_divergences(count * 2, seed, sg["ch"], stats)
     rng = random.Random(f"{seed}/{kind}")
     fields = 0
     for i in range(count):
@@ -619,8 +629,8 @@ def main():
     kvshard = kvshard_binary()
     if not os.access(kvshard, os.X_OK):
         sys.exit(f"kvshard binary not found at {kvshard} (bazel build //cli:kvshard)")
-    Alloc, shard_plan, cp = load_sglang(ref_dir)
-    sg = dict(torch=torch, Alloc=Alloc, shard_plan=shard_plan, cp=cp)
+    Alloc, shard_plan, cp, ch = load_sglang(ref_dir)
+    sg = dict(torch=torch, Alloc=Alloc, shard_plan=shard_plan, cp=cp, ch=ch)
     seed = args.seed if args.seed is not None else int(time.time() * 1000) % 1_000_000_007
     print(f"sglang_parity_test: seed {seed} (rerun: --seed {seed} --cases {args.cases}), SGLang code from {ref_dir}")
     return run_all(args, seed, sg, kvshard)

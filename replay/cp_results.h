@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "replay/results.h"
 #include "core/json.h"
 #include "core/status.h"
 #include "cpu_ref/cp_helpers.h"
+#include "cpu_ref/cp_split.h"
 
 namespace kvshard::replay {
 
@@ -33,6 +35,57 @@ StatusOr<Json> CanCpSplitJson(int64_t seq_len, int64_t cp_size, bool use_nsa, co
 // split_in_seq_cp_local_pair of a rank's local rows (one value each): {"prev": rows[0, prev_len), "next": the
 // rest}; the length mismatch is the model's error.
 StatusOr<Json> CpLocalPairJson(const Int64List& rows, int64_t prev_len, int64_t next_len);
+
+// ---- seed 003's data and NSA helpers (replay/cp_data_results.cc); tensors carry one int64 value per row ----
+
+// compute_nsa_seqlens: {"nsa_seqlens": every length clamped to at most nsa_index_topk}.
+Json NsaSeqlensJson(const Int64List& seq_lens, int64_t nsa_index_topk);
+
+// cal_padded_tokens: {"cal_padded_tokens": n}.
+StatusOr<Json> CalPaddedTokensJson(const ref::CpForwardState& batch, const ref::CpServerArgs& args, int64_t cp_size);
+
+// pad_nsa_cache_seqlens: {"nsa_cache_seqlens": the lengths, zero-padded where DP or round-robin CP padding applies}.
+StatusOr<Json> PadNsaCacheSeqlensJson(const ref::CpForwardState& batch, const ref::CpServerArgs& args, int64_t cp_size,
+                                      const Int64List& nsa_cache_seqlens);
+
+// nsa_cp_round_robin_split_data of a 1-D tensor: {"rows": rows t with t % cp_size == cp_rank}.
+StatusOr<Json> RoundRobinRowsJson(const Int64List& rows, int64_t cp_size, int64_t cp_rank);
+
+// split_tensor_by_cp_batch_plan (and _pad_cp_request_tensor_for_split) of the batch's flattened rows for
+// split.plan.cp_rank: {"rows": the rank's local rows}. mode "data" | "1d" | "position", split_kind "compute" |
+// "valid"; errors carry SGLang's tags (batch_gt1_split_input_len_mismatch, batch_gt1_compute_padding_*...).
+StatusOr<Json> SplitRowsJson(const InSeqSplit& split, const Int64List& rows, const std::string& mode,
+                             const std::string& split_kind, std::optional<int64_t> static_padded_tokens);
+
+// _pad_cp_request_tensor_for_split of one request's rows (row_width int64 values per row, flattened):
+// {"rows": the padded rows, flattened}.
+StatusOr<Json> PadRequestJson(const Int64List& rows, int64_t row_width, int64_t target_len, const std::string& mode,
+                              int64_t req_id);
+
+// select_cp_local_valid_rows_for_cache_write of a rank's local compute rows: {"rows": its valid rows}; tag
+// cache_write_valid_selector_shape when `rows` is not the rank's compute row count.
+StatusOr<Json> ValidRowsJson(const InSeqSplit& split, const Int64List& rows);
+
+// A batch and the collection's options: each rank's hidden rows are its split of the batch's flattened rows
+// (in-seq: split_tensor_by_cp_batch_plan "data"/"compute" of its own plan; round-robin: the t % N split), less
+// trim_tail rows at the end (to reach the out-of-bounds tags).
+struct CpRowsBatch {
+  int64_t cp_size = 1;
+  int64_t page_size = 1;
+  Int64List extend_lens;
+  Int64List prefix_lens;
+  int64_t trim_tail = 0;
+};
+
+// cp_collect_last_token_hidden over every rank (the all-gather simulated): {"last_tokens": one row per request}.
+// mode "in-seq" (_in_seq_collect_last_token_batch), "round-robin" (_round_robin_collect_last_token) or "scalar"
+// (one request without a batch plan: each rank's rows are cp_split_and_rebuild_data's zigzag split of the
+// token-balanced scalar metadata, collected by _in_seq_collect_last_token's bs = 1 path).
+StatusOr<Json> LastTokensJson(const CpRowsBatch& batch, const Int64List& rows, const std::string& mode, Impl impl);
+
+// prepare_input_dp_with_cp_dsa (in-seq mode): {"nsa_cp_metadata": the metadata} of the batch path (shared KV) or
+// the scalar token-balanced path; error cp_shared_missing_page_size or the planner's tags.
+StatusOr<Json> PrepareMetadataJson(const ref::CPPrepareInput& in);
 
 }  // namespace kvshard::replay
 

@@ -3,6 +3,7 @@
 #include "replay/replayer.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "core/cyclic_owners.h"
@@ -98,7 +99,9 @@ Status CheckFields(const Json& rec, const ReplayOp& op) {
     StatusOr<ExtendBatch> b = ExtendBatchFromJson(rec.at("batch"));
     return InvalidArgument("batch.", b.status().message());
   }
-  if (name == "can_cp_split" && rec.contains("nsa_prefill_cp_mode")) {
+  if (Status s = CheckCpChoices(name, rec); !s.ok()) return s;
+  if ((name == "can_cp_split" || name == "cal_padded_tokens" || name == "pad_nsa_cache_seqlens") &&
+      rec.contains("nsa_prefill_cp_mode")) {
     const std::string mode = rec.at("nsa_prefill_cp_mode").get<std::string>();
     if (mode != "in-seq-split" && mode != "round-robin-split") {
       return InvalidArgument("nsa_prefill_cp_mode: must be in-seq-split or round-robin-split, got ", mode);
@@ -325,6 +328,55 @@ const std::vector<ReplayOp>& Replayer::Ops() {
        OpState::kNone,
        {{"rows", S::kIntList, true}, {"prev_len", S::kInt, true}, {"next_len", S::kInt, true}},
        [](R&, const Json& rec, const Json*) { return RunCpLocalPair(rec); }},
+      // Seed 003's NSA seq-len helpers and CP data helpers; tensors are int64 rows (replay/cp_data_results.cc).
+      {"compute_nsa_seqlens",
+       OpState::kNone,
+       {{"seq_lens", S::kIntList, true}, {"nsa_index_topk", S::kInt, true}},
+       [](R&, const Json& rec, const Json*) { return RunNsaSeqlens(rec); }},
+      {"cal_padded_tokens", OpState::kNone, NsaPaddingFields(true, false),
+       [](R&, const Json& rec, const Json*) { return RunCalPaddedTokens(rec); }},
+      {"pad_nsa_cache_seqlens", OpState::kNone, NsaPaddingFields(false, true),
+       [](R&, const Json& rec, const Json*) { return RunPadNsaCacheSeqlens(rec); }},
+      {"cp_round_robin_split",
+       OpState::kNone,
+       {{"cp_size", S::kInt, true}, {"cp_rank", S::kInt, true}, {"rows", S::kIntList, true}},
+       [](R&, const Json& rec, const Json*) { return RunRoundRobinRows(rec); }},
+      {"cp_split_rows", OpState::kNone,
+       CpBatchFields({{"rows", S::kIntList, true},
+                      {"mode", S::kString, false},
+                      {"split_kind", S::kString, false},
+                      {"static_padded_tokens", S::kInt, false}}),
+       [](R& r, const Json& rec, const Json*) { return RunSplitRows(rec, r.impl_); }},
+      {"cp_pad_request",
+       OpState::kNone,
+       {{"rows", S::kIntList, true},
+        {"row_width", S::kInt, false},
+        {"target_len", S::kInt, true},
+        {"mode", S::kString, false},
+        {"req_id", S::kInt, false}},
+       [](R&, const Json& rec, const Json*) { return RunPadRequest(rec); }},
+      {"cp_valid_rows", OpState::kNone, CpBatchFields({{"rows", S::kIntList, true}}),
+       [](R& r, const Json& rec, const Json*) { return RunValidRows(rec, r.impl_); }},
+      {"cp_last_tokens",
+       OpState::kNone,
+       {{"cp_size", S::kInt, true},
+        {"page_size", S::kInt, false},
+        {"extend_lens", S::kIntList, true},
+        {"prefix_lens", S::kIntList, false},
+        {"rows", S::kIntList, true},
+        {"mode", S::kString, false},
+        {"trim_tail", S::kInt, false}},
+       [](R& r, const Json& rec, const Json*) { return RunLastTokens(rec, r.impl_); }},
+      {"cp_prepare_metadata",
+       OpState::kNone,
+       {{"kv_len", S::kInt, true},
+        {"cp_size", S::kInt, true},
+        {"cp_rank", S::kInt, false},
+        {"page_size", S::kInt, false},
+        {"uses_cp_shared_kv", S::kBool, false},
+        {"extend_lens", S::kIntList, false},
+        {"prefix_lens", S::kIntList, false}},
+       [](R&, const Json& rec, const Json*) { return RunPrepareMetadata(rec); }},
   };
   return *ops;
 }
