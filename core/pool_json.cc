@@ -136,8 +136,8 @@ StatusOr<AllocBatch> AllocBatchFromJson(const Json& o, const std::string& where,
   }
   for (size_t i = 0; i < n; ++i) {
     if (a.last_locs[i] == -1 && a.prefix_lens[i] != 0) {
-      return InvalidArgument(where, "last_locs[", i, "]: -1 (no prefix) with prefix_lens[", i, "] = ",
-                             a.prefix_lens[i], "; an extension needs its prefix's last slot");
+      return InvalidArgument(where, "last_locs[", i, "]: -1 (no prefix) with prefix_lens[", i, "] = ", a.prefix_lens[i],
+                             "; an extension needs its prefix's last slot");
     }
   }
   return a;

@@ -88,8 +88,7 @@ StatusOr<RadixRequests::Allocated> RadixRequests::AllocExtend(const std::vector<
   if (allocator_->available_size() < num_tokens) {
     KVSHARD_RETURN_IF_ERROR(evict(num_tokens - allocator_->available_size()).status());
     while (allocator_->available_size() < num_tokens) {
-      KVSHARD_ASSIGN_OR_RETURN(const int64_t evicted,
-                               evict(std::max(num_tokens - allocator_->available_size(), ps_)));
+      KVSHARD_ASSIGN_OR_RETURN(const int64_t evicted, evict(std::max(num_tokens - allocator_->available_size(), ps_)));
       if (evicted == 0) break;
     }
   }
@@ -125,8 +124,7 @@ Status RadixRequests::FreeSegment(const std::vector<int64_t>& locs, Cached* out)
   return Status::Ok();
 }
 
-Status RadixRequests::FreeSegments(const std::vector<std::pair<std::vector<int64_t>, int64_t>>& segments,
-                                   Cached* out) {
+Status RadixRequests::FreeSegments(const std::vector<std::pair<std::vector<int64_t>, int64_t>>& segments, Cached* out) {
   int64_t prev_end = -1;
   for (auto [locs, start_pos] : segments) {
     const int64_t n = static_cast<int64_t>(locs.size());
@@ -193,9 +191,10 @@ StatusOr<RadixRequests::Cached> RadixRequests::CacheFinished(const std::string& 
   out.prefix_len = result.prefix_len;
   // A declined tail stayed request-owned: it is freed with the duplicates; then the unaligned tail.
   const int64_t freed_end = result.rotation_tail_declined ? key_len : result.prefix_len;
-  KVSHARD_RETURN_IF_ERROR(FreeSegments({{Slice(kv_indices, req->cache_protected_len, freed_end), req->cache_protected_len},
-                                        {Slice(kv_indices, key_len, kv_len), key_len}},
-                                       &out));
+  KVSHARD_RETURN_IF_ERROR(
+      FreeSegments({{Slice(kv_indices, req->cache_protected_len, freed_end), req->cache_protected_len},
+                    {Slice(kv_indices, key_len, kv_len), key_len}},
+                   &out));
   tree_.DecLockRef(req->last_node);
   out.cache_protected_len = req->cache_protected_len;
   out.row_pages = RowPages(*req);

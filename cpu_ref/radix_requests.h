@@ -24,14 +24,14 @@ class RadixRequests {
  public:
   // What admitting a request (or its next chunk) did.
   struct Admitted {
-    int64_t prefix_len = 0;        // len(req.prefix_indices): the extend starts here
+    int64_t prefix_len = 0;             // len(req.prefix_indices): the extend starts here
     int64_t rotation_base = kNewChain;  // req.last_node's base (kNewChain: None)
   };
   // A batch allocation.
   struct Allocated {
-    std::vector<std::vector<int64_t>> pages;  // per request, its new pages in position order
-    std::vector<int64_t> rotation_bases;      // the bases stamped on the requests
-    int64_t evicted_tokens = 0;                // tokens the tree evicted first
+    std::vector<std::vector<int64_t>> pages;    // per request, its new pages in position order
+    std::vector<int64_t> rotation_bases;        // the bases stamped on the requests
+    int64_t evicted_tokens = 0;                 // tokens the tree evicted first
     std::vector<std::vector<int64_t>> evicted;  // each evicted node's pages (ascending), in eviction order
   };
   // cache_unfinished_req / cache_finished_req.
@@ -69,14 +69,14 @@ class RadixRequests {
 
  private:
   struct Req {
-    std::vector<int64_t> tokens;          // origin_input_ids
-    std::vector<int64_t> row;             // req_to_token[req_pool_idx], as far as written
+    std::vector<int64_t> tokens;  // origin_input_ids
+    std::vector<int64_t> row;     // req_to_token[req_pool_idx], as far as written
     std::vector<int64_t> prefix_indices;
-    int64_t extend_end = 0;               // extend_range.end
+    int64_t extend_end = 0;  // extend_range.end
     int64_t cache_protected_len = 0;
     int64_t last_node = RadixTree::kRoot;
     int64_t kv_rotation_base = kNewChain;
-    bool allocated = false;               // has KV written for [0, extend_end)
+    bool allocated = false;  // has KV written for [0, extend_end)
   };
   StatusOr<Req*> Find(const std::string& rid, bool need_allocated);
   // free_segments of one request's row: boundary pages shared with the previous segment are trimmed.

@@ -140,7 +140,7 @@ StatusOr<int64_t> RadixTree::Evict(int64_t num_tokens) {
     heap.pop();
     const std::vector<int64_t> value = nodes_[x].value;
     KVSHARD_RETURN_IF_ERROR(allocator_->Free(value));  // free_segment(x.value): whole pages
-    std::set<int64_t> pages;  // what free() sees: the unique pages, ascending
+    std::set<int64_t> pages;                           // what free() sees: the unique pages, ascending
     for (int64_t loc : value) pages.insert(loc / ps_);
     last_evicted_.emplace_back(pages.begin(), pages.end());
     num_evicted += static_cast<int64_t>(value.size());

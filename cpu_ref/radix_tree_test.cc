@@ -51,7 +51,7 @@ TEST_F(RadixRequestsTest, PipelinedInsertUnderAnotherBaseIsDeclinedAndKeepsItsPa
   EXPECT_TRUE(ub->rotation_tail_declined);  // B's tail would continue A's base-0 chain from base 1
   EXPECT_EQ(ub->prefix_len, 4);
   EXPECT_EQ(ub->cache_protected_len, 0);
-  EXPECT_TRUE(ub->freed.empty());          // no dedup free, no rebind
+  EXPECT_TRUE(ub->freed.empty());         // no dedup free, no rebind
   EXPECT_EQ(ub->row_pages, b->pages[0]);  // B stays on its own pages
   // Finishing B frees its whole row (declined tail and duplicates), A's finish frees nothing it cached.
   const auto fb = reqs_->CacheFinished("B", 12);
@@ -98,8 +98,8 @@ TEST(RadixTreeTest, UnshardedInsertNeverDeclinesAndEvictionTakesWholeNodesOldest
   EXPECT_FALSE(tree.Insert(Range(0, 8), locs(0, 4), 0).rotation_tail_declined);
   // Another base under the same first page: declined; the same without a base (None): grafted.
   EXPECT_TRUE(tree.Insert(Cat(Range(0, 2), Range(50, 52)), locs(4, 6), 1).rotation_tail_declined);
-  const RadixTree::InsertResult unsharded = tree.Insert(Cat(Range(0, 2), Range(50, 52)), Cat(locs(0, 1), locs(5, 6)),
-                                                        kNewChain);
+  const RadixTree::InsertResult unsharded =
+      tree.Insert(Cat(Range(0, 2), Range(50, 52)), Cat(locs(0, 1), locs(5, 6)), kNewChain);
   EXPECT_FALSE(unsharded.rotation_tail_declined);
   EXPECT_EQ(unsharded.prefix_len, 2);
   EXPECT_EQ(tree.total_size(), 10);
