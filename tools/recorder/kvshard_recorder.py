@@ -3,8 +3,22 @@
 and reranges, and the sharded pool's pipeline (begin_shard_extend, set_kv_buffer, get_key_buffer,
 end_shard_extend). Standard library only; torch optional (imported only to hand a list of slots to SGLang's
 translate_loc_to_scratch). Usage: docs/trace-format.md, "Recording from SGLang"; a worked example:
-record_sglang_example.py beside this file; tested end to end by //props:sglang_recorder_test."""
+record_sglang_example.py beside this file; tested end to end by //props:sglang_recorder_test.
+
+Attached to a running engine (docs/trace-format.md, "Attaching to a running SGLang"):
+    python3 tools/recorder/kvshard_recorder.py --out DIR -- python3 -m sglang.launch_server ...
+runs the command with an import hook (kvshard_hook/sitecustomize.py) that records every
+PageInterleavePoolAllocator the engine's processes create, one trace per allocator (a rank), each record with a
+`meta` object (rank, pid, step, time, the request ids of the batch where the caller holds them), written whole
+and flushed; tested by //props:sglang_attach_test."""
+import argparse
+import importlib.abc
+import importlib.machinery
+import itertools
 import json
+import os
+import sys
+import time
 
 TRACE_VERSION = 1
 
@@ -21,21 +35,28 @@ def _plain(value):
 
 
 class TraceWriter:
-    """Appends one JSON object per line: the header first, then records {"op": ..., inputs, "expect": ...}."""
+    """Appends one JSON object per line: the header first, then records {"op": ..., inputs, "expect": ...}.
+    `meta` (optional): a function returning the record's `meta` object (context replay prints with a mismatch);
+    `flush`: flush after every record, each written with one write() call, so a killed engine leaves whole records
+    (and at most one cut last line, which replay reports as truncated after checking the rest)."""
 
-    def __init__(self, out, **header):
-        self._out = out
+    def __init__(self, out, meta=None, flush=False, **header):
+        self._out, self._meta, self._flush = out, meta, flush
         self.records = 0
         self.extend = None  # the sharded extend in flight (record_begin_shard_extend .. record_end_shard_extend)
         self._write({"kvshard_trace": TRACE_VERSION, **_plain(header)})
 
     def _write(self, obj):
         self._out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        if self._flush:
+            self._out.flush()
 
     def record(self, op, expect=None, **inputs):
         rec = {"op": op, **_plain(inputs)}
         if expect is not None:
             rec["expect"] = _plain(expect)
+        if self._meta is not None:
+            rec["meta"] = _plain(self._meta(self))
         self._write(rec)
         self.records += 1
 
@@ -302,3 +323,149 @@ def record_rerange(writer, source_rows, max_rank_token, extend_lens, prefix_lens
     max_rank_token rows)."""
     writer.record("rerange", expect={"max_rank_token": max_rank_token, "source_rows": list(source_rows)},
                   cp_size=cp_size, page_size=page_size, extend_lens=list(extend_lens), prefix_lens=list(prefix_lens))
+
+
+# ---- attaching to a running engine --------------------------------------------------------------------------
+
+ENV_OUT = "KVSHARD_RECORD_DIR"
+HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kvshard_hook")
+_traces = itertools.count()
+
+
+def _rank():
+    """This process's rank: torch.distributed's when it is up (the allocator is built after it), else $RANK."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank())
+    except (RuntimeError, ValueError):
+        pass
+    rank = os.environ.get("RANK")
+    return int(rank) if rank is not None and rank.isdigit() else None
+
+
+def _calling_rids(max_frames=12):
+    """The request ids of the batch the engine is working on, where a caller holds it (SGLang's ScheduleBatch keeps
+    `reqs`, each with `rid`): best effort, [] when no frame has them."""
+    frame = sys._getframe(2)
+    for _ in range(max_frames):
+        if frame is None:
+            break
+        for holder in (frame.f_locals.get("self"), frame.f_locals.get("batch")):
+            reqs = getattr(holder, "reqs", None)
+            if isinstance(reqs, list) and reqs and all(hasattr(r, "rid") for r in reqs):
+                return [str(r.rid) for r in reqs]
+        reqs = frame.f_locals.get("reqs")
+        if isinstance(reqs, list) and reqs and all(hasattr(r, "rid") for r in reqs):
+            return [str(r.rid) for r in reqs]
+        frame = frame.f_back
+    return []
+
+
+def _meta(rank):
+    def meta(writer):
+        m = {"rank": rank, "pid": os.getpid(), "step": writer.records, "time": round(time.time(), 6)}
+        rids = _calling_rids()
+        if rids:
+            m["rids"] = rids
+        return m
+    return meta
+
+
+def record_allocator(alloc, out_dir):
+    """Records `alloc` (a PageInterleavePoolAllocator) into a new trace DIR/rank<R>.pid<P>.<K>.jsonl: its header,
+    then every alloc_extend, free and free group with meta, flushed record by record. Returns the trace's path."""
+    rank = _rank()
+    name = f"rank{'x' if rank is None else rank}.pid{os.getpid()}.{next(_traces)}.jsonl"
+    path = os.path.join(out_dir, name)
+    out = open(path, "w", encoding="utf-8")
+    writer = TraceWriter(out, meta=_meta(rank), flush=True, allocator=allocator_header(alloc))
+    AllocatorRecorder(alloc, writer)
+    alloc.kvshard_trace = path
+    return path
+
+
+def attach_allocator_module(module, out_dir):
+    """Makes every PageInterleavePoolAllocator that `module` (SGLang's mem_cache/allocator/page_interleave.py)
+    creates from now on record itself (its __init__ wrapped; the methods are wrapped per instance)."""
+    cls = getattr(module, "PageInterleavePoolAllocator", None)
+    if cls is None or getattr(cls, "_kvshard_attached", False):
+        return
+    init = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        record_allocator(self, out_dir)
+
+    cls.__init__ = __init__
+    cls._kvshard_attached = True
+
+
+# SGLang module -> what attaching to it does.
+ATTACH = {"sglang.srt.mem_cache.allocator.page_interleave": attach_allocator_module}
+
+
+class _AttachingLoader(importlib.abc.Loader):
+    def __init__(self, inner, attach, out_dir):
+        self.inner, self.attach, self.out_dir = inner, attach, out_dir
+
+    def create_module(self, spec):
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module):
+        self.inner.exec_module(module)
+        self.attach(module, self.out_dir)
+
+
+class _AttachingFinder(importlib.abc.MetaPathFinder):
+    """Finds the ATTACH modules as the other finders would, then attaches once the module has run."""
+
+    def __init__(self, out_dir):
+        self.out_dir = out_dir
+
+    def find_spec(self, name, path, target=None):
+        if name not in ATTACH:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                spec.loader = _AttachingLoader(spec.loader, ATTACH[name], self.out_dir)
+                return spec
+        return None
+
+
+def install(out_dir):
+    """Attaches to the ATTACH modules of this process: those imported already, and (an import hook) the rest."""
+    os.makedirs(out_dir, exist_ok=True)
+    for name, attach in ATTACH.items():
+        if name in sys.modules:
+            attach(sys.modules[name], out_dir)
+    if not any(isinstance(f, _AttachingFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AttachingFinder(out_dir))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(
+        prog="kvshard_recorder", description="Runs COMMAND (e.g. python3 -m sglang.launch_server ...) with the "
+        "kvshard recorder attached to every Python process it starts: one trace per allocator (rank) in --out.")
+    ap.add_argument("--out", required=True, help="folder for the traces (created if missing)")
+    ap.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    args = ap.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        ap.error("give the command to run after --")
+    out_dir = os.path.abspath(args.out)
+    os.makedirs(out_dir, exist_ok=True)
+    env = dict(os.environ)
+    env[ENV_OUT] = out_dir
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (HOOK_DIR, env.get("PYTHONPATH")) if p)
+    try:
+        os.execvpe(command[0], command, env)
+    except OSError as e:
+        sys.exit(f"kvshard_recorder: cannot run {command[0]}: {e.strerror}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+# The recorder attached to a running engine: SGLang's allocator module (../shared/sglang_ref's copy, laid out at
+# test time as sglang/srt/mem_cache/allocator/page_interleave.py in a temporary site folder, with the same base
+# stubs as ../shared/sglang_ref/allocator.py) is imported by an engine process started through
+#   python3 tools/recorder/kvshard_recorder.py --out DIR -- python3 engine.py
+# so the recorder attaches through its import hook alone, as it would to `python3 -m sglang.launch_server`. The
+# engine runs thousands of alloc_extend / free / free-group steps (batches of requests with ids) over several
+# allocators; every trace must replay clean and carry meta (rank, pid, step, time, the batch's request ids). Then
+# the same with a one-token change planted in the copy of SGLang's allocator: replay must catch it at a line and
+# print that record's meta, so the mismatch leads back to the engine's request ids.
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sglang_env  # noqa: E402 (props/sglang_env.py: paths, skipping, JUnit XML)
+from sglang_env import kvshard_binary, runfile, sglang_ref_dir  # noqa: E402
+
+SUITE, CLASSNAME = "sglang_attach_test", "SglangAttach"
+ALLOCATOR = "page_interleave_allocator.py"
+# The planted change: a new chain's base breaks ties between equally free classes to the HIGHEST class id (one
+# token of alloc_extend's pass 1: `-r` -> `r`).
+PLANT = ("key=lambda r: (sim_counts[r], -r)", "key=lambda r: (sim_counts[r], r)")
+
+# The stubs ../shared/sglang_ref/allocator.py installs in sys.modules, as files of a site folder.
+STUBS = {
+    "sglang/__init__.py": "",
+    "sglang/srt/__init__.py": "",
+    "sglang/srt/mem_cache/__init__.py": "",
+    "sglang/srt/mem_cache/memory_pool.py": "KVCache = object\n",
+    "sglang/srt/mem_cache/allocator/__init__.py": "",
+    "sglang/srt/mem_cache/allocator/base.py": "class BaseTokenToKVPoolAllocator:\n    pass\n",
+    "sglang/srt/mem_cache/allocator/paged.py": '''import torch
+from sglang.srt.mem_cache.allocator.base import BaseTokenToKVPoolAllocator
+
+
+class PagedTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
+    def __init__(self, size, page_size, dtype, device, kvcache, need_sort):
+        self.size, self.page_size, self.dtype, self.device = size, page_size, dtype, device
+        self.need_sort = need_sort
+        self.num_pages = size // page_size
+        self.debug_mode = True
+        self.clear()
+
+    def free_group_begin(self):
+        self.is_not_in_free_group = False
+        self.free_group = []
+
+    def free_group_end(self):
+        self.is_not_in_free_group = True
+        if self.free_group:
+            self.free(torch.cat(self.free_group))
+''',
+}
+
+# The engine: a plain import of SGLang's allocator module, then batches of requests driving it.
+ENGINE = '''import random, sys
+import torch
+sys.path.insert(0, sys.argv[1])  # props/: the parity test's allocator driver
+from sglang.srt.mem_cache.allocator.page_interleave import PageInterleavePoolAllocator
+from sglang_parity_test import AllocModel
+
+
+class Req:
+    def __init__(self, rid):
+        self.rid = rid
+
+
+class ScheduleBatch:  # as SGLang's: the batch holds its requests; the allocator is called from its method
+    def __init__(self, reqs):
+        self.reqs = reqs
+
+    def prepare_for_extend(self, model):
+        roll = model.rng.random()
+        if roll < 0.55 or not model.chains:
+            model.alloc_op()
+        elif roll < 0.85:
+            model.free_op()
+        else:
+            model.free_group_op()
+
+
+rng = random.Random(int(sys.argv[2]))
+for stream in range(int(sys.argv[3])):
+    model = AllocModel(PageInterleavePoolAllocator, torch, rng)
+    for step in range(int(sys.argv[4])):
+        ScheduleBatch([Req(f"s{stream}-b{step}-r{k}") for k in range(rng.randint(1, 3))]).prepare_for_extend(model)
+print("engine: done")
+'''
+
+
+def write_site(root, ref_dir, planted):
+    for rel, text in STUBS.items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+    with open(os.path.join(ref_dir, ALLOCATOR)) as f:
+        code = f.read()
+    if planted:
+        if code.count(PLANT[0]) != 1:
+            raise RuntimeError(f"harness: the planted change's text {PLANT[0]!r} is not once in {ALLOCATOR}")
+        code = code.replace(PLANT[0], PLANT[1])
+    with open(os.path.join(root, "sglang/srt/mem_cache/allocator/page_interleave.py"), "w") as f:
+        f.write(code)
+
+
+def run_engine(tmpdir, tag, ref_dir, planted, seed, streams, steps):
+    """Runs the engine under the recorder; returns the trace paths."""
+    site, out = os.path.join(tmpdir, tag, "site"), os.path.join(tmpdir, tag, "traces")
+    write_site(site, ref_dir, planted)
+    engine = os.path.join(tmpdir, tag, "engine.py")
+    with open(engine, "w") as f:
+        f.write(ENGINE)
+    recorder = runfile(os.path.join("tools", "recorder", "kvshard_recorder.py"))
+    env = dict(os.environ, PYTHONPATH=site)
+    props = os.path.dirname(os.path.realpath(__file__))
+    cmd = [sys.executable, recorder, "--out", out, "--", sys.executable, engine, props, str(seed), str(streams),
+           str(steps)]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0 or "engine: done" not in p.stdout:
+        raise RuntimeError(f"engine under the recorder failed ({p.returncode}): {(p.stdout + p.stderr)[-2000:]}")
+    return sorted(glob.glob(os.path.join(out, "*.jsonl")))
+
+
+def check_meta(path):
+    """Every record of the trace carries meta with rank, pid, step (its record index) and time; those made inside
+    a batch carry its request ids. Returns how many records named request ids."""
+    with_rids = 0
+    with open(path) as f:
+        for step, line in enumerate(f.read().splitlines()[1:]):
+            meta = json.loads(line).get("meta")
+            if not (isinstance(meta, dict) and meta.get("step") == step and "rank" in meta and "pid" in meta
+                    and isinstance(meta.get("time"), float)):
+                raise RuntimeError(f"{path}: record {step + 1}: meta missing or wrong: {meta}")
+            with_rids += bool(meta.get("rids"))
+    return with_rids
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--streams", type=int, default=6, help="allocators (traces) the engine creates")
+    ap.add_argument("--steps", type=int, default=500, help="batches per allocator")
+    args = ap.parse_args()
+    ref_dir = os.path.realpath(sglang_ref_dir())
+    if not os.path.isfile(os.path.join(ref_dir, ALLOCATOR)):
+        sglang_env.skip(SUITE, CLASSNAME, f"SGLang reference folder not found at {ref_dir} (set KVSHARD_SGLANG_REF)")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        sglang_env.skip(SUITE, CLASSNAME, f"torch is not importable by {sys.executable} (Debian: python3-torch)")
+    kvshard = kvshard_binary()
+    seed = args.seed if args.seed is not None else int(time.time() * 1000) % 1_000_000_007
+    print(f"{SUITE}: seed {seed} (rerun: --seed {seed}), SGLang code from {ref_dir}")
+    cases, start = [], time.time()
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as tmpdir:
+        try:
+            traces = run_engine(tmpdir, "clean", ref_dir, False, seed, args.streams, args.steps)
+            if len(traces) != args.streams:
+                raise RuntimeError(f"expected {args.streams} traces (one per allocator), found {len(traces)}")
+            records = rids = 0
+            for path in traces:
+                p = subprocess.run([kvshard, "replay", path], capture_output=True, text=True)
+                if p.returncode != 0 or " 0 mismatches" not in p.stdout:
+                    raise RuntimeError(f"{os.path.basename(path)} did not replay clean: {p.stdout}{p.stderr}")
+                records += int(p.stdout.split()[1])
+                rids += check_meta(path)
+            print(f"  clean: {len(traces)} traces, {records} records replayed clean, {rids} with request ids")
+            if rids == 0:
+                raise RuntimeError("no record carried the batch's request ids")
+            cases.append(("clean", "passed", ""))
+        except RuntimeError as e:
+            print(f"FAILED: clean: {e}")
+            cases.append(("clean", "failed", str(e)))
+        try:
+            traces = run_engine(tmpdir, "planted", ref_dir, True, seed, args.streams, args.steps)
+            caught = []
+            for path in traces:
+                p = subprocess.run([kvshard, "replay", path], capture_output=True, text=True)
+                if p.returncode == 1:
+                    caught.append(p.stderr.strip())
+                elif p.returncode != 0:
+                    raise RuntimeError(f"{os.path.basename(path)}: exit {p.returncode}: {p.stderr}")
+            if not caught:
+                raise RuntimeError(f"the planted change ({PLANT[0]} -> {PLANT[1]}) was not caught in any trace")
+            if not all("mismatch: line " in c and "meta=" in c and '"rids"' in c for c in caught):
+                raise RuntimeError(f"a mismatch without its line or meta: {caught[0]}")
+            print(f"  planted {PLANT[0]!r} -> {PLANT[1]!r}: caught in {len(caught)} of {len(traces)} traces, "
+                  f"e.g. {caught[0][:300]}")
+            cases.append(("planted", "passed", ""))
+        except RuntimeError as e:
+            print(f"FAILED: planted: {e}")
+            cases.append(("planted", "failed", str(e)))
+    ok = all(s == "passed" for _, s, _ in cases)
+    print(f"{SUITE}: {'PASS' if ok else 'FAIL'} in {time.time() - start:.1f} s (seed {seed})")
+    sglang_env.write_xml(SUITE, CLASSNAME, cases)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
