@@ -36,21 +36,21 @@ StatusOr<RadixRequests::Admitted> RadixRequests::Admit(const std::string& rid, c
   auto it = reqs_.find(rid);
   if (it == reqs_.end()) {  // init_next_round_input's match (limit input_len - 1), PrefillAdder's lock
     Req req;
-    req.tokens = tokens;
+    req.sg.fill_ids = tokens;
     const int64_t limit = std::max<int64_t>(static_cast<int64_t>(tokens.size()) - 1, 0);
     const RadixTree::Match m = tree_.MatchPrefix(Slice(tokens, 0, limit));
-    req.prefix_indices = m.indices;
-    req.last_node = m.last_node;
-    req.cache_protected_len = static_cast<int64_t>(m.indices.size());
+    req.sg.prefix_indices = m.indices;
+    req.sg.last_node = m.last_node;
+    req.sg.cache_protected_len = static_cast<int64_t>(m.indices.size());
     it = reqs_.emplace(rid, std::move(req)).first;
-    tree_.IncLockRef(it->second.last_node);
-  } else if (it->second.row.empty()) {
+    tree_.IncLockRef(it->second.sg.last_node);
+  } else if (it->second.sg.row.empty()) {
     return FailedPrecondition("req: request \"", rid, "\" was admitted and holds no KV yet (abort_req it)");
   }
   // A continuing chunk (add_chunked_req; again after a failed allocation) extends from its prefix, no new match.
   Req& req = it->second;
-  const int64_t prefix_len = static_cast<int64_t>(req.prefix_indices.size());
-  const int64_t input_len = static_cast<int64_t>(req.tokens.size());
+  const int64_t prefix_len = static_cast<int64_t>(req.sg.prefix_indices.size());
+  const int64_t input_len = static_cast<int64_t>(req.sg.fill_ids.size());
   const int64_t end = extend_end < 0 ? input_len : extend_end;
   if (end <= prefix_len || end > input_len) {
     return InvalidArgument("extend_end: must be in (", prefix_len, ", ", input_len, "] (the prefix, the input), got ",
@@ -58,7 +58,7 @@ StatusOr<RadixRequests::Admitted> RadixRequests::Admit(const std::string& rid, c
   }
   req.extend_end = end;
   req.allocated = false;
-  return Admitted{prefix_len, tree_.rotation_base(req.last_node)};
+  return Admitted{prefix_len, tree_.rotation_base(req.sg.last_node)};
 }
 
 StatusOr<RadixRequests::Allocated> RadixRequests::AllocExtend(const std::vector<std::string>& rids) {
@@ -70,10 +70,10 @@ StatusOr<RadixRequests::Allocated> RadixRequests::AllocExtend(const std::vector<
     if (req->allocated) return FailedPrecondition("reqs: request \"", rid, "\" is not admitted for a new extend");
     if (std::find(reqs.begin(), reqs.end(), req) != reqs.end()) return InvalidArgument("reqs: \"", rid, "\" twice");
     reqs.push_back(req);
-    const int64_t p = static_cast<int64_t>(req->prefix_indices.size());
+    const int64_t p = static_cast<int64_t>(req->sg.prefix_indices.size());
     batch.prefix_lens.push_back(p);
     batch.seq_lens.push_back(req->extend_end);
-    batch.last_locs.push_back(p > 0 ? req->prefix_indices.back() : -1);
+    batch.last_locs.push_back(p > 0 ? req->sg.prefix_indices.back() : -1);
     extend_num_tokens += req->extend_end - p;
   }
   Allocated out;
@@ -93,121 +93,59 @@ StatusOr<RadixRequests::Allocated> RadixRequests::AllocExtend(const std::vector<
     }
   }
   for (const Req* req : reqs) {  // _kv_shard_rotation_bases
-    const int64_t node_base = tree_.rotation_base(req->last_node);
-    batch.rotation_bases.push_back(req->prefix_indices.empty() ? kNewChain
-                                   : node_base != kNewChain    ? node_base
-                                                               : req->kv_rotation_base);
+    const int64_t node_base = tree_.rotation_base(req->sg.last_node);
+    batch.rotation_bases.push_back(req->sg.prefix_indices.empty() ? kNewChain
+                                   : node_base != kNewChain       ? node_base
+                                                                  : req->sg.kv_rotation_base);
   }
   ExtendPages pages;
   KVSHARD_ASSIGN_OR_RETURN(const bool ok, allocator_->AllocExtend(batch, &pages));
   if (!ok) return OutOfRange("Prefill out of memory. Try to allocate ", extend_num_tokens, " tokens.");
   for (size_t i = 0; i < reqs.size(); ++i) {  // stamp the bases, write_cache_indices
     Req& req = *reqs[i];
-    req.kv_rotation_base = pages.rotation_bases[i];
+    req.sg.kv_rotation_base = pages.rotation_bases[i];
     const std::vector<int64_t> mine(pages.pages.begin() + pages.offsets[i], pages.pages.begin() + pages.offsets[i + 1]);
     const int64_t p = batch.prefix_lens[i];
-    req.row = req.prefix_indices;
-    for (int64_t pos = p; pos < req.extend_end; ++pos) req.row.push_back(mine[(pos - p) / ps_] * ps_ + pos % ps_);
+    req.sg.row = req.sg.prefix_indices;
+    for (int64_t pos = p; pos < req.extend_end; ++pos) req.sg.row.push_back(mine[(pos - p) / ps_] * ps_ + pos % ps_);
     req.allocated = true;
     out.pages.push_back(mine);
-    out.rotation_bases.push_back(req.kv_rotation_base);
+    out.rotation_bases.push_back(req.sg.kv_rotation_base);
   }
   return out;
 }
 
-Status RadixRequests::FreeSegment(const std::vector<int64_t>& locs, Cached* out) {
-  if (locs.empty()) return Status::Ok();
-  KVSHARD_RETURN_IF_ERROR(allocator_->Free(locs));
-  std::set<int64_t> pages;  // what free() sees: the unique pages, ascending
-  for (int64_t loc : locs) pages.insert(loc / ps_);
-  out->freed.emplace_back(pages.begin(), pages.end());
-  return Status::Ok();
-}
-
-Status RadixRequests::FreeSegments(const std::vector<std::pair<std::vector<int64_t>, int64_t>>& segments, Cached* out) {
-  int64_t prev_end = -1;
-  for (auto [locs, start_pos] : segments) {
-    const int64_t n = static_cast<int64_t>(locs.size());
-    if (n == 0) continue;
-    const int64_t seg_end = start_pos + n;
-    if (prev_end >= 0 && start_pos / ps_ == (prev_end - 1) / ps_) {
-      const int64_t boundary = (start_pos / ps_ + 1) * ps_;
-      locs = Slice(locs, boundary - start_pos, n);
-      start_pos = boundary;
-    }
-    prev_end = seg_end;
-    KVSHARD_RETURN_IF_ERROR(FreeSegment(locs, out));
-  }
-  return Status::Ok();
-}
-
-std::vector<int64_t> RadixRequests::RowPages(const Req& req) const {
-  std::vector<int64_t> pages;
-  for (size_t i = 0; i < req.prefix_indices.size(); i += ps_) pages.push_back(req.prefix_indices[i] / ps_);
-  return pages;
+RadixRequests::Cached RadixRequests::Done(const RadixTree::CacheResult& r, const Req& req) const {
+  Cached out{r.rotation_tail_declined, r.prefix_len, req.sg.cache_protected_len, r.freed, {}};
+  for (size_t i = 0; i < req.sg.prefix_indices.size(); i += ps_)
+    out.row_pages.push_back(req.sg.prefix_indices[i] / ps_);
+  return out;
 }
 
 StatusOr<RadixRequests::Cached> RadixRequests::CacheUnfinished(const std::string& rid) {
   KVSHARD_ASSIGN_OR_RETURN(Req * req, Find(rid, true));
-  const std::vector<int64_t> kv_indices = Slice(req->row, 0, req->extend_end);  // get_fill_ids()
-  const int64_t key_len = req->extend_end / ps_ * ps_;
-  const RadixTree::InsertResult result =
-      tree_.Insert(Slice(req->tokens, 0, key_len), Slice(kv_indices, 0, key_len), req->kv_rotation_base);
-  Cached out;
-  out.rotation_tail_declined = result.rotation_tail_declined;
-  out.prefix_len = result.prefix_len;
-  if (result.rotation_tail_declined) {  // the request keeps its own pages: no dedup free, no rebind
-    req->prefix_indices = kv_indices;
-  } else {
-    KVSHARD_RETURN_IF_ERROR(FreeSegment(Slice(kv_indices, req->cache_protected_len, result.prefix_len), &out));
-    const RadixTree::Match m = tree_.MatchPrefix(Slice(req->tokens, 0, key_len));
-    if (static_cast<int64_t>(m.indices.size()) != key_len) {
-      return Internal("cache_unfinished_req: re-match found ", m.indices.size(), " of ", key_len, " tokens");
-    }
-    for (int64_t i = req->cache_protected_len; i < key_len; ++i) req->row[i] = m.indices[i];
-    req->cache_protected_len = key_len;
-    tree_.DecLockRef(req->last_node);
-    tree_.IncLockRef(m.last_node);
-    req->prefix_indices = Slice(req->row, 0, req->extend_end);
-    req->last_node = m.last_node;
-  }
-  out.cache_protected_len = req->cache_protected_len;
-  out.row_pages = RowPages(*req);
-  return out;
+  KVSHARD_ASSIGN_OR_RETURN(const RadixTree::CacheResult r, tree_.CacheUnfinishedReq(req->sg, req->extend_end));
+  return Done(r, *req);
 }
 
 StatusOr<RadixRequests::Cached> RadixRequests::CacheFinished(const std::string& rid, int64_t kv_len) {
   KVSHARD_ASSIGN_OR_RETURN(Req * req, Find(rid, false));
-  const int64_t written = static_cast<int64_t>(req->row.size());
+  const int64_t written = static_cast<int64_t>(req->sg.row.size());
   if (kv_len < 0 || kv_len > written) {
     return InvalidArgument("kv_len: must be in [0, ", written, "] (the KV written), got ", kv_len);
   }
-  const std::vector<int64_t> kv_indices = Slice(req->row, 0, kv_len);
-  const int64_t key_len = kv_len / ps_ * ps_;
-  const RadixTree::InsertResult result =
-      tree_.Insert(Slice(req->tokens, 0, key_len), Slice(kv_indices, 0, key_len), req->kv_rotation_base);
-  Cached out;
-  out.rotation_tail_declined = result.rotation_tail_declined;
-  out.prefix_len = result.prefix_len;
-  // A declined tail stayed request-owned: it is freed with the duplicates; then the unaligned tail.
-  const int64_t freed_end = result.rotation_tail_declined ? key_len : result.prefix_len;
-  KVSHARD_RETURN_IF_ERROR(
-      FreeSegments({{Slice(kv_indices, req->cache_protected_len, freed_end), req->cache_protected_len},
-                    {Slice(kv_indices, key_len, kv_len), key_len}},
-                   &out));
-  tree_.DecLockRef(req->last_node);
-  out.cache_protected_len = req->cache_protected_len;
-  out.row_pages = RowPages(*req);
+  KVSHARD_ASSIGN_OR_RETURN(const RadixTree::CacheResult r, tree_.CacheFinishedReq(req->sg, kv_len));
+  const Cached out = Done(r, *req);
   reqs_.erase(rid);
   return out;
 }
 
 Status RadixRequests::Abort(const std::string& rid) {
   KVSHARD_ASSIGN_OR_RETURN(Req * req, Find(rid, false));
-  if (req->allocated || !req->row.empty()) {
+  if (req->allocated || !req->sg.row.empty()) {
     return FailedPrecondition("req: request \"", rid, "\" holds KV; finish it (cache_finished_req) instead");
   }
-  tree_.DecLockRef(req->last_node);
+  tree_.DecLockRef(req->sg.last_node);
   reqs_.erase(rid);
   return Status::Ok();
 }
@@ -215,7 +153,7 @@ Status RadixRequests::Abort(const std::string& rid) {
 Status RadixRequests::CheckInvariants() const {
   std::set<int64_t> held = tree_.Pages();
   for (const auto& [rid, req] : reqs_) {
-    for (int64_t loc : req.row) held.insert(loc / ps_);
+    for (int64_t loc : req.sg.row) held.insert(loc / ps_);
   }
   for (int64_t page : held) {
     if (!allocator_->is_allocated(page)) return Internal("page ", page, " is held but free in the allocator");

@@ -69,20 +69,12 @@ class RadixRequests {
 
  private:
   struct Req {
-    std::vector<int64_t> tokens;  // origin_input_ids
-    std::vector<int64_t> row;     // req_to_token[req_pool_idx], as far as written
-    std::vector<int64_t> prefix_indices;
+    RadixTree::Req sg;       // what SGLang's Req holds (fill_ids: origin_input_ids; row: as far as written)
     int64_t extend_end = 0;  // extend_range.end
-    int64_t cache_protected_len = 0;
-    int64_t last_node = RadixTree::kRoot;
-    int64_t kv_rotation_base = kNewChain;
     bool allocated = false;  // has KV written for [0, extend_end)
   };
   StatusOr<Req*> Find(const std::string& rid, bool need_allocated);
-  // free_segments of one request's row: boundary pages shared with the previous segment are trimmed.
-  Status FreeSegments(const std::vector<std::pair<std::vector<int64_t>, int64_t>>& segments, Cached* out);
-  Status FreeSegment(const std::vector<int64_t>& locs, Cached* out);
-  std::vector<int64_t> RowPages(const Req& req) const;
+  Cached Done(const RadixTree::CacheResult& r, const Req& req) const;
 
   PageInterleaveAllocator* allocator_;
   int64_t n_, ps_;

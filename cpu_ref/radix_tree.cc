@@ -15,15 +15,8 @@ RadixTree::RadixTree(PageInterleaveAllocator* allocator, int64_t page_size) : al
 }
 
 int64_t RadixTree::NewNode() {
-  int64_t id;
-  if (!free_ids_.empty()) {
-    id = free_ids_.back();
-    free_ids_.pop_back();
-    nodes_[id] = Node();
-  } else {
-    id = static_cast<int64_t>(nodes_.size());
-    nodes_.emplace_back();
-  }
+  const int64_t id = static_cast<int64_t>(nodes_.size());  // never reused: a recorded node handle stays one node
+  nodes_.emplace_back();
   nodes_[id].last_access_time = Tick();
   Tick();  // creation_time (FIFO/FILO policies only)
   nodes_[id].live = true;
@@ -158,7 +151,6 @@ void RadixTree::DeleteLeaf(int64_t node) {
   nodes_[n.parent].children.erase(ChildKey(n.key, 0));
   evictable_size_ -= static_cast<int64_t>(n.key.size());
   n = Node();
-  free_ids_.push_back(node);
 }
 
 void RadixTree::IncLockRef(int64_t node) {
@@ -187,6 +179,83 @@ int64_t RadixTree::total_size() const {
   int64_t total = 0;
   for (const Node& n : nodes_) total += n.live ? static_cast<int64_t>(n.value.size()) : 0;
   return total;
+}
+
+namespace {
+
+std::vector<int64_t> Slice(const std::vector<int64_t>& v, int64_t begin, int64_t end) {
+  begin = std::clamp<int64_t>(begin, 0, static_cast<int64_t>(v.size()));
+  end = std::clamp<int64_t>(end, begin, static_cast<int64_t>(v.size()));
+  return std::vector<int64_t>(v.begin() + begin, v.begin() + end);
+}
+
+}  // namespace
+
+Status RadixTree::FreeSegment(const std::vector<int64_t>& locs, CacheResult* out) {
+  if (locs.empty()) return Status::Ok();
+  KVSHARD_RETURN_IF_ERROR(allocator_->Free(locs));
+  std::set<int64_t> pages;  // what free() sees: the unique pages, ascending
+  for (int64_t loc : locs) pages.insert(loc / ps_);
+  out->freed.emplace_back(pages.begin(), pages.end());
+  return Status::Ok();
+}
+
+Status RadixTree::FreeSegments(const std::vector<std::pair<std::vector<int64_t>, int64_t>>& segments,
+                               CacheResult* out) {
+  int64_t prev_end = -1;
+  for (auto [locs, start_pos] : segments) {
+    const int64_t n = static_cast<int64_t>(locs.size());
+    if (n == 0) continue;
+    const int64_t seg_end = start_pos + n;
+    if (prev_end >= 0 && start_pos / ps_ == (prev_end - 1) / ps_) {  // a boundary page is freed once
+      const int64_t boundary = (start_pos / ps_ + 1) * ps_;
+      locs = Slice(locs, boundary - start_pos, n);
+      start_pos = boundary;
+    }
+    prev_end = seg_end;
+    KVSHARD_RETURN_IF_ERROR(FreeSegment(locs, out));
+  }
+  return Status::Ok();
+}
+
+StatusOr<RadixTree::CacheResult> RadixTree::CacheUnfinishedReq(Req& req, int64_t fill_len) {
+  const std::vector<int64_t> kv_indices = Slice(req.row, 0, fill_len);
+  const int64_t key_len = fill_len / ps_ * ps_;
+  const InsertResult result =
+      Insert(Slice(req.fill_ids, 0, key_len), Slice(kv_indices, 0, key_len), req.kv_rotation_base);
+  CacheResult out{result.rotation_tail_declined, result.prefix_len, {}};
+  if (result.rotation_tail_declined) {  // the request keeps its own pages: no dedup free, no rebind
+    req.prefix_indices = kv_indices;
+    return out;
+  }
+  KVSHARD_RETURN_IF_ERROR(FreeSegment(Slice(kv_indices, req.cache_protected_len, result.prefix_len), &out));
+  const Match m = MatchPrefix(Slice(req.fill_ids, 0, key_len));
+  if (static_cast<int64_t>(m.indices.size()) != key_len) {
+    return Internal("cache_unfinished_req: re-match found ", m.indices.size(), " of ", key_len, " tokens");
+  }
+  for (int64_t i = req.cache_protected_len; i < key_len; ++i) req.row[i] = m.indices[i];
+  req.cache_protected_len = key_len;
+  DecLockRef(req.last_node);
+  IncLockRef(m.last_node);
+  req.prefix_indices = Slice(req.row, 0, fill_len);
+  req.last_node = m.last_node;
+  return out;
+}
+
+StatusOr<RadixTree::CacheResult> RadixTree::CacheFinishedReq(Req& req, int64_t kv_len) {
+  const std::vector<int64_t> kv_indices = Slice(req.row, 0, kv_len);
+  const int64_t key_len = kv_len / ps_ * ps_;
+  const InsertResult result =
+      Insert(Slice(req.fill_ids, 0, key_len), Slice(kv_indices, 0, key_len), req.kv_rotation_base);
+  CacheResult out{result.rotation_tail_declined, result.prefix_len, {}};
+  // A declined tail stayed request-owned: it is freed with the duplicates; then the unaligned tail.
+  const int64_t freed_end = result.rotation_tail_declined ? key_len : result.prefix_len;
+  KVSHARD_RETURN_IF_ERROR(
+      FreeSegments({{Slice(kv_indices, req.cache_protected_len, freed_end), req.cache_protected_len},
+                    {Slice(kv_indices, key_len, kv_len), key_len}},
+                   &out));
+  DecLockRef(req.last_node);
+  return out;
 }
 
 std::set<int64_t> RadixTree::Pages() const {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "core/alloc_script.h"
@@ -33,6 +34,22 @@ class RadixTree {
     bool rotation_tail_declined = false;
   };
 
+  // The fields of SGLang's Req that cache_unfinished_req / cache_finished_req read and write.
+  struct Req {
+    std::vector<int64_t> fill_ids;  // origin_input_ids + output_ids (at least the tokens handled)
+    std::vector<int64_t> row;       // req_to_token[req_pool_idx] (at least the KV handled)
+    std::vector<int64_t> prefix_indices;
+    int64_t cache_protected_len = 0;
+    int64_t last_node = kRoot;
+    int64_t kv_rotation_base = kNewChain;  // None: kNewChain
+  };
+  // What cache_unfinished_req / cache_finished_req did besides updating the Req.
+  struct CacheResult {
+    bool rotation_tail_declined = false;      // the insert's
+    int64_t prefix_len = 0;                   // the insert's
+    std::vector<std::vector<int64_t>> freed;  // each allocator free() call's pages (ascending), in call order
+  };
+
   // `allocator` receives evicted locs and must outlive the tree; `page_size` is the match quantum.
   RadixTree(PageInterleaveAllocator* allocator, int64_t page_size);
 
@@ -43,6 +60,14 @@ class RadixTree {
   InsertResult Insert(const std::vector<int64_t>& tokens, const std::vector<int64_t>& values, int64_t rotation_base);
   // evict: frees least-recently-used unlocked leaves, whole nodes, until `num_tokens` tokens went; returns how many.
   StatusOr<int64_t> Evict(int64_t num_tokens);
+  // cache_unfinished_req of a request whose get_fill_ids() are its first `fill_len` fill_ids.
+  StatusOr<CacheResult> CacheUnfinishedReq(Req& req, int64_t fill_len);
+  // cache_finished_req(req, kv_len_to_handle = kv_len) (is_insert true).
+  StatusOr<CacheResult> CacheFinishedReq(Req& req, int64_t kv_len);
+  // True iff `node` is a node of the tree now (the root included).
+  bool is_live(int64_t node) const {
+    return node >= 0 && node < static_cast<int64_t>(nodes_.size()) && nodes_[node].live;
+  }
   // inc_lock_ref / dec_lock_ref of the path node..root.
   void IncLockRef(int64_t node);
   void DecLockRef(int64_t node);
@@ -77,11 +102,13 @@ class RadixTree {
   int64_t MatchLen(const std::vector<int64_t>& node_key, const std::vector<int64_t>& key, size_t at) const;
   int64_t SplitNode(int64_t child, int64_t split_len);
   void DeleteLeaf(int64_t node);
+  // The allocator's free() of some locs (free_segment), recorded in *out; free_segments of one request's row.
+  Status FreeSegment(const std::vector<int64_t>& locs, CacheResult* out);
+  Status FreeSegments(const std::vector<std::pair<std::vector<int64_t>, int64_t>>& segments, CacheResult* out);
 
   PageInterleaveAllocator* allocator_;
   int64_t ps_;
-  std::vector<Node> nodes_;  // nodes_[kRoot] is the root (lock_ref 1, never evicted)
-  std::vector<int64_t> free_ids_;
+  std::vector<Node> nodes_;  // nodes_[kRoot] is the root (lock_ref 1, never evicted); ids are never reused
   uint64_t clock_ = 0;
   int64_t evictable_size_ = 0, protected_size_ = 0;
   std::vector<std::vector<int64_t>> last_evicted_;
