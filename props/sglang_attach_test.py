@@ -8,6 +8,7 @@
 # the same with a one-token change planted in the copy of SGLang's allocator: replay must catch it at a line and
 # print that record's meta, so the mismatch leads back to the engine's request ids.
 import argparse
+import collections
 import glob
 import json
 import os
@@ -94,6 +95,55 @@ print("engine: done")
 '''
 
 
+# The radix case: SGLang's RadixCache (../shared/sglang_ref/radix.py's loader) driven by the radix differential
+# test's random serving streams, with the recorder attached to its classes as the import hook attaches them; the
+# planted change inverts the rotation-base decline (one token: `!=` -> `==`).
+RADIX_PLANT = ("and node.rotation_base != rotation_base", "and node.rotation_base == rotation_base")
+RADIX_ENGINE = '''import collections, random, sys
+props, ref_dir, recorder_dir, out, seed, streams, steps = sys.argv[1:8]
+sys.path[:0] = [props, ref_dir, recorder_dir]
+import radix, kvshard_recorder, sglang_radix_test as t
+rc = radix.load_radix()
+kvshard_recorder.attach_allocator_class(rc.PageInterleavePoolAllocator, out)
+kvshard_recorder.attach_radix_class(rc.RadixCache)
+stats = collections.Counter()
+for i in range(int(streams)):
+    rng = random.Random(f"{seed}/{i}")
+    n, ps, ppr = rng.randint(2, 4), rng.choice([1, 2, 4]), rng.randint(6, 30)
+    stream = t.Stream(rng, t.Sglang(radix, rc, n, ps, ppr, rng.random() < 0.3), stats)
+    for _ in range(int(steps)):
+        stream.step()
+print("engine: done", dict(stats))
+'''
+
+
+def run_radix_engine(tmpdir, tag, ref_dir, planted, seed, streams, steps):
+    """Runs SGLang's radix cache under the attached recorder; returns the trace paths."""
+    ref = ref_dir
+    if planted:
+        ref = os.path.join(tmpdir, tag, "sglang_ref")
+        shutil.copytree(ref_dir, ref)
+        path = os.path.join(ref, "radix_cache.py")
+        with open(path) as f:
+            code = f.read()
+        if code.count(RADIX_PLANT[0]) != 1:
+            raise RuntimeError(f"harness: the planted change's text {RADIX_PLANT[0]!r} is not once in radix_cache.py")
+        with open(path, "w") as f:
+            f.write(code.replace(RADIX_PLANT[0], RADIX_PLANT[1]))
+    out = os.path.join(tmpdir, tag, "traces")
+    os.makedirs(out, exist_ok=True)
+    engine = os.path.join(tmpdir, tag, "radix_engine.py")
+    with open(engine, "w") as f:
+        f.write(RADIX_ENGINE)
+    recorder_dir = os.path.dirname(runfile(os.path.join("tools", "recorder", "kvshard_recorder.py")))
+    props = os.path.dirname(os.path.realpath(__file__))
+    p = subprocess.run([sys.executable, engine, props, ref, recorder_dir, out, str(seed), str(streams), str(steps)],
+                       capture_output=True, text=True)
+    if p.returncode != 0 or "engine: done" not in p.stdout:
+        raise RuntimeError(f"radix engine under the recorder failed ({p.returncode}): {(p.stdout + p.stderr)[-2000:]}")
+    return sorted(glob.glob(os.path.join(out, "*.jsonl")))
+
+
 def write_site(root, ref_dir, planted):
     for rel, text in STUBS.items():
         path = os.path.join(root, rel)
@@ -147,6 +197,8 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--streams", type=int, default=6, help="allocators (traces) the engine creates")
     ap.add_argument("--steps", type=int, default=500, help="batches per allocator")
+    ap.add_argument("--radix-streams", type=int, default=40, help="radix caches (traces) of the radix case")
+    ap.add_argument("--radix-steps", type=int, default=60, help="serving steps per radix cache")
     args = ap.parse_args()
     ref_dir = os.path.realpath(sglang_ref_dir())
     if not os.path.isfile(os.path.join(ref_dir, ALLOCATOR)):
@@ -197,6 +249,38 @@ def main():
         except RuntimeError as e:
             print(f"FAILED: planted: {e}")
             cases.append(("planted", "failed", str(e)))
+        try:
+            traces = run_radix_engine(tmpdir, "radix", ref_dir, False, seed, args.radix_streams, args.radix_steps)
+            records, ops = 0, collections.Counter()
+            for path in traces:
+                p = subprocess.run([kvshard, "replay", path], capture_output=True, text=True)
+                if p.returncode != 0 or " 0 mismatches" not in p.stdout:
+                    raise RuntimeError(f"{os.path.basename(path)} did not replay clean: {p.stdout}{p.stderr}")
+                records += int(p.stdout.split()[1])
+                with open(path) as f:
+                    ops.update(json.loads(line)["op"] for line in f.read().splitlines()[1:])
+            if not all(ops[op] for op in ("radix_match_prefix", "radix_inc_lock_ref", "radix_dec_lock_ref",
+                                           "radix_evict", "radix_cache_unfinished_req", "radix_cache_finished_req")):
+                raise RuntimeError(f"some radix call was never recorded: {dict(ops)}")
+            print(f"  radix: {len(traces)} traces, {records} records replayed clean: "
+                  + ", ".join(f"{k} {ops[k]}" for k in sorted(ops)))
+            traces = run_radix_engine(tmpdir, "radix_planted", ref_dir, True, seed, args.radix_streams,
+                                      args.radix_steps)
+            caught = []
+            for path in traces:
+                p = subprocess.run([kvshard, "replay", path], capture_output=True, text=True)
+                if p.returncode == 1:
+                    caught.append(p.stderr.strip())
+                elif p.returncode != 0:
+                    raise RuntimeError(f"{os.path.basename(path)}: exit {p.returncode}: {p.stderr}")
+            if not caught or not all("mismatch: line " in c and "meta=" in c for c in caught):
+                raise RuntimeError(f"the planted radix change was not caught at a line with meta: {caught[:1]}")
+            print(f"  radix planted {RADIX_PLANT[0]!r} -> {RADIX_PLANT[1]!r}: caught in {len(caught)} of "
+                  f"{len(traces)} traces, e.g. {caught[0][:300]}")
+            cases.append(("radix", "passed", ""))
+        except RuntimeError as e:
+            print(f"FAILED: radix: {e}")
+            cases.append(("radix", "failed", str(e)))
     ok = all(s == "passed" for _, s, _ in cases)
     print(f"{SUITE}: {'PASS' if ok else 'FAIL'} in {time.time() - start:.1f} s (seed {seed})")
     sglang_env.write_xml(SUITE, CLASSNAME, cases)

@@ -14,7 +14,7 @@ namespace kvshard::replay {
 class Replayer;
 
 // The JSON shape of a record field, checked before anything runs (a wrong shape is a malformed trace).
-enum class Shape { kInt, kIntList, kBaseList, kObject, kString, kFrees, kBool, kObjectList, kStringList };
+enum class Shape { kInt, kIntList, kBaseList, kObject, kString, kFrees, kBool, kObjectList, kStringList, kBase };
 
 // One field an op reads.
 struct FieldShape {

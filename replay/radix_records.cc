@@ -8,6 +8,7 @@
 namespace kvshard::replay {
 
 StatusOr<Json> Replayer::RunMatch(const Json& rec) {
+  KVSHARD_RETURN_IF_ERROR(UsePageCache());
   const std::vector<int64_t> tokens = rec.at("tokens").get<std::vector<int64_t>>();
   const ref::RadixCache::Match m = cache_->MatchPrefix(tokens);
   const int64_t ps = allocator_->config().page_size;
@@ -25,6 +26,7 @@ StatusOr<Json> Replayer::RunMatch(const Json& rec) {
 }
 
 StatusOr<Json> Replayer::RunDecLockRef(const Json& rec) {
+  KVSHARD_RETURN_IF_ERROR(UsePageCache());
   const int64_t k = rec.at("match").get<int64_t>();
   const auto it = locks_.find(k);
   if (it == locks_.end()) {
@@ -36,6 +38,7 @@ StatusOr<Json> Replayer::RunDecLockRef(const Json& rec) {
 }
 
 StatusOr<Json> Replayer::RunInsert(const Json& rec) {
+  KVSHARD_RETURN_IF_ERROR(UsePageCache());
   const std::vector<int64_t> tokens = rec.at("tokens").get<std::vector<int64_t>>();
   const std::vector<int64_t> pages = rec.at("pages").get<std::vector<int64_t>>();
   const int64_t limit = allocator_->num_logical_pages();
@@ -67,6 +70,7 @@ StatusOr<Json> Replayer::RunInsert(const Json& rec) {
 }
 
 StatusOr<Json> Replayer::RunEvict(const Json& rec) {
+  KVSHARD_RETURN_IF_ERROR(UsePageCache());
   const int64_t num_pages = rec.at("num_pages").get<int64_t>();
   if (num_pages < 0) return InvalidArgument("num_pages: must be >= 0, got ", num_pages);
   KVSHARD_ASSIGN_OR_RETURN(int64_t evicted, cache_->Evict(num_pages));
@@ -78,6 +82,16 @@ StatusOr<Json> Replayer::RunEvict(const Json& rec) {
   j["freed"] = cache_->last_freed();
   j["cached_pages"] = cache_->cached_pages();
   return j;
+}
+
+Status Replayer::UsePageCache() {
+  if (tree_) {
+    return InvalidArgument(
+        "op: match_prefix/insert/evict/dec_lock_ref (kvshard's page model) and radix_* records "
+        "(SGLang's RadixCache) do not mix in one trace");
+  }
+  page_cache_used_ = true;
+  return Status::Ok();
 }
 
 Status Replayer::CheckCacheInvariants() const {

@@ -66,6 +66,7 @@ Status Replayer::Replay(const TraceRecord& record) {
     if (Status s = CheckAllocatorInvariants(record.json, *got); !s.ok())
       return Fail(ModelMismatch(record, s.message()));
     if (Status s = CheckCacheInvariants(); !s.ok()) return Fail(ModelMismatch(record, s.message()));
+    if (Status s = CheckTreeInvariants(); !s.ok()) return Fail(ModelMismatch(record, s.message()));
   }
   return Status::Ok();
 }

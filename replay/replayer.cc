@@ -39,6 +39,7 @@ const char* ShapeText(Shape s) {
     case Shape::kBool: return "true or false";
     case Shape::kObjectList: return "an array of objects";
     case Shape::kStringList: return "an array of strings";
+    case Shape::kBase: return "an integer or null";
   }
   return "?";
 }
@@ -56,6 +57,7 @@ bool HasShape(const Json& v, Shape s) {
       return v.is_array() && std::all_of(v.begin(), v.end(), [](const Json& e) { return e.is_object(); });
     case Shape::kStringList:
       return v.is_array() && std::all_of(v.begin(), v.end(), [](const Json& e) { return e.is_string(); });
+    case Shape::kBase: return v.is_null() || IsInt(v);
   }
   return false;
 }

@@ -101,6 +101,19 @@ class Replayer {
   StatusOr<Json> RunEvict(const Json& rec);
   StatusOr<Json> RunDecLockRef(const Json& rec);
   Status CheckCacheInvariants() const;
+  Status UsePageCache();  // marks the page model used; an error once radix_* records ran
+  // SGLang's RadixCache calls on the literal tree, nodes named by handles (replay/tree_records.cc).
+  StatusOr<Json> RunTreeMatch(const Json& rec);
+  StatusOr<Json> RunTreeInsert(const Json& rec);
+  StatusOr<Json> RunTreeLock(const Json& rec, bool inc);
+  StatusOr<Json> RunTreeEvict(const Json& rec);
+  StatusOr<Json> RunTreeCacheReq(const Json& rec, bool finished);
+  StatusOr<ref::RadixTree*> Tree();
+  int64_t HandleOf(int64_t node);
+  StatusOr<int64_t> NodeOf(const Json& rec, const char* field) const;
+  Status CheckSlots(const std::vector<int64_t>& locs, const char* field) const;
+  Json TreeAnswer(Json answer) const;
+  Status CheckTreeInvariants() const;
   // SGLang's request path (replay/request_records.cc).
   StatusOr<Json> RunAdmitReq(const Json& rec, const Json* only);
   StatusOr<Json> RunAllocReqs(const Json& rec, const Json* only);
@@ -115,6 +128,10 @@ class Replayer {
   std::unique_ptr<ref::RadixCache> cache_;      // over *allocator_ (whose address is stable: Replayer never moves)
   std::unordered_map<int64_t, int64_t> locks_;  // locked match K -> the node it locked
   int64_t matches_ = 0;                         // locking matches so far (the next one's K)
+  std::unique_ptr<ref::RadixTree> tree_;        // over *allocator_, made by the first radix_* record
+  std::vector<int64_t> handle_node_;            // node handle -> tree node (handles number nodes as first named)
+  std::unordered_map<int64_t, int64_t> node_handle_;
+  bool page_cache_used_ = false;                      // a page-model radix record ran (they do not mix with radix_*)
   std::unique_ptr<ref::RadixRequests> request_path_;  // over *allocator_, made by the first request record
   int64_t requests_records_ = 0, allocator_records_ = 0;
   std::unique_ptr<PoolReplay> pool_;  // with the header's "pool"

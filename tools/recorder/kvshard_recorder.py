@@ -43,6 +43,7 @@ class TraceWriter:
     def __init__(self, out, meta=None, flush=False, **header):
         self._out, self._meta, self._flush = out, meta, flush
         self.records = 0
+        self.inside = None  # inside a recorded radix call: the pages of each free() it made
         self.extend = None  # the sharded extend in flight (record_begin_shard_extend .. record_end_shard_extend)
         self._write({"kvshard_trace": TRACE_VERSION, **_plain(header)})
 
@@ -55,7 +56,7 @@ class TraceWriter:
         rec = {"op": op, **_plain(inputs)}
         if expect is not None:
             rec["expect"] = _plain(expect)
-        if self._meta is not None:
+        if self._meta is not None and self._meta is not False:
             rec["meta"] = _plain(self._meta(self))
         self._write(rec)
         self.records += 1
@@ -110,6 +111,11 @@ class AllocatorRecorder:
 
     def free(self, free_index):
         if self._closing:  # SGLang's free_group_end frees the group's concatenated slots through self.free
+            return self._free(free_index)
+        if self.writer.inside is not None:  # a free inside a recorded radix call: part of that call's answer
+            locs = [int(x) for x in _plain(free_index)]
+            if locs:
+                self.writer.inside.append(sorted({x // self.alloc.page_size for x in locs}))
             return self._free(free_index)
         if self._group is not None:
             self._group.append([int(x) for x in _plain(free_index)])
@@ -325,6 +331,124 @@ def record_rerange(writer, source_rows, max_rank_token, extend_lens, prefix_lens
                   cp_size=cp_size, page_size=page_size, extend_lens=list(extend_lens), prefix_lens=list(prefix_lens))
 
 
+class RadixRecorder:
+    """Wraps an SGLang RadixCache in place: every match_prefix, insert, inc_lock_ref, dec_lock_ref, evict,
+    cache_unfinished_req and cache_finished_req the engine makes is a radix_* record with SGLang's answer (calls
+    the cache makes inside one of them, and their allocator frees, are part of that record). Nodes are named by
+    handles numbered in the order records first name them (0: the root), as replay numbers them. Not recorded:
+    bigram (EAGLE) keys, extra_key namespaces, cache_finished_req(is_insert=False) (they raise here)."""
+
+    def __init__(self, cache, writer):
+        import weakref
+        self.cache, self.writer, self.ps = cache, writer, cache.page_size
+        self.handles = weakref.WeakKeyDictionary({cache.root_node: 0})
+        self.next_handle = 1
+        for name in ("match_prefix", "insert", "inc_lock_ref", "dec_lock_ref", "evict", "cache_unfinished_req",
+                     "cache_finished_req"):
+            setattr(cache, name, self._wrap(name, getattr(cache, name)))
+
+    def handle(self, node):
+        if node is None:  # no last node: SGLang skips its dec_lock_ref, as one of the root does nothing
+            return 0
+        if node not in self.handles:
+            self.handles[node] = self.next_handle
+            self.next_handle += 1
+        return self.handles[node]
+
+    def _wrap(self, name, call):
+        def wrapped(*args, **kwargs):
+            if self.writer.inside is not None:  # a call the recorded one makes: not a record of its own
+                result = call(*args, **kwargs)
+                if name == "insert":  # cache_*_req's insert: its answer is part of the outer record's
+                    self.inner_insert = result
+                return result
+            before = getattr(self, "_before_" + name)(*args, **kwargs)
+            self.writer.inside, self.inner_insert = [], None
+            try:
+                result = call(*args, **kwargs)
+            finally:
+                freed, self.writer.inside = self.writer.inside, None
+            op, inputs, expect = getattr(self, "_after_" + name)(before, result, freed, *args, **kwargs)
+            expect["evictable_size"] = int(self.cache.evictable_size())
+            expect["protected_size"] = int(self.cache.protected_size())
+            self.writer.record(op, expect=expect, **inputs)
+            return result
+        return wrapped
+
+    @staticmethod
+    def _key_tokens(key):
+        if key.is_bigram or key.extra_key is not None:
+            raise NotImplementedError("kvshard recorder: bigram (EAGLE) keys and extra_key namespaces are not modelled")
+        return [int(t) for t in key.raw_token_ids()]
+
+    def _pages(self, locs):
+        return [int(x) // self.ps for x in _plain(locs)[::self.ps]]
+
+    def _before_match_prefix(self, params):
+        return self._key_tokens(params.key)
+
+    def _after_match_prefix(self, tokens, m, freed, params):
+        return "radix_match_prefix", {"tokens": tokens}, {
+            "prefix_len": len(m.device_indices), "pages": self._pages(m.device_indices),
+            "node": self.handle(m.last_device_node)}
+
+    def _before_insert(self, params):
+        tokens = self._key_tokens(params.key)
+        locs = tokens if params.value is None else [int(x) for x in _plain(params.value)]
+        return tokens, locs, params.rotation_base
+
+    def _after_insert(self, before, r, freed, params):
+        tokens, locs, base = before
+        return "radix_insert", {"tokens": tokens, "locs": locs, "rotation_base": base}, {
+            "prefix_len": int(r.prefix_len), "rotation_tail_declined": bool(r.rotation_tail_declined),
+            "node": self.handle(r.last_device_node)}
+
+    def _before_inc_lock_ref(self, node):
+        return self.handle(node)
+
+    def _after_inc_lock_ref(self, handle, r, freed, node):
+        return "radix_inc_lock_ref", {"node": handle}, {}
+
+    def _before_dec_lock_ref(self, node, params=None):
+        return self.handle(node)
+
+    def _after_dec_lock_ref(self, handle, r, freed, node, params=None):
+        return "radix_dec_lock_ref", {"node": handle}, {}
+
+    def _before_evict(self, params):
+        return int(params.num_tokens)
+
+    def _after_evict(self, num_tokens, r, freed, params):
+        return "radix_evict", {"num_tokens": num_tokens}, {"evicted_tokens": int(r.num_tokens_evicted),
+                                                           "evicted": freed}
+
+    def _req_inputs(self, req, tokens):
+        row = self.cache.req_to_token_pool.req_to_token[req.req_pool_idx, : len(tokens)]
+        return {"fill_ids": [int(t) for t in tokens], "row": [int(x) for x in _plain(row)],
+                "cache_protected_len": int(req.cache_protected_len), "last_node": self.handle(req.last_node),
+                "rotation_base": req.kv_rotation_base}
+
+    def _before_cache_unfinished_req(self, req, chunked=False):
+        return self._req_inputs(req, req.get_fill_ids())
+
+    def _inserted(self):
+        r = self.inner_insert
+        return {"rotation_tail_declined": bool(r.rotation_tail_declined), "prefix_len": int(r.prefix_len)}
+
+    def _after_cache_unfinished_req(self, inputs, r, freed, req, chunked=False):
+        return "radix_cache_unfinished_req", inputs, {
+            **self._inserted(), "freed": freed, "cache_protected_len": int(req.cache_protected_len),
+            "last_node": self.handle(req.last_node), "row_pages": self._pages(req.prefix_indices)}
+
+    def _before_cache_finished_req(self, req, is_insert=True, *, kv_len_to_handle):
+        if not is_insert or self.cache.disable_finished_insert:
+            raise NotImplementedError("kvshard recorder: cache_finished_req without insert is not modelled")
+        return self._req_inputs(req, (req.origin_input_ids + req.output_ids)[:kv_len_to_handle])
+
+    def _after_cache_finished_req(self, inputs, r, freed, req, is_insert=True, *, kv_len_to_handle):
+        return "radix_cache_finished_req", inputs, {**self._inserted(), "freed": freed}
+
+
 # ---- attaching to a running engine --------------------------------------------------------------------------
 
 ENV_OUT = "KVSHARD_RECORD_DIR"
@@ -381,28 +505,45 @@ def record_allocator(alloc, out_dir):
     out = open(path, "w", encoding="utf-8")
     writer = TraceWriter(out, meta=_meta(rank), flush=True, allocator=allocator_header(alloc))
     AllocatorRecorder(alloc, writer)
-    alloc.kvshard_trace = path
+    alloc.kvshard_trace, alloc.kvshard_writer = path, writer
     return path
 
 
-def attach_allocator_module(module, out_dir):
-    """Makes every PageInterleavePoolAllocator that `module` (SGLang's mem_cache/allocator/page_interleave.py)
-    creates from now on record itself (its __init__ wrapped; the methods are wrapped per instance)."""
-    cls = getattr(module, "PageInterleavePoolAllocator", None)
+def _attach_init(cls, after):
+    """Wraps cls.__init__ (once) so after(instance) runs when an instance is built."""
     if cls is None or getattr(cls, "_kvshard_attached", False):
         return
     init = cls.__init__
 
     def __init__(self, *args, **kwargs):
         init(self, *args, **kwargs)
-        record_allocator(self, out_dir)
+        after(self)
 
     cls.__init__ = __init__
     cls._kvshard_attached = True
 
 
+def attach_allocator_class(cls, out_dir):
+    """Every PageInterleavePoolAllocator built from now on records itself into its own trace in out_dir."""
+    _attach_init(cls, lambda alloc: record_allocator(alloc, out_dir))
+
+
+def attach_radix_class(cls, out_dir=None):
+    """Every RadixCache built from now on over a recorded allocator records its calls into that allocator's trace."""
+    def after(cache):
+        writer = getattr(cache.token_to_kv_pool_allocator, "kvshard_writer", None)
+        if writer is not None:
+            RadixRecorder(cache, writer)
+    _attach_init(cls, after)
+
+
 # SGLang module -> what attaching to it does.
-ATTACH = {"sglang.srt.mem_cache.allocator.page_interleave": attach_allocator_module}
+ATTACH = {
+    "sglang.srt.mem_cache.allocator.page_interleave":
+        lambda module, out_dir: attach_allocator_class(getattr(module, "PageInterleavePoolAllocator", None), out_dir),
+    "sglang.srt.mem_cache.radix_cache":
+        lambda module, out_dir: attach_radix_class(getattr(module, "RadixCache", None), out_dir),
+}
 
 
 class _AttachingLoader(importlib.abc.Loader):
