@@ -144,6 +144,63 @@ def run_radix_engine(tmpdir, tag, ref_dir, planted, seed, streams, steps):
     return sorted(glob.glob(os.path.join(out, "*.jsonl")))
 
 
+# The CP case: seed 003's batch planner (../shared/sglang_ref/cp_planning.py, imported as a module) with the recorder
+# attached as the import hook attaches it to sglang.srt.layers.attention.nsa.utils; random batches, fail-fasts
+# included. The planted change pairs rank r with segment 2N-2-r instead of 2N-1-r for the plan's kv and q lengths
+# (one token).
+CP_PLANT = ("mirror_idx = cp_segment_num - cp_rank - 1", "mirror_idx = cp_segment_num - cp_rank - 2")
+CP_ENGINE = '''import importlib.util, random, sys
+ref_dir, recorder_dir, out, seed, cases = sys.argv[1:6]
+sys.path[:0] = [recorder_dir]
+import kvshard_recorder
+spec = importlib.util.spec_from_file_location("cp_planning", ref_dir + "/cp_planning.py")
+cp = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cp)
+kvshard_recorder.attach_cp_module(cp, out)
+rng = random.Random(int(seed))
+planned = failed = 0
+for _ in range(int(cases)):
+    n, ps = rng.randint(1, 8), rng.choice([1, 2, 4, 16])
+    bs = rng.randint(1, 4)
+    extend = [rng.randint(0 if rng.random() < 0.05 else 1, 6 * n * ps) for _ in range(bs)]
+    prefix = [rng.randint(0, 3) * ps + (rng.randint(1, ps - 1) if ps > 1 and rng.random() < 0.05 else 0)
+              for _ in range(bs)]
+    try:
+        cp.build_batch_page_aligned_in_seq_split_plan(extend_lens=extend, prefix_lens=prefix, page_size=ps,
+                                                      cp_size=n, cp_rank=rng.randrange(n))
+        planned += 1
+    except RuntimeError:
+        failed += 1
+print("engine: done", planned, "planned", failed, "failed fast")
+'''
+
+
+def run_cp_engine(tmpdir, tag, ref_dir, planted, seed, cases):
+    """Runs seed 003's planner under the attached recorder; returns the trace paths."""
+    ref = ref_dir
+    if planted:
+        ref = os.path.join(tmpdir, tag, "sglang_ref")
+        shutil.copytree(ref_dir, ref)
+        path = os.path.join(ref, "cp_planning.py")
+        with open(path) as f:
+            code = f.read()
+        if code.count(CP_PLANT[0]) != 1:
+            raise RuntimeError(f"harness: the planted change's text {CP_PLANT[0]!r} is not once in cp_planning.py")
+        with open(path, "w") as f:
+            f.write(code.replace(CP_PLANT[0], CP_PLANT[1]))
+    out = os.path.join(tmpdir, tag, "traces")
+    os.makedirs(out, exist_ok=True)
+    engine = os.path.join(tmpdir, tag, "cp_engine.py")
+    with open(engine, "w") as f:
+        f.write(CP_ENGINE)
+    recorder_dir = os.path.dirname(runfile(os.path.join("tools", "recorder", "kvshard_recorder.py")))
+    p = subprocess.run([sys.executable, engine, ref, recorder_dir, out, str(seed), str(cases)], capture_output=True,
+                       text=True)
+    if p.returncode != 0 or "engine: done" not in p.stdout:
+        raise RuntimeError(f"CP engine under the recorder failed ({p.returncode}): {(p.stdout + p.stderr)[-2000:]}")
+    return sorted(glob.glob(os.path.join(out, "*.jsonl"))), p.stdout.strip()
+
+
 def write_site(root, ref_dir, planted):
     for rel, text in STUBS.items():
         path = os.path.join(root, rel)
@@ -199,6 +256,7 @@ def main():
     ap.add_argument("--steps", type=int, default=500, help="batches per allocator")
     ap.add_argument("--radix-streams", type=int, default=40, help="radix caches (traces) of the radix case")
     ap.add_argument("--radix-steps", type=int, default=60, help="serving steps per radix cache")
+    ap.add_argument("--cp-cases", type=int, default=1500, help="batch plans of the CP case")
     args = ap.parse_args()
     ref_dir = os.path.realpath(sglang_ref_dir())
     if not os.path.isfile(os.path.join(ref_dir, ALLOCATOR)):
@@ -281,6 +339,22 @@ def main():
         except RuntimeError as e:
             print(f"FAILED: radix: {e}")
             cases.append(("radix", "failed", str(e)))
+        try:
+            (trace,), said = run_cp_engine(tmpdir, "cp", ref_dir, False, seed, args.cp_cases)
+            p = subprocess.run([kvshard, "replay", trace], capture_output=True, text=True)
+            if p.returncode != 0 or " 0 mismatches" not in p.stdout:
+                raise RuntimeError(f"the CP trace did not replay clean: {p.stdout}{p.stderr}")
+            print(f"  cp: {said}; {p.stdout.strip()}")
+            (trace,), _ = run_cp_engine(tmpdir, "cp_planted", ref_dir, True, seed, args.cp_cases)
+            p = subprocess.run([kvshard, "replay", trace], capture_output=True, text=True)
+            if p.returncode != 1 or "mismatch: line " not in p.stderr or "meta=" not in p.stderr:
+                raise RuntimeError(f"the planted CP change was not caught at a line with meta: {p.returncode} "
+                                   f"{p.stderr.strip()[:300]}")
+            print(f"  cp planted {CP_PLANT[0]!r} -> {CP_PLANT[1]!r}: {p.stderr.strip()[:300]}")
+            cases.append(("cp", "passed", ""))
+        except (RuntimeError, ValueError) as e:
+            print(f"FAILED: cp: {e}")
+            cases.append(("cp", "failed", str(e)))
     ok = all(s == "passed" for _, s, _ in cases)
     print(f"{SUITE}: {'PASS' if ok else 'FAIL'} in {time.time() - start:.1f} s (seed {seed})")
     sglang_env.write_xml(SUITE, CLASSNAME, cases)

@@ -537,8 +537,47 @@ def attach_radix_class(cls, out_dir=None):
     _attach_init(cls, after)
 
 
+_cp_writers = {}  # out_dir -> this process's CP trace
+
+
+def _cp_writer(out_dir):
+    """This process's CP trace, DIR/cp.rank<R>.pid<P>.jsonl (CP records need no header state), opened lazily."""
+    if out_dir not in _cp_writers:
+        rank = _rank()
+        path = os.path.join(out_dir, f"cp.rank{'x' if rank is None else rank}.pid{os.getpid()}.jsonl")
+        _cp_writers[out_dir] = TraceWriter(open(path, "w", encoding="utf-8"), meta=_meta(rank), flush=True)
+    return _cp_writers[out_dir]
+
+
+def attach_cp_module(module, out_dir):
+    """Records every build_batch_page_aligned_in_seq_split_plan call of `module` (SGLang's nsa/utils.py) as a
+    `split` record: the plan SGLang built, or its fail-fast as the expected error. Calls that raise anything else
+    (argument errors) are not recorded."""
+    plan_fn = getattr(module, "build_batch_page_aligned_in_seq_split_plan", None)
+    if plan_fn is None or getattr(plan_fn, "_kvshard_attached", False):
+        return
+
+    def build_batch_page_aligned_in_seq_split_plan(*, extend_lens, prefix_lens, page_size, cp_size, cp_rank):
+        inputs = dict(cp_size=int(cp_size), cp_rank=int(cp_rank), page_size=int(page_size),
+                      extend_lens=[int(x) for x in _plain(extend_lens)],
+                      prefix_lens=[int(x) for x in _plain(prefix_lens)])
+        try:
+            plan = plan_fn(extend_lens=extend_lens, prefix_lens=prefix_lens, page_size=page_size, cp_size=cp_size,
+                           cp_rank=cp_rank)
+        except RuntimeError as e:
+            if str(e).startswith(FAIL_FAST):
+                record_error(_cp_writer(out_dir), "split", error_text(e), **inputs)
+            raise
+        _cp_writer(out_dir).record("split", expect=plan, **inputs)
+        return plan
+
+    build_batch_page_aligned_in_seq_split_plan._kvshard_attached = True
+    module.build_batch_page_aligned_in_seq_split_plan = build_batch_page_aligned_in_seq_split_plan
+
+
 # SGLang module -> what attaching to it does.
 ATTACH = {
+    "sglang.srt.layers.attention.nsa.utils": attach_cp_module,
     "sglang.srt.mem_cache.allocator.page_interleave":
         lambda module, out_dir: attach_allocator_class(getattr(module, "PageInterleavePoolAllocator", None), out_dir),
     "sglang.srt.mem_cache.radix_cache":
