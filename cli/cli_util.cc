@@ -2,6 +2,7 @@
 #include "cli/cli_util.h"
 
 #include <algorithm>
+#include <cctype>
 #include <ostream>
 #include <sstream>
 
@@ -23,6 +24,38 @@ Status FlagError(const Status& status, const std::vector<std::pair<std::string, 
   }
   std::replace(name.begin(), name.end(), '_', '-');
   return Status(status.code(), "--" + name + m.substr(bracket == std::string::npos ? colon : bracket));
+}
+
+std::string SpellFlags(const std::string& message, const FlagNames& names) {
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string out;
+  for (size_t i = 0; i < message.size();) {
+    const FlagNames::value_type* hit = nullptr;
+    if (i == 0 || !word(message[i - 1])) {
+      for (const auto& entry : names) {
+        const std::string& field = entry.first;
+        const size_t end = i + field.size();
+        // A plain word ("records") is a field only where a message starts; identifiers (with '_', '.' or ' ') anywhere.
+        const bool identifier = field.find_first_of("_. ") != std::string::npos;
+        if ((identifier || i == 0) && message.compare(i, field.size(), field) == 0 &&
+            (end == message.size() || !word(message[end])) && (!hit || field.size() > hit->first.size())) {
+          hit = &entry;
+        }
+      }
+    }
+    if (hit) {
+      out += "--" + hit->second;
+      i += hit->first.size();
+    } else {
+      out += message[i++];
+    }
+  }
+  return out;
+}
+
+Status SpellFlags(const Status& status, const FlagNames& names) {
+  if (status.ok()) return status;
+  return Status(status.code(), SpellFlags(status.message(), names));
 }
 
 Status CpModelError(const Status& status) {

@@ -20,6 +20,16 @@ namespace kvshard::cli {
 // fields whose flag is named differently ({"rank", "shard-rank"}).
 Status FlagError(const Status& status, const std::vector<std::pair<std::string, std::string>>& renames = {});
 
+// (model field, flag name) pairs: how a command's flags spell the fields its engine's errors name.
+using FlagNames = std::vector<std::pair<std::string, std::string>>;
+
+// An engine error in flag spelling: every whole-word occurrence of a field of `names` (word characters: letters,
+// digits, '_'; a name may be a phrase such as "radix = false") becomes "--<flag>"; a field that is one plain word
+// ("records") only where the message starts. Engines speak field names
+// ("cache_tokens: must be >= 0"); the command that set the field from a flag says "--cache-tokens: ...".
+std::string SpellFlags(const std::string& message, const FlagNames& names);
+Status SpellFlags(const Status& status, const FlagNames& names);
+
 // A CP model error for the CLI: SGLang fail-fast messages ("[CP_SHARED_KV_FAIL_FAST][tag] ...") unchanged,
 // field errors ("cp_size: ...") in flag spelling ("--cp-size: ...").
 Status CpModelError(const Status& status);

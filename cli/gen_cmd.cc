@@ -66,7 +66,7 @@ Status CheckGenMemory(const replay::TraceGenOptions& o, int64_t max_memory) {
                      max_memory);
 }
 
-Status Run(const Flags& flags, std::ostream& out) {
+Status RunGen(const Flags& flags, std::ostream& out) {
   replay::TraceGenOptions o;
   o.seed = static_cast<uint64_t>(flags.Int("seed"));
   o.records = flags.Int("records");
@@ -92,6 +92,17 @@ Status Run(const Flags& flags, std::ostream& out) {
   file.close();
   if (!file) return InvalidArgument("--out: ", flags.String("out"), ": write failed");
   return Status::Ok();
+}
+
+// The generator's errors name TraceGenOptions fields; gen says them as its flags.
+Status Run(const Flags& flags, std::ostream& out) {
+  static const FlagNames names = {{"records", "records"},       {"shard_size", "shard-size"},
+                                  {"page_size", "page-size"},   {"pages_per_rank", "pages-per-rank"},
+                                  {"cp_size", "cp-size"},       {"batch_size", "batch-size"},
+                                  {"max_len", "max-len"},       {"share_percent", "share-percent"},
+                                  {"num_layers", "layers"},     {"row_words", "row-words"},
+                                  {"radix = false", "no-radix"}};
+  return SpellFlags(RunGen(flags, out), names);
 }
 
 }  // namespace

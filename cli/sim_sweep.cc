@@ -202,6 +202,9 @@ Status RunSweep(const Flags& flags, const sim::SimConfig& base, void (*declare)(
   } else if (!local.ok()) {
     return local;
   }
+  for (Json& row : rows) {  // the simulator's errors name SimConfig fields; the rows speak simulate's flags
+    if (row.contains("error")) row["error"] = SpellFlags(row["error"].get<std::string>(), SimFlagNames());
+  }
 
   if (flags.Bool("json")) {
     Json axes_json = Json::object();
@@ -220,6 +223,16 @@ Status RunSweep(const Flags& flags, const sim::SimConfig& base, void (*declare)(
     if (!csv) return InvalidArgument("--csv: ", flags.String("csv"), ": write failed");
   }
   return SweepStatus(rows);
+}
+
+const FlagNames& SimFlagNames() {
+  static const auto* names = [] {
+    auto* n =
+        new FlagNames{{"max_batches", "emit-max-batches"}, {"num_layers", "emit-layers"}, {"emit_trace", "emit-trace"}};
+    for (const sim::SweepKnob& k : sim::SweepKnobs()) n->emplace_back(k.field, k.key);
+    return n;
+  }();
+  return *names;
 }
 
 }  // namespace kvshard::cli

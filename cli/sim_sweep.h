@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_util.h"
 #include "cli/flags.h"
 #include "core/json.h"
 #include "core/status.h"
@@ -21,6 +22,9 @@ sim::SweepValue FlagSweepValue(const boost::any& value);
 // The simulator's configuration from simulate's flags: every sweepable setting through its knob (sim/sweep.h), so
 // a flag and its --sweep axis set the same field; then --need-sort.
 sim::SimConfig SimConfigFromFlags(const Flags& flags);
+
+// The simulator's field names (the knobs' SimConfig fields, SimTraceOptions') in simulate's flag spelling.
+const FlagNames& SimFlagNames();
 
 // Declares --sweep, --threads and (unless simulate already has it) --csv.
 void DeclareSweepFlags(po::options_description& flags);

@@ -93,7 +93,7 @@ void PrintSummary(const sim::SimResult& r, const sim::SimConfig& c, std::ostream
   out << "invariant violations: " << r.violations << "\n";
 }
 
-Status Run(const Flags& flags, std::ostream& out) {
+Status RunSimulate(const Flags& flags, std::ostream& out) {
   KVSHARD_RETURN_IF_ERROR(flags.Require({"workload"}));
   sim::SimConfig c = SimConfigFromFlags(flags);  // cli/sim_sweep.h: the knobs --sweep sets too
   if (flags.Has("calibration")) {
@@ -155,6 +155,9 @@ Status Run(const Flags& flags, std::ostream& out) {
   if (r->violations > 0) return Mismatch("invariant violated: ", r->first_violation);
   return Status::Ok();
 }
+
+// The simulator's errors name SimConfig fields; simulate says them as its flags.
+Status Run(const Flags& flags, std::ostream& out) { return SpellFlags(RunSimulate(flags, out), SimFlagNames()); }
 
 }  // namespace
 

@@ -68,7 +68,7 @@ bool Simulate(sim::AllocMode mode, Run* run) {
   run->config.observer = &run->log;
   StatusOr<sim::SimResult> r = sim::Simulate(w, run->config);
   if (!r.ok()) {  // a bounded pool that cannot admit a prompt is the only refusal
-    RC_ASSERT(r.status().message().rfind("--cache-tokens: request ", 0) == 0);
+    RC_ASSERT(r.status().message().rfind("cache_tokens: request ", 0) == 0);
     RC_TAG("pool too small");
     return false;
   }

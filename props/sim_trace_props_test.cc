@@ -42,7 +42,7 @@ KVSHARD_PROP(SimTraceProps, EmittedTracesReplayClean, ()) {
   const StatusOr<sim::SimTraceCounts> n = sim::SimulateWithTrace(w, c, o, out, &result);
   RC_CLASSIFY(c.cache_tokens > 0, "bounded pool");
   if (!n.ok()) {  // a bounded pool full of locked prefixes: what was emitted still replays
-    RC_ASSERT(n.status().message().rfind("--cache-tokens: ", 0) == 0u);
+    RC_ASSERT(n.status().message().rfind("cache_tokens: ", 0) == 0u);
     RC_TAG("refused by the simulator");
     if (!out.str().empty()) RC_ASSERT_OK(ReplayText(out.str()));
     return;

@@ -213,7 +213,7 @@ TEST(SimTraceTest, CorruptedExpectIsCaughtAtItsLine) {
   }
 }
 
-TEST(SimTraceTest, PipelinePoolTooLargeToReplayNamesTheFlag) {
+TEST(SimTraceTest, PipelinePoolTooLargeToReplayNamesTheField) {
   std::string ids = "0";
   for (int b = 1; b < 196; ++b) ids += ", " + std::to_string(b);
   std::istringstream in("{\"timestamp\": 0, \"input_length\": 100000, \"output_length\": 1, \"hash_ids\": [" + ids +
@@ -226,7 +226,7 @@ TEST(SimTraceTest, PipelinePoolTooLargeToReplayNamesTheFlag) {
   const StatusOr<sim::SimTraceCounts> n = sim::SimulateWithTrace(w, Config(0), o, out, &r);
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(n.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(n.status().message().rfind("--emit-layers: replaying the pipeline of this pool", 0), 0u)
+  EXPECT_EQ(n.status().message().rfind("num_layers: replaying the pipeline of this pool", 0), 0u)
       << n.status().message();
   EXPECT_TRUE(out.str().empty());  // refused before anything was written
 }

@@ -436,24 +436,24 @@ class Generator {
 }  // namespace
 
 Status ValidateTraceGenOptions(const TraceGenOptions& o) {
-  if (o.records < 0) return InvalidArgument("--records: must be >= 0, got ", o.records);
+  if (o.records < 0) return InvalidArgument("records: must be >= 0, got ", o.records);
   KVSHARD_RETURN_IF_ERROR(ValidatePlacementSpec({o.shard_size, o.page_size}));
   if (o.pages_per_rank < 1 || o.pages_per_rank >= kMaxPoolLogicalPages / o.shard_size) {
-    return InvalidArgument("--pages-per-rank: must be in [1, ", kMaxPoolLogicalPages / o.shard_size, "), got ",
+    return InvalidArgument("pages_per_rank: must be in [1, ", kMaxPoolLogicalPages / o.shard_size, "), got ",
                            o.pages_per_rank);
   }
   if (o.cp_size < 1 || o.cp_size > kMaxShardSize)
-    return InvalidArgument("--cp-size: must be in [1, ", kMaxShardSize, "]");
-  if (o.batch_size < 1 || o.batch_size > 4096) return InvalidArgument("--batch-size: must be in [1, 4096]");
-  if (o.max_len < 1 || o.max_len > (int64_t{1} << 32)) return InvalidArgument("--max-len: must be in [1, 2^32]");
-  if (o.share_percent < 0 || o.share_percent > 100) return InvalidArgument("--share-percent: must be in [0, 100]");
+    return InvalidArgument("cp_size: must be in [1, ", kMaxShardSize, "]");
+  if (o.batch_size < 1 || o.batch_size > 4096) return InvalidArgument("batch_size: must be in [1, 4096]");
+  if (o.max_len < 1 || o.max_len > (int64_t{1} << 32)) return InvalidArgument("max_len: must be in [1, 2^32]");
+  if (o.share_percent < 0 || o.share_percent > 100) return InvalidArgument("share_percent: must be in [0, 100]");
   if (o.radix && o.max_len > kMaxDocTokens) {
-    return InvalidArgument("--max-len: must be at most ", kMaxDocTokens,
-                           " with the radix cache (document requests list their tokens; --no-radix allows 2^32), got ",
-                           o.max_len);
+    return InvalidArgument(
+        "max_len: must be at most ", kMaxDocTokens,
+        " with the radix cache (document requests list their tokens; radix = false allows 2^32), got ", o.max_len);
   }
-  if (o.num_layers < 0 || o.num_layers > 4096) return InvalidArgument("--layers: must be in [0, 4096]");
-  if (o.row_words < 1 || o.row_words > 4096) return InvalidArgument("--row-words: must be in [1, 4096]");
+  if (o.num_layers < 0 || o.num_layers > 4096) return InvalidArgument("num_layers: must be in [0, 4096]");
+  if (o.row_words < 1 || o.row_words > 4096) return InvalidArgument("row_words: must be in [1, 4096]");
   return Status::Ok();
 }
 
@@ -502,8 +502,8 @@ Status GenerateTrace(const TraceGenOptions& o, std::ostream& out) {
   header["generator"] = generator;
   StatusOr<std::unique_ptr<Replayer>> replayer = Replayer::Create(header);
   if (!replayer.ok()) {
-    return InvalidArgument("--layers: the pipeline's pool does not fit (", replayer.status().message(),
-                           "); use --layers 0, or a smaller --batch-size, --max-len, --pages-per-rank or --row-words");
+    return InvalidArgument("num_layers: the pipeline's pool does not fit (", replayer.status().message(),
+                           "); use num_layers 0, or a smaller batch_size, max_len, pages_per_rank or row_words");
   }
   TraceWriter writer(&out);
   KVSHARD_RETURN_IF_ERROR(writer.WriteHeader(header));

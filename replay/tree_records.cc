@@ -21,8 +21,9 @@ std::vector<int64_t> Pages(const std::vector<int64_t>& locs, int64_t ps) {
 
 StatusOr<ref::RadixTree*> Replayer::Tree() {
   if (page_cache_used_) {
-    return InvalidArgument("op: radix_* records (SGLang's RadixCache) and match_prefix/insert/evict/dec_lock_ref "
-                           "(kvshard's page model) do not mix in one trace");
+    return InvalidArgument(
+        "op: radix_* records (SGLang's RadixCache) and match_prefix/insert/evict/dec_lock_ref "
+        "(kvshard's page model) do not mix in one trace");
   }
   if (!tree_) {
     tree_ = std::make_unique<ref::RadixTree>(&*allocator_, allocator_->config().page_size);

@@ -85,9 +85,9 @@ Status Simulation::NotAdmitted(const std::vector<std::pair<Req*, int64_t>>& batc
     for (int64_t x : counts) free_pages += x;
     for (size_t k = 0; k < counts.size(); ++k) {
       if (need[k] > counts[k]) {
-        return InvalidArgument("--cache-tokens: request ", r.id, " (", r.w->input_tokens,
+        return InvalidArgument("cache_tokens: request ", r.id, " (", r.w->input_tokens,
                                " prompt tokens) cannot "
-                               "be admitted: --alloc-mode owners draws each page from its CP compute owner's class, "
+                               "be admitted: alloc_mode owners draws each page from its CP compute owner's class, "
                                "and class ",
                                k, " needs ", need[k], " pages but has ", counts[k], " free (", free_pages,
                                " free in the pool, ", r_.pool_pages_per_rank,
@@ -96,7 +96,7 @@ Status Simulation::NotAdmitted(const std::vector<std::pair<Req*, int64_t>>& batc
       }
     }
   }
-  return InvalidArgument("--cache-tokens: request ", r.id, " (", r.w->input_tokens,
+  return InvalidArgument("cache_tokens: request ", r.id, " (", r.w->input_tokens,
                          " prompt tokens) cannot "
                          "be admitted: the pool (",
                          r_.pool_pages_per_rank,

@@ -14,7 +14,7 @@ StatusOr<std::vector<Int64List>> OwnerPageClasses(const Int64List& extend_lens, 
                                                   int64_t page_size, int64_t cp_size, int64_t shard_size,
                                                   Int64List free_counts) {
   if (cp_size < 1 || shard_size % cp_size != 0) {
-    return InvalidArgument("--alloc-mode: owners needs --cp-size (", cp_size, ") to divide --shard-size (", shard_size,
+    return InvalidArgument("alloc_mode: owners needs cp_size (", cp_size, ") to divide shard_size (", shard_size,
                            "): a page's CP owner (page % cp) must follow from its allocator class "
                            "(page % N)");
   }

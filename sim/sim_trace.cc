@@ -200,7 +200,7 @@ class TraceEmitter : public SimObserver {
   // Ends the trace after the simulation: what is still held is released, then the cache is emptied.
   Status Finish() {
     if (!closed_) Close(/*truncated=*/false);
-    return writer_.Finish("--emit-trace");
+    return writer_.Finish("emit_trace");
   }
 
   const SimTraceCounts& counts() const { return counts_; }
@@ -419,9 +419,9 @@ class TraceEmitter : public SimObserver {
 StatusOr<SimTraceCounts> SimulateWithTrace(const Workload& workload, const SimConfig& config,
                                            const SimTraceOptions& options, std::ostream& out, SimResult* result,
                                            const SimProgress& progress, SimRecord* record) {
-  if (options.max_batches < 0) return InvalidArgument("--emit-max-batches: must be >= 0, got ", options.max_batches);
+  if (options.max_batches < 0) return InvalidArgument("max_batches: must be >= 0, got ", options.max_batches);
   if (options.num_layers < 0 || options.num_layers > 4096) {
-    return InvalidArgument("--emit-layers: must be in [0, 4096], got ", options.num_layers);
+    return InvalidArgument("num_layers: must be in [0, 4096], got ", options.num_layers);
   }
   SimConfig c = config;
   int64_t max_prefix_tokens = 0, chunk_tokens = 0;
@@ -436,10 +436,9 @@ StatusOr<SimTraceCounts> SimulateWithTrace(const Workload& workload, const SimCo
         8 * options.row_words *
         (slots * options.num_layers + a.shard_size * (probe.max_prefix_tokens_ + probe.chunk_tokens_));
     if (bytes > kMaxEmitReplayBytes) {
-      return InvalidArgument("--emit-layers: replaying the pipeline of this pool (", slots, " slots, ",
-                             options.num_layers, " layers, held sharded and unsharded) needs ", bytes >> 20,
-                             " MiB, more than ", kMaxEmitReplayBytes >> 20,
-                             " MiB: bound the pool with --cache-tokens, or give --emit-layers 0");
+      return InvalidArgument("num_layers: replaying the pipeline of this pool (", slots, " slots, ", options.num_layers,
+                             " layers, held sharded and unsharded) needs ", bytes >> 20, " MiB, more than ",
+                             kMaxEmitReplayBytes >> 20, " MiB: bound the pool with cache_tokens, or give num_layers 0");
     }
     max_prefix_tokens = probe.max_prefix_tokens_;
     chunk_tokens = probe.chunk_tokens_;

@@ -68,14 +68,14 @@ Status Simulation::Setup() {
     pages_per_rank = std::min(pages_per_rank, (int64_t{1} << 24) / n - 2);  // page_pos: N * (ppr + 2) <= 2^24
   }
   if (pages_per_rank < 1) {
-    return InvalidArgument("--cache-tokens: ", c_.cache_tokens,
+    return InvalidArgument("cache_tokens: ", c_.cache_tokens,
                            " tokens give less than one page per rank (N * ps = ", n * ps, ")");
   }
   if (n * (pages_per_rank + 2) > (int64_t{1} << 24)) {
-    return InvalidArgument(c_.cache_tokens > 0 ? "--cache-tokens" : "--page-size", ": the pool would have ",
+    return InvalidArgument(c_.cache_tokens > 0 ? "cache_tokens" : "page_size", ": the pool would have ",
                            n * (pages_per_rank + 1),
                            " logical pages, more than the allocator's 2^24 (use a larger "
-                           "--page-size or a bounded --cache-tokens)");
+                           "page_size or a bounded cache_tokens)");
   }
   AllocatorConfig ac;
   ac.shard_size = n;
@@ -345,28 +345,27 @@ const char* AllocModeName(AllocMode mode) { return mode == AllocMode::kOwners ? 
 
 Status ValidateSimConfig(const SimConfig& c) {
   if (c.shard_size < 1 || c.shard_size > 4096)
-    return InvalidArgument("--shard-size: must be in [1, 4096], got ", c.shard_size);
+    return InvalidArgument("shard_size: must be in [1, 4096], got ", c.shard_size);
   if (c.page_size < 1 || c.page_size > 4096)
-    return InvalidArgument("--page-size: must be in [1, 4096], got ", c.page_size);
-  if (c.cp_size < 1 || c.cp_size > 1024) return InvalidArgument("--cp-size: must be in [1, 1024], got ", c.cp_size);
-  if (c.cache_tokens < 0) return InvalidArgument("--cache-tokens: must be >= 0, got ", c.cache_tokens);
+    return InvalidArgument("page_size: must be in [1, 4096], got ", c.page_size);
+  if (c.cp_size < 1 || c.cp_size > 1024) return InvalidArgument("cp_size: must be in [1, 1024], got ", c.cp_size);
+  if (c.cache_tokens < 0) return InvalidArgument("cache_tokens: must be >= 0, got ", c.cache_tokens);
   if (c.chunk_tokens < c.page_size || c.chunk_tokens % c.page_size != 0) {
-    return InvalidArgument("--chunk-tokens: must be a positive multiple of --page-size (", c.page_size, "), got ",
+    return InvalidArgument("chunk_tokens: must be a positive multiple of page_size (", c.page_size, "), got ",
                            c.chunk_tokens);
   }
   if (c.max_batch_tokens < c.page_size) {
-    return InvalidArgument("--max-batch-tokens: must be at least --page-size (", c.page_size, "), got ",
+    return InvalidArgument("max_batch_tokens: must be at least page_size (", c.page_size, "), got ",
                            c.max_batch_tokens);
   }
-  if (c.max_batch_requests < 1) return InvalidArgument("--max-batch-requests: must be >= 1");
-  if (!(c.time_scale >= 0) || !std::isfinite(c.time_scale)) return InvalidArgument("--time-scale: must be >= 0");
+  if (c.max_batch_requests < 1) return InvalidArgument("max_batch_requests: must be >= 1");
+  if (!(c.time_scale >= 0) || !std::isfinite(c.time_scale)) return InvalidArgument("time_scale: must be >= 0");
   if (!(c.decode_tokens_per_s > 0) || !std::isfinite(c.decode_tokens_per_s)) {
-    return InvalidArgument("--decode-tokens-per-s: must be > 0");
+    return InvalidArgument("decode_tokens_per_s: must be > 0");
   }
-  if (c.kv_bytes_per_token_layer < 1) return InvalidArgument("--kv-bytes: must be >= 1");
+  if (c.kv_bytes_per_token_layer < 1) return InvalidArgument("kv_bytes_per_token_layer: must be >= 1");
   if (c.alloc_mode == AllocMode::kOwners && c.cp_size > 1 && c.shard_size % c.cp_size != 0) {
-    return InvalidArgument("--alloc-mode: owners needs --cp-size (", c.cp_size, ") to divide --shard-size (",
-                           c.shard_size,
+    return InvalidArgument("alloc_mode: owners needs cp_size (", c.cp_size, ") to divide shard_size (", c.shard_size,
                            "): a page's CP owner (page % cp) must follow from its allocator class "
                            "(page % N)");
   }

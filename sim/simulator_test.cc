@@ -75,7 +75,7 @@ TEST(SimulatorTest, BoundedCacheEvictsAndDefersButFinishes) {
   c.cache_tokens = 4 * 64 * 3;  // 3 pages per rank: a 16-page prompt never fits
   StatusOr<SimResult> small = Simulate(Mooncake(text), c);
   ASSERT_FALSE(small.ok());
-  EXPECT_NE(small.status().message().find("--cache-tokens: request 0"), std::string::npos) << small.status().message();
+  EXPECT_NE(small.status().message().find("cache_tokens: request 0"), std::string::npos) << small.status().message();
 }
 
 TEST(SimulatorTest, CpPlansCountPadding) {
@@ -158,9 +158,8 @@ TEST(SimulatorTest, OwnerPlanWithKClassesPerCpRankAndCpOneIsRotated) {
   EXPECT_EQ(owners->violations, 0) << owners->first_violation;
   EXPECT_EQ(owners->owner_mismatch_pages, 0);
   c.cp_size = 3;
-  EXPECT_EQ(
-      ValidateSimConfig(c).message().rfind("--alloc-mode: owners needs --cp-size (3) to divide --shard-size (8)", 0),
-      0u);
+  EXPECT_EQ(ValidateSimConfig(c).message().rfind("alloc_mode: owners needs cp_size (3) to divide shard_size (8)", 0),
+            0u);
   c.cp_size = 1;  // no CP plan: owners mode allocates as the rotated allocator does
   StatusOr<SimResult> one = Simulate(FourThenReuse(), c);
   c.alloc_mode = AllocMode::kRotated;
@@ -182,16 +181,16 @@ TEST(SimulatorTest, OwnerPlanPoolTooSmallForAClassNamesIt) {
       Mooncake("{\"timestamp\": 0, \"input_length\": 566, \"output_length\": 1, \"hash_ids\": [1, 2]}\n");
   StatusOr<SimResult> r = Simulate(w, c);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("--alloc-mode owners draws each page from its CP compute owner's class, and "
+  EXPECT_NE(r.status().message().find("alloc_mode owners draws each page from its CP compute owner's class, and "
                                       "class 0 needs 3 pages but has 2 free"),
             std::string::npos)
       << r.status().message();
 }
 
-TEST(SimulatorTest, BadConfigNamesTheFlag) {
+TEST(SimulatorTest, BadConfigNamesTheField) {
   SimConfig c = Small();
   c.chunk_tokens = 100;
-  EXPECT_EQ(ValidateSimConfig(c).message().rfind("--chunk-tokens: must be a positive multiple of --page-size", 0), 0u);
+  EXPECT_EQ(ValidateSimConfig(c).message().rfind("chunk_tokens: must be a positive multiple of page_size", 0), 0u);
 }
 
 TEST(SimulatorTest, BundledMooncakeTraceRunsClean) {

@@ -23,18 +23,21 @@ Json SweepValueJson(const SweepValue& value) {
 
 const std::vector<SweepKnob>& SweepKnobs() {
   static const auto* knobs = new std::vector<SweepKnob>{
-      {"shard-size", [](SimConfig& c, const SweepValue& v) { c.shard_size = I(v); }},
-      {"page-size", [](SimConfig& c, const SweepValue& v) { c.page_size = I(v); }},
-      {"cp-size", [](SimConfig& c, const SweepValue& v) { c.cp_size = I(v); }},
-      {"cache-tokens", [](SimConfig& c, const SweepValue& v) { c.cache_tokens = I(v); }},
-      {"chunk-tokens", [](SimConfig& c, const SweepValue& v) { c.chunk_tokens = I(v); }},
-      {"max-batch-tokens", [](SimConfig& c, const SweepValue& v) { c.max_batch_tokens = I(v); }},
-      {"max-batch-requests", [](SimConfig& c, const SweepValue& v) { c.max_batch_requests = I(v); }},
-      {"time-scale", [](SimConfig& c, const SweepValue& v) { c.time_scale = D(v); }},
-      {"decode-tokens-per-s", [](SimConfig& c, const SweepValue& v) { c.decode_tokens_per_s = D(v); }},
-      {"kv-bytes", [](SimConfig& c, const SweepValue& v) { c.kv_bytes_per_token_layer = I(v); }},
-      {"layers", [](SimConfig& c, const SweepValue& v) { c.cost.layers = I(v); }},
-      {"alloc-mode",
+      {"shard-size", "shard_size", [](SimConfig& c, const SweepValue& v) { c.shard_size = I(v); }},
+      {"page-size", "page_size", [](SimConfig& c, const SweepValue& v) { c.page_size = I(v); }},
+      {"cp-size", "cp_size", [](SimConfig& c, const SweepValue& v) { c.cp_size = I(v); }},
+      {"cache-tokens", "cache_tokens", [](SimConfig& c, const SweepValue& v) { c.cache_tokens = I(v); }},
+      {"chunk-tokens", "chunk_tokens", [](SimConfig& c, const SweepValue& v) { c.chunk_tokens = I(v); }},
+      {"max-batch-tokens", "max_batch_tokens", [](SimConfig& c, const SweepValue& v) { c.max_batch_tokens = I(v); }},
+      {"max-batch-requests", "max_batch_requests",
+       [](SimConfig& c, const SweepValue& v) { c.max_batch_requests = I(v); }},
+      {"time-scale", "time_scale", [](SimConfig& c, const SweepValue& v) { c.time_scale = D(v); }},
+      {"decode-tokens-per-s", "decode_tokens_per_s",
+       [](SimConfig& c, const SweepValue& v) { c.decode_tokens_per_s = D(v); }},
+      {"kv-bytes", "kv_bytes_per_token_layer",
+       [](SimConfig& c, const SweepValue& v) { c.kv_bytes_per_token_layer = I(v); }},
+      {"layers", "cost.layers", [](SimConfig& c, const SweepValue& v) { c.cost.layers = I(v); }},
+      {"alloc-mode", "alloc_mode",
        [](SimConfig& c, const SweepValue& v) {
          c.alloc_mode = std::get<std::string>(v) == "owners" ? AllocMode::kOwners : AllocMode::kRotated;
        }},

@@ -26,7 +26,8 @@ Json SweepValueJson(const SweepValue& value);
 
 // One sweepable setting: its key (simulate's flag name, "shard-size") and how a value sets it.
 struct SweepKnob {
-  const char* key;
+  const char* key;    // the setting's name in simulate's flags and --sweep (e.g. "cache-tokens")
+  const char* field;  // the SimConfig field it sets, as the simulator's errors name it (e.g. "cache_tokens")
   void (*set)(SimConfig& config, const SweepValue& value);
 };
 
