@@ -201,6 +201,53 @@ def run_cp_engine(tmpdir, tag, ref_dir, planted, seed, cases):
     return sorted(glob.glob(os.path.join(out, "*.jsonl"))), p.stdout.strip()
 
 
+# The pool case: seed 000's begin_shard_extend (../shared/sglang_ref/shard_plan.py's pool state) with the recorder
+# attached to the pool class, driven by the recorder test's serving streams (allocations, extensions, every rank's
+# begin_shard_extend, capacity rejections). The planted change places a prefix page one slot before its rank-major
+# position (one token: `+ within` -> `- within`).
+POOL_PLANT = ("(sorted_owners * block_pages + within)", "(sorted_owners * block_pages - within)")
+POOL_ENGINE = '''import os, random, sys
+import torch
+props, ref_dir, recorder_dir, out, seed, streams, steps = sys.argv[1:8]
+sys.path[:0] = [props, recorder_dir]
+import kvshard_recorder, sglang_recorder_test as rt
+sg = rt.Sglang(ref_dir, torch)
+kvshard_recorder.attach_pool_class(sg.shard_plan.Pool, out)
+for k in range(int(streams)):
+    with open(os.devnull, "w") as f:  # the stream's own trace: not this test's
+        rt.Stream(sg, kvshard_recorder, random.Random(f"{seed}/{k}"), f, need_sort=bool(k % 2), tag="attach").run(
+            int(steps))
+print("engine: done")
+'''
+
+
+def run_pool_engine(tmpdir, tag, ref_dir, planted, seed, streams, steps):
+    """Runs seed 000's pools under the attached recorder; returns the trace paths."""
+    ref = ref_dir
+    if planted:
+        ref = os.path.join(tmpdir, tag, "sglang_ref")
+        shutil.copytree(ref_dir, ref)
+        path = os.path.join(ref, "shard_plan.py")
+        with open(path) as f:
+            code = f.read()
+        if code.count(POOL_PLANT[0]) != 1:
+            raise RuntimeError(f"harness: the planted change's text {POOL_PLANT[0]!r} is not once in shard_plan.py")
+        with open(path, "w") as f:
+            f.write(code.replace(POOL_PLANT[0], POOL_PLANT[1]))
+    out = os.path.join(tmpdir, tag, "traces")
+    os.makedirs(out, exist_ok=True)
+    engine = os.path.join(tmpdir, tag, "pool_engine.py")
+    with open(engine, "w") as f:
+        f.write(POOL_ENGINE)
+    recorder_dir = os.path.dirname(runfile(os.path.join("tools", "recorder", "kvshard_recorder.py")))
+    props = os.path.dirname(os.path.realpath(__file__))
+    p = subprocess.run([sys.executable, engine, props, ref, recorder_dir, out, str(seed), str(streams), str(steps)],
+                       capture_output=True, text=True)
+    if p.returncode != 0 or "engine: done" not in p.stdout:
+        raise RuntimeError(f"pool engine under the recorder failed ({p.returncode}): {(p.stdout + p.stderr)[-2000:]}")
+    return sorted(glob.glob(os.path.join(out, "*.jsonl")))
+
+
 def write_site(root, ref_dir, planted):
     for rel, text in STUBS.items():
         path = os.path.join(root, rel)
@@ -257,6 +304,8 @@ def main():
     ap.add_argument("--radix-streams", type=int, default=40, help="radix caches (traces) of the radix case")
     ap.add_argument("--radix-steps", type=int, default=60, help="serving steps per radix cache")
     ap.add_argument("--cp-cases", type=int, default=1500, help="batch plans of the CP case")
+    ap.add_argument("--pool-streams", type=int, default=4, help="serving streams of the pool case")
+    ap.add_argument("--pool-steps", type=int, default=80, help="steps per stream of the pool case")
     args = ap.parse_args()
     ref_dir = os.path.realpath(sglang_ref_dir())
     if not os.path.isfile(os.path.join(ref_dir, ALLOCATOR)):
@@ -355,6 +404,27 @@ def main():
         except (RuntimeError, ValueError) as e:
             print(f"FAILED: cp: {e}")
             cases.append(("cp", "failed", str(e)))
+        try:
+            (trace,) = run_pool_engine(tmpdir, "pool", ref_dir, False, seed, args.pool_streams, args.pool_steps)
+            p = subprocess.run([kvshard, "replay", trace], capture_output=True, text=True)
+            if p.returncode != 0 or " 0 mismatches" not in p.stdout:
+                raise RuntimeError(f"the pool's plan trace did not replay clean: {p.stdout}{p.stderr}")
+            with open(trace) as f:
+                recs = [json.loads(line) for line in f.read().splitlines()[1:]]
+            errors = sum("error" in r.get("expect", {}) for r in recs)
+            if not errors or errors == len(recs):
+                raise RuntimeError(f"the pool case needs plans and rejections: {len(recs)} records, {errors} errors")
+            print(f"  pool: {len(recs)} begin_shard_extend calls ({errors} rejected); {p.stdout.strip()}")
+            (trace,) = run_pool_engine(tmpdir, "pool_planted", ref_dir, True, seed, args.pool_streams, args.pool_steps)
+            p = subprocess.run([kvshard, "replay", trace], capture_output=True, text=True)
+            if p.returncode != 1 or "mismatch: line " not in p.stderr or "meta=" not in p.stderr:
+                raise RuntimeError(f"the planted pool change was not caught at a line with meta: {p.returncode} "
+                                   f"{p.stderr.strip()[:300]}")
+            print(f"  pool planted {POOL_PLANT[0]!r} -> {POOL_PLANT[1]!r}: {p.stderr.strip()[:300]}")
+            cases.append(("pool", "passed", ""))
+        except (RuntimeError, ValueError) as e:
+            print(f"FAILED: pool: {e}")
+            cases.append(("pool", "failed", str(e)))
     ok = all(s == "passed" for _, s, _ in cases)
     print(f"{SUITE}: {'PASS' if ok else 'FAIL'} in {time.time() - start:.1f} s (seed {seed})")
     sglang_env.write_xml(SUITE, CLASSNAME, cases)

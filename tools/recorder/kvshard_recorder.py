@@ -537,16 +537,42 @@ def attach_radix_class(cls, out_dir=None):
     _attach_init(cls, after)
 
 
-_cp_writers = {}  # out_dir -> this process's CP trace
+_plan_writers = {}  # out_dir -> this process's plan trace
 
 
-def _cp_writer(out_dir):
-    """This process's CP trace, DIR/cp.rank<R>.pid<P>.jsonl (CP records need no header state), opened lazily."""
-    if out_dir not in _cp_writers:
+def _plan_writer(out_dir):
+    """This process's plan trace, DIR/plans.rank<R>.pid<P>.jsonl: the stateless gather_plan and split records (they
+    need no header state), opened lazily."""
+    if out_dir not in _plan_writers:
         rank = _rank()
-        path = os.path.join(out_dir, f"cp.rank{'x' if rank is None else rank}.pid{os.getpid()}.jsonl")
-        _cp_writers[out_dir] = TraceWriter(open(path, "w", encoding="utf-8"), meta=_meta(rank), flush=True)
-    return _cp_writers[out_dir]
+        path = os.path.join(out_dir, f"plans.rank{'x' if rank is None else rank}.pid{os.getpid()}.jsonl")
+        _plan_writers[out_dir] = TraceWriter(open(path, "w", encoding="utf-8"), meta=_meta(rank), flush=True)
+    return _plan_writers[out_dir]
+
+
+def attach_pool_class(cls, out_dir):
+    """Records every begin_shard_extend of a shard pool of `cls` (SGLang's PageInterleaveKVPoolMixin) as a
+    `gather_plan` record: the batch read from req_to_token and the plan this rank's pool holds after the call (or
+    SGLang's capacity or cyclic-owner assertion as the expected error)."""
+    begin = getattr(cls, "begin_shard_extend", None) if cls is not None else None
+    if begin is None or getattr(begin, "_kvshard_attached", False):
+        return
+
+    def begin_shard_extend(self, req_to_token, req_pool_indices, prefix_lens_cpu, seq_lens_cpu, *args, **kwargs):
+        ppr = self.size // self.shard_spec.page_size
+        try:
+            result = begin(self, req_to_token, req_pool_indices, prefix_lens_cpu, seq_lens_cpu, *args, **kwargs)
+        except AssertionError as e:
+            record_error(_plan_writer(out_dir), "gather_plan", error_text(e),
+                         batch=extend_batch(self.shard_spec, req_to_token, req_pool_indices, prefix_lens_cpu,
+                                            seq_lens_cpu, ppr))
+            raise
+        record_gather_plan(_plan_writer(out_dir), [self], req_to_token, req_pool_indices, prefix_lens_cpu,
+                           seq_lens_cpu, pages_per_rank=ppr)
+        return result
+
+    begin_shard_extend._kvshard_attached = True
+    cls.begin_shard_extend = begin_shard_extend
 
 
 def attach_cp_module(module, out_dir):
@@ -566,9 +592,9 @@ def attach_cp_module(module, out_dir):
                            cp_rank=cp_rank)
         except RuntimeError as e:
             if str(e).startswith(FAIL_FAST):
-                record_error(_cp_writer(out_dir), "split", error_text(e), **inputs)
+                record_error(_plan_writer(out_dir), "split", error_text(e), **inputs)
             raise
-        _cp_writer(out_dir).record("split", expect=plan, **inputs)
+        _plan_writer(out_dir).record("split", expect=plan, **inputs)
         return plan
 
     build_batch_page_aligned_in_seq_split_plan._kvshard_attached = True
@@ -578,6 +604,8 @@ def attach_cp_module(module, out_dir):
 # SGLang module -> what attaching to it does.
 ATTACH = {
     "sglang.srt.layers.attention.nsa.utils": attach_cp_module,
+    "sglang.srt.mem_cache.page_interleave_pool":
+        lambda module, out_dir: attach_pool_class(getattr(module, "PageInterleaveKVPoolMixin", None), out_dir),
     "sglang.srt.mem_cache.allocator.page_interleave":
         lambda module, out_dir: attach_allocator_class(getattr(module, "PageInterleavePoolAllocator", None), out_dir),
     "sglang.srt.mem_cache.radix_cache":
