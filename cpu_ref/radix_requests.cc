@@ -61,6 +61,22 @@ StatusOr<RadixRequests::Admitted> RadixRequests::Admit(const std::string& rid, c
   return Admitted{prefix_len, tree_.rotation_base(req.sg.last_node)};
 }
 
+Status RadixRequests::EvictUntilAllocatable(int64_t num_tokens, Allocated* out) {
+  auto evict = [&](int64_t tokens) -> StatusOr<int64_t> {
+    KVSHARD_ASSIGN_OR_RETURN(const int64_t evicted, tree_.Evict(tokens));
+    out->evicted_tokens += evicted;
+    for (const auto& pages : tree_.last_evicted()) out->evicted.push_back(pages);
+    return evicted;
+  };
+  if (allocator_->available_size() >= num_tokens) return Status::Ok();
+  KVSHARD_RETURN_IF_ERROR(evict(num_tokens - allocator_->available_size()).status());
+  while (allocator_->available_size() < num_tokens) {
+    KVSHARD_ASSIGN_OR_RETURN(const int64_t evicted, evict(std::max(num_tokens - allocator_->available_size(), ps_)));
+    if (evicted == 0) break;
+  }
+  return Status::Ok();
+}
+
 StatusOr<RadixRequests::Allocated> RadixRequests::AllocExtend(const std::vector<std::string>& rids) {
   std::vector<Req*> reqs;
   AllocBatch batch;
@@ -77,21 +93,9 @@ StatusOr<RadixRequests::Allocated> RadixRequests::AllocExtend(const std::vector<
     extend_num_tokens += req->extend_end - p;
   }
   Allocated out;
-  // evict_from_tree_cache + _evict_until_allocatable: the extend plus one N*ps reserve per request.
-  const int64_t num_tokens = extend_num_tokens + static_cast<int64_t>(reqs.size()) * ps_ * n_;
-  auto evict = [&](int64_t tokens) -> StatusOr<int64_t> {
-    KVSHARD_ASSIGN_OR_RETURN(const int64_t evicted, tree_.Evict(tokens));
-    out.evicted_tokens += evicted;
-    for (const auto& pages : tree_.last_evicted()) out.evicted.push_back(pages);
-    return evicted;
-  };
-  if (allocator_->available_size() < num_tokens) {
-    KVSHARD_RETURN_IF_ERROR(evict(num_tokens - allocator_->available_size()).status());
-    while (allocator_->available_size() < num_tokens) {
-      KVSHARD_ASSIGN_OR_RETURN(const int64_t evicted, evict(std::max(num_tokens - allocator_->available_size(), ps_)));
-      if (evicted == 0) break;
-    }
-  }
+  // evict_from_tree_cache: the extend plus one N*ps reserve per request.
+  KVSHARD_RETURN_IF_ERROR(
+      EvictUntilAllocatable(extend_num_tokens + static_cast<int64_t>(reqs.size()) * ps_ * n_, &out));
   for (const Req* req : reqs) {  // _kv_shard_rotation_bases
     const int64_t node_base = tree_.rotation_base(req->sg.last_node);
     batch.rotation_bases.push_back(req->sg.prefix_indices.empty() ? kNewChain

@@ -74,6 +74,8 @@ class RadixRequests {
     bool allocated = false;  // has KV written for [0, extend_end)
   };
   StatusOr<Req*> Find(const std::string& rid, bool need_allocated);
+  // _evict_until_allocatable: evicts the shortfall, then at least a page at a time while it frees something.
+  Status EvictUntilAllocatable(int64_t num_tokens, Allocated* out);
   Cached Done(const RadixTree::CacheResult& r, const Req& req) const;
 
   PageInterleaveAllocator* allocator_;

@@ -150,7 +150,7 @@ def run_radix_engine(tmpdir, tag, ref_dir, planted, seed, streams, steps):
 # (one token).
 CP_PLANT = ("mirror_idx = cp_segment_num - cp_rank - 1", "mirror_idx = cp_segment_num - cp_rank - 2")
 CP_ENGINE = '''import importlib.util, random, sys
-ref_dir, recorder_dir, out, seed, cases = sys.argv[1:6]
+ref_dir, recorder_dir, out, seed, cases = sys.argv[1:6]  # argv[6]: props/
 sys.path[:0] = [recorder_dir]
 import kvshard_recorder
 spec = importlib.util.spec_from_file_location("cp_planning", ref_dir + "/cp_planning.py")
@@ -171,7 +171,17 @@ for _ in range(int(cases)):
         planned += 1
     except RuntimeError:
         failed += 1
-print("engine: done", planned, "planned", failed, "failed fast")
+# the CP shared-KV direct write: seed 003's helpers module, driven by the parity test's direct-write cases
+sys.path[:0] = [sys.argv[6], ref_dir]
+import cp_helpers, sglang_parity_cp
+cp_helpers.logger.disabled = True
+sglang_parity_cp.torch = __import__("torch")
+kvshard_recorder.attach_direct_write(cp_helpers, out)
+gen = sglang_parity_cp.CpHelperCases(cp_helpers, rng)
+writes = int(cases) // 3
+for _ in range(writes):
+    gen.direct_write()
+print("engine: done", planned, "planned", failed, "failed fast,", writes, "direct writes")
 '''
 
 
@@ -194,8 +204,9 @@ def run_cp_engine(tmpdir, tag, ref_dir, planted, seed, cases):
     with open(engine, "w") as f:
         f.write(CP_ENGINE)
     recorder_dir = os.path.dirname(runfile(os.path.join("tools", "recorder", "kvshard_recorder.py")))
-    p = subprocess.run([sys.executable, engine, ref, recorder_dir, out, str(seed), str(cases)], capture_output=True,
-                       text=True)
+    props = os.path.dirname(os.path.realpath(__file__))
+    p = subprocess.run([sys.executable, engine, ref, recorder_dir, out, str(seed), str(cases), props],
+                       capture_output=True, text=True)
     if p.returncode != 0 or "engine: done" not in p.stdout:
         raise RuntimeError(f"CP engine under the recorder failed ({p.returncode}): {(p.stdout + p.stderr)[-2000:]}")
     return sorted(glob.glob(os.path.join(out, "*.jsonl"))), p.stdout.strip()
@@ -393,7 +404,13 @@ def main():
             p = subprocess.run([kvshard, "replay", trace], capture_output=True, text=True)
             if p.returncode != 0 or " 0 mismatches" not in p.stdout:
                 raise RuntimeError(f"the CP trace did not replay clean: {p.stdout}{p.stderr}")
-            print(f"  cp: {said}; {p.stdout.strip()}")
+            with open(trace) as f:
+                recs = [json.loads(line) for line in f.read().splitlines()[1:]]
+            writes = [r for r in recs if r["op"] == "cp_direct_write"]
+            refused = sum("error" in r["expect"] for r in writes)
+            if not writes or refused in (0, len(writes)):
+                raise RuntimeError(f"the CP case needs direct writes that pass and fail: {len(writes)}, {refused}")
+            print(f"  cp: {said}; {len(writes)} direct writes recorded ({refused} failing fast); {p.stdout.strip()}")
             (trace,), _ = run_cp_engine(tmpdir, "cp_planted", ref_dir, True, seed, args.cp_cases)
             p = subprocess.run([kvshard, "replay", trace], capture_output=True, text=True)
             if p.returncode != 1 or "mismatch: line " not in p.stderr or "meta=" not in p.stderr:

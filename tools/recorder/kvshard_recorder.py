@@ -601,9 +601,61 @@ def attach_cp_module(module, out_dir):
     module.build_batch_page_aligned_in_seq_split_plan = build_batch_page_aligned_in_seq_split_plan
 
 
+def _direct_write_error(text):
+    """What a cp_direct_write record expects of SGLang's direct-write fail-fast: its `reason=<tag>`."""
+    if text.startswith(FAIL_FAST + "[direct_write]") and " reason=" in " " + text:
+        return text.split(" ")[1]
+    return error_text(text)
+
+
+def attach_direct_write(module, out_dir):
+    """Records every get_cp_shared_kv_local_out_cache_loc of `module` (SGLang's nsa/utils.py) that computes a CP
+    rank's direct-write locs (a shared-KV batch, not the cached answer) as a `cp_direct_write` record: the batch's
+    extend and prefix lengths, out_cache_loc and static padding, with the rank, CP size and page size read from
+    the batch's cp_shared_kv_layout (`cp_rank`, `cp_size`, `page_size`, as ../shared/sglang_ref's layout stub holds
+    them); SGLang's local locs, or its fail-fast reason, as expect."""
+    locs_fn = getattr(module, "get_cp_shared_kv_local_out_cache_loc", None)
+    if locs_fn is None or getattr(locs_fn, "_kvshard_attached", False):
+        return
+
+    def get_cp_shared_kv_local_out_cache_loc(forward_batch, *args, **kwargs):
+        layout = getattr(forward_batch, "cp_shared_kv_layout", None)
+        out_cache_loc = getattr(forward_batch, "out_cache_loc", None)
+        if (getattr(forward_batch, "cp_local_out_cache_loc", None) is not None
+                or not getattr(forward_batch, "uses_cp_shared_kv", False) or layout is None or out_cache_loc is None
+                or getattr(forward_batch, "extend_seq_lens_cpu", None) is None):
+            return locs_fn(forward_batch, *args, **kwargs)
+        extend = [int(x) for x in _plain(forward_batch.extend_seq_lens_cpu)]
+        prefix = getattr(forward_batch, "extend_prefix_lens_cpu", None)
+        inputs = dict(cp_size=int(layout.cp_size), cp_rank=int(layout.cp_rank), page_size=int(layout.page_size),
+                      extend_lens=extend, prefix_lens=[0] * len(extend) if prefix is None else
+                      [int(x) for x in _plain(prefix)], out_cache_loc=[int(x) for x in _plain(out_cache_loc)])
+        static = getattr(forward_batch, "extend_num_tokens", None)
+        if static is not None:
+            inputs["extend_num_tokens"] = int(static)
+        try:
+            locs = locs_fn(forward_batch, *args, **kwargs)
+        except (RuntimeError, AssertionError) as e:
+            if str(e).startswith(FAIL_FAST):
+                record_error(_plan_writer(out_dir), "cp_direct_write", _direct_write_error(str(e)), **inputs)
+            raise
+        if locs is not None:
+            _plan_writer(out_dir).record("cp_direct_write", expect={"cp_local_out_cache_loc": locs}, **inputs)
+        return locs
+
+    get_cp_shared_kv_local_out_cache_loc._kvshard_attached = True
+    module.get_cp_shared_kv_local_out_cache_loc = get_cp_shared_kv_local_out_cache_loc
+
+
+def attach_nsa_utils(module, out_dir):
+    """Seed 003's module: the batch planner and the CP shared-KV direct write."""
+    attach_cp_module(module, out_dir)
+    attach_direct_write(module, out_dir)
+
+
 # SGLang module -> what attaching to it does.
 ATTACH = {
-    "sglang.srt.layers.attention.nsa.utils": attach_cp_module,
+    "sglang.srt.layers.attention.nsa.utils": attach_nsa_utils,
     "sglang.srt.mem_cache.page_interleave_pool":
         lambda module, out_dir: attach_pool_class(getattr(module, "PageInterleaveKVPoolMixin", None), out_dir),
     "sglang.srt.mem_cache.allocator.page_interleave":
