@@ -117,31 +117,6 @@ print("engine: done", dict(stats))
 '''
 
 
-def run_radix_engine(tmpdir, tag, ref_dir, planted, seed, streams, steps):
-    """Runs SGLang's radix cache under the attached recorder; returns the trace paths."""
-    ref = ref_dir
-    if planted:
-        ref = os.path.join(tmpdir, tag, "sglang_ref")
-        shutil.copytree(ref_dir, ref)
-        path = os.path.join(ref, "radix_cache.py")
-        with open(path) as f:
-            code = f.read()
-        if code.count(RADIX_PLANT[0]) != 1:
-            raise RuntimeError(f"harness: the planted change's text {RADIX_PLANT[0]!r} is not once in radix_cache.py")
-        with open(path, "w") as f:
-            f.write(code.replace(RADIX_PLANT[0], RADIX_PLANT[1]))
-    out = os.path.join(tmpdir, tag, "traces")
-    os.makedirs(out, exist_ok=True)
-    engine = os.path.join(tmpdir, tag, "radix_engine.py")
-    with open(engine, "w") as f:
-        f.write(RADIX_ENGINE)
-    recorder_dir = os.path.dirname(runfile(os.path.join("tools", "recorder", "kvshard_recorder.py")))
-    props = os.path.dirname(os.path.realpath(__file__))
-    p = subprocess.run([sys.executable, engine, props, ref, recorder_dir, out, str(seed), str(streams), str(steps)],
-                       capture_output=True, text=True)
-    if p.returncode != 0 or "engine: done" not in p.stdout:
-        raise RuntimeError(f"radix engine under the recorder failed ({p.returncode}): {(p.stdout + p.stderr)[-2000:]}")
-    return sorted(glob.glob(os.path.join(out, "*.jsonl")))
 
 
 # The CP case: seed 003's batch planner (../shared/sglang_ref/cp_planning.py, imported as a module) with the recorder
@@ -150,7 +125,7 @@ def run_radix_engine(tmpdir, tag, ref_dir, planted, seed, streams, steps):
 # (one token).
 CP_PLANT = ("mirror_idx = cp_segment_num - cp_rank - 1", "mirror_idx = cp_segment_num - cp_rank - 2")
 CP_ENGINE = '''import importlib.util, random, sys
-ref_dir, recorder_dir, out, seed, cases = sys.argv[1:6]  # argv[6]: props/
+props, ref_dir, recorder_dir, out, seed, cases = sys.argv[1:7]
 sys.path[:0] = [recorder_dir]
 import kvshard_recorder
 spec = importlib.util.spec_from_file_location("cp_planning", ref_dir + "/cp_planning.py")
@@ -172,7 +147,7 @@ for _ in range(int(cases)):
     except RuntimeError:
         failed += 1
 # the CP shared-KV direct write: seed 003's helpers module, driven by the parity test's direct-write cases
-sys.path[:0] = [sys.argv[6], ref_dir]
+sys.path[:0] = [props, ref_dir]
 import cp_helpers, sglang_parity_cp
 cp_helpers.logger.disabled = True
 sglang_parity_cp.torch = __import__("torch")
@@ -185,31 +160,6 @@ print("engine: done", planned, "planned", failed, "failed fast,", writes, "direc
 '''
 
 
-def run_cp_engine(tmpdir, tag, ref_dir, planted, seed, cases):
-    """Runs seed 003's planner under the attached recorder; returns the trace paths."""
-    ref = ref_dir
-    if planted:
-        ref = os.path.join(tmpdir, tag, "sglang_ref")
-        shutil.copytree(ref_dir, ref)
-        path = os.path.join(ref, "cp_planning.py")
-        with open(path) as f:
-            code = f.read()
-        if code.count(CP_PLANT[0]) != 1:
-            raise RuntimeError(f"harness: the planted change's text {CP_PLANT[0]!r} is not once in cp_planning.py")
-        with open(path, "w") as f:
-            f.write(code.replace(CP_PLANT[0], CP_PLANT[1]))
-    out = os.path.join(tmpdir, tag, "traces")
-    os.makedirs(out, exist_ok=True)
-    engine = os.path.join(tmpdir, tag, "cp_engine.py")
-    with open(engine, "w") as f:
-        f.write(CP_ENGINE)
-    recorder_dir = os.path.dirname(runfile(os.path.join("tools", "recorder", "kvshard_recorder.py")))
-    props = os.path.dirname(os.path.realpath(__file__))
-    p = subprocess.run([sys.executable, engine, ref, recorder_dir, out, str(seed), str(cases), props],
-                       capture_output=True, text=True)
-    if p.returncode != 0 or "engine: done" not in p.stdout:
-        raise RuntimeError(f"CP engine under the recorder failed ({p.returncode}): {(p.stdout + p.stderr)[-2000:]}")
-    return sorted(glob.glob(os.path.join(out, "*.jsonl"))), p.stdout.strip()
 
 
 # The pool case: seed 000's begin_shard_extend (../shared/sglang_ref/shard_plan.py's pool state) with the recorder
@@ -232,31 +182,36 @@ print("engine: done")
 '''
 
 
-def run_pool_engine(tmpdir, tag, ref_dir, planted, seed, streams, steps):
-    """Runs seed 000's pools under the attached recorder; returns the trace paths."""
+
+
+def run_script_engine(tmpdir, tag, ref_dir, plant, script, *args):
+    """Runs an engine script (argv: props/, the SGLang folder, the recorder's folder, the trace folder, then
+    `args`) under the attached recorder, on ../shared/sglang_ref or, with `plant` (file, text, replacement), on a
+    copy with that one change. Returns (the trace paths, the engine's last line)."""
     ref = ref_dir
-    if planted:
+    if plant:
+        name, old, new = plant
         ref = os.path.join(tmpdir, tag, "sglang_ref")
         shutil.copytree(ref_dir, ref)
-        path = os.path.join(ref, "shard_plan.py")
+        path = os.path.join(ref, name)
         with open(path) as f:
             code = f.read()
-        if code.count(POOL_PLANT[0]) != 1:
-            raise RuntimeError(f"harness: the planted change's text {POOL_PLANT[0]!r} is not once in shard_plan.py")
+        if code.count(old) != 1:
+            raise RuntimeError(f"harness: the planted change's text {old!r} is not once in {name}")
         with open(path, "w") as f:
-            f.write(code.replace(POOL_PLANT[0], POOL_PLANT[1]))
+            f.write(code.replace(old, new))
     out = os.path.join(tmpdir, tag, "traces")
     os.makedirs(out, exist_ok=True)
-    engine = os.path.join(tmpdir, tag, "pool_engine.py")
+    engine = os.path.join(tmpdir, tag, "engine.py")
     with open(engine, "w") as f:
-        f.write(POOL_ENGINE)
+        f.write(script)
     recorder_dir = os.path.dirname(runfile(os.path.join("tools", "recorder", "kvshard_recorder.py")))
     props = os.path.dirname(os.path.realpath(__file__))
-    p = subprocess.run([sys.executable, engine, props, ref, recorder_dir, out, str(seed), str(streams), str(steps)],
-                       capture_output=True, text=True)
+    p = subprocess.run([sys.executable, engine, props, ref, recorder_dir, out, *map(str, args)], capture_output=True,
+                       text=True)
     if p.returncode != 0 or "engine: done" not in p.stdout:
-        raise RuntimeError(f"pool engine under the recorder failed ({p.returncode}): {(p.stdout + p.stderr)[-2000:]}")
-    return sorted(glob.glob(os.path.join(out, "*.jsonl")))
+        raise RuntimeError(f"{tag} engine under the recorder failed ({p.returncode}): {(p.stdout + p.stderr)[-2000:]}")
+    return sorted(glob.glob(os.path.join(out, "*.jsonl"))), p.stdout.strip()
 
 
 def write_site(root, ref_dir, planted):
@@ -368,7 +323,8 @@ def main():
             print(f"FAILED: planted: {e}")
             cases.append(("planted", "failed", str(e)))
         try:
-            traces = run_radix_engine(tmpdir, "radix", ref_dir, False, seed, args.radix_streams, args.radix_steps)
+            traces, _ = run_script_engine(tmpdir, "radix", ref_dir, None, RADIX_ENGINE, seed, args.radix_streams,
+                                          args.radix_steps)
             records, ops = 0, collections.Counter()
             for path in traces:
                 p = subprocess.run([kvshard, "replay", path], capture_output=True, text=True)
@@ -382,8 +338,8 @@ def main():
                 raise RuntimeError(f"some radix call was never recorded: {dict(ops)}")
             print(f"  radix: {len(traces)} traces, {records} records replayed clean: "
                   + ", ".join(f"{k} {ops[k]}" for k in sorted(ops)))
-            traces = run_radix_engine(tmpdir, "radix_planted", ref_dir, True, seed, args.radix_streams,
-                                      args.radix_steps)
+            traces, _ = run_script_engine(tmpdir, "radix_planted", ref_dir, ("radix_cache.py", *RADIX_PLANT),
+                                          RADIX_ENGINE, seed, args.radix_streams, args.radix_steps)
             caught = []
             for path in traces:
                 p = subprocess.run([kvshard, "replay", path], capture_output=True, text=True)
@@ -400,7 +356,7 @@ def main():
             print(f"FAILED: radix: {e}")
             cases.append(("radix", "failed", str(e)))
         try:
-            (trace,), said = run_cp_engine(tmpdir, "cp", ref_dir, False, seed, args.cp_cases)
+            (trace,), said = run_script_engine(tmpdir, "cp", ref_dir, None, CP_ENGINE, seed, args.cp_cases)
             p = subprocess.run([kvshard, "replay", trace], capture_output=True, text=True)
             if p.returncode != 0 or " 0 mismatches" not in p.stdout:
                 raise RuntimeError(f"the CP trace did not replay clean: {p.stdout}{p.stderr}")
@@ -411,7 +367,8 @@ def main():
             if not writes or refused in (0, len(writes)):
                 raise RuntimeError(f"the CP case needs direct writes that pass and fail: {len(writes)}, {refused}")
             print(f"  cp: {said}; {len(writes)} direct writes recorded ({refused} failing fast); {p.stdout.strip()}")
-            (trace,), _ = run_cp_engine(tmpdir, "cp_planted", ref_dir, True, seed, args.cp_cases)
+            (trace,), _ = run_script_engine(tmpdir, "cp_planted", ref_dir, ("cp_planning.py", *CP_PLANT), CP_ENGINE,
+                                            seed, args.cp_cases)
             p = subprocess.run([kvshard, "replay", trace], capture_output=True, text=True)
             if p.returncode != 1 or "mismatch: line " not in p.stderr or "meta=" not in p.stderr:
                 raise RuntimeError(f"the planted CP change was not caught at a line with meta: {p.returncode} "
@@ -422,7 +379,8 @@ def main():
             print(f"FAILED: cp: {e}")
             cases.append(("cp", "failed", str(e)))
         try:
-            (trace,) = run_pool_engine(tmpdir, "pool", ref_dir, False, seed, args.pool_streams, args.pool_steps)
+            (trace,), _ = run_script_engine(tmpdir, "pool", ref_dir, None, POOL_ENGINE, seed, args.pool_streams,
+                                            args.pool_steps)
             p = subprocess.run([kvshard, "replay", trace], capture_output=True, text=True)
             if p.returncode != 0 or " 0 mismatches" not in p.stdout:
                 raise RuntimeError(f"the pool's plan trace did not replay clean: {p.stdout}{p.stderr}")
@@ -432,7 +390,8 @@ def main():
             if not errors or errors == len(recs):
                 raise RuntimeError(f"the pool case needs plans and rejections: {len(recs)} records, {errors} errors")
             print(f"  pool: {len(recs)} begin_shard_extend calls ({errors} rejected); {p.stdout.strip()}")
-            (trace,) = run_pool_engine(tmpdir, "pool_planted", ref_dir, True, seed, args.pool_streams, args.pool_steps)
+            (trace,), _ = run_script_engine(tmpdir, "pool_planted", ref_dir, ("shard_plan.py", *POOL_PLANT),
+                                            POOL_ENGINE, seed, args.pool_streams, args.pool_steps)
             p = subprocess.run([kvshard, "replay", trace], capture_output=True, text=True)
             if p.returncode != 1 or "mismatch: line " not in p.stderr or "meta=" not in p.stderr:
                 raise RuntimeError(f"the planted pool change was not caught at a line with meta: {p.returncode} "
