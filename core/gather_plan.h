@@ -73,15 +73,15 @@ Status ValidateExtendRequest(const ExtendBatch& batch, size_t i);
 
 // The plan builders' semantic errors (spec §3's fail-fast checks), worded once for cpu_ref/ and cpu_fast/:
 // requests[i]'s prefix is not page-aligned;
-Status MisalignedPrefixError(size_t i, int64_t prefix_len, int64_t page_size);
+[[gnu::cold]] Status MisalignedPrefixError(size_t i, int64_t prefix_len, int64_t page_size);
 // requests[i]'s prefix pages (its first prefix_len / ps pages) have non-cyclic owners (message: owners[:16]);
-Status NonCyclicPrefixError(size_t i, std::span<const int64_t> prefix_pages, int64_t shard_size);
+[[gnu::cold]] Status NonCyclicPrefixError(size_t i, std::span<const int64_t> prefix_pages, int64_t shard_size);
 // the padded gather span (N * block_pages * ps tokens) exceeds max_prefix_tokens;
-Status PrefixCapacityError(int64_t prefix_pages, int64_t prefix_tokens, int64_t max_prefix_tokens);
+[[gnu::cold]] Status PrefixCapacityError(int64_t prefix_pages, int64_t prefix_tokens, int64_t max_prefix_tokens);
 // the chunk pages' tokens exceed chunk_tokens;
-Status ChunkCapacityError(int64_t chunk_page_tokens, int64_t chunk_tokens);
+[[gnu::cold]] Status ChunkCapacityError(int64_t chunk_page_tokens, int64_t chunk_tokens);
 // requests[i].pages[j], a chunk page, is already in the plan.
-Status StaleChunkPageError(size_t i, size_t j, int64_t page);
+[[gnu::cold]] Status StaleChunkPageError(size_t i, size_t j, int64_t page);
 
 // Dense page_pos: the absolute scratch page of every logical page [0, page_pos_size); trash_page if unmapped.
 // (cpu_ref/ and cpu_fast/ re-export it as ref::DensePagePos and fast::DensePagePos.)

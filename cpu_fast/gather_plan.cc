@@ -15,17 +15,16 @@ namespace kvshard::fast {
 namespace {
 
 // A word whose 64 pages are all prefix pages, when N divides 64 (page w*64 + j*N + o is owner o's
-// (within[o] + j)-th page): its slots, send entries and page_pos pairs in closed form. Returns false, doing
-// nothing, if an owner would exceed block_pages (the per-page loop then reports it).
+// (within[o] + j)-th page): its slots, send entries and page_pos pairs in closed form. Returns false if an owner
+// would exceed block_pages, with the owners before it already advanced: the batch then fails anyway (the
+// per-page loop, which only sees larger `within`, reports it), so the check needs no loop of its own.
 bool DenseWord(int64_t w, int64_t n, int64_t block_pages, uint32_t* within, int64_t* const* send, int64_t* out_page,
                int64_t* out_pos) {
   const int64_t per_owner = 64 / n;
   std::array<int64_t, 64> first_slot;
   for (int64_t o = 0; o < n; ++o) {
-    if (within[o] + per_owner > block_pages) return false;
-  }
-  for (int64_t o = 0; o < n; ++o) {
     const int64_t k = within[o];
+    if (k + per_owner > block_pages) return false;
     first_slot[o] = o * block_pages + k;
     for (int64_t j = 0; j < per_owner; ++j) send[o][k + j] = w * per_owner + j;
     within[o] = static_cast<uint32_t>(k + per_owner);
