@@ -6,16 +6,6 @@
 #include <utility>
 
 namespace kvshard::ref {
-namespace {
-
-std::vector<int64_t> Slice(const std::vector<int64_t>& v, int64_t begin, int64_t end) {
-  begin = std::clamp<int64_t>(begin, 0, static_cast<int64_t>(v.size()));
-  end = std::clamp<int64_t>(end, begin, static_cast<int64_t>(v.size()));
-  return std::vector<int64_t>(v.begin() + begin, v.begin() + end);
-}
-
-}  // namespace
-
 RadixRequests::RadixRequests(PageInterleaveAllocator* allocator)
     : allocator_(allocator),
       n_(allocator->config().shard_size),

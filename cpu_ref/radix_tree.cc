@@ -181,15 +181,11 @@ int64_t RadixTree::total_size() const {
   return total;
 }
 
-namespace {
-
 std::vector<int64_t> Slice(const std::vector<int64_t>& v, int64_t begin, int64_t end) {
   begin = std::clamp<int64_t>(begin, 0, static_cast<int64_t>(v.size()));
   end = std::clamp<int64_t>(end, begin, static_cast<int64_t>(v.size()));
   return std::vector<int64_t>(v.begin() + begin, v.begin() + end);
 }
-
-}  // namespace
 
 Status RadixTree::FreeSegment(const std::vector<int64_t>& locs, CacheResult* out) {
   if (locs.empty()) return Status::Ok();

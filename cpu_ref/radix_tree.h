@@ -114,6 +114,9 @@ class RadixTree {
   std::vector<std::vector<int64_t>> last_evicted_;
 };
 
+// Python's v[begin:end] for 0 <= begin: bounds clamped to the vector, an empty result where end <= begin.
+std::vector<int64_t> Slice(const std::vector<int64_t>& v, int64_t begin, int64_t end);
+
 }  // namespace kvshard::ref
 
 #endif  // KVSHARD_CPU_REF_RADIX_TREE_H_
