@@ -28,8 +28,11 @@ TEST(CalibrateCmdTest, SimulateWithTheCalibrationSaysSo) {
       "{\"timestamp\": 0, \"input_length\": 1100, \"output_length\": 5, \"hash_ids\": [7, 8, 9]}\n"
       "{\"timestamp\": 1000, \"input_length\": 1500, \"output_length\": 5, \"hash_ids\": [7, 8, 10]}\n";
   const std::string file = RunfilePath("testdata/calibration/h200.json");
-  const Json physical = JsonOf("simulate - --json", two);
+  const Json physical = JsonOf("simulate - --json --calibration none", two);
   const Json calibrated = JsonOf("simulate - --json --calibration " + file, two);
+  const Json builtin = JsonOf("simulate - --json", two);  // the default: the same H200 calibration, built in
+  EXPECT_EQ(builtin["cost_model"], "calibrated on NVIDIA H200 (built in, testdata/calibration/h200.json)");
+  EXPECT_EQ(builtin["batch_time_us"], calibrated["batch_time_us"]);
   EXPECT_EQ(physical["cost_model"], "physical limits (uncalibrated)");
   EXPECT_NE(calibrated["cost_model"].get<std::string>().find("calibrated on NVIDIA H200"), std::string::npos);
   EXPECT_NE(physical["batch_time_us"]["total"], calibrated["batch_time_us"]["total"]);

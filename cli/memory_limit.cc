@@ -14,8 +14,15 @@ void DeclareMaxMemoryFlag(po::options_description& flags) {
 
 int64_t MaxMemory(const Flags& flags) { return flags.Int("max-memory"); }
 
+extern const char kBuiltinH200Calibration[];  // builtin_calibration.cc, generated (cli/BUILD.bazel)
+
 StatusOr<sim::Calibration> ReadCalibrationFlag(const Flags& flags) {
-  KVSHARD_ASSIGN_OR_RETURN(const std::string text, flags.ReadText("calibration", kLineBytesPerByte));
+  std::string text;
+  if (flags.String("calibration") == kBuiltinCalibrationName) {
+    text = kBuiltinH200Calibration;
+  } else {
+    KVSHARD_ASSIGN_OR_RETURN(text, flags.ReadText("calibration", kLineBytesPerByte));
+  }
   std::istringstream in(text);
   StatusOr<sim::Calibration> read = sim::ReadCalibration(in);
   if (!read.ok()) return InvalidArgument("--calibration: ", read.status().message());

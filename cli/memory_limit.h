@@ -21,7 +21,13 @@ void DeclareMaxMemoryFlag(po::options_description& flags);
 // The --max-memory value of a command that declared it.
 int64_t MaxMemory(const Flags& flags);
 
-// The file of --calibration, read whole under --max-memory (32 B per byte) and parsed (sim/calibration.h).
+// The --calibration value naming the calibration built into kvshard (testdata/calibration/h200.json).
+inline constexpr char kBuiltinCalibrationName[] = "h200";
+// The value that turns calibration off (simulate's physical limits).
+inline constexpr char kNoCalibrationName[] = "none";
+
+// The file of --calibration, read whole under --max-memory (32 B per byte) and parsed (sim/calibration.h); the
+// value kBuiltinCalibrationName reads the built-in H200 calibration instead.
 StatusOr<sim::Calibration> ReadCalibrationFlag(const Flags& flags);
 
 // The workload of --workload in --format, read under --max-memory (line and held-request limits); errors name

@@ -68,14 +68,12 @@ Status SweepStatus(const std::vector<Json>& rows) {
 }
 
 void DeclareSweepFlags(po::options_description& flags) {
-  flags.add_options()(
-      "sweep", po::value<std::vector<std::string>>()->value_name("FLAG=V,..."),
-      "repeatable: run every combination of these values of simulate flags (shard-size, page-size, cp-size, "
-      "cache-tokens, chunk-tokens, max-batch-tokens, max-batch-requests, time-scale, decode-tokens-per-s, "
-      "kv-bytes, layers, alloc-mode), one summary row each (docs/simulate.md)")(
-      "threads", Int(1, 1024),
-      "with --sweep: configurations run at once (default: the hardware threads, divided "
-      "among the MPI processes of a host)");
+  flags.add_options()("sweep", po::value<std::vector<std::string>>()->value_name("FLAG=V,..."),
+                      ("repeatable: run every combination of these values of simulate flags (" + KnobList() +
+                       "), one summary row each (docs/simulate.md)")
+                          .c_str())("threads", Int(1, 1024),
+                                    "with --sweep: configurations run at once (default: the hardware threads, divided "
+                                    "among the MPI processes of a host)");
   if (!flags.find_nothrow("csv", false)) {
     flags.add_options()("csv", File(), "with --sweep: also write the rows as CSV to this file");
   }

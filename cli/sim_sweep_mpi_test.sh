@@ -43,10 +43,11 @@ grep -q "kvshard: error: --sweep: started by mpirun but cannot load Open MPI's l
   "$TMP/nolib.err" || { echo "FAIL: no_libmpi message"; cat "$TMP/nolib.err"; fail=1; }
 
 # A row error is exit 2 from rank 0, with every row printed.
-"${MPIRUN[@]}" "$KV" simulate "$TMP/w.jsonl" --quiet --sweep page-size=64,48,16 > "$TMP/err.txt" 2> "$TMP/err.err"
+"${MPIRUN[@]}" "$KV" simulate "$TMP/w.jsonl" --quiet --sweep context-length=163840,100000,131072 > "$TMP/err.txt" \
+  2> "$TMP/err.err"
 rc=$?
 [[ $rc -eq 2 ]] || { echo "FAIL: row error: exit $rc, want 2"; cat "$TMP/err.err"; fail=1; }
-grep -q "kvshard: error: --sweep: bad input in 1 of 3 configurations; first, row 1: --chunk-tokens" "$TMP/err.err" ||
+grep -q "kvshard: error: --sweep: bad input in 1 of 3 configurations; first, row 1: requests\[" "$TMP/err.err" ||
   { echo "FAIL: row error message"; cat "$TMP/err.err"; fail=1; }
 [[ $(wc -l < "$TMP/err.txt") -eq 4 ]] || { echo "FAIL: want 3 rows"; cat "$TMP/err.txt"; fail=1; }
 

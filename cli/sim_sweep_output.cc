@@ -56,9 +56,9 @@ void PrintSweepTable(const std::vector<std::string>& keys, const std::vector<Jso
   const bool cp = std::any_of(rows.begin(), rows.end(), [](const Json& r) { return r.contains("direct_write"); });
   std::vector<std::string> header = {"#"};
   header.insert(header.end(), keys.begin(), keys.end());
-  for (const char* h :
-       {"requests", "batches", "hit_tokens", "pages_max", "skew_max", "evicted", "deferrals", "gather_p99_MiB",
-        "cp_padding", "dw_fail_pages", "gather_rejects", "batch_p99_us", "simulated_s", "violations", "status"}) {
+  for (const char* h : {"requests", "batches", "util", "ttft_p50_s", "ttft_p99_s", "hit_tokens", "pages_max",
+                        "skew_max", "evicted", "deferrals", "gather_p99_MiB", "cp_padding", "dw_fail_pages",
+                        "gather_rejects", "batch_p99_us", "simulated_s", "violations", "status"}) {
     if (cp || (std::string(h) != "dw_fail_pages" && std::string(h) != "gather_rejects")) header.push_back(h);
   }
   std::vector<std::vector<std::string>> table = {header};
@@ -72,6 +72,12 @@ void PrintSweepTable(const std::vector<std::string>& keys, const std::vector<Jso
       const Json& p99 = At(row, "gathered_bytes_per_layer", "p99");
       line.push_back(Cell(At(row, "requests")));
       line.push_back(Cell(At(row, "batches")));
+      line.push_back(Cell(At(row, "prefill_node", "utilization"), 2));
+      const Json& ttft = At(row, "prefill_node", "ttft_ms");
+      for (const char* q : {"p50", "p99"}) {
+        const Json& ms = At(ttft, q);
+        line.push_back(ms.is_number() ? Cell(Json(ms.get<double>() / 1e3), 2) : "");
+      }
       line.push_back(Cell(At(row, "prefix_hit_rate_tokens")));
       line.push_back(Cell(At(row, "pages_in_use", "max")) + "/" + Cell(At(row, "pool_pages_per_rank")));
       line.push_back(Cell(At(row, "pages_in_use", "skew_max")));

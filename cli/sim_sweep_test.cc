@@ -74,17 +74,17 @@ TEST(SimSweepTest, OutputDoesNotDependOnTheThreadCount) {
 }
 
 TEST(SimSweepTest, AnInvalidOrFailingConfigurationIsARowNotAnAbort) {
-  // 8192 % 48 != 0: --chunk-tokens is invalid for page-size 48 only.
-  const CliResult r = RunCli(Words("simulate - --json --sweep page-size=64,48,16"), kTwoTurns);
+  // The second prompt (1500 tokens) is longer than row 1's context only.
+  const CliResult r = RunCli(Words("simulate - --json --sweep context-length=4096,1200,2048"), kTwoTurns);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err,
-            "kvshard: error: --sweep: bad input in 1 of 3 configurations; first, row 1: --chunk-tokens: must "
-            "be a positive multiple of --page-size (48), got 8192\n");
+            "kvshard: error: --sweep: bad input in 1 of 3 configurations; first, row 1: requests[1].input_length: "
+            "1500 tokens exceed --context-length 1200\n");
   const Json j = Json::parse(r.out);
   ASSERT_EQ(j["rows"].size(), 3u);
   EXPECT_EQ(j["rows"][0]["requests"], 2);
   EXPECT_EQ(j["rows"][1]["exit_code"], 2);
-  EXPECT_EQ(j["rows"][1]["config"]["page_size"], 48);
+  EXPECT_EQ(j["rows"][1]["config"]["context_length"], 1200);
   EXPECT_FALSE(j["rows"][1].contains("requests"));
   EXPECT_EQ(j["rows"][2]["requests"], 2);
   // A pool too small for a prompt fails that row alone; the table says so.
@@ -97,22 +97,23 @@ TEST(SimSweepTest, AnInvalidOrFailingConfigurationIsARowNotAnAbort) {
 
 TEST(SimSweepTest, CsvHasOneLinePerRow) {
   const std::string path = StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp", "/sweep.csv");
-  const CliResult r = RunCli(
-      Words("simulate - --quiet --json --sweep page-size=64,48 --sweep shard-size=2,4 --csv " + path), kTwoTurns);
-  EXPECT_EQ(r.exit_code, 2) << r.err;  // the two page-size 48 rows
+  const CliResult r =
+      RunCli(Words("simulate - --quiet --json --sweep context-length=4096,1200 --sweep shard-size=2,4 --csv " + path),
+             kTwoTurns);
+  EXPECT_EQ(r.exit_code, 2) << r.err;  // the two context-length 1200 rows
   const Json j = Json::parse(r.out);
   std::ifstream in(path);
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   ASSERT_EQ(lines.size(), 5u);
-  EXPECT_EQ(lines[0].rfind("index,page-size,shard-size,requests,batches,prefix_hit_rate_blocks,", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[0].rfind("index,context-length,shard-size,requests,batches,prefix_hit_rate_blocks,", 0), 0u)
+      << lines[0];
   EXPECT_NE(lines[0].find(",pages_in_use.max,"), std::string::npos) << lines[0];
   EXPECT_EQ(lines[0].substr(lines[0].size() - 16), ",error,exit_code") << lines[0];
-  EXPECT_EQ(lines[1].rfind("0,64,2,2,", 0), 0u) << lines[1];
+  EXPECT_EQ(lines[1].rfind("0,4096,2,2,", 0), 0u) << lines[1];
   EXPECT_EQ(lines[1].substr(lines[1].size() - 3), ",,0") << lines[1];
-  EXPECT_EQ(lines[3].rfind("2,48,2,", 0), 0u) << lines[3];
-  EXPECT_NE(lines[3].find(",\"--chunk-tokens: must be a positive multiple of --page-size (48), got 8192\",2"),
-            std::string::npos)
+  EXPECT_EQ(lines[3].rfind("2,1200,2,", 0), 0u) << lines[3];
+  EXPECT_NE(lines[3].find(",requests[1].input_length: 1500 tokens exceed --context-length 1200,2"), std::string::npos)
       << lines[3];
   // A figure's cell is the JSON's value, in the header's column (row 1 has no quoted cells).
   auto split = [](const std::string& line) {

@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <ostream>
+#include <string>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
@@ -25,24 +27,36 @@ namespace {
 void DeclareFlags(po::options_description& flags) {
   flags.add_options()("workload", File(), "the workload file (also given without the flag); - reads standard input")(
       "format", Choice({"auto", "mooncake", "azure", "burstgpt", "qwen"})->default_value("auto"),
-      "its format (auto: detected from the first line)")(
-      "shard-size", Int(1, 4096)->default_value(8), "N, KV shard ranks")("page-size", Int(1, 4096)->default_value(64),
-                                                                         "ps, tokens per page")(
-      "cp-size", Int(1, 1024)->default_value(1), "context-parallel ranks (> 1: a CP split plan per batch)")(
+      "its format (auto: detected from the first line)")("shard-size", Int(1, 4096)->default_value(8),
+                                                         "N, KV shard ranks of the prefill node")(
+      "page-size", Int(1, 4096)->default_value(64), "ps, tokens per page")(
+      "cp-size", Int(1, 1024)->default_value(1),
+      "context-parallel ranks (> 1: a CP split plan per batch, one request per batch as SGLang)")(
       "cache-tokens", NonNegative()->default_value(0), "KV pool capacity in tokens over all ranks; 0 = unbounded")(
-      "chunk-tokens", Positive()->default_value(8192), "most prefill tokens of one request per batch (multiple of ps)")(
-      "max-batch-tokens", Positive()->default_value(16384), "most prefill tokens per batch")(
-      "max-batch-requests", Positive()->default_value(256), "most requests per batch")(
+      "chunked-prefill-size", Int(-1, int64_t{1} << 40)->default_value(8192),
+      "SGLang --chunked-prefill-size: prefill tokens per batch, chunk boundaries floored to the page (-1: off, "
+      "only without sharding)")(
+      "max-prefill-tokens", Int(1, int64_t{1} << 40)->default_value(16384),
+      "SGLang --max-prefill-tokens: prefill tokens per batch (ceiled to pages as SGLang charges them)")(
+      "max-running-requests", Positive()->default_value(256),
+      "SGLang --max-running-requests: requests holding a slot (in a batch, chunked or transferring)")(
+      "context-length", Int(1, int64_t{1} << 40)->default_value(163840),
+      "the model's context: longer prompts are refused; sizes the assembly scratch's prefix region")(
+      "schedule-policy", Choice({"fcfs", "lpm"})->default_value("fcfs"),
+      "SGLang --schedule-policy: fcfs (first come, first served) or lpm (longest prefix match)")(
       "time-scale", Real(0, 1e6)->default_value(1.0), "arrival times are multiplied by this (0.5: twice the rate)")(
-      "decode-tokens-per-s", Real(0, 1e9, true)->default_value(50.0),
-      "decode speed per request: a request holds "
-      "its pages output_length / rate seconds")("kv-bytes", Positive()->default_value(1152),
-                                                "bytes of one token's KV row per layer (MLA bf16: 1152)")(
-      "layers", Int(1, 4096)->default_value(61), "model layers (the cost model's per-layer phases)")(
-      "calibration", File(),
-      "a cost-model calibration (testdata/calibration/h200.json; kvshard calibrate shows "
-      "its fits); without it the cost model uses physical limits")("need-sort", po::bool_switch(),
-                                                                   "the allocator's need_sort mode")(
+      "kv-transfer-gbps", Real(0, 1e6, true)->default_value(400.0),
+      "each rank's link to the decode side, Gbit/s: a request's pages are released when its KV has arrived")(
+      "bootstrap-ms", Real(0, 1e9)->default_value(0.0),
+      "the bootstrap handshake with the decode side before a request may be scheduled, ms")(
+      "slo-ttft-ms", Real(0, 1e12)->default_value(0.0),
+      "time-to-first-token target for goodput, ms (0: none, every request counts)")(
+      "kv-bytes", Positive()->default_value(1152), "bytes of one token's KV row per layer (MLA bf16: 1152)")(
+      "layers", Int(1, 4096)->default_value(61), "model layers (the cost model's per-layer phases, KV bytes)")(
+      "calibration", File()->default_value(kBuiltinCalibrationName),
+      "the cost model's calibration: h200 (built in: testdata/calibration/h200.json, fitted to H200 measurements), "
+      "a calibration file (kvshard calibrate shows its fits), or none (physical limits, uncalibrated)")(
+      "need-sort", po::bool_switch(), "the allocator's need_sort mode")(
       "alloc-mode", Choice({"rotated", "owners"})->default_value("rotated"),
       "rotated: SGLang's page-interleave allocator; owners (with --cp-size > 1, which must divide --shard-size): "
       "every new page from its CP compute owner's class, so CP shared-KV direct writes never fail the owner check")(
@@ -60,21 +74,85 @@ constexpr int64_t kSimBytesPerPage = 128;
 
 double Ratio(int64_t a, int64_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b); }
 
+// A duration for people: "850 us", "12.4 ms", "3.20 s", "12.5 min", "3.1 h".
+std::string HumanMs(double ms) {
+  char buf[32];
+  if (ms < 1) {
+    std::snprintf(buf, sizeof buf, "%.0f us", ms * 1e3);
+  } else if (ms < 1e3) {
+    std::snprintf(buf, sizeof buf, "%.3g ms", ms);
+  } else if (ms < 120e3) {
+    std::snprintf(buf, sizeof buf, "%.3g s", ms / 1e3);
+  } else if (ms < 7200e3) {
+    std::snprintf(buf, sizeof buf, "%.3g min", ms / 60e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3g h", ms / 3600e3);
+  }
+  return buf;
+}
+
+// Bytes for people, binary units: "512 B", "3.5 KiB", "88.2 GiB".
+std::string HumanBytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 5) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.3g %s", bytes, units[u]);
+  return buf;
+}
+
+// A count with thousands separators: 144,793,823.
+std::string Grouped(double v) {
+  std::string digits = std::to_string(static_cast<long long>(std::llround(v)));
+  std::string out;
+  const size_t lead = digits[0] == '-' ? 1 : 0;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > lead && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 void PrintSummary(const sim::SimResult& r, const sim::SimConfig& c, std::ostream& out) {
   out << std::fixed << std::setprecision(3);
-  out << "simulated " << r.requests << " requests in " << r.batches << " batches (N=" << c.shard_size
-      << " ps=" << c.page_size << " cp=" << c.cp_size
-      << " cache=" << (c.cache_tokens ? std::to_string(c.cache_tokens) + " tokens" : std::string("unbounded")) << ")\n";
-  out << "prefix hit rate: " << Ratio(r.hit_blocks, r.hash_blocks) << " of hash blocks, "
-      << Ratio(r.cached_tokens, r.input_tokens) << " of prompt tokens (" << r.cached_tokens << " / " << r.input_tokens
+  out << "simulated " << r.requests << " requests in " << r.batches
+      << " batches on one prefill node (N=" << c.shard_size << " ps=" << c.page_size << " cp=" << c.cp_size
+      << " cache=" << (c.cache_tokens ? Grouped(c.cache_tokens) + " tokens" : std::string("unbounded"))
+      << " chunked-prefill-size=" << c.chunked_prefill_size << " " << sim::SchedulePolicyName(c.schedule_policy)
       << ")\n";
-  out << "pages in use per rank: max " << r.pages_in_use_max << " of " << r.pool_pages_per_rank << ", mean "
-      << r.pages_in_use_mean << ", skew (max/mean) worst " << r.pages_in_use_skew_max << " mean "
+  const std::string verdict = sim::Overloaded(r) ? "OVERLOADED" : "keeps up";
+  out << "load: " << verdict << " — batches busy " << HumanMs(r.busy_s * 1e3) << " over "
+      << HumanMs(r.arrival_span_s * 1e3) << " of arrivals (utilization " << std::setprecision(2) << r.utilization
+      << std::setprecision(3) << "); queue peaked at " << r.max_waiting << " requests, " << r.waiting_at_last_arrival
+      << " waiting at the last arrival\n";
+  out << "time to first token: p50 " << HumanMs(r.ttft_ms.p50) << ", p90 " << HumanMs(r.ttft_ms.p90) << ", p99 "
+      << HumanMs(r.ttft_ms.p99) << "; queueing p50 " << HumanMs(r.queue_ms.p50) << ", p99 " << HumanMs(r.queue_ms.p99)
+      << "; KV transfer p50 " << HumanMs(r.transfer_ms.p50) << "\n";
+  out << "throughput: " << Grouped(r.input_tokens_per_s) << " input tokens/s";
+  if (c.slo_ttft_ms > 0) {
+    out << "; goodput " << std::setprecision(2) << r.goodput_requests_per_s << " requests/s ("
+        << Grouped(static_cast<double>(r.slo_met)) << " of " << Grouped(static_cast<double>(r.requests))
+        << " within TTFT " << HumanMs(c.slo_ttft_ms) << ")" << std::setprecision(3);
+  }
+  out << "\n";
+  out << "KV memory per rank: peak " << HumanBytes(static_cast<double>(r.kv_peak_bytes_per_rank)) << " of a "
+      << HumanBytes(static_cast<double>(r.kv_pool_bytes_per_rank)) << " pool (" << c.cost.layers << " layers x "
+      << c.kv_bytes_per_token_layer << " B per token)\n";
+  out << "prefix hit rate: " << Ratio(r.hit_blocks, r.hash_blocks) << " of hash blocks, "
+      << Ratio(r.cached_tokens, r.input_tokens) << " of prompt tokens (" << Grouped(r.cached_tokens) << " / "
+      << Grouped(r.input_tokens) << ")\n";
+  out << "pages in use per rank: max " << Grouped(r.pages_in_use_max) << " of " << Grouped(r.pool_pages_per_rank)
+      << ", mean " << Grouped(r.pages_in_use_mean) << ", skew (max/mean) worst " << r.pages_in_use_skew_max << " mean "
       << r.pages_in_use_skew_mean << "\n";
-  out << "deferrals " << r.deferrals << ", declined grafts " << r.declined_grafts << ", duplicate pages "
-      << r.duplicate_pages << ", evicted pages " << r.evicted_pages << "\n";
-  out << "gathered bytes per layer per batch: total " << r.gathered_bytes_layer.total << ", p50 "
-      << r.gathered_bytes_layer.p50 << ", p99 " << r.gathered_bytes_layer.p99 << "\n";
+  out << "scheduling: " << r.no_token_stops << " passes stopped by the KV budget, " << r.scratch_stops
+      << " admissions deferred by the assembly scratch, " << r.deferrals << " allocation deferrals; declined grafts "
+      << r.declined_grafts << ", duplicate pages " << r.duplicate_pages << ", evicted pages " << r.evicted_pages
+      << "\n";
+  out << "gathered per layer per batch: p50 " << HumanBytes(r.gathered_bytes_layer.p50) << ", p99 "
+      << HumanBytes(r.gathered_bytes_layer.p99) << " (total " << HumanBytes(r.gathered_bytes_layer.total) << ")\n";
   if (c.cp_size > 1)
     out << "CP compute padding: " << Ratio(r.cp_padding_tokens, r.cp_compute_tokens) << " of computed tokens\n";
   if (c.cp_size > 1) {
@@ -87,18 +165,20 @@ void PrintSummary(const sim::SimResult& r, const sim::SimConfig& c, std::ostream
     out << "KV sharding with direct writes: "
         << (sim::RunTogether(r) ? "runs together on this workload" : "does not run together on this workload") << "\n";
   }
-  out << "predicted batch time (" << c.cost.source << "): p50 " << r.batch_time_us.p50 << " us, p99 "
-      << r.batch_time_us.p99 << " us, total " << r.batch_time_us.total / 1e6 << " s; simulated clock " << r.simulated_s
-      << " s\n";
+  out << "batch time (" << c.cost.source << "): p50 " << HumanMs(r.batch_time_us.p50 / 1e3) << ", p99 "
+      << HumanMs(r.batch_time_us.p99 / 1e3) << "; simulated clock " << HumanMs(r.simulated_s * 1e3) << "\n";
   out << "invariant violations: " << r.violations << "\n";
 }
 
 Status RunSimulate(const Flags& flags, std::ostream& out) {
   KVSHARD_RETURN_IF_ERROR(flags.Require({"workload"}));
   sim::SimConfig c = SimConfigFromFlags(flags);  // cli/sim_sweep.h: the knobs --sweep sets too
-  if (flags.Has("calibration")) {
+  if (const std::string name = flags.String("calibration"); name != kNoCalibrationName) {
     KVSHARD_ASSIGN_OR_RETURN(const sim::Calibration cal, ReadCalibrationFlag(flags));
-    c.cost = sim::Calibrated(c.cost, cal, "calibrated on " + cal.device + " (" + flags.String("calibration") + ")");
+    c.cost = sim::Calibrated(c.cost, cal,
+                             "calibrated on " + cal.device + " (" +
+                                 (name == kBuiltinCalibrationName ? "built in, testdata/calibration/h200.json" : name) +
+                                 ")");
   }
   if (flags.Has("sweep")) {  // cli/sim_sweep.h; --csv names the rows' CSV file there
     for (const char* flag : {"timeline", "plots", "emit-trace"}) {

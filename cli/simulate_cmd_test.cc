@@ -62,9 +62,10 @@ TEST(SimulateCmdTest, BadInputExitsTwoNamingLineAndField) {
   const std::pair<std::vector<std::string>, std::string> cases[] = {
       {{"simulate", "-", "--format", "mooncake"}, "--workload: line 1: "},
       {{"simulate", "-", "--page-size", "0"}, "--page-size: must be in [1, 4096]"},
-      {{"simulate", "-", "--chunk-tokens", "100"}, "--chunk-tokens: must be a positive multiple of --page-size"},
+      {{"simulate", "-", "--chunked-prefill-size", "-1"},
+       "--chunked-prefill-size: KV sharding (--shard-size 8) requires chunked prefill"},
       {{"simulate", "-", "--time-scale", "x"}, "--time-scale: not a real number"},
-      {{"simulate", "-", "--decode-tokens-per-s", "0"}, "--decode-tokens-per-s: must be > 0"},
+      {{"simulate", "-", "--kv-transfer-gbps", "0"}, "--kv-transfer-gbps: must be > 0"},
       {{"simulate", "-", "--format", "csv"}, "--format: must be"},
       {{"simulate", "/nonexistent.jsonl"}, "--workload: /nonexistent.jsonl: cannot open file"},
       {{"simulate"}, "--workload: required"},

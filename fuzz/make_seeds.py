@@ -242,7 +242,7 @@ def cli_seeds():
         'calibrate testdata/calibration/h200.json', 'calibrate - --json',
         'simulate testdata/workloads/mooncake_conversation_trace.jsonl --shard-size 2 --json --quiet',
         'simulate - --format azure --quiet', 'simulate - --sweep shard-size=1,2 --quiet',
-        'simulate - --time-scale 0 --quiet --cp-size 2', 'simulate - --decode-tokens-per-s 1e-9 --quiet',
+        'simulate - --time-scale 0 --quiet --cp-size 2', 'simulate - --kv-transfer-gbps 1e-9 --quiet',
         '--help', '--version', '', 'bogus', 'place --help', 'split -h', 'replay', 'split --cp-size=2 --page-size=1 --extend-lens=3',
         'split --cp-size 2 --cp-size 3', 'place --locs 1 --bogus', 'place --sh 2 --locs 1',
     ]

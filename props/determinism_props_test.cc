@@ -274,7 +274,7 @@ TEST(DeterminismProps, SimulateReportsAndFilesAreByteIdentical) {
                                                  std::to_string(*rc::gen::element<int64_t>(1, 2, 4)),
                                                  "--cache-tokens",
                                                  std::to_string(*rc::gen::element<int64_t>(0, 0, 4096, 20000)),
-                                                 "--chunk-tokens",
+                                                 "--chunked-prefill-size",
                                                  std::to_string(ps * *rc::gen::inRange<int64_t>(1, 33))};
         const Output table = RunTwice(config, workload);
         std::vector<std::string> json = config;

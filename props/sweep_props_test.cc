@@ -26,8 +26,8 @@ const IntKnob kIntKnobs[] = {{"shard-size", "shard_size"},
                              {"page-size", "page_size"},
                              {"cp-size", "cp_size"},
                              {"cache-tokens", "cache_tokens"},
-                             {"chunk-tokens", "chunk_tokens"},
-                             {"max-batch-tokens", "max_batch_tokens"},
+                             {"chunked-prefill-size", "chunked_prefill_size"},
+                             {"max-prefill-tokens", "max_prefill_tokens"},
                              {"layers", "layers"}};
 
 // Every pick of one value per axis, in odometer order (the last axis turns fastest).

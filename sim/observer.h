@@ -19,10 +19,17 @@ class SimObserver {
   virtual ~SimObserver() = default;
   // The pool was built (before any other call).
   virtual void OnStart(const AllocatorConfig& allocator) { (void)allocator; }
-  // `request` matched `fingerprints` (one per full prompt page) on at most `max_pages` pages and locked `match`.
-  virtual void OnMatch(int64_t request, const std::vector<uint64_t>& fingerprints, int64_t prompt_tokens,
-                       const PrefixCache::Match& match) {
-    (void)request, (void)fingerprints, (void)prompt_tokens, (void)match;
+  // `request` matched the first `tokens` tokens of its prompt (`fingerprints`: one per full page) and, with
+  // `lock`, locked `match` (an admission); without, the match only refreshed the tree's access times.
+  virtual void OnMatch(int64_t request, const std::vector<uint64_t>& fingerprints, int64_t tokens,
+                       const PrefixCache::Match& match, bool lock) {
+    (void)request, (void)fingerprints, (void)tokens, (void)match, (void)lock;
+  }
+  // cache_unfinished_req after an insert: `request` re-matched its first `tokens` tokens, locked `match` and
+  // released the lock it held.
+  virtual void OnRelock(int64_t request, const std::vector<uint64_t>& fingerprints, int64_t tokens,
+                        const PrefixCache::Match& match) {
+    (void)request, (void)fingerprints, (void)tokens, (void)match;
   }
   // One alloc_extend try of `requests` (committed when `ok`; `out` is then its answer); `allocator` after it.
   virtual void OnAlloc(const std::vector<int64_t>& requests, const AllocBatch& batch, bool ok, const ExtendPages& out,
@@ -41,12 +48,13 @@ class SimObserver {
   virtual void OnFree(const std::vector<int64_t>& pages, const fast::PageInterleaveAllocator& allocator) {
     (void)pages, (void)allocator;
   }
-  // A finished request inserted its full pages (pages[k] under fingerprints[k]); the cache freed result.freed.
+  // A request inserted full pages (pages[k] under fingerprints[k]): after a prefill chunk (not declined) or when
+  // its transfer is done; the cache freed result.freed (the request's duplicates, or all of them when declined).
   virtual void OnInsert(int64_t request, const std::vector<uint64_t>& fingerprints, const std::vector<int64_t>& pages,
                         int64_t rotation_base, const PrefixCache::InsertResult& result, int64_t cached_pages) {
     (void)request, (void)fingerprints, (void)pages, (void)rotation_base, (void)result, (void)cached_pages;
   }
-  // A finished request released its match's lock.
+  // A request released its lock: its transfer is done, or its admission was undone.
   virtual void OnUnlock(int64_t request) { (void)request; }
   // Polled once a step: true ends the simulation early (the result then covers the steps run).
   virtual bool Done() const { return false; }

@@ -51,8 +51,8 @@ inline SimConfig SmallConfig(int64_t shard_size = 4, int64_t cp_size = 1) {
   c.shard_size = shard_size;
   c.cp_size = cp_size;
   c.page_size = 64;
-  c.chunk_tokens = 1024;
-  c.max_batch_tokens = 2048;
+  c.chunked_prefill_size = 1024;
+  c.max_prefill_tokens = 2048;
   return c;
 }
 

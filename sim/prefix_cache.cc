@@ -90,6 +90,7 @@ StatusOr<PrefixCache::InsertResult> PrefixCache::Insert(const std::vector<uint64
     }
     UpdateEvictable(id);
     ++cached_pages_;
+    ++unlocked_pages_;
     ++result.new_pages;
     cur = id;
   }
@@ -98,7 +99,7 @@ StatusOr<PrefixCache::InsertResult> PrefixCache::Insert(const std::vector<uint64
 
 void PrefixCache::Lock(int64_t node) {
   for (int64_t id = node; id > 0; id = nodes_[id].parent) {
-    ++nodes_[id].lock_ref;
+    if (nodes_[id].lock_ref++ == 0) --unlocked_pages_;
     UpdateEvictable(id);
   }
 }
@@ -108,7 +109,7 @@ Status PrefixCache::Unlock(int64_t node) {
     if (nodes_[id].lock_ref == 0) return FailedPrecondition("node ", node, ": unlock without lock");
   }
   for (int64_t id = node; id > 0; id = nodes_[id].parent) {
-    --nodes_[id].lock_ref;
+    if (--nodes_[id].lock_ref == 0) ++unlocked_pages_;
     UpdateEvictable(id);
   }
   return Status::Ok();
@@ -127,6 +128,7 @@ int64_t PrefixCache::Evict(int64_t num_pages, std::vector<int64_t>* freed) {
     node = Node();
     free_ids_.push_back(id);
     --cached_pages_;
+    --unlocked_pages_;  // evictable nodes are unlocked
     if (parent != 0) {
       --nodes_[parent].children;
       UpdateEvictable(parent);
@@ -136,12 +138,13 @@ int64_t PrefixCache::Evict(int64_t num_pages, std::vector<int64_t>* freed) {
 }
 
 Status PrefixCache::CheckInvariants() const {
-  int64_t live = 0, evictable = 0;
+  int64_t live = 0, evictable = 0, unlocked = 0;
   std::vector<int64_t> children(nodes_.size(), 0);
   for (int64_t id = 1; id < static_cast<int64_t>(nodes_.size()); ++id) {
     const Node& node = nodes_[id];
     if (node.page < 0) continue;
     ++live;
+    unlocked += node.lock_ref == 0;
     if (node.parent != 0) ++children[node.parent];
     const Node& parent = nodes_[node.parent];
     if (node.parent != 0 && (parent.page < 0 || parent.base != node.base || parent.depth + 1 != node.depth)) {
@@ -167,6 +170,9 @@ Status PrefixCache::CheckInvariants() const {
     return Internal("prefix cache: ", live, " live nodes, ", edges_.size(), " edges, counted ", cached_pages_);
   }
   if (evictable != static_cast<int64_t>(evictable_.size())) return Internal("prefix cache: stale evictable entries");
+  if (unlocked != unlocked_pages_) {
+    return Internal("prefix cache: ", unlocked, " unlocked pages, counted ", unlocked_pages_);
+  }
   return Status::Ok();
 }
 

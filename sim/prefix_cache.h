@@ -49,8 +49,10 @@ class PrefixCache {
   int64_t Evict(int64_t num_pages, std::vector<int64_t>* freed);
   // Pages held by the tree.
   int64_t cached_pages() const { return cached_pages_; }
+  // Pages of unlocked nodes (SGLang's evictable_size() in pages): what eviction could free, leaves first.
+  int64_t evictable_pages() const { return unlocked_pages_; }
   // Full check (O(tree)): parents and children agree, depths, one base per chain, cyclic owners, page counts,
-  // the evictable set holds exactly the unlocked leaves.
+  // the evictable set holds exactly the unlocked leaves, the unlocked-page count.
   Status CheckInvariants() const;
 
  private:
@@ -80,6 +82,7 @@ class PrefixCache {
   std::unordered_map<std::pair<int64_t, uint64_t>, int64_t, EdgeHash> edges_;  // (parent, key) -> child
   std::set<std::pair<uint64_t, int64_t>> evictable_;                           // (last_access, id)
   int64_t cached_pages_ = 0;
+  int64_t unlocked_pages_ = 0;  // live nodes with lock_ref 0
   uint64_t clock_ = 0;
 };
 

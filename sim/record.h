@@ -14,7 +14,7 @@ struct RequestRow {
   double arrived_us = 0;             // arrival time after --time-scale
   double scheduled_us = -1;          // start of the batch that ran its first chunk
   double prefill_completed_us = -1;  // end of the batch that ran its last chunk (the first output token)
-  double completed_us = -1;          // prefill end + output_length / --decode-tokens-per-s
+  double completed_us = -1;          // its KV reached the decode side (the prefill node released its pages)
   int64_t prefill_tokens = 0;        // prompt tokens
   int64_t decode_tokens = 0;         // output tokens
   int64_t cached_tokens = 0;         // prompt tokens matched in the prefix cache

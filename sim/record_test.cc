@@ -113,9 +113,9 @@ RC_GTEST_PROP(RecordProps, RowsAddUpToTheResultAndRecordingChangesNothing, ()) {
   c.shard_size = *rc::gen::element<int64_t>(1, 2, 3, 4, 8, 20);
   c.page_size = *rc::gen::element<int64_t>(16, 64);
   c.cp_size = *rc::gen::element<int64_t>(1, 1, 2, 4);
-  c.chunk_tokens = c.page_size * *rc::gen::inRange<int64_t>(1, 40);
-  c.max_batch_tokens = c.page_size * *rc::gen::inRange<int64_t>(1, 80);
-  c.max_batch_requests = *rc::gen::inRange<int64_t>(1, 8);
+  c.chunked_prefill_size = c.page_size * *rc::gen::inRange<int64_t>(1, 40);
+  c.max_prefill_tokens = c.page_size * *rc::gen::inRange<int64_t>(1, 80);
+  c.max_running_requests = *rc::gen::inRange<int64_t>(1, 8);
   if (*rc::gen::arbitrary<bool>()) c.cache_tokens = c.shard_size * c.page_size * *rc::gen::inRange<int64_t>(60, 200);
   StatusOr<SimResult> plain = Simulate(*w, c);
   SimRecord rec;

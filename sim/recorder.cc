@@ -59,15 +59,17 @@ void SimRecorder::OnBatch(double start_us, const BatchWork& work, const BatchTim
   out_->batches.push_back(b);
 }
 
-void SimRecorder::OnChunk(int64_t id, int64_t base, double finish_us) {
+void SimRecorder::OnChunk(int64_t id, int64_t base) {
   const BatchRow& b = out_->batches.back();
   RequestRow& row = out_->requests[static_cast<size_t>(id)];
   if (row.chunks++ == 0) row.scheduled_us = b.start_us;
   row.rotation_base = base;
-  if (finish_us >= 0) {
-    row.prefill_completed_us = b.end_us;
-    row.completed_us = finish_us;
-  }
+}
+
+void SimRecorder::OnPrefillDone(int64_t id, double prefill_done_us, double transfer_done_us) {
+  RequestRow& row = out_->requests[static_cast<size_t>(id)];
+  row.prefill_completed_us = prefill_done_us;
+  row.completed_us = transfer_done_us;
 }
 
 void SimRecorder::OnPages(const std::vector<int64_t>& free_counts, int64_t pages_per_rank) {

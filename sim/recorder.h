@@ -25,9 +25,10 @@ class SimRecorder {
   // An extend batch ran from `start_us` for t.total_us; the counters are the run's totals after it.
   void OnBatch(double start_us, const BatchWork& work, const BatchTime& t, int64_t deferrals, int64_t evicted_pages,
                int64_t cached_tokens, int64_t hit_blocks);
-  // Request `id` had a chunk in the last batch, with rotation base `base`; `finish_us` >= 0 when that chunk
-  // finished its prompt (the time its decode ends).
-  void OnChunk(int64_t id, int64_t base, double finish_us);
+  // Request `id` had a chunk in the last batch, with rotation base `base`.
+  void OnChunk(int64_t id, int64_t base);
+  // Request `id`'s prefill ended at `prefill_done_us`; its KV reaches the decode side at `transfer_done_us`.
+  void OnPrefillDone(int64_t id, double prefill_done_us, double transfer_done_us);
   // The pool after the last batch: free pages per rank out of `pages_per_rank`.
   void OnPages(const std::vector<int64_t>& free_counts, int64_t pages_per_rank);
 

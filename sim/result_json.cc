@@ -23,7 +23,7 @@ Json DirectWriteJson(const SimResult& r, const SimConfig& c) {
 
 Json ResultJson(const SimResult& r, const SimConfig& c) {
   auto dist = [](const Distribution& d) {
-    return Json{{"total", d.total}, {"p50", d.p50}, {"p99", d.p99}, {"max", d.max}};
+    return Json{{"total", d.total}, {"p50", d.p50}, {"p90", d.p90}, {"p99", d.p99}, {"max", d.max}};
   };
   Json j;
   j["requests"] = r.requests;
@@ -51,9 +51,35 @@ Json ResultJson(const SimResult& r, const SimConfig& c) {
   j["batch_time_us"] = dist(r.batch_time_us);
   j["simulated_s"] = r.simulated_s;
   j["cost_model"] = c.cost.source;
-  j["config"] = {{"shard_size", c.shard_size},     {"page_size", c.page_size},
-                 {"cp_size", c.cp_size},           {"cache_tokens", c.cache_tokens},
-                 {"chunk_tokens", c.chunk_tokens}, {"max_batch_tokens", c.max_batch_tokens},
+  j["prefill_node"] = {{"ttft_ms", dist(r.ttft_ms)},
+                       {"queue_ms", dist(r.queue_ms)},
+                       {"transfer_ms", dist(r.transfer_ms)},
+                       {"input_tokens_per_s", r.input_tokens_per_s},
+                       {"slo_ttft_ms", c.slo_ttft_ms > 0 ? Json(c.slo_ttft_ms) : Json(nullptr)},
+                       {"slo_met_requests", r.slo_met},
+                       {"goodput_requests_per_s", r.goodput_requests_per_s},
+                       {"arrival_span_s", r.arrival_span_s},
+                       {"busy_s", r.busy_s},
+                       {"prefill_end_s", r.prefill_end_s},
+                       {"utilization", r.utilization},
+                       {"overloaded", Overloaded(r)},
+                       {"max_waiting_requests", r.max_waiting},
+                       {"waiting_at_last_arrival", r.waiting_at_last_arrival},
+                       {"no_token_stops", r.no_token_stops},
+                       {"scratch_stops", r.scratch_stops},
+                       {"kv_peak_bytes_per_rank", r.kv_peak_bytes_per_rank},
+                       {"kv_pool_bytes_per_rank", r.kv_pool_bytes_per_rank}};
+  j["config"] = {{"shard_size", c.shard_size},
+                 {"page_size", c.page_size},
+                 {"cp_size", c.cp_size},
+                 {"cache_tokens", c.cache_tokens},
+                 {"chunked_prefill_size", c.chunked_prefill_size},
+                 {"max_prefill_tokens", c.max_prefill_tokens},
+                 {"max_running_requests", c.max_running_requests},
+                 {"context_length", c.context_length},
+                 {"schedule_policy", SchedulePolicyName(c.schedule_policy)},
+                 {"kv_transfer_gbps", c.kv_transfer_gbps},
+                 {"bootstrap_ms", c.bootstrap_ms},
                  {"layers", c.cost.layers}};
   if (c.cp_size > 1) {  // CP shared-KV direct writes: only with CP (the output without CP is unchanged)
     j["direct_write"] = DirectWriteJson(r, c);

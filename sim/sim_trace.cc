@@ -7,6 +7,7 @@
 #include <ostream>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -86,26 +87,26 @@ class TraceEmitter : public SimObserver {
     (void)writer_.WriteHeader(h);  // a failed write leaves the stream failed: Finish reports it
   }
 
-  void OnMatch(int64_t request, const std::vector<uint64_t>& fps, int64_t prompt_tokens,
-               const PrefixCache::Match& m) override {
+  void OnMatch(int64_t request, const std::vector<uint64_t>& fps, int64_t tokens, const PrefixCache::Match& m,
+               bool lock) override {
     if (closed_) return;
-    Begin("match_prefix");  // SGLang matches the first len - 1 tokens, so at least one is computed
-    s_ += ", \"tokens\": ";
-    AppendTokens(fps, std::max<int64_t>(0, prompt_tokens - 1));
-    s_ += ", \"lock\": true, \"expect\": {\"prefix_len\": ";
-    AppendInt(s_, m.pages_matched * ps_);
-    s_ += ", \"pages\": ";
-    AppendInts(s_, m.pages);
-    s_ += ", \"rotation_base\": ";
-    AppendBase(s_, m.pages.empty() ? kNewChain : m.rotation_base);
-    s_ += ", \"last_loc\": ";
-    AppendInt(s_, m.pages.empty() ? 0 : m.pages.back() * ps_ + ps_ - 1);
+    Match(fps, tokens, m, lock);
+    if (lock) live_[request].match = matches_ - 1;
+  }
+
+  void OnRelock(int64_t request, const std::vector<uint64_t>& fps, int64_t tokens,
+                const PrefixCache::Match& m) override {
+    if (closed_) return;
+    Match(fps, tokens, m, /*lock=*/true);
+    Live& live = live_[request];
+    Begin("dec_lock_ref");
     s_ += ", \"match\": ";
-    AppendInt(s_, matches_);
+    AppendInt(s_, live.match);
+    s_ += ", \"expect\": {\"locked_matches\": ";
+    AppendInt(s_, static_cast<int64_t>(live_.size()));
     s_ += "}";
     End();
-    live_[request].match = matches_++;
-    ++counts_.matches;
+    live.match = matches_ - 1;
   }
 
   void OnAlloc(const std::vector<int64_t>& requests, const AllocBatch& b, bool ok, const ExtendPages& out,
@@ -165,9 +166,15 @@ class TraceEmitter : public SimObserver {
     ++counts_.frees;
   }
 
-  void OnInsert(int64_t, const std::vector<uint64_t>& fps, const std::vector<int64_t>& pages, int64_t rotation_base,
-                const PrefixCache::InsertResult& r, int64_t cached_pages) override {
+  void OnInsert(int64_t request, const std::vector<uint64_t>& fps, const std::vector<int64_t>& pages,
+                int64_t rotation_base, const PrefixCache::InsertResult& r, int64_t cached_pages) override {
     if (closed_) return;
+    // The inserted pages leave the request: grafted into the tree, or freed (duplicates; all when declined).
+    if (const auto it = live_.find(request); it != live_.end()) {
+      const std::unordered_set<int64_t> gone(pages.begin(), pages.end());
+      std::vector<int64_t>& own = it->second.own_pages;
+      own.erase(std::remove_if(own.begin(), own.end(), [&](int64_t p) { return gone.count(p) > 0; }), own.end());
+    }
     Begin("insert");
     s_ += ", \"tokens\": ";
     AppendTokens(fps, static_cast<int64_t>(fps.size()) * ps_);
@@ -211,6 +218,29 @@ class TraceEmitter : public SimObserver {
     int64_t match = 0;
     std::vector<int64_t> own_pages;
   };
+
+  // A match_prefix of the first `tokens` tokens; with `lock`, a locking one (its handle is matches_ - 1 after).
+  void Match(const std::vector<uint64_t>& fps, int64_t tokens, const PrefixCache::Match& m, bool lock) {
+    Begin("match_prefix");
+    s_ += ", \"tokens\": ";
+    AppendTokens(fps, tokens);
+    s_ += lock ? ", \"lock\": true" : "";
+    s_ += ", \"expect\": {\"prefix_len\": ";
+    AppendInt(s_, m.pages_matched * ps_);
+    s_ += ", \"pages\": ";
+    AppendInts(s_, m.pages);
+    s_ += ", \"rotation_base\": ";
+    AppendBase(s_, m.pages.empty() ? kNewChain : m.rotation_base);
+    s_ += ", \"last_loc\": ";
+    AppendInt(s_, m.pages.empty() ? 0 : m.pages.back() * ps_ + ps_ - 1);
+    if (lock) {
+      s_ += ", \"match\": ";
+      AppendInt(s_, matches_++);
+      ++counts_.matches;
+    }
+    s_ += "}";
+    End();
+  }
 
   void Begin(const char* op) {
     s_.clear();

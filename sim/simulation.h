@@ -1,6 +1,7 @@
 // The simulator's internal state (sim/simulator.h's Simulate): one request in flight and the serving loop's
-// class, shared by simulator.cc (the loop, batches, completions) and admission.cc (allocation, eviction, the
-// gather plan and the CP direct-write check). Private to //sim:simulator.
+// class, shared by simulator.cc (the loop, batches, caching, transfers), scheduler.cc (SGLang's scheduling pass
+// and PrefillAdder) and admission.cc (allocation, eviction, the gather plan and the CP direct-write check).
+// Private to //sim:simulator.
 #ifndef KVSHARD_SIM_SIMULATION_H_
 #define KVSHARD_SIM_SIMULATION_H_
 
@@ -29,13 +30,18 @@ struct Req {
   int64_t id = 0;
   const WorkloadRequest* w = nullptr;
   std::vector<uint64_t> fps;  // fingerprint of each full prompt page
-  bool matched = false;
-  int64_t done = 0;  // prompt tokens in the KV pool (cached prefix + prefilled)
+  int64_t done = 0;           // prompt tokens in the KV pool (cached prefix + prefilled)
   int64_t base = kNewChain;
   std::vector<int64_t> pages;  // position pages so far
-  int64_t own_pages = 0;       // pages allocated to this request (not the cached prefix it matched)
-  int64_t lock_node = 0;
-  double finish_us = 0;
+  int64_t own_pages = 0;       // pages allocated to this request and not (yet) the tree's
+  int64_t lock_node = 0;       // the deepest node it holds a lock on (0: none)
+  bool admitted = false;       // matched and locked by an admission
+  int64_t cached_at_admission = 0;
+  double ready_us = 0;          // arrival + bootstrap: schedulable from then
+  double scheduled_us = -1;     // start of its first chunk's batch
+  double prefill_done_us = -1;  // end of its last chunk's batch
+  double transfer_done_us = 0;  // its KV reached the decode side: pages released
+  int64_t sent_tokens = 0;      // prompt tokens whose KV is queued on the link
 };
 
 // New pages of `batch`: Σ ceil(seq / ps) - prefix / ps.
@@ -58,7 +64,12 @@ class Simulation {
  private:
   Status Setup();
   void Violation(const std::string& what);
-  void Match(Req& r);
+  // match_prefix of the first input_length - 1 tokens, page-granular; with `lock`, admits r (locks its node).
+  PrefixCache::Match Match(Req& r, bool lock);
+  // One scheduling pass (SGLang's get_new_batch_prefill with its PrefillAdder): the chunked request first, then
+  // the waiting queue in policy order until a budget stops it. Admitted requests leave the waiting queue.
+  std::vector<std::pair<Req*, int64_t>> FormBatch();
+  void SortWaiting();  // SchedulePolicy.calc_priority
   // Tries to allocate `batch` (evicting for it when the pool is short); false when deferred.
   StatusOr<bool> Allocate(const std::vector<std::pair<Req*, int64_t>>& batch, ExtendPages* out);
   // One allocator call for `batch` (ab): AllocExtend, or in owner-plan mode AllocExtendByClasses.
@@ -74,10 +85,17 @@ class Simulation {
   // The direct-write owner check of a batch with a CP plan (both modes).
   void CheckDirectWrites(const std::vector<std::pair<Req*, int64_t>>& batch, const ExtendPages& out);
   Status RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, const ExtendPages& out);
+  // SGLang's cache_unfinished_req after a chunk: the prefilled full pages go into the tree (duplicates freed,
+  // the row rebound to the tree's pages, the lock moved down), or, declined, stay the request's.
+  Status CacheUnfinished(Req& r);
+  // Queues the KV of r's newly prefilled tokens on the node's link to the decode side.
+  void SendKv(Req& r);
+  // SGLang's release_kv_cache (cache_finished_req) once r's KV transfer is done.
   Status Complete(Req& r);
   Status FreePages(const std::vector<int64_t>& pages);
   void CheckConservation(const char* where);
   void SamplePages();
+  void Summarize();
 
   const Workload& w_;
   const SimConfig& c_;
@@ -88,20 +106,23 @@ class Simulation {
   fast::GatherPlanner planner_;
   GatherPlan plan_;
   CPSharedKVBatchPlan cp_plan_;
+  ScratchSpec scratch_;
   std::vector<std::unique_ptr<Req>> live_;
   std::deque<Req*> waiting_;
+  Req* chunked_ = nullptr;     // SGLang's self.chunked_req: continues first in the next batch
+  int64_t holding_slots_ = 0;  // requests admitted and not yet released (SGLang's req_to_token_pool slots)
   using Finish = std::pair<double, Req*>;
-  // Earliest finish first; equal times in request order (not pointer order, which depends on the heap layout).
+  // Earliest transfer end first; equal times in request order (not pointer order, which depends on the heap).
   struct FinishesLater {
     bool operator()(const Finish& a, const Finish& b) const {
       return a.first != b.first ? a.first > b.first : a.second->id > b.second->id;
     }
   };
-  std::priority_queue<Finish, std::vector<Finish>, FinishesLater> decoding_;
-  double now_us_ = 0;
+  std::priority_queue<Finish, std::vector<Finish>, FinishesLater> transferring_;
+  double now_us_ = 0, link_free_us_ = 0, busy_us_ = 0;
   int64_t step_ = 0, own_pages_ = 0, finished_ = 0, samples_ = 0;
   double in_use_sum_ = 0, skew_sum_ = 0;
-  std::vector<double> gathered_, batch_us_;
+  std::vector<double> gathered_, batch_us_, ttft_ms_, queue_ms_, transfer_ms_;
   SimResult r_;
   std::unique_ptr<SimRecorder> rec_;  // only when asked to record
 };
