@@ -18,7 +18,7 @@ namespace {
 enum class AddResult { kContinue, kNoToken, kOther };
 
 constexpr int64_t kMaxNewTokens = 1;  // PrefillBootstrapQueue._process_req: max_new_tokens = 1 on a prefill node
-constexpr int64_t kInBatchCheckThreshold = 32;        // IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD
+constexpr int64_t kInBatchCheckThreshold = 32;         // IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD
 constexpr int64_t kInBatchDeprioritizeThreshold = 32;  // IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD
 constexpr size_t kLpmQueueLimit = 128;                 // _determine_active_policy: fcfs above this many waiting
 
@@ -159,8 +159,10 @@ std::vector<std::pair<Req*, int64_t>> Simulation::FormBatch() {
   if (chunked_ != nullptr) {
     bool scratch_failed = false;
     const int64_t len = adder.AddChunkedReq(chunked_->done, chunked_->w->input_tokens, &scratch_failed);
-    if (scratch_failed) Violation(StrCat("request ", chunked_->id, ": chunked request exceeds the sharded assembly "
-                                         "scratch (SGLang raises)"));
+    if (scratch_failed)
+      Violation(StrCat("request ", chunked_->id,
+                       ": chunked request exceeds the sharded assembly "
+                       "scratch (SGLang raises)"));
     batch.push_back({chunked_, len});
     if (chunked_->done + len == chunked_->w->input_tokens) chunked_ = nullptr;  // else still chunked
   }
@@ -220,7 +222,8 @@ std::vector<std::pair<Req*, int64_t>> Simulation::FormBatch() {
       }
     }
     if (first_failed) {
-      Violation(StrCat("request ", r->id, ": cannot fit the sharded assembly scratch even in an empty batch "
+      Violation(StrCat("request ", r->id,
+                       ": cannot fit the sharded assembly scratch even in an empty batch "
                        "(SGLang raises)"));
     }
     if (extend == 0) {  // not admitted: the _lock_node context releases the lock
