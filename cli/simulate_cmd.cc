@@ -44,7 +44,13 @@ void DeclareFlags(po::options_description& flags) {
       "the model's context: longer prompts are refused; sizes the assembly scratch's prefix region")(
       "schedule-policy", Choice({"fcfs", "lpm"})->default_value("fcfs"),
       "SGLang --schedule-policy: fcfs (first come, first served) or lpm (longest prefix match)")(
-      "time-scale", Real(0, 1e6)->default_value(1.0), "arrival times are multiplied by this (0.5: twice the rate)")(
+      "instances", Int(1, 1024)->default_value(1),
+      "prefill nodes, each --shard-size ranks with its own pool and radix cache, behind --router")(
+      "router", Choice({"round-robin", "least-loaded", "prefix-affinity"})->default_value("round-robin"),
+      "how arrivals are spread over the --instances: round-robin, least-loaded (fewest requests not yet "
+      "prefilled), prefix-affinity (the node whose routed prompts share at least half the prompt, else "
+      "least-loaded)")("time-scale", Real(0, 1e6)->default_value(1.0),
+                       "arrival times are multiplied by this (0.5: twice the rate)")(
       "kv-transfer-gbps", Real(0, 1e6, true)->default_value(400.0),
       "each rank's link to the decode side, Gbit/s: a request's pages are released when its KV has arrived")(
       "bootstrap-ms", Real(0, 1e9)->default_value(0.0),
@@ -118,16 +124,26 @@ std::string Grouped(double v) {
 
 void PrintSummary(const sim::SimResult& r, const sim::SimConfig& c, std::ostream& out) {
   out << std::fixed << std::setprecision(3);
-  out << "simulated " << r.requests << " requests in " << r.batches
-      << " batches on one prefill node (N=" << c.shard_size << " ps=" << c.page_size << " cp=" << c.cp_size
+  const std::string nodes = c.instances == 1
+                                ? std::string("one prefill node")
+                                : StrCat(c.instances, " prefill nodes behind a ", sim::RouterName(c.router), " router");
+  out << "simulated " << r.requests << " requests in " << r.batches << " batches on " << nodes << " (N=" << c.shard_size
+      << " ps=" << c.page_size << " cp=" << c.cp_size
       << " cache=" << (c.cache_tokens ? Grouped(c.cache_tokens) + " tokens" : std::string("unbounded"))
       << " chunked-prefill-size=" << c.chunked_prefill_size << " " << sim::SchedulePolicyName(c.schedule_policy)
       << ")\n";
   const std::string verdict = sim::Overloaded(r) ? "OVERLOADED" : "keeps up";
-  out << "load: " << verdict << " — batches busy " << HumanMs(r.busy_s * 1e3) << " over "
-      << HumanMs(r.arrival_span_s * 1e3) << " of arrivals (utilization " << std::setprecision(2) << r.utilization
-      << std::setprecision(3) << "); queue peaked at " << r.max_waiting << " requests, " << r.waiting_at_last_arrival
-      << " waiting at the last arrival\n";
+  if (c.instances == 1) {
+    out << "load: " << verdict << " — batches busy " << HumanMs(r.busy_s * 1e3) << " over "
+        << HumanMs(r.arrival_span_s * 1e3) << " of arrivals (utilization " << std::setprecision(2) << r.utilization
+        << std::setprecision(3) << "); queue peaked at " << r.max_waiting << " requests, " << r.waiting_at_last_arrival
+        << " waiting at the last arrival\n";
+  } else {
+    out << "load: " << verdict << " — the busiest node's batches take " << std::setprecision(2) << r.utilization
+        << std::setprecision(3) << " of the " << HumanMs(r.arrival_span_s * 1e3)
+        << " of arrivals (all nodes: " << HumanMs(r.busy_s * 1e3) << " busy); one node's queue peaked at "
+        << r.max_waiting << " requests\n";
+  }
   out << "time to first token: p50 " << HumanMs(r.ttft_ms.p50) << ", p90 " << HumanMs(r.ttft_ms.p90) << ", p99 "
       << HumanMs(r.ttft_ms.p99) << "; queueing p50 " << HumanMs(r.queue_ms.p50) << ", p99 " << HumanMs(r.queue_ms.p99)
       << "; KV transfer p50 " << HumanMs(r.transfer_ms.p50) << "\n";
@@ -167,6 +183,19 @@ void PrintSummary(const sim::SimResult& r, const sim::SimConfig& c, std::ostream
   }
   out << "batch time (" << c.cost.source << "): p50 " << HumanMs(r.batch_time_us.p50 / 1e3) << ", p99 "
       << HumanMs(r.batch_time_us.p99 / 1e3) << "; simulated clock " << HumanMs(r.simulated_s * 1e3) << "\n";
+  if (!r.nodes.empty()) {
+    out << "per node (the figures above are the cluster's: utilization, peaks and queue of the busiest node):\n";
+    out << "  node  requests  utilization  ttft p50  ttft p99  prefix hit  KV peak/rank\n";
+    for (size_t k = 0; k < r.nodes.size(); ++k) {
+      const sim::SimResult& n = r.nodes[k];
+      char line[160];
+      std::snprintf(line, sizeof line, "  %4zu  %8lld  %11.2f  %8s  %8s  %10.3f  %12s\n", k,
+                    static_cast<long long>(n.requests), n.utilization, HumanMs(n.ttft_ms.p50).c_str(),
+                    HumanMs(n.ttft_ms.p99).c_str(), Ratio(n.cached_tokens, n.input_tokens),
+                    HumanBytes(static_cast<double>(n.kv_peak_bytes_per_rank)).c_str());
+      out << line;
+    }
+  }
   out << "invariant violations: " << r.violations << "\n";
 }
 

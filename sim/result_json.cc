@@ -80,7 +80,25 @@ Json ResultJson(const SimResult& r, const SimConfig& c) {
                  {"schedule_policy", SchedulePolicyName(c.schedule_policy)},
                  {"kv_transfer_gbps", c.kv_transfer_gbps},
                  {"bootstrap_ms", c.bootstrap_ms},
+                 {"instances", c.instances},
+                 {"router", RouterName(c.router)},
                  {"layers", c.cost.layers}};
+  if (!r.nodes.empty()) {  // a cluster: each node's own figures
+    j["nodes"] = Json::array();
+    for (const SimResult& n : r.nodes) {
+      j["nodes"].push_back({{"requests", n.requests},
+                            {"batches", n.batches},
+                            {"prefix_hit_rate_tokens", Ratio(n.cached_tokens, n.input_tokens)},
+                            {"utilization", n.utilization},
+                            {"overloaded", Overloaded(n)},
+                            {"ttft_ms", dist(n.ttft_ms)},
+                            {"queue_ms", dist(n.queue_ms)},
+                            {"max_waiting_requests", n.max_waiting},
+                            {"pages_in_use_max", n.pages_in_use_max},
+                            {"kv_peak_bytes_per_rank", n.kv_peak_bytes_per_rank},
+                            {"violations", n.violations}});
+    }
+  }
   if (c.cp_size > 1) {  // CP shared-KV direct writes: only with CP (the output without CP is unchanged)
     j["direct_write"] = DirectWriteJson(r, c);
   }

@@ -44,25 +44,50 @@ struct Req {
   int64_t sent_tokens = 0;      // prompt tokens whose KV is queued on the link
 };
 
+// Page fingerprints of a prompt: the (block id, offset) runs each page covers, hashed; without block ids the
+// request's own id makes every page unique.
+std::vector<uint64_t> Fingerprints(const WorkloadRequest& w, int64_t id, int64_t block_tokens, int64_t ps);
+
+// p50/p90/p99/max/total of a sample (empty: zeros).
+Distribution Summarize(const std::vector<double>& v);
+
 // New pages of `batch`: Σ ceil(seq / ps) - prefix / ps.
 int64_t NewPages(const std::vector<std::pair<Req*, int64_t>>& batch, int64_t ps);
 
-// One simulation run (Simulate builds one per call).
+// One prefill node of a run (sim/cluster.cc drives one per instance): requests are offered to it in arrival
+// order, and it runs its event loop up to each next arrival, then to the end.
 class Simulation {
  public:
-  Simulation(const Workload& w, const SimConfig& c, const SimProgress& p, SimRecord* record)
+  Simulation(const Workload& w, const SimConfig& c, SimRecord* record, int64_t instances = 1)
       : w_(w),
         c_(c),
-        progress_(p),
+        instances_(instances),
         owners_(c.alloc_mode == AllocMode::kOwners && c.cp_size > 1),
         cache_(c.shard_size, /*cyclic_chains=*/!owners_) {
     if (record) rec_ = std::make_unique<SimRecorder>(record);
   }
 
-  StatusOr<SimResult> Run();
+  // Builds the pool (an input error: a prompt longer than the context, a pool below one page per rank).
+  Status Setup();
+  // Request `id` (w, which outlives the run) arrives; `last` marks the workload's last request.
+  void Offer(const WorkloadRequest* w, int64_t id);
+  void set_last_request(int64_t id) { last_request_id_ = id; }
+  // Runs the node until its clock reaches `t` (a batch that starts before `t` runs to its end); an infinite `t`
+  // drains it. An error when a request can never be admitted.
+  Status RunUntil(double t);
+  // Final checks and figures.
+  StatusOr<SimResult> Finish();
+  // Requests offered and not yet prefilled (in the bootstrap queue, waiting, or chunked): the router's load.
+  int64_t Outstanding() const;
+  int64_t finished() const { return finished_; }
+  // Per finished request, in release order: time to first token, queueing delay, transfer time (ms).
+  const std::vector<double>& ttft_ms() const { return ttft_ms_; }
+  const std::vector<double>& queue_ms() const { return queue_ms_; }
+  const std::vector<double>& transfer_ms() const { return transfer_ms_; }
+  const std::vector<double>& gathered() const { return gathered_; }
+  const std::vector<double>& batch_us() const { return batch_us_; }
 
  private:
-  Status Setup();
   void Violation(const std::string& what);
   // match_prefix of the first input_length - 1 tokens, page-granular; with `lock`, admits r (locks its node).
   PrefixCache::Match Match(Req& r, bool lock);
@@ -99,8 +124,8 @@ class Simulation {
 
   const Workload& w_;
   const SimConfig& c_;
-  const SimProgress& progress_;
-  const bool owners_;  // owner-plan allocation (AllocMode::kOwners with cp_size > 1)
+  const int64_t instances_;  // nodes of the cluster (sizes an unbounded pool)
+  const bool owners_;        // owner-plan allocation (AllocMode::kOwners with cp_size > 1)
   std::unique_ptr<fast::PageInterleaveAllocator> alloc_;
   PrefixCache cache_;
   fast::GatherPlanner planner_;
@@ -108,17 +133,20 @@ class Simulation {
   CPSharedKVBatchPlan cp_plan_;
   ScratchSpec scratch_;
   std::vector<std::unique_ptr<Req>> live_;
+  std::deque<Req*> inbox_;  // offered, in the bootstrap queue
   std::deque<Req*> waiting_;
+  Req* pending_chunk_ = nullptr;  // the last batch's chunked request: cached and sent at the next pass
+  int64_t last_request_id_ = -1;
   Req* chunked_ = nullptr;     // SGLang's self.chunked_req: continues first in the next batch
   int64_t holding_slots_ = 0;  // requests admitted and not yet released (SGLang's req_to_token_pool slots)
-  using Finish = std::pair<double, Req*>;
+  using TransferEnd = std::pair<double, Req*>;
   // Earliest transfer end first; equal times in request order (not pointer order, which depends on the heap).
-  struct FinishesLater {
-    bool operator()(const Finish& a, const Finish& b) const {
+  struct EndsLater {
+    bool operator()(const TransferEnd& a, const TransferEnd& b) const {
       return a.first != b.first ? a.first > b.first : a.second->id > b.second->id;
     }
   };
-  std::priority_queue<Finish, std::vector<Finish>, FinishesLater> transferring_;
+  std::priority_queue<TransferEnd, std::vector<TransferEnd>, EndsLater> transferring_;
   double now_us_ = 0, link_free_us_ = 0, busy_us_ = 0;
   int64_t step_ = 0, own_pages_ = 0, finished_ = 0, samples_ = 0;
   double in_use_sum_ = 0, skew_sum_ = 0;

@@ -13,10 +13,7 @@
 
 namespace kvshard::sim {
 namespace internal {
-namespace {
 
-// Page fingerprints of a prompt: the (block id, offset) runs each page covers, hashed; without block ids the
-// request's own id makes every page unique.
 std::vector<uint64_t> Fingerprints(const WorkloadRequest& w, int64_t id, int64_t block_tokens, int64_t ps) {
   const int64_t full = w.input_tokens / ps;
   std::vector<uint64_t> fps(full);
@@ -38,12 +35,16 @@ std::vector<uint64_t> Fingerprints(const WorkloadRequest& w, int64_t id, int64_t
   return fps;
 }
 
+namespace {
+
 double Percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   const size_t i = std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * v.size())) - (q > 0 ? 1 : 0));
   std::nth_element(v.begin(), v.begin() + i, v.end());
   return v[i];
 }
+
+}  // namespace
 
 Distribution Summarize(const std::vector<double>& v) {
   Distribution d;
@@ -57,17 +58,16 @@ Distribution Summarize(const std::vector<double>& v) {
   return d;
 }
 
-}  // namespace
-
 Status Simulation::Setup() {
   const int64_t n = c_.shard_size, ps = c_.page_size;
   int64_t pages_per_rank;
   if (c_.cache_tokens > 0) {
     pages_per_rank = c_.cache_tokens / (n * ps);
-  } else {  // 8x every prompt's pages spread evenly (classes fill unevenly at large N), within the 2^24 pages
+  } else {  // 8x every prompt's pages spread evenly over the nodes and ranks (classes fill unevenly at large N),
+            // within the 2^24 pages
     int64_t pages = 0;
     for (const WorkloadRequest& q : w_.requests) pages += (q.input_tokens + ps - 1) / ps;
-    pages_per_rank = 8 * ((pages + n - 1) / n) + c_.max_running_requests + 16;
+    pages_per_rank = 8 * ((pages + n * instances_ - 1) / (n * instances_)) + c_.max_running_requests + 16;
     pages_per_rank = std::min(pages_per_rank, (int64_t{1} << 24) / n - 2);  // page_pos: N * (ppr + 2) <= 2^24
   }
   if (pages_per_rank < 1) {
@@ -100,6 +100,7 @@ Status Simulation::Setup() {
   alloc_ = std::make_unique<fast::PageInterleaveAllocator>(std::move(a));
   r_.pool_pages_per_rank = pages_per_rank;
   if (c_.observer) c_.observer->OnStart(ac);
+  if (rec_) rec_->Begin(w_, c_, r_.pool_pages_per_rank);
   return Status::Ok();
 }
 
@@ -223,208 +224,6 @@ Status Simulation::RunBatch(const std::vector<std::pair<Req*, int64_t>>& batch, 
   return Status::Ok();
 }
 
-Status Simulation::CacheUnfinished(Req& r) {
-  const int64_t ps = c_.page_size;
-  const int64_t full = r.done / ps;  // key_len: the page-aligned part of what is prefilled
-  if (full == 0) return Status::Ok();
-  const std::vector<uint64_t> fps(r.fps.begin(), r.fps.begin() + full);
-  KVSHARD_ASSIGN_OR_RETURN(PrefixCache::InsertResult ins,
-                           cache_.Insert(fps, std::vector<int64_t>(r.pages.begin(), r.pages.begin() + full), r.base));
-  if (ins.declined) {  // the request keeps its own pages and its lock; the insert's match touched the chain
-    ++r_.declined_grafts;
-    ++r_.chunk_declined_grafts;
-    if (c_.observer) {
-      const PrefixCache::Match touched = cache_.MatchPrefix(fps, full);  // the same touch, as a trace record
-      c_.observer->OnMatch(r.id, fps, full * ps, touched, false);
-    }
-    return Status::Ok();
-  }
-  r_.duplicate_pages += static_cast<int64_t>(ins.freed.size());
-  ++r_.chunk_inserts;
-  if (c_.observer) {
-    c_.observer->OnInsert(r.id, fps, std::vector<int64_t>(r.pages.begin(), r.pages.begin() + full), r.base, ins,
-                          cache_.cached_pages());
-  }
-  if (!ins.freed.empty()) {
-    std::vector<int64_t> locs;
-    for (int64_t p : ins.freed) locs.push_back(p * ps);
-    KVSHARD_RETURN_IF_ERROR(alloc_->Free(locs));
-  }
-  const int64_t moved = ins.new_pages + static_cast<int64_t>(ins.freed.size());  // now the tree's, or freed
-  r.own_pages -= moved;
-  own_pages_ -= moved;
-  // Re-match: the row takes the tree's pages, the lock moves to the new last node.
-  const PrefixCache::Match m = cache_.MatchPrefix(fps, full);
-  if (m.pages_matched != full) {
-    return Internal("cache_unfinished_req: request ", r.id, " re-matched ", m.pages_matched, " of ", full, " pages");
-  }
-  std::copy(m.pages.begin(), m.pages.end(), r.pages.begin());
-  cache_.Lock(m.node);
-  KVSHARD_RETURN_IF_ERROR(cache_.Unlock(r.lock_node));
-  if (c_.observer) c_.observer->OnRelock(r.id, fps, full * ps, m);
-  r.lock_node = m.node;
-  return Status::Ok();
-}
-
-void Simulation::SendKv(Req& r) {
-  // Each rank sends the pages it owns (1/N of the KV, all layers) over its own link, FIFO behind earlier sends.
-  const double bytes_per_rank = static_cast<double>(r.done - r.sent_tokens) *
-                                static_cast<double>(c_.kv_bytes_per_token_layer) * static_cast<double>(c_.cost.layers) /
-                                static_cast<double>(c_.shard_size);
-  const double start = std::max(now_us_, link_free_us_);
-  link_free_us_ = start + bytes_per_rank * 8.0 / (c_.kv_transfer_gbps * 1e3);  // Gbit/s = 1e3 bits per us
-  r.sent_tokens = r.done;
-  if (r.done == r.w->input_tokens) {
-    r.transfer_done_us = link_free_us_;
-    transferring_.push({r.transfer_done_us, &r});
-    if (rec_) rec_->OnPrefillDone(r.id, r.prefill_done_us, r.transfer_done_us);
-  }
-}
-
-Status Simulation::Complete(Req& r) {
-  // SGLang's release_kv_cache -> cache_finished_req: free the partial tail page, insert the full pages (the cache
-  // frees duplicates or, declined, the request's pages), release the lock. Two frees, as the engine and a
-  // replayed trace make them.
-  const int64_t full = static_cast<int64_t>(r.fps.size());
-  KVSHARD_RETURN_IF_ERROR(FreePages(std::vector<int64_t>(r.pages.begin() + full, r.pages.end())));
-  KVSHARD_ASSIGN_OR_RETURN(PrefixCache::InsertResult ins, cache_.Insert(r.fps, r.pages, r.base));
-  r_.declined_grafts += ins.declined;
-  r_.duplicate_pages += ins.declined ? 0 : static_cast<int64_t>(ins.freed.size());
-  if (c_.observer) {
-    c_.observer->OnInsert(r.id, r.fps, std::vector<int64_t>(r.pages.begin(), r.pages.begin() + full), r.base, ins,
-                          cache_.cached_pages());
-  }
-  if (!ins.freed.empty()) {
-    std::vector<int64_t> locs;
-    for (int64_t p : ins.freed) locs.push_back(p * c_.page_size);
-    KVSHARD_RETURN_IF_ERROR(alloc_->Free(locs));
-  }
-  own_pages_ -= r.own_pages;
-  KVSHARD_RETURN_IF_ERROR(cache_.Unlock(r.lock_node));
-  if (c_.observer) c_.observer->OnUnlock(r.id);
-  --holding_slots_;
-  ++finished_;
-  const double arrived = static_cast<double>(r.w->arrival_us) * c_.time_scale;
-  ttft_ms_.push_back((r.prefill_done_us - arrived) / 1e3);
-  queue_ms_.push_back((r.scheduled_us - arrived) / 1e3);
-  transfer_ms_.push_back((r.transfer_done_us - r.prefill_done_us) / 1e3);
-  if (c_.slo_ttft_ms <= 0 || ttft_ms_.back() <= c_.slo_ttft_ms) ++r_.slo_met;
-  r.fps = {};
-  r.pages = {};
-  return Status::Ok();
-}
-
-StatusOr<SimResult> Simulation::Run() {
-  KVSHARD_RETURN_IF_ERROR(Setup());
-  if (rec_) rec_->Begin(w_, c_, r_.pool_pages_per_rank);
-  const int64_t total = static_cast<int64_t>(w_.requests.size()), ps = c_.page_size;
-  r_.requests = total;
-  size_t next = 0;
-  auto arrival = [&](size_t i) { return static_cast<double>(w_.requests[i].arrival_us) * c_.time_scale; };
-  auto ready = [&](size_t i) { return arrival(i) + c_.bootstrap_ms * 1e3; };
-  Req* pending_chunk = nullptr;  // the chunked request of the last batch: cached and sent at the next pass
-  while (finished_ < total && !(c_.observer && c_.observer->Done())) {
-    // process_disagg_prefill_inflight_queue: transfers done by now release their requests.
-    while (!transferring_.empty() && transferring_.top().first <= now_us_) {
-      Req* r = transferring_.top().second;
-      transferring_.pop();
-      KVSHARD_RETURN_IF_ERROR(Complete(*r));
-      ++step_;
-      CheckConservation("transfer done");
-      if (progress_) progress_(finished_, total);
-    }
-    // pop_bootstrapped: arrivals whose bootstrap is done join the waiting queue.
-    while (next < w_.requests.size() && ready(next) <= now_us_) {
-      auto r = std::make_unique<Req>();
-      r->id = static_cast<int64_t>(next);
-      r->w = &w_.requests[next];
-      r->fps = Fingerprints(*r->w, r->id, w_.block_tokens, ps);
-      r->ready_us = ready(next);
-      r_.input_tokens += r->w->input_tokens;
-      r_.hash_blocks += static_cast<int64_t>(r->w->block_hashes.size());
-      waiting_.push_back(r.get());
-      live_.push_back(std::move(r));
-      if (next + 1 == w_.requests.size()) r_.waiting_at_last_arrival = static_cast<int64_t>(waiting_.size());
-      ++next;
-    }
-    r_.max_waiting = std::max(r_.max_waiting, static_cast<int64_t>(waiting_.size()));
-    // process_prefill_chunk: the chunked request's prefilled pages are cached and its KV sent.
-    if (pending_chunk != nullptr) {
-      KVSHARD_RETURN_IF_ERROR(CacheUnfinished(*pending_chunk));
-      SendKv(*pending_chunk);
-      pending_chunk = nullptr;
-    }
-    Req* const continuing = chunked_;
-    std::vector<std::pair<Req*, int64_t>> batch = FormBatch();
-    if (batch.empty()) {
-      double t = next < w_.requests.size() ? ready(next) : -1;
-      if (!transferring_.empty() && (t < 0 || transferring_.top().first < t)) t = transferring_.top().first;
-      if (t < 0) {
-        if (!waiting_.empty()) return NotAdmitted({{waiting_.front(), waiting_.front()->w->input_tokens}});
-        break;
-      }
-      now_us_ = std::max(now_us_, t);
-      continue;
-    }
-    ExtendPages out;
-    KVSHARD_ASSIGN_OR_RETURN(bool ok, Allocate(batch, &out));
-    if (!ok && owners_ && transferring_.empty()) {  // a class-agnostic eviction may have missed the short class
-      KVSHARD_ASSIGN_OR_RETURN(ok, EvictUntilAdmitted(batch, &out));
-    }
-    if (!ok) {  // SGLang's alloc path raises here; the model defers the pass until a transfer frees pages
-      ++r_.deferrals;
-      if (alloc_->aggregate_free_size() >= NewPages(batch, ps) * ps) ++r_.class_exhausted_deferrals;
-      // Undo the pass: the admitted go back to the head of the queue unlocked; a continuing chunk stays chunked.
-      for (auto it = batch.rbegin(); it != batch.rend(); ++it) {
-        Req* r = it->first;
-        if (r == continuing) continue;
-        KVSHARD_RETURN_IF_ERROR(cache_.Unlock(r->lock_node));
-        if (c_.observer) c_.observer->OnUnlock(r->id);
-        r->admitted = false;
-        r->lock_node = 0;
-        r->pages.clear();
-        r->done = 0;
-        r->base = kNewChain;
-        --holding_slots_;
-        waiting_.push_front(r);
-      }
-      chunked_ = continuing;
-      if (transferring_.empty()) return NotAdmitted(batch);
-      now_us_ = std::max(now_us_, transferring_.top().first);
-      continue;
-    }
-    for (const auto& [r, chunk] : batch) {
-      if (r != continuing) r_.cached_tokens += r->cached_at_admission;
-      if (r != continuing && w_.block_tokens > 0) {
-        r_.hit_blocks += std::min<int64_t>(static_cast<int64_t>(r->w->block_hashes.size()),
-                                           r->cached_at_admission / w_.block_tokens);
-      }
-      if (rec_ && r != continuing) {
-        rec_->OnMatch(r->id, r->cached_at_admission, r->w->input_tokens,
-                      static_cast<int64_t>(r->w->block_hashes.size()));
-      }
-    }
-    ++step_;
-    KVSHARD_RETURN_IF_ERROR(RunBatch(batch, out));
-    // process_batch_result_disagg_prefill: a finished prefill is cached (so others can match) and sent.
-    for (const auto& [r, chunk] : batch) {
-      if (rec_) rec_->OnChunk(r->id, r->base);
-      if (r->done < r->w->input_tokens) {
-        pending_chunk = r;
-        continue;
-      }
-      KVSHARD_RETURN_IF_ERROR(CacheUnfinished(*r));
-      SendKv(*r);
-    }
-    CheckConservation("extend batch");
-    SamplePages();
-  }
-  if (Status s = cache_.CheckInvariants(); !s.ok()) Violation(StrCat("prefix cache: ", s.message()));
-  CheckConservation("end");
-  Summarize();
-  return r_;
-}
-
 void Simulation::Summarize() {
   r_.simulated_s = now_us_ / 1e6;
   r_.pages_in_use_mean = samples_ ? in_use_sum_ / samples_ : 0;
@@ -490,6 +289,9 @@ Status ValidateSimConfig(const SimConfig& c) {
     return InvalidArgument("max_prefill_tokens: must be in [1, 2^40], got ", c.max_prefill_tokens);
   }
   if (c.max_running_requests < 1) return InvalidArgument("max_running_requests: must be >= 1");
+  if (c.instances < 1 || c.instances > 1024) {
+    return InvalidArgument("instances: must be in [1, 1024], got ", c.instances);
+  }
   if (c.context_length < 1 || c.context_length > int64_t{1} << 40) {
     return InvalidArgument("context_length: must be in [1, 2^40], got ", c.context_length);
   }
@@ -510,13 +312,6 @@ Status ValidateSimConfig(const SimConfig& c) {
 
 StatusOr<SimResult> Simulate(const Workload& workload, const SimConfig& config, const SimProgress& progress) {
   return Simulate(workload, config, progress, nullptr);
-}
-
-StatusOr<SimResult> Simulate(const Workload& workload, const SimConfig& config, const SimProgress& progress,
-                             SimRecord* record) {
-  KVSHARD_RETURN_IF_ERROR(ValidateSimConfig(config));
-  internal::Simulation sim(workload, config, progress, record);
-  return sim.Run();
 }
 
 }  // namespace kvshard::sim

@@ -38,6 +38,17 @@ enum class SchedulePolicy {
 // "fcfs" / "lpm".
 const char* SchedulePolicyName(SchedulePolicy policy);
 
+// How a cluster of prefill nodes spreads the arrivals (docs/simulate.md, "A cluster of prefill nodes").
+enum class Router {
+  kRoundRobin,      // request i to node i % K
+  kLeastLoaded,     // the node with the fewest requests not yet prefilled (ties: the lowest index)
+  kPrefixAffinity,  // sgl-router's cache_aware, simplified: the node whose routed prompts share the longest prefix
+                    // when it covers at least half the prompt, else least-loaded
+};
+
+// "round-robin" / "least-loaded" / "prefix-affinity".
+const char* RouterName(Router router);
+
 // The serving configuration of one sharded prefill node (SGLang's server arguments where SGLang has one).
 struct SimConfig {
   int64_t shard_size = 8;               // N, KV shard ranks
@@ -53,6 +64,8 @@ struct SimConfig {
   double kv_transfer_gbps = 400;               // per rank link to the decode side, Gbit/s (one 400G NIC per GPU)
   double bootstrap_ms = 0;                     // the bootstrap handshake before a request may be scheduled
   double slo_ttft_ms = 0;                      // time-to-first-token target for goodput; 0: none
+  int64_t instances = 1;                       // prefill nodes, each N shard ranks with its own pool and cache
+  Router router = Router::kRoundRobin;         // how arrivals are spread over the nodes
   int64_t kv_bytes_per_token_layer = 1152;     // one KV row (MLA: 576 bf16)
   bool need_sort = false;                      // the allocator's need_sort mode
   AllocMode alloc_mode = AllocMode::kRotated;  // kOwners needs cp_size | shard_size (cp_size 1: as kRotated)
@@ -110,6 +123,9 @@ struct SimResult {
   int64_t kv_pool_bytes_per_rank = 0;   // the pool's pages of KV, all layers
   int64_t no_token_stops = 0;           // scheduling passes stopped by the KV budget (SGLang AddReqResult.NO_TOKEN)
   int64_t scratch_stops = 0;            // admissions deferred by the assembly scratch (_kv_shard_reserve_scratch)
+  // With instances > 1, each node's own figures (the fields above are the cluster's: sums, maxima, and
+  // distributions over all requests); empty for one node.
+  std::vector<SimResult> nodes;
   // CP shared-KV direct writes (cp_size > 1), every batch checked on every CP rank in both modes:
   int64_t direct_write_pages = 0;           // extent pages written
   int64_t owner_mismatch_pages = 0;         // pages failing the owner check (local_loc_owner_mismatch)
@@ -133,7 +149,7 @@ Status ValidateSimConfig(const SimConfig& config);
 StatusOr<SimResult> Simulate(const Workload& workload, const SimConfig& config, const SimProgress& progress = nullptr);
 
 // Simulate, and with a non-null `record` also one row per request and per batch (sim/record.h) for the
-// timeline, CSV and plot writers; the result is the same as without.
+// timeline, CSV and plot writers; the result is the same as without. A record or an observer needs one instance.
 StatusOr<SimResult> Simulate(const Workload& workload, const SimConfig& config, const SimProgress& progress,
                              SimRecord* record);
 

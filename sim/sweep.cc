@@ -42,6 +42,14 @@ const std::vector<SweepKnob>& SweepKnobs() {
       {"kv-transfer-gbps", "kv_transfer_gbps", [](SimConfig& c, const SweepValue& v) { c.kv_transfer_gbps = D(v); }},
       {"bootstrap-ms", "bootstrap_ms", [](SimConfig& c, const SweepValue& v) { c.bootstrap_ms = D(v); }},
       {"slo-ttft-ms", "slo_ttft_ms", [](SimConfig& c, const SweepValue& v) { c.slo_ttft_ms = D(v); }},
+      {"instances", "instances", [](SimConfig& c, const SweepValue& v) { c.instances = I(v); }},
+      {"router", "router",
+       [](SimConfig& c, const SweepValue& v) {
+         const std::string& name = std::get<std::string>(v);
+         c.router = name == "least-loaded"      ? Router::kLeastLoaded
+                    : name == "prefix-affinity" ? Router::kPrefixAffinity
+                                                : Router::kRoundRobin;
+       }},
       {"kv-bytes", "kv_bytes_per_token_layer",
        [](SimConfig& c, const SweepValue& v) { c.kv_bytes_per_token_layer = I(v); }},
       {"layers", "cost.layers", [](SimConfig& c, const SweepValue& v) { c.cost.layers = I(v); }},
