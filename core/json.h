@@ -172,7 +172,15 @@ inline StatusOr<std::vector<int64_t>> JsonIntList(const Json& obj, const std::st
   std::vector<int64_t> out;
   out.reserve(v.size());
   for (size_t i = 0; i < v.size(); ++i) {
-    KVSHARD_ASSIGN_OR_RETURN(int64_t x, JsonIntValue(v[i], StrCat(where, key, "[", i, "]"), lo, hi));
+    const Json& e = v[i];
+    if (e.is_number_integer() && !(e.is_number_unsigned() && e.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
+      const int64_t x = e.get<int64_t>();  // the common case, without building the element's name
+      if (x >= lo && x <= hi) {
+        out.push_back(x);
+        continue;
+      }
+    }
+    KVSHARD_ASSIGN_OR_RETURN(int64_t x, JsonIntValue(e, StrCat(where, key, "[", i, "]"), lo, hi));
     out.push_back(x);
   }
   return out;

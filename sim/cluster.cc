@@ -104,12 +104,9 @@ SimResult Merge(const std::vector<std::unique_ptr<internal::Simulation>>& sims, 
 
 const char* RouterName(Router router) {
   switch (router) {
-    case Router::kLeastLoaded:
-      return "least-loaded";
-    case Router::kPrefixAffinity:
-      return "prefix-affinity";
-    case Router::kRoundRobin:
-      break;
+    case Router::kLeastLoaded: return "least-loaded";
+    case Router::kPrefixAffinity: return "prefix-affinity";
+    case Router::kRoundRobin: break;
   }
   return "round-robin";
 }
@@ -141,15 +138,11 @@ StatusOr<SimResult> Simulate(const Workload& workload, const SimConfig& config, 
     int64_t to = 0;
     if (k_nodes > 1) {
       switch (config.router) {
-        case Router::kRoundRobin:
-          to = i % k_nodes;
-          break;
-        case Router::kLeastLoaded:
-          to = LeastLoaded(nodes);
-          break;
+        case Router::kRoundRobin: to = i % k_nodes; break;
+        case Router::kLeastLoaded: to = LeastLoaded(nodes); break;
         case Router::kPrefixAffinity: {
-          const std::vector<uint64_t> prefixes = PrefixHashes(
-              internal::Fingerprints(w, i, workload.block_tokens, config.page_size));
+          const std::vector<uint64_t> prefixes =
+              PrefixHashes(internal::Fingerprints(w, i, workload.block_tokens, config.page_size));
           int64_t best = -1, best_pages = 0;
           for (int64_t k = 0; k < k_nodes; ++k) {
             int64_t pages = 0;

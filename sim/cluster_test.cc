@@ -126,8 +126,8 @@ TEST(ClusterTest, EnoughInstancesServeAnOverloadedTrace) {
 
 TEST(ClusterTest, OutputsNeedOneInstance) {
   SimRecord record;
-  const StatusOr<SimResult> r = Simulate(ThreeConversations(3, 1000), Cluster(2, Router::kRoundRobin), nullptr,
-                                         &record);
+  const StatusOr<SimResult> r =
+      Simulate(ThreeConversations(3, 1000), Cluster(2, Router::kRoundRobin), nullptr, &record);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message().rfind("instances: ", 0), 0u) << r.status().message();
 }

@@ -162,14 +162,11 @@ Status Simulation::CacheUnfinished(Req& r) {
   const int64_t moved = ins.new_pages + static_cast<int64_t>(ins.freed.size());  // now the tree's, or freed
   r.own_pages -= moved;
   own_pages_ -= moved;
-  // Re-match: the row takes the tree's pages, the lock moves to the new last node.
-  const PrefixCache::Match m = cache_.MatchPrefix(fps, full);
-  if (m.pages_matched != full) {
-    return Internal("cache_unfinished_req: request ", r.id, " re-matched ", m.pages_matched, " of ", full, " pages");
-  }
+  // The row takes the tree's pages and the lock moves to the new last node (SGLang re-matches; the insert just
+  // walked and touched the same path, so its result stands in for the walk).
+  const PrefixCache::Match& m = ins.path;
   std::copy(m.pages.begin(), m.pages.end(), r.pages.begin());
-  cache_.Lock(m.node);
-  KVSHARD_RETURN_IF_ERROR(cache_.Unlock(r.lock_node));
+  KVSHARD_RETURN_IF_ERROR(cache_.Relock(r.lock_node, m.node));
   if (c_.observer) c_.observer->OnRelock(r.id, fps, full * ps, m);
   r.lock_node = m.node;
   return Status::Ok();

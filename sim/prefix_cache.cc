@@ -11,17 +11,26 @@ namespace kvshard::sim {
 PrefixCache::PrefixCache(int64_t shard_size, bool cyclic_chains) : n_(shard_size), cyclic_(cyclic_chains), nodes_(1) {}
 
 void PrefixCache::UpdateEvictable(int64_t id) {
-  if (Evictable(id)) {
-    evictable_.insert({nodes_[id].last_access, id});
+  Node& node = nodes_[id];
+  const bool want = Evictable(id);
+  if (want == node.in_evictable) return;
+  if (want) {
+    evictable_.insert({node.last_access, id});
   } else {
-    evictable_.erase({nodes_[id].last_access, id});
+    evictable_.erase({node.last_access, id});
   }
+  node.in_evictable = want;
 }
 
 void PrefixCache::Touch(int64_t id) {
-  evictable_.erase({nodes_[id].last_access, id});
-  nodes_[id].last_access = clock_;
-  UpdateEvictable(id);
+  Node& node = nodes_[id];
+  if (node.in_evictable) {  // re-keyed under the new access time
+    evictable_.erase({node.last_access, id});
+    node.last_access = clock_;
+    evictable_.insert({node.last_access, id});
+  } else {
+    node.last_access = clock_;
+  }
 }
 
 PrefixCache::Match PrefixCache::MatchPrefix(const std::vector<uint64_t>& fingerprints, int64_t max_pages) {
@@ -65,6 +74,10 @@ StatusOr<PrefixCache::InsertResult> PrefixCache::Insert(const std::vector<uint64
     if (k >= d || pages[k] != m.pages[k]) result.freed.push_back(pages[k]);
   }
   if (result.declined) return result;
+  result.path.pages = m.pages;
+  result.path.pages.insert(result.path.pages.end(), pages.begin() + d, pages.begin() + full);
+  result.path.pages_matched = full;
+  result.path.rotation_base = full > 0 ? rotation_base : -1;
   int64_t cur = m.node;
   for (int64_t k = d; k < full; ++k) {
     int64_t id;
@@ -94,6 +107,7 @@ StatusOr<PrefixCache::InsertResult> PrefixCache::Insert(const std::vector<uint64
     ++result.new_pages;
     cur = id;
   }
+  result.path.node = cur;
   return result;
 }
 
@@ -102,6 +116,21 @@ void PrefixCache::Lock(int64_t node) {
     if (nodes_[id].lock_ref++ == 0) --unlocked_pages_;
     UpdateEvictable(id);
   }
+}
+
+Status PrefixCache::Relock(int64_t from, int64_t to) {
+  int64_t id = to;
+  while (id > 0 && id != from) id = nodes_[id].parent;
+  if (id != from) {  // not an ancestor: the two walks
+    Lock(to);
+    return Unlock(from);
+  }
+  if (from > 0 && nodes_[from].lock_ref == 0) return FailedPrecondition("node ", from, ": relock without lock");
+  for (id = to; id != from; id = nodes_[id].parent) {
+    if (nodes_[id].lock_ref++ == 0) --unlocked_pages_;
+    UpdateEvictable(id);
+  }
+  return Status::Ok();
 }
 
 Status PrefixCache::Unlock(int64_t node) {
@@ -163,7 +192,9 @@ Status PrefixCache::CheckInvariants() const {
     if (nodes_[id].page < 0) continue;
     if (children[id] != nodes_[id].children) return Internal("prefix cache node ", id, ": child count differs");
     const bool in_set = evictable_.count({nodes_[id].last_access, id}) > 0;
-    if (in_set != Evictable(id)) return Internal("prefix cache node ", id, ": evictable set out of step");
+    if (in_set != Evictable(id) || in_set != nodes_[id].in_evictable) {
+      return Internal("prefix cache node ", id, ": evictable set out of step");
+    }
     evictable += in_set;
   }
   if (live != cached_pages_ || static_cast<int64_t>(edges_.size()) != live) {

@@ -29,6 +29,9 @@ class PrefixCache {
     bool declined = false;       // the matched chain has another base: nothing grafted
     int64_t new_pages = 0;       // pages added to the tree
     std::vector<int64_t> freed;  // request pages the caller must free (duplicates, or all when declined)
+    // Not declined: the inserted path as a match of all its pages would give it (the tree's pages, the chain's
+    // base, the deepest node), without walking it again.
+    Match path;
   };
 
   // `shard_size` N checks that chains are cyclic (page % N == (base + k) % N); with `cyclic_chains` false
@@ -44,6 +47,9 @@ class PrefixCache {
   void Lock(int64_t node);
   // Releases one Lock; an error when the path is not locked.
   Status Unlock(int64_t node);
+  // Lock(to) then Unlock(from) where `from` is `to` or one of its ancestors (cache_unfinished_req moving a
+  // request's lock down its own path): only the nodes between them change; an error when `from` is not locked.
+  Status Relock(int64_t from, int64_t to);
   // Removes least-recently-used unlocked leaves until `num_pages` pages were removed or none is left; appends
   // their pages (to free) to *freed and returns how many.
   int64_t Evict(int64_t num_pages, std::vector<int64_t>* freed);
@@ -65,6 +71,7 @@ class PrefixCache {
     int64_t children = 0;
     uint64_t key = 0;
     uint64_t last_access = 0;
+    bool in_evictable = false;  // in evictable_ under (last_access, id)
   };
   struct EdgeHash {
     size_t operator()(const std::pair<int64_t, uint64_t>& e) const {
