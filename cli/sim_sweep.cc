@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <ostream>
+#include <sstream>
 #include <thread>
 #include <functional>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "cli/memory_limit.h"
 #include "cli/mpi_world.h"
 #include "cli/sim_sweep_output.h"
+#include "sim/model.h"
 #include "sim/sweep.h"
 #include "core/workload.h"
 
@@ -38,10 +40,25 @@ sim::SweepValue FlagSweepValue(const boost::any& v) {
   return boost::any_cast<double>(v);
 }
 
-sim::SimConfig SimConfigFromFlags(const Flags& flags) {
+StatusOr<sim::SimConfig> SimConfigFromFlags(const Flags& flags) {
   sim::SimConfig c;
+  // The model first (a preset or a JSON file): the knobs then override what they name (--layers, --kv-bytes,
+  // --context-length are 0 unless given, and a 0 leaves the model's value).
+  const std::string model = flags.String("model");
+  StatusOr<sim::ModelSpec> m = sim::FindModelPreset(model);
+  if (!m.ok()) {
+    if (model.find('/') == std::string::npos && model.find('.') == std::string::npos) {
+      return InvalidArgument("--", m.status().message());
+    }
+    KVSHARD_ASSIGN_OR_RETURN(const std::string text, flags.ReadText("model", 32));
+    std::istringstream in(text);
+    m = sim::ReadModelSpec(in);
+    if (!m.ok()) return InvalidArgument("--model: ", model, ": ", m.status().message());
+  }
+  sim::ApplyModel(*m, &c);
   for (const sim::SweepKnob& k : sim::SweepKnobs()) k.set(c, FlagSweepValue(flags.Any(k.key)));
   c.need_sort = flags.Bool("need-sort");
+  c.hbm_gib = flags.Double("hbm-gib");
   return c;
 }
 

@@ -19,9 +19,10 @@ namespace kvshard::cli {
 // A value parsed by simulate's flag table (int64_t, double or std::string), as the sweep's typed value.
 sim::SweepValue FlagSweepValue(const boost::any& value);
 
-// The simulator's configuration from simulate's flags: every sweepable setting through its knob (sim/sweep.h), so
-// a flag and its --sweep axis set the same field; then --need-sort.
-sim::SimConfig SimConfigFromFlags(const Flags& flags);
+// The simulator's configuration from simulate's flags: --model (a preset or a model file, sim/model.h), then every
+// sweepable setting through its knob (sim/sweep.h), so a flag and its --sweep axis set the same field; then
+// --need-sort and --hbm-gib. Errors: an unknown preset, an unreadable or bad model file (exit 2).
+StatusOr<sim::SimConfig> SimConfigFromFlags(const Flags& flags);
 
 // The simulator's field names (the knobs' SimConfig fields, SimTraceOptions') in simulate's flag spelling.
 const FlagNames& SimFlagNames();

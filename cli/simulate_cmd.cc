@@ -40,8 +40,8 @@ void DeclareFlags(po::options_description& flags) {
       "SGLang --max-prefill-tokens: prefill tokens per batch (ceiled to pages as SGLang charges them)")(
       "max-running-requests", Positive()->default_value(256),
       "SGLang --max-running-requests: requests holding a slot (in a batch, chunked or transferring)")(
-      "context-length", Int(1, int64_t{1} << 40)->default_value(163840),
-      "the model's context: longer prompts are refused; sizes the assembly scratch's prefix region")(
+      "context-length", Int(0, int64_t{1} << 40)->default_value(0),
+      "the context (0: the model's): longer prompts are refused; sizes the assembly scratch's prefix region")(
       "schedule-policy", Choice({"fcfs", "lpm"})->default_value("fcfs"),
       "SGLang --schedule-policy: fcfs (first come, first served) or lpm (longest prefix match)")(
       "instances", Int(1, 1024)->default_value(1),
@@ -57,8 +57,14 @@ void DeclareFlags(po::options_description& flags) {
       "the bootstrap handshake with the decode side before a request may be scheduled, ms")(
       "slo-ttft-ms", Real(0, 1e12)->default_value(0.0),
       "time-to-first-token target for goodput, ms (0: none, every request counts)")(
-      "kv-bytes", Positive()->default_value(1152), "bytes of one token's KV row per layer (MLA bf16: 1152)")(
-      "layers", Int(1, 4096)->default_value(61), "model layers (the cost model's per-layer phases, KV bytes)")(
+      "model", po::value<std::string>()->value_name("NAME|FILE")->default_value("deepseek-v3"),
+      "the served model: deepseek-v3, kimi-k2 (MLA), llama-3-70b, qwen3-235b (GQA), or a JSON file of the same "
+      "fields (docs/simulate.md): layers, KV bytes, weights, FLOPs, context")(
+      "hbm-gib", Real(0, 1e6)->default_value(139.0),
+      "each GPU's memory, GiB (H200: 139 usable): weights / N + KV pool + assembly scratch are checked against "
+      "it (0: not checked)")("kv-bytes", Int(0, 1 << 24)->default_value(0),
+                             "bytes of one token's KV row per layer (0: the model's; MLA bf16: 1152)")(
+      "layers", Int(0, 4096)->default_value(0), "model layers (0: the model's)")(
       "calibration", File()->default_value(kBuiltinCalibrationName),
       "the cost model's calibration: h200 (built in: testdata/calibration/h200.json, fitted to H200 measurements), "
       "a calibration file (kvshard calibrate shows its fits), or none (physical limits, uncalibrated)")(
@@ -154,9 +160,21 @@ void PrintSummary(const sim::SimResult& r, const sim::SimConfig& c, std::ostream
         << " within TTFT " << HumanMs(c.slo_ttft_ms) << ")" << std::setprecision(3);
   }
   out << "\n";
-  out << "KV memory per rank: peak " << HumanBytes(static_cast<double>(r.kv_peak_bytes_per_rank)) << " of a "
-      << HumanBytes(static_cast<double>(r.kv_pool_bytes_per_rank)) << " pool (" << c.cost.layers << " layers x "
-      << c.kv_bytes_per_token_layer << " B per token)\n";
+  const sim::RankMemory mem = sim::RankMemoryOf(c, r.pool_pages_per_rank, r.pages_in_use_max);
+  const bool unbounded = c.cache_tokens == 0;
+  const int64_t kv_bytes = unbounded ? mem.kv_peak_bytes : mem.kv_pool_bytes;  // unbounded: what it used
+  out << "memory per rank (" << c.model_name << ", " << c.cost.layers << " layers x " << c.kv_bytes_per_token_layer
+      << " B a token): weights " << HumanBytes(static_cast<double>(mem.weight_bytes)) << " + KV "
+      << (unbounded ? "in use at peak " : "pool ") << HumanBytes(static_cast<double>(kv_bytes))
+      << (unbounded ? " (pool unbounded)" : " (peak in use " + HumanBytes(static_cast<double>(mem.kv_peak_bytes)) + ")")
+      << " + assembly scratch " << HumanBytes(static_cast<double>(mem.scratch_bytes));
+  if (mem.hbm_bytes > 0) {
+    const int64_t need = mem.weight_bytes + kv_bytes + mem.scratch_bytes;
+    out << " = " << HumanBytes(static_cast<double>(need)) << " of " << HumanBytes(static_cast<double>(mem.hbm_bytes))
+        << ": " << (need <= mem.hbm_bytes ? "fits" : "DOES NOT FIT") << "; at most "
+        << Grouped(static_cast<double>(mem.max_cache_tokens)) << " cache tokens fit (--cache-tokens)";
+  }
+  out << "\n";
   out << "prefix hit rate: " << Ratio(r.hit_blocks, r.hash_blocks) << " of hash blocks, "
       << Ratio(r.cached_tokens, r.input_tokens) << " of prompt tokens (" << Grouped(r.cached_tokens) << " / "
       << Grouped(r.input_tokens) << ")\n";
@@ -201,7 +219,7 @@ void PrintSummary(const sim::SimResult& r, const sim::SimConfig& c, std::ostream
 
 Status RunSimulate(const Flags& flags, std::ostream& out) {
   KVSHARD_RETURN_IF_ERROR(flags.Require({"workload"}));
-  sim::SimConfig c = SimConfigFromFlags(flags);  // cli/sim_sweep.h: the knobs --sweep sets too
+  KVSHARD_ASSIGN_OR_RETURN(sim::SimConfig c, SimConfigFromFlags(flags));  // cli/sim_sweep.h: the knobs --sweep sets
   if (const std::string name = flags.String("calibration"); name != kNoCalibrationName) {
     KVSHARD_ASSIGN_OR_RETURN(const sim::Calibration cal, ReadCalibrationFlag(flags));
     c.cost = sim::Calibrated(c.cost, cal,

@@ -207,9 +207,29 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
     }
   }
 
+  // A sparse span (a batch's pages scattered over a large pool: 10^5 words for a few hundred written) is walked
+  // through the written words, found from the pages themselves; a dense one word by word.
+  bool sparse = false;
+  if (hi_word - lo_word >= 4096) {
+    size_t pages = 0;
+    for (const ExtendRequest& r : batch.requests) pages += r.pages.size();
+    sparse = static_cast<size_t>(hi_word - lo_word) > pages / 8;
+  }
+  if (sparse) {
+    written_.clear();
+    for (const ExtendRequest& r : batch.requests) {
+      for (int64_t p : r.pages) written_.push_back(p >> 6);
+    }
+    std::sort(written_.begin(), written_.end());
+    written_.erase(std::unique(written_.begin(), written_.end()), written_.end());
+  }
   int64_t n_prefix = 0;  // the span is sparse at large N (ranks fill unevenly): skip empty words
-  for (int64_t w = lo_word; w <= hi_word; ++w) {
-    if (pbits[w]) n_prefix += __builtin_popcountll(pbits[w]);
+  if (sparse) {
+    for (int64_t w : written_) n_prefix += __builtin_popcountll(pbits[w]);
+  } else {
+    for (int64_t w = lo_word; w <= hi_word; ++w) {
+      if (pbits[w]) n_prefix += __builtin_popcountll(pbits[w]);
+    }
   }
 
   // Pass 3, per bitmap word in [lo_word, hi_word] (the span pass 1 and 2 touched): first give the word's prefix
@@ -239,25 +259,23 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
   int64_t* out_page = plan->mapped_pages.data();
   int64_t* out_pos = plan->mapped_scratch_pages.data();
   const bool owners_tile_words = pow2 && n <= 64;  // owner of bit b of any word = b % N
-  for (int64_t w = lo_word; w <= hi_word; ++w) {
+  // One written word: its prefix pages' owner-major slots and send entries, then its page_pos pairs. Returns the
+  // owner that would exceed block_pages (an internal error), else -1.
+  auto place_word = [&](int64_t w) -> int64_t {
     uint64_t prefix = pbits[w];
     const uint64_t all = prefix | cbits[w];
-    if (!all) continue;
+    if (!all) return -1;
     pbits[w] = cbits[w] = 0;
     if (prefix == ~uint64_t{0} && owners_tile_words && DenseWord(w, n, block_pages, within, send, out_page, out_pos)) {
       out_page += 64;
       out_pos += 64;
-      continue;
+      return -1;
     }
     for (; prefix; prefix &= prefix - 1) {
       const int64_t page = w * 64 + __builtin_ctzll(prefix);
       const int64_t owner = by_n.Mod(page);
       const int64_t k = within[owner]++;
-      if (k >= block_pages) {
-        ClearBits();
-        return Internal("negative all-gather pad: rank ", owner, " owns more than block_pages=", block_pages,
-                        " prefix pages");
-      }
+      if (k >= block_pages) return owner;
       slot[page] = owner * block_pages + k;
       send[owner][k] = by_n.Div(page);
     }
@@ -266,6 +284,18 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
       *out_page++ = page;
       *out_pos++ = slot[page];
     }
+    return -1;
+  };
+  int64_t overfull = -1;
+  if (sparse) {
+    for (size_t i = 0; i < written_.size() && overfull < 0; ++i) overfull = place_word(written_[i]);
+  } else {
+    for (int64_t w = lo_word; w <= hi_word && overfull < 0; ++w) overfull = place_word(w);
+  }
+  if (overfull >= 0) {
+    ClearBits();
+    return Internal("negative all-gather pad: rank ", overfull, " owns more than block_pages=", block_pages,
+                    " prefix pages");
   }
   for (int64_t r = 0; r < n; ++r) {  // trash-page pad (fill_n: send[r] is null when block_pages is 0)
     std::fill_n(send[r] + within[r], block_pages - within[r], int64_t{0});

@@ -11,7 +11,8 @@
 
 namespace kvshard::fast {
 
-// Builds gather plans; keeps its dedup bitmaps between batches so a build costs O(batch pages + pool/64).
+// Builds gather plans; keeps its dedup bitmaps between batches so a build costs O(batch pages + span/64) (the
+// span: the logical pages between the batch's lowest and highest), or O(batch pages log) when the span is sparse.
 class GatherPlanner {
  public:
   // Builds `batch`'s plan into *plan, reusing its vectors: ref::GatherPlanner::Build's plan and error (code
@@ -23,6 +24,7 @@ class GatherPlanner {
   void ClearBits();
   std::vector<uint64_t> prefix_bits_;  // per logical page: in the batch's prefix set; all zero between builds
   std::vector<uint64_t> chunk_bits_;   // per logical page: a chunk page; all zero between builds
+  std::vector<int64_t> written_;       // a sparse build's bitmap words, ascending
   std::vector<int64_t> slot_;          // per logical page: its absolute scratch page (valid where a bit is set)
   std::vector<uint32_t> within_;       // per owner: prefix pages placed so far (< 2^24 pages)
   std::vector<int64_t*> send_;         // per owner: its send_local_pages

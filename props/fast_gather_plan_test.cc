@@ -79,6 +79,48 @@ TEST(FastGatherPlanTest, DenseAndScatteredRunsEqualReference) {
   }
 }
 
+TEST(FastGatherPlanTest, SparseSpansEqualReference) {
+  // A few requests scattered over a pool of 2^22 logical pages: the span is tens of thousands of bitmap words
+  // for a few hundred written, so the planner walks the written words found from the pages. Request i's prefix
+  // starts at a far position of its own (request 3 repeats request 2's head; request 5 strides every owner's
+  // local page by 7), each with a chunk page far away; the same planner then builds a dense batch.
+  for (int64_t n : {1, 4, 8}) {
+    const int64_t ps = 16, pages_per_rank = (int64_t{1} << 22) / n - 2;
+    ExtendBatch b{n, ps, pages_per_rank, 0, 0, {}};
+    int64_t block = 0, chunks = 0;
+    for (int64_t i = 0; i < 8; ++i) {
+      const int64_t k = 20 + 13 * i;
+      const int64_t base = n * (1 + (i * 479001 + 7919) % (pages_per_rank - 2000));
+      ExtendRequest r{k * ps, 0, {}};
+      if (i == 3) {
+        r.pages.assign(b.requests[2].pages.begin(), b.requests[2].pages.begin() + 10);
+        r.prefix_len = 10 * ps;
+      } else {
+        for (int64_t j = 0; j < k; ++j) r.pages.push_back(i == 5 ? base + (j / n) * 7 * n + j % n : base + j);
+      }
+      r.pages.push_back(n * (pages_per_rank - 100 * i) + i % n);  // a chunk page near the pool's end
+      r.seq_len = static_cast<int64_t>(r.pages.size()) * ps - 3;
+      block += (r.prefix_len / ps + n - 1) / n;
+      chunks += static_cast<int64_t>(r.pages.size()) - r.prefix_len / ps;
+      b.requests.push_back(r);
+    }
+    b.max_prefix_tokens = n * block * ps;
+    b.chunk_tokens = chunks * ps;
+    const GatherPlan want = ref::BuildGatherPlan(b).value();
+    GatherPlanner planner;
+    GatherPlan p;
+    for (int round = 0; round < 2; ++round) {
+      ASSERT_TRUE(planner.Build(b, &p).ok()) << "n=" << n;
+      EXPECT_EQ(p, want) << "n=" << n;
+    }
+    ExtendBatch dense{n,          ps,     pages_per_rank,
+                      n * ps * 4, 2 * ps, {{4 * ps, 4 * ps + 5, {n, n + 1, n + 2, n + 3, n + 4}}}};
+    if (n == 1) dense.max_prefix_tokens = 4 * ps;
+    ASSERT_TRUE(planner.Build(dense, &p).ok()) << "n=" << n;
+    EXPECT_EQ(p, ref::BuildGatherPlan(dense).value()) << "n=" << n;  // no bit of the sparse batch left behind
+  }
+}
+
 // Every pair of 12 faults (structural, semantic, capacity) on any of 3 requests gives the reference's result
 // and error, and the planner stays reusable afterwards.
 TEST(FastGatherPlanTest, FusedValidationGivesTheReferenceError) {

@@ -69,7 +69,16 @@ Json ResultJson(const SimResult& r, const SimConfig& c) {
                        {"scratch_stops", r.scratch_stops},
                        {"kv_peak_bytes_per_rank", r.kv_peak_bytes_per_rank},
                        {"kv_pool_bytes_per_rank", r.kv_pool_bytes_per_rank}};
-  j["config"] = {{"shard_size", c.shard_size},
+  const RankMemory mem = RankMemoryOf(c, r.pool_pages_per_rank, r.pages_in_use_max);
+  j["memory_per_rank"] = {{"weight_bytes", mem.weight_bytes},
+                          {"kv_pool_bytes", mem.kv_pool_bytes},
+                          {"kv_peak_bytes", mem.kv_peak_bytes},
+                          {"scratch_bytes", mem.scratch_bytes},
+                          {"hbm_bytes", mem.hbm_bytes > 0 ? Json(mem.hbm_bytes) : Json(nullptr)},
+                          {"pool_fits", mem.hbm_bytes > 0 ? Json(mem.fits) : Json(nullptr)},
+                          {"max_cache_tokens", mem.hbm_bytes > 0 ? Json(mem.max_cache_tokens) : Json(nullptr)}};
+  j["config"] = {{"model", c.model_name},
+                 {"shard_size", c.shard_size},
                  {"page_size", c.page_size},
                  {"cp_size", c.cp_size},
                  {"cache_tokens", c.cache_tokens},
@@ -81,6 +90,8 @@ Json ResultJson(const SimResult& r, const SimConfig& c) {
                  {"kv_transfer_gbps", c.kv_transfer_gbps},
                  {"bootstrap_ms", c.bootstrap_ms},
                  {"instances", c.instances},
+                 {"hbm_gib", c.hbm_gib},
+                 {"kv_bytes_per_token_layer", c.kv_bytes_per_token_layer},
                  {"router", RouterName(c.router)},
                  {"layers", c.cost.layers}};
   if (!r.nodes.empty()) {  // a cluster: each node's own figures

@@ -270,6 +270,24 @@ ScratchSpec NodeScratch(const SimConfig& c) {
   return s;
 }
 
+RankMemory RankMemoryOf(const SimConfig& c, int64_t pool_pages_per_rank, int64_t pages_in_use_max) {
+  RankMemory m;
+  const double token_bytes = static_cast<double>(c.kv_bytes_per_token_layer) * static_cast<double>(c.cost.layers);
+  const double page_bytes = token_bytes * static_cast<double>(c.page_size);
+  m.weight_bytes = c.weight_bytes / c.shard_size;
+  m.kv_pool_bytes = static_cast<int64_t>(page_bytes * static_cast<double>(pool_pages_per_rank));
+  m.kv_peak_bytes = static_cast<int64_t>(page_bytes * static_cast<double>(pages_in_use_max));
+  const ScratchSpec s = NodeScratch(c);
+  m.scratch_bytes = (s.max_prefix_tokens + s.chunk_tokens) * c.kv_bytes_per_token_layer * 2;
+  if (c.hbm_gib > 0) {
+    m.hbm_bytes = static_cast<int64_t>(c.hbm_gib * 1073741824.0);
+    m.fits = m.weight_bytes + m.kv_pool_bytes + m.scratch_bytes <= m.hbm_bytes;
+    const double room = static_cast<double>(m.hbm_bytes - m.weight_bytes - m.scratch_bytes);
+    m.max_cache_tokens = room > 0 ? static_cast<int64_t>(room / page_bytes) * c.page_size * c.shard_size : 0;
+  }
+  return m;
+}
+
 Status ValidateSimConfig(const SimConfig& c) {
   if (c.shard_size < 1 || c.shard_size > 4096)
     return InvalidArgument("shard_size: must be in [1, 4096], got ", c.shard_size);
@@ -302,6 +320,8 @@ Status ValidateSimConfig(const SimConfig& c) {
   if (!(c.bootstrap_ms >= 0) || !std::isfinite(c.bootstrap_ms)) return InvalidArgument("bootstrap_ms: must be >= 0");
   if (!(c.slo_ttft_ms >= 0) || !std::isfinite(c.slo_ttft_ms)) return InvalidArgument("slo_ttft_ms: must be >= 0");
   if (c.kv_bytes_per_token_layer < 1) return InvalidArgument("kv_bytes_per_token_layer: must be >= 1");
+  if (c.weight_bytes < 0) return InvalidArgument("weight_bytes: must be >= 0");
+  if (!(c.hbm_gib >= 0) || !(c.hbm_gib <= 1e6)) return InvalidArgument("hbm_gib: must be in [0, 1e6]");
   if (c.alloc_mode == AllocMode::kOwners && c.cp_size > 1 && c.shard_size % c.cp_size != 0) {
     return InvalidArgument("alloc_mode: owners needs cp_size (", c.cp_size, ") to divide shard_size (", c.shard_size,
                            "): a page's CP owner (page % cp) must follow from its allocator class "

@@ -67,6 +67,9 @@ struct SimConfig {
   int64_t instances = 1;                       // prefill nodes, each N shard ranks with its own pool and cache
   Router router = Router::kRoundRobin;         // how arrivals are spread over the nodes
   int64_t kv_bytes_per_token_layer = 1152;     // one KV row (MLA: 576 bf16)
+  std::string model_name = "deepseek-v3";      // the served model (sim/model.h sets the fields it shapes)
+  int64_t weight_bytes = 671'000'000'000;      // the model's weights, split over the N ranks
+  double hbm_gib = 0;                          // each GPU's memory, GiB (0: not checked)
   bool need_sort = false;                      // the allocator's need_sort mode
   AllocMode alloc_mode = AllocMode::kRotated;  // kOwners needs cp_size | shard_size (cp_size 1: as kRotated)
   CostModel cost;
@@ -80,6 +83,16 @@ struct ScratchSpec {
   int64_t max_prefix_tokens = 0, chunk_tokens = 0;
 };
 ScratchSpec NodeScratch(const SimConfig& config);
+
+// One rank's memory as a planner counts it: weights (the model's / N), the KV pool, the assembly scratch (its
+// prefix and chunk regions, two layers in flight), and what remains of `hbm_gib` for more KV.
+struct RankMemory {
+  int64_t weight_bytes = 0, kv_pool_bytes = 0, kv_peak_bytes = 0, scratch_bytes = 0;
+  int64_t hbm_bytes = 0;         // 0 when not checked
+  bool fits = true;              // weights + KV pool + scratch <= HBM
+  int64_t max_cache_tokens = 0;  // the largest cache_tokens (all ranks) whose pool fits beside the rest; 0 if none
+};
+RankMemory RankMemoryOf(const SimConfig& config, int64_t pool_pages_per_rank, int64_t pages_in_use_max);
 
 // Distribution summary of a per-batch or per-request quantity.
 struct Distribution {

@@ -33,7 +33,10 @@ const std::vector<SweepKnob>& SweepKnobs() {
        [](SimConfig& c, const SweepValue& v) { c.max_prefill_tokens = I(v); }},
       {"max-running-requests", "max_running_requests",
        [](SimConfig& c, const SweepValue& v) { c.max_running_requests = I(v); }},
-      {"context-length", "context_length", [](SimConfig& c, const SweepValue& v) { c.context_length = I(v); }},
+      {"context-length", "context_length",
+       [](SimConfig& c, const SweepValue& v) {
+         if (I(v) > 0) c.context_length = I(v);  // 0: the model's
+       }},
       {"schedule-policy", "schedule_policy",
        [](SimConfig& c, const SweepValue& v) {
          c.schedule_policy = std::get<std::string>(v) == "lpm" ? SchedulePolicy::kLpm : SchedulePolicy::kFcfs;
@@ -51,8 +54,13 @@ const std::vector<SweepKnob>& SweepKnobs() {
                                                 : Router::kRoundRobin;
        }},
       {"kv-bytes", "kv_bytes_per_token_layer",
-       [](SimConfig& c, const SweepValue& v) { c.kv_bytes_per_token_layer = I(v); }},
-      {"layers", "cost.layers", [](SimConfig& c, const SweepValue& v) { c.cost.layers = I(v); }},
+       [](SimConfig& c, const SweepValue& v) {
+         if (I(v) > 0) c.kv_bytes_per_token_layer = I(v);  // 0: the model's
+       }},
+      {"layers", "cost.layers",
+       [](SimConfig& c, const SweepValue& v) {
+         if (I(v) > 0) c.cost.layers = I(v);  // 0: the model's
+       }},
       {"alloc-mode", "alloc_mode",
        [](SimConfig& c, const SweepValue& v) {
          c.alloc_mode = std::get<std::string>(v) == "owners" ? AllocMode::kOwners : AllocMode::kRotated;
