@@ -66,6 +66,8 @@ TEST(SimulateCmdTest, BadInputExitsTwoNamingLineAndField) {
        "--chunked-prefill-size: KV sharding (--shard-size 8) requires chunked prefill"},
       {{"simulate", "-", "--time-scale", "x"}, "--time-scale: not a real number"},
       {{"simulate", "-", "--kv-transfer-gbps", "0"}, "--kv-transfer-gbps: must be > 0"},
+      {{"simulate", "-", "--model", "gpt-5"}, "--model: unknown preset \"gpt-5\" (presets: deepseek-v3,"},
+      {{"simulate", "-", "--model", "/nonexistent.json"}, "--model: /nonexistent.json: cannot open file"},
       {{"simulate", "-", "--format", "csv"}, "--format: must be"},
       {{"simulate", "/nonexistent.jsonl"}, "--workload: /nonexistent.jsonl: cannot open file"},
       {{"simulate"}, "--workload: required"},

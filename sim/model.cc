@@ -42,8 +42,9 @@ StatusOr<ModelSpec> ReadModelSpec(std::istream& in) {
   const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return InvalidArgument("not a JSON object");
   for (const auto& [key, value] : j.items()) {
-    static const char* kKnown[] = {"name",          "layers", "kv_bytes_per_token_layer", "weight_bytes",
-                                   "active_params", "attention_flops_per_pair_layer", "context_length"};
+    static const char* kKnown[] = {"name",          "layers",        "kv_bytes_per_token_layer",
+                                   "weight_bytes",  "active_params", "attention_flops_per_pair_layer",
+                                   "context_length"};
     bool known = false;
     for (const char* k : kKnown) known |= key == k;
     if (!known) return InvalidArgument(key, ": unknown field");
