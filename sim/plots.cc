@@ -1,9 +1,11 @@
-// The four charts, from the per-batch rows: pages after each batch (at its end time), the cumulative hit rate
-// over the requests matched so far, gathered bytes per batch, and the per-batch CP padding fraction.
+// The six charts, from the per-batch and per-request rows: pages after each batch (at its end time), the
+// cumulative hit rate over the requests matched so far, gathered bytes per batch, the per-batch CP padding
+// fraction, the time-to-first-token CDF and the number of requests waiting over time.
 #include "sim/plots.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "core/status.h"
 
@@ -113,13 +115,70 @@ SvgChart CpPadding(const SimRecord& r) {
   return c;
 }
 
+// The share of requests whose time to first token is at most x seconds (prefilled requests only).
+SvgChart TtftCdf(const SimRecord& r) {
+  SvgChart c;
+  c.title = "Time to first token (CDF)";
+  c.x_label = "time to first token (s)";
+  c.y_label = "share of requests";
+  c.y_min = 0;
+  c.y_max = 1;
+  std::vector<double> ttft;
+  for (const RequestRow& q : r.requests) {
+    if (q.prefill_completed_us >= 0) ttft.push_back((q.prefill_completed_us - q.arrived_us) / 1e6);
+  }
+  std::sort(ttft.begin(), ttft.end());
+  SvgLine l{"requests with TTFT <= x", kPalette[0], {}, {}, false};
+  for (size_t i = 0; i < ttft.size(); ++i) {
+    l.x.push_back(ttft[i]);
+    l.y.push_back(static_cast<double>(i + 1) / static_cast<double>(ttft.size()));
+  }
+  auto at = [&](double q) {
+    return ttft.empty() ? 0.0 : ttft[std::min(ttft.size() - 1, static_cast<size_t>(q * ttft.size()))];
+  };
+  c.subtitle = StrCat(Config(r), "; ", ttft.size(), " requests; p50 ", TickLabel(at(0.5)), " s, p99 ",
+                      TickLabel(at(0.99)), " s");
+  if (ttft.empty()) c.note = "no request was prefilled";
+  c.lines.push_back(std::move(l));
+  return c;
+}
+
+// Requests arrived and not yet scheduled (the waiting queue and the bootstrap queue), stepped at each arrival and
+// each first chunk.
+SvgChart QueueLength(const SimRecord& r) {
+  SvgChart c;
+  c.title = "Requests waiting to be scheduled";
+  c.subtitle = StrCat(Config(r), "; arrived and not yet in a batch");
+  c.x_label = "simulated time (s)";
+  c.y_label = "requests waiting";
+  std::vector<std::pair<double, int>> events;  // (time, +1 arrival / -1 first chunk)
+  for (const RequestRow& q : r.requests) {
+    events.push_back({q.arrived_us, +1});
+    if (q.scheduled_us >= 0) events.push_back({q.scheduled_us, -1});
+  }
+  std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second > b.second;  // at a tie, arrivals first
+  });
+  SvgLine l{"waiting (longer runs: each bucket's min and max)", kPalette[1], {}, {}, false};
+  int64_t waiting = 0;
+  for (const auto& [t, d] : events) {
+    waiting += d;
+    l.x.push_back(t / 1e6);
+    l.y.push_back(static_cast<double>(waiting));
+  }
+  c.lines.push_back(std::move(l));
+  return c;
+}
+
 }  // namespace
 
 std::vector<Plot> BuildPlots(const SimRecord& record) {
   return {{"pages_in_use.svg", PagesInUse(record)},
           {"prefix_hit_rate.svg", HitRate(record)},
           {"gathered_bytes.svg", GatheredBytes(record)},
-          {"cp_padding.svg", CpPadding(record)}};
+          {"cp_padding.svg", CpPadding(record)},
+          {"ttft_cdf.svg", TtftCdf(record)},
+          {"queue_length.svg", QueueLength(record)}};
 }
 
 }  // namespace kvshard::sim

@@ -1,5 +1,5 @@
-// kvshard simulate --plots: a run's record as four SVG charts (pages in use per rank, cumulative prefix hit
-// rate, gathered bytes per batch, CP padding histogram) a user opens in a browser.
+// kvshard simulate --plots: a run's record as six SVG charts (pages in use per rank, cumulative prefix hit rate,
+// gathered bytes per batch, CP padding histogram, TTFT CDF, requests waiting) a user opens in a browser.
 #ifndef KVSHARD_SIM_PLOTS_H_
 #define KVSHARD_SIM_PLOTS_H_
 
@@ -17,7 +17,8 @@ struct Plot {
   SvgChart chart;
 };
 
-// The four charts of `record`: pages_in_use.svg, prefix_hit_rate.svg, gathered_bytes.svg, cp_padding.svg.
+// The six charts of `record`: pages_in_use.svg, prefix_hit_rate.svg, gathered_bytes.svg, cp_padding.svg,
+// ttft_cdf.svg, queue_length.svg.
 std::vector<Plot> BuildPlots(const SimRecord& record);
 
 }  // namespace kvshard::sim

@@ -1,4 +1,4 @@
-// The --plots charts: four well-formed SVGs with the series the docs promise (per-rank lines, the min-max band
+// The --plots charts: six well-formed SVGs with the series the docs promise (per-rank lines, the min-max band
 // and mean, the hit-rate lines, a padding histogram whose bars count the batches), bounded in points.
 #include "sim/plots.h"
 
@@ -29,10 +29,10 @@ size_t MaxPolylinePoints(const std::string& svg) {
   return most;
 }
 
-TEST(PlotsTest, FourWellFormedChartsWithTheirSeries) {
+TEST(PlotsTest, SixWellFormedChartsWithTheirSeries) {
   const Recorded run = RunRecorded(Conversations(40), SmallConfig(4, /*cp=*/2));
   const auto charts = Charts(run.record);
-  ASSERT_EQ(charts.size(), 4u);
+  ASSERT_EQ(charts.size(), 6u);
   for (const auto& [file, chart] : charts) {
     const std::string svg = RenderSvg(chart);
     const XmlShape shape = CheckXml(svg);
@@ -56,6 +56,19 @@ TEST(PlotsTest, FourWellFormedChartsWithTheirSeries) {
   const SvgChart& gathered = charts.at("gathered_bytes.svg");
   EXPECT_EQ(*std::max_element(gathered.lines[0].y.begin(), gathered.lines[0].y.end()),
             run.result.gathered_bytes_layer.max / (1024.0 * 1024.0));
+  // The TTFT CDF: one point per prefilled request, rising to 1, its median the run's p50.
+  const SvgChart& cdf = charts.at("ttft_cdf.svg");
+  ASSERT_EQ(cdf.lines.size(), 1u);
+  ASSERT_EQ(cdf.lines[0].x.size(), static_cast<size_t>(run.result.requests));
+  EXPECT_EQ(cdf.lines[0].y.back(), 1.0);
+  EXPECT_TRUE(std::is_sorted(cdf.lines[0].x.begin(), cdf.lines[0].x.end()));
+  EXPECT_NEAR(cdf.lines[0].x[(cdf.lines[0].x.size() + 1) / 2 - 1], run.result.ttft_ms.p50 / 1e3, 1e-9);
+  // The queue: a step per arrival and first chunk, never negative, empty at the end, its peak the run's.
+  const SvgChart& queue = charts.at("queue_length.svg");
+  ASSERT_EQ(queue.lines.size(), 1u);
+  EXPECT_EQ(queue.lines[0].y.size(), 2 * static_cast<size_t>(run.result.requests));
+  EXPECT_EQ(queue.lines[0].y.back(), 0.0);
+  EXPECT_GE(*std::min_element(queue.lines[0].y.begin(), queue.lines[0].y.end()), 0.0);
   const SvgChart& padding = charts.at("cp_padding.svg");
   double counted = 0;
   for (double v : padding.bars[0].values) counted += v;
