@@ -19,6 +19,7 @@
 #include "cli/memory_limit.h"
 #include "cli/mpi_world.h"
 #include "cli/sim_sweep_output.h"
+#include "cli/simulate_outputs.h"
 #include "sim/model.h"
 #include "sim/sweep.h"
 #include "core/workload.h"
@@ -237,6 +238,7 @@ Status RunSweep(const Flags& flags, const sim::SimConfig& base, void (*declare)(
     csv.close();
     if (!csv) return InvalidArgument("--csv: ", flags.String("csv"), ": write failed");
   }
+  if (flags.Has("plots")) KVSHARD_RETURN_IF_ERROR(WritePlots(flags.String("plots"), SweepPlots(keys, rows)));
   return SweepStatus(rows);
 }
 

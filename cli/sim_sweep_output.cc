@@ -2,6 +2,7 @@
 #include "cli/sim_sweep_output.h"
 
 #include <algorithm>
+#include <map>
 #include <cstdio>
 #include <ostream>
 #include <utility>
@@ -145,6 +146,68 @@ void WriteSweepCsv(const std::vector<std::string>& keys, const std::vector<Json>
                                                                                                     : "0")
         << "\n";
   }
+}
+
+std::vector<sim::Plot> SweepPlots(const std::vector<std::string>& keys, const std::vector<Json>& rows) {
+  static const char* const kColors[] = {"#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2"};
+  const std::string last = keys.empty() ? "" : keys.back();
+  bool numeric = !keys.empty();  // the last axis as x when its values are numbers, else its position
+  for (const Json& row : rows) numeric = numeric && At(row, "sweep", last.c_str()).is_number();
+  std::vector<std::string> groups;  // the other axes' values, in row order
+  std::map<std::string, std::vector<const Json*>> members;
+  for (const Json& row : rows) {
+    if (row.contains("error")) continue;
+    std::string group;
+    for (size_t k = 0; k + 1 < keys.size(); ++k) {
+      group += (group.empty() ? "" : " ") + keys[k] + "=" + Cell(At(row, "sweep", keys[k].c_str()), 6);
+    }
+    if (!members.count(group)) groups.push_back(group);
+    members[group].push_back(&row);
+  }
+  sim::SvgChart ttft, util;
+  ttft.title = "Time to first token across the sweep";
+  util.title = "Utilization of the busiest node across the sweep";
+  for (sim::SvgChart* c : {&ttft, &util}) {
+    c->subtitle = StrCat(rows.size(), " configurations; one line per ",
+                         keys.size() > 1 ? "combination of the other swept flags" : "sweep");
+    c->x_label = numeric ? last : StrCat(last, " (position in its list)");
+  }
+  ttft.y_label = "TTFT (s)";
+  util.y_label = "busy time / arrival span";
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const std::string name = groups[g].empty() ? "all" : groups[g];
+    sim::SvgLine p50{name + " p50", kColors[g % 6], {}, {}, true}, p99{name + " p99", kColors[g % 6], {}, {}, false};
+    sim::SvgLine u{name, kColors[g % 6], {}, {}, false};
+    const std::vector<const Json*>& rs = members[groups[g]];
+    for (size_t i = 0; i < rs.size(); ++i) {
+      const Json& row = *rs[i];
+      const double x = numeric ? At(row, "sweep", last.c_str()).get<double>() : static_cast<double>(i);
+      const Json& t = At(row, "prefill_node", "ttft_ms");
+      const Json& ut = At(row, "prefill_node", "utilization");
+      if (At(t, "p50").is_number()) {
+        p50.x.push_back(x);
+        p50.y.push_back(At(t, "p50").get<double>() / 1e3);
+        p99.x.push_back(x);
+        p99.y.push_back(At(t, "p99").get<double>() / 1e3);
+      }
+      if (ut.is_number()) {
+        u.x.push_back(x);
+        u.y.push_back(ut.get<double>());
+      }
+    }
+    ttft.lines.push_back(std::move(p50));
+    ttft.lines.push_back(std::move(p99));
+    util.lines.push_back(std::move(u));
+  }
+  if (!util.lines.empty() && !util.lines[0].x.empty()) {
+    double lo = util.lines[0].x.front(), hi = lo;
+    for (const sim::SvgLine& l : util.lines) {
+      for (double x : l.x) lo = std::min(lo, x), hi = std::max(hi, x);
+    }
+    util.lines.push_back({"1: overloaded above", "#111827", {lo, hi}, {1.0, 1.0}, true});
+  }
+  if (groups.empty()) ttft.note = util.note = "every configuration failed: nothing to draw";
+  return {{"sweep_ttft.svg", ttft}, {"sweep_utilization.svg", util}};
 }
 
 }  // namespace kvshard::cli

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "sim/plots.h"
 
 namespace kvshard::cli {
 
@@ -17,6 +18,11 @@ void PrintSweepTable(const std::vector<std::string>& keys, const std::vector<Jso
 // A CSV of the rows: index, the swept values, then every figure flattened ("pages_in_use.max"), then error and
 // exit_code; RFC 4180 quoting.
 void WriteSweepCsv(const std::vector<std::string>& keys, const std::vector<Json>& rows, std::ostream& out);
+
+// The sweep comparison charts (--sweep with --plots DIR): sweep_ttft.svg (TTFT p50 and p99) and
+// sweep_utilization.svg (the busiest node's utilization, 1 marked), over the last swept flag's values, one line
+// per combination of the other swept flags; rows with an error are left out.
+std::vector<sim::Plot> SweepPlots(const std::vector<std::string>& keys, const std::vector<Json>& rows);
 
 }  // namespace kvshard::cli
 

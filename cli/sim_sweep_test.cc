@@ -2,6 +2,7 @@
 // whatever the thread count, per-row errors, the CSV, and bad --sweep syntax (exit 2 naming --sweep).
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 
@@ -128,6 +129,30 @@ TEST(SimSweepTest, CsvHasOneLinePerRow) {
   EXPECT_EQ(row1[col], j["rows"][1]["batch_time_us"]["p99"].dump());
 }
 
+TEST(SimSweepTest, PlotsCompareTheConfigurations) {
+  // Two instance counts per time scale: one line per time scale over the instance counts (TTFT: p50 and p99; the
+  // utilization chart adds the line at 1), each line one point per instance count.
+  const std::string dir = StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp", "/sweep_plots");
+  const CliResult r =
+      RunCli(Words("simulate - --quiet --sweep time-scale=0.5,1 --sweep instances=1,2 --plots " + dir), kTwoTurns);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto read = [&](const std::string& name) {
+    std::ifstream in(dir + "/" + name);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  auto count = [](const std::string& svg, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = svg.find(what); at != std::string::npos; at = svg.find(what, at + 1)) ++n;
+    return n;
+  };
+  const std::string ttft = read("sweep_ttft.svg"), util = read("sweep_utilization.svg");
+  EXPECT_EQ(count(ttft, "<polyline"), 4u) << ttft;
+  EXPECT_EQ(count(util, "<polyline"), 3u) << util;
+  EXPECT_NE(ttft.find("time-scale=0.500000 p99"), std::string::npos) << ttft;
+  EXPECT_NE(util.find("1: overloaded above"), std::string::npos);
+  EXPECT_NE(util.find(">instances<"), std::string::npos);  // the last axis is numeric: its values are x
+}
+
 TEST(SimSweepTest, ExitStatusFromTheRows) {
   const Json ok = {{"index", 0}, {"violations", 0}, {"first_violation", nullptr}};
   const Json violated = {{"index", 1}, {"violations", 2}, {"first_violation", "step 7: pages leaked"}};
@@ -160,7 +185,6 @@ TEST(SimSweepTest, BadSweepSyntaxExitsTwoNamingSweep) {
            "--csv: /nonexistent/dir/x.csv: cannot write"},
           {"simulate /nonexistent.jsonl --sweep shard-size=8", "--workload: /nonexistent.jsonl: cannot open file"},
           {"simulate - --sweep shard-size=8 --timeline t.json", "--timeline: not with --sweep"},
-          {"simulate - --sweep shard-size=8 --plots p", "--plots: not with --sweep"},
           {"simulate - --sweep shard-size=8 --emit-trace t.jsonl", "--emit-trace: not with --sweep"},
       },
       kTwoTurns);

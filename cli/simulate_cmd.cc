@@ -228,7 +228,7 @@ Status RunSimulate(const Flags& flags, std::ostream& out) {
                                  ")");
   }
   if (flags.Has("sweep")) {  // cli/sim_sweep.h; --csv names the rows' CSV file there
-    for (const char* flag : {"timeline", "plots", "emit-trace"}) {
+    for (const char* flag : {"timeline", "emit-trace"}) {
       if (flags.Given(flag)) return InvalidArgument("--", flag, ": not with --sweep (one run's file; run it alone)");
     }
     return RunSweep(flags, c, DeclareFlags, out);

@@ -54,7 +54,8 @@ void DeclareSimulateOutputFlags(po::options_description& flags) {
       "csv", po::value<std::string>()->value_name("DIR|FILE"),
       "write requests.csv, batches.csv and rank_pages.csv into DIR (created if missing); with --sweep: the rows "
       "as CSV to FILE")("plots", po::value<std::string>()->value_name("DIR"),
-                        "write SVG plots (pages in use, prefix hit rate, gathered bytes, CP padding) into DIR");
+                        "write SVG plots (pages in use, prefix hit rate, gathered bytes, CP padding, TTFT CDF, "
+                        "requests waiting; with --sweep: TTFT and utilization across the sweep) into DIR");
 }
 
 StatusOr<SimulateOutputs> SimulateOutputs::Prepare(const Flags& flags) {
@@ -93,13 +94,17 @@ Status SimulateOutputs::Write(const sim::SimRecord& record) {
     KVSHARD_RETURN_IF_ERROR(WriteFile("csv", csv_dir_, "rank_pages.csv",
                                       [&](std::ostream& out) { return sim::WriteRankPagesCsv(record, out); }));
   }
-  if (!plots_dir_.empty()) {
-    for (const sim::Plot& plot : sim::BuildPlots(record)) {
-      KVSHARD_RETURN_IF_ERROR(WriteFile("plots", plots_dir_, plot.file, [&](std::ostream& out) {
-        out << sim::RenderSvg(plot.chart);
-        return Status::Ok();
-      }));
-    }
+  if (!plots_dir_.empty()) KVSHARD_RETURN_IF_ERROR(WritePlots(plots_dir_, sim::BuildPlots(record)));
+  return Status::Ok();
+}
+
+Status WritePlots(const std::string& dir, const std::vector<sim::Plot>& plots) {
+  KVSHARD_RETURN_IF_ERROR(PrepareDir("plots", dir));
+  for (const sim::Plot& plot : plots) {
+    KVSHARD_RETURN_IF_ERROR(WriteFile("plots", dir, plot.file, [&](std::ostream& out) {
+      out << sim::RenderSvg(plot.chart);
+      return Status::Ok();
+    }));
   }
   return Status::Ok();
 }

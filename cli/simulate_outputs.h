@@ -5,9 +5,12 @@
 
 #include <fstream>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "cli/flags.h"
 #include "core/status.h"
+#include "sim/plots.h"
 #include "sim/record.h"
 
 namespace kvshard::cli {
@@ -31,6 +34,9 @@ class SimulateOutputs {
   std::string timeline_path_, csv_dir_, plots_dir_;
   std::unique_ptr<std::ofstream> timeline_;
 };
+
+// Writes `plots` into --plots DIR (created when missing); errors name --plots and the file (exit 2).
+Status WritePlots(const std::string& dir, const std::vector<sim::Plot>& plots);
 
 }  // namespace kvshard::cli
 
