@@ -289,11 +289,12 @@ Status Run(const Flags& flags, std::ostream& out) { return SpellFlags(RunSimulat
 }  // namespace
 
 Command SimulateCommand() {
-  Command c{"simulate", "simulate a serving workload through the sharded pool and the CP planner",
-            "FILE|- [--format F] [--shard-size N] [--page-size P] [--cp-size C] [--alloc-mode rotated|owners] "
-            "[--cache-tokens T] [--json] "
+  Command c{"simulate",
+            "simulate a serving workload on SGLang's sharded prefill node(s): load, TTFT, memory, prefix hits, plans",
+            "FILE|- [--model M] [--shard-size N] [--page-size P] [--cache-tokens T] [--instances K --router R] "
+            "[--time-scale S] [--json] [--timeline F] [--csv DIR] [--plots DIR] "
             "[--emit-trace FILE [--emit-max-batches B] [--emit-layers L]]\n"
-            "FILE --sweep FLAG=V,V,... [--sweep FLAG=V,...] [--threads T] [--json] [--csv OUT.csv]",
+            "FILE --sweep FLAG=V,V,... [--sweep FLAG=V,...] [--threads T] [--json] [--csv OUT.csv] [--plots DIR]",
             DeclareFlags, Run};
   c.positional = "workload";
   return c;
