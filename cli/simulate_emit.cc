@@ -1,8 +1,10 @@
 // kvshard simulate --emit-trace: the flags, the output file, and the emitted trace's description for the summary.
+#include "cli/simulate_emit.h"
+
 #include <filesystem>
 #include <fstream>
 
-#include "cli/simulate_emit.h"
+#include "sim/result_json.h"
 
 namespace kvshard::cli {
 
@@ -38,21 +40,13 @@ StatusOr<sim::SimResult> SimulateForCli(const Flags& flags, const Workload& work
   o.max_batches = flags.Int("emit-max-batches");
   o.num_layers = flags.Int("emit-layers");
   const sim::SimConfig& c = config;
+  Json emitted_config = sim::ConfigJson(c);  // the --json "config", and the emitter's own:
+  emitted_config["time_scale"] = c.time_scale;
+  emitted_config["need_sort"] = c.need_sort;
   o.generator = {{"tool", "kvshard simulate"},
                  {"workload", flags.String("workload")},
                  {"format", WorkloadFormatName(workload.format)},
-                 {"config",
-                  {{"shard_size", c.shard_size},
-                   {"page_size", c.page_size},
-                   {"cp_size", c.cp_size},
-                   {"cache_tokens", c.cache_tokens},
-                   {"chunked_prefill_size", c.chunked_prefill_size},
-                   {"max_prefill_tokens", c.max_prefill_tokens},
-                   {"max_running_requests", c.max_running_requests},
-                   {"schedule_policy", sim::SchedulePolicyName(c.schedule_policy)},
-                   {"time_scale", c.time_scale},
-                   {"kv_transfer_gbps", c.kv_transfer_gbps},
-                   {"need_sort", c.need_sort}}},
+                 {"config", emitted_config},
                  {"emit_max_batches", o.max_batches},
                  {"emit_layers", o.num_layers}};
   sim::SimResult result;

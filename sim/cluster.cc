@@ -91,11 +91,7 @@ SimResult Merge(const std::vector<std::unique_ptr<internal::Simulation>>& sims, 
   t.transfer_ms = internal::Summarize(transfer);
   t.gathered_bytes_layer = internal::Summarize(gathered);
   t.batch_time_us = internal::Summarize(batch_us);
-  const double makespan_s = t.prefill_end_s - first_arrival_s;
-  if (makespan_s > 0) {
-    t.input_tokens_per_s = static_cast<double>(t.input_tokens) / makespan_s;
-    t.goodput_requests_per_s = static_cast<double>(t.slo_met) / makespan_s;
-  }
+  internal::SetRates(first_arrival_s, &t);
   t.nodes = std::move(nodes);
   return t;
 }

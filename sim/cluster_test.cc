@@ -101,13 +101,7 @@ TEST(ClusterTest, EnoughInstancesServeAnOverloadedTrace) {
   // prefixes (nothing for round-robin to scatter) the verdict never comes back as nodes are added. (With
   // conversations it can: three conversations on three round-robin nodes each stay on one node and hit their
   // cache; on four they scatter and every turn is prefilled whole.)
-  std::string text;
-  for (int i = 0; i < 90; ++i) {
-    text += StrCat("{\"timestamp\": ", i * 100, ", \"input_length\": 4000, \"output_length\": 1, \"hash_ids\": [",
-                   10 * i, ", ", 10 * i + 1, ", ", 10 * i + 2, ", ", 10 * i + 3, ", ", 10 * i + 4, ", ", 10 * i + 5,
-                   ", ", 10 * i + 6, ", ", 10 * i + 7, "]}\n");
-  }
-  const Workload w = MooncakeWorkload(text);
+  const Workload w = UniquePrompts(90, 100);
   bool served = false;
   int64_t first_served = 0;
   for (int64_t k = 1; k <= 8; ++k) {

@@ -78,7 +78,6 @@ Status Simulation::RunUntil(double t) {
         if (r == continuing) continue;
         KVSHARD_RETURN_IF_ERROR(cache_.Unlock(r->lock_node));
         if (c_.observer) c_.observer->OnUnlock(r->id);
-        r->admitted = false;
         r->lock_node = 0;
         r->pages.clear();
         r->done = 0;

@@ -45,6 +45,18 @@ inline Workload Conversations(int n) {
   return MooncakeWorkload(text);
 }
 
+// `n` prompts of 4,000 tokens sharing nothing (8 blocks of their own), `gap_ms` apart.
+inline Workload UniquePrompts(int n, int64_t gap_ms) {
+  std::string text;
+  for (int i = 0; i < n; ++i) {
+    std::string ids;
+    for (int b = 0; b < 8; ++b) ids += (b ? ", " : "") + std::to_string(10 * i + b);
+    text += "{\"timestamp\": " + std::to_string(i * gap_ms) +
+            ", \"input_length\": 4000, \"output_length\": 1, \"hash_ids\": [" + ids + "]}\n";
+  }
+  return MooncakeWorkload(text);
+}
+
 // A small serving configuration.
 inline SimConfig SmallConfig(int64_t shard_size = 4, int64_t cp_size = 1) {
   SimConfig c;

@@ -180,19 +180,14 @@ TEST(PrefillNodeTest, ChunkBoundariesAreFlooredToThePage) {
 }
 
 TEST(PrefillNodeTest, OverloadVerdictFollowsTheArrivalRate) {
-  // The same twenty requests, spread out and then squeezed into a hundredth of the time.
-  std::string text;
-  for (int i = 0; i < 20; ++i) {
-    text += StrCat("{\"timestamp\": ", i * 1000, ", \"input_length\": 4000, \"output_length\": 1, \"hash_ids\": [",
-                   10 * i, ", ", 10 * i + 1, ", ", 10 * i + 2, ", ", 10 * i + 3, ", ", 10 * i + 4, ", ", 10 * i + 5,
-                   ", ", 10 * i + 6, ", ", 10 * i + 7, "]}\n");
-  }
+  // The same twenty requests, spread out and then squeezed into a thousandth of the time.
+  const Workload w = UniquePrompts(20, 1000);
   SimConfig c;
-  const StatusOr<SimResult> spread = Simulate(MooncakeWorkload(text), c);
+  const StatusOr<SimResult> spread = Simulate(w, c);
   ASSERT_TRUE(spread.ok()) << spread.status().ToString();
   EXPECT_FALSE(Overloaded(*spread)) << spread->utilization;
   c.time_scale = 0.001;
-  const StatusOr<SimResult> squeezed = Simulate(MooncakeWorkload(text), c);
+  const StatusOr<SimResult> squeezed = Simulate(w, c);
   ASSERT_TRUE(squeezed.ok()) << squeezed.status().ToString();
   EXPECT_TRUE(Overloaded(*squeezed)) << squeezed->utilization;
   EXPECT_GT(squeezed->ttft_ms.p90, spread->ttft_ms.p90);

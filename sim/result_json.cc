@@ -21,6 +21,26 @@ Json DirectWriteJson(const SimResult& r, const SimConfig& c) {
               {"run_together", RunTogether(r)}};
 }
 
+Json ConfigJson(const SimConfig& c) {
+  return Json{{"model", c.model_name},
+              {"shard_size", c.shard_size},
+              {"page_size", c.page_size},
+              {"cp_size", c.cp_size},
+              {"cache_tokens", c.cache_tokens},
+              {"chunked_prefill_size", c.chunked_prefill_size},
+              {"max_prefill_tokens", c.max_prefill_tokens},
+              {"max_running_requests", c.max_running_requests},
+              {"context_length", c.context_length},
+              {"schedule_policy", SchedulePolicyName(c.schedule_policy)},
+              {"kv_transfer_gbps", c.kv_transfer_gbps},
+              {"bootstrap_ms", c.bootstrap_ms},
+              {"instances", c.instances},
+              {"hbm_gib", c.hbm_gib},
+              {"kv_bytes_per_token_layer", c.kv_bytes_per_token_layer},
+              {"router", RouterName(c.router)},
+              {"layers", c.cost.layers}};
+}
+
 Json ResultJson(const SimResult& r, const SimConfig& c) {
   auto dist = [](const Distribution& d) {
     return Json{{"total", d.total}, {"p50", d.p50}, {"p90", d.p90}, {"p99", d.p99}, {"max", d.max}};
@@ -77,23 +97,7 @@ Json ResultJson(const SimResult& r, const SimConfig& c) {
                           {"hbm_bytes", mem.hbm_bytes > 0 ? Json(mem.hbm_bytes) : Json(nullptr)},
                           {"pool_fits", mem.hbm_bytes > 0 ? Json(mem.fits) : Json(nullptr)},
                           {"max_cache_tokens", mem.hbm_bytes > 0 ? Json(mem.max_cache_tokens) : Json(nullptr)}};
-  j["config"] = {{"model", c.model_name},
-                 {"shard_size", c.shard_size},
-                 {"page_size", c.page_size},
-                 {"cp_size", c.cp_size},
-                 {"cache_tokens", c.cache_tokens},
-                 {"chunked_prefill_size", c.chunked_prefill_size},
-                 {"max_prefill_tokens", c.max_prefill_tokens},
-                 {"max_running_requests", c.max_running_requests},
-                 {"context_length", c.context_length},
-                 {"schedule_policy", SchedulePolicyName(c.schedule_policy)},
-                 {"kv_transfer_gbps", c.kv_transfer_gbps},
-                 {"bootstrap_ms", c.bootstrap_ms},
-                 {"instances", c.instances},
-                 {"hbm_gib", c.hbm_gib},
-                 {"kv_bytes_per_token_layer", c.kv_bytes_per_token_layer},
-                 {"router", RouterName(c.router)},
-                 {"layers", c.cost.layers}};
+  j["config"] = ConfigJson(c);
   if (!r.nodes.empty()) {  // a cluster: each node's own figures
     j["nodes"] = Json::array();
     for (const SimResult& n : r.nodes) {

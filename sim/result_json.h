@@ -14,6 +14,9 @@ bool RunTogether(const SimResult& r);
 // The "direct_write" object (cp_size > 1): the CP shared-KV direct-write figures.
 Json DirectWriteJson(const SimResult& r, const SimConfig& c);
 
+// The "config" object: the node's settings, SGLang's names where SGLang has them.
+Json ConfigJson(const SimConfig& c);
+
 // The single run's --json object: requests, hit rates, pages, deferrals, gathered bytes, batch times, config.
 Json ResultJson(const SimResult& r, const SimConfig& c);
 

@@ -234,7 +234,6 @@ std::vector<std::pair<Req*, int64_t>> Simulation::FormBatch() {
     }
     // Admitted: _req_inc_lock_ref keeps the lock; the match is the request's prefix.
     report(true);
-    r->admitted = true;
     r->lock_node = m.node;
     r->pages = m.pages;
     r->done = prefix_len;

@@ -35,7 +35,6 @@ struct Req {
   std::vector<int64_t> pages;  // position pages so far
   int64_t own_pages = 0;       // pages allocated to this request and not (yet) the tree's
   int64_t lock_node = 0;       // the deepest node it holds a lock on (0: none)
-  bool admitted = false;       // matched and locked by an admission
   int64_t cached_at_admission = 0;
   double ready_us = 0;          // arrival + bootstrap: schedulable from then
   double scheduled_us = -1;     // start of its first chunk's batch
@@ -50,6 +49,9 @@ std::vector<uint64_t> Fingerprints(const WorkloadRequest& w, int64_t id, int64_t
 
 // p50/p90/p99/max/total of a sample (empty: zeros).
 Distribution Summarize(const std::vector<double>& v);
+
+// Input throughput and goodput of `r` over first arrival .. its last prefill end (r->prefill_end_s).
+void SetRates(double first_arrival_s, SimResult* r);
 
 // New pages of `batch`: Σ ceil(seq / ps) - prefix / ps.
 int64_t NewPages(const std::vector<std::pair<Req*, int64_t>>& batch, int64_t ps);

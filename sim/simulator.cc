@@ -46,6 +46,14 @@ double Percentile(std::vector<double> v, double q) {
 
 }  // namespace
 
+void SetRates(double first_arrival_s, SimResult* r) {
+  const double makespan_s = r->prefill_end_s - first_arrival_s;
+  if (makespan_s > 0) {
+    r->input_tokens_per_s = static_cast<double>(r->input_tokens) / makespan_s;
+    r->goodput_requests_per_s = static_cast<double>(r->slo_met) / makespan_s;
+  }
+}
+
 Distribution Summarize(const std::vector<double>& v) {
   Distribution d;
   for (double x : v) {
@@ -241,11 +249,7 @@ void Simulation::Summarize() {
   for (const auto& live : live_) r_.prefill_end_s = std::max(r_.prefill_end_s, live->prefill_done_us / 1e6);
   const double first_arrival_s =
       w_.requests.empty() ? 0 : static_cast<double>(w_.requests.front().arrival_us) * c_.time_scale / 1e6;
-  const double makespan_s = r_.prefill_end_s - first_arrival_s;
-  if (makespan_s > 0) {
-    r_.input_tokens_per_s = static_cast<double>(r_.input_tokens) / makespan_s;
-    r_.goodput_requests_per_s = static_cast<double>(r_.slo_met) / makespan_s;
-  }
+  SetRates(first_arrival_s, &r_);
   // A trace whose requests all arrive at once has no span: any work at all is a backlog.
   r_.utilization = r_.arrival_span_s > 0 ? r_.busy_s / r_.arrival_span_s : (r_.busy_s > 0 ? 1e300 : 0);
   const double page_bytes =
