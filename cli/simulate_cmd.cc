@@ -246,6 +246,13 @@ Status RunSimulate(const Flags& flags, std::ostream& out) {
     KVSHARD_RETURN_IF_ERROR(CheckMemory("--cache-tokens", "simulated pool", c.shard_size * (cache_pages_per_rank + 1),
                                         "logical pages", kSimBytesPerPage, MaxMemory(flags)));
   }
+  if (c.instances > 1) {  // refused before any output file is opened (and so created or truncated)
+    for (const char* flag : {"timeline", "csv", "plots", "emit-trace"}) {
+      if (flags.Has(flag)) {
+        return InvalidArgument("--", flag, ": records one node; not with --instances ", c.instances);
+      }
+    }
+  }
   KVSHARD_ASSIGN_OR_RETURN(SimulateOutputs outputs, SimulateOutputs::Prepare(flags));
   KVSHARD_ASSIGN_OR_RETURN(const Workload workload, ReadWorkloadFlag(flags));
   // A progress bar on a terminal, once the run has taken a second.

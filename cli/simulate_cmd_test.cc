@@ -66,6 +66,7 @@ TEST(SimulateCmdTest, BadInputExitsTwoNamingLineAndField) {
        "--chunked-prefill-size: KV sharding (--shard-size 8) requires chunked prefill"},
       {{"simulate", "-", "--time-scale", "x"}, "--time-scale: not a real number"},
       {{"simulate", "-", "--kv-transfer-gbps", "0"}, "--kv-transfer-gbps: must be > 0"},
+      {{"simulate", "-", "--instances", "2", "--plots", "p"}, "--plots: records one node; not with --instances 2"},
       {{"simulate", "-", "--model", "gpt-5"}, "--model: unknown preset \"gpt-5\" (presets: deepseek-v3,"},
       {{"simulate", "-", "--model", "/nonexistent.json"}, "--model: /nonexistent.json: cannot open file"},
       {{"simulate", "-", "--format", "csv"}, "--format: must be"},
