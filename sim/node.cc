@@ -24,9 +24,9 @@ Status Simulation::RunUntil(double t) {
   const int64_t ps = c_.page_size;
   while (!(c_.observer && c_.observer->Done())) {
     // process_disagg_prefill_inflight_queue: transfers done by now release their requests.
-    while (!transferring_.empty() && transferring_.top().first <= now_us_) {
-      Req* r = transferring_.top().second;
-      transferring_.pop();
+    while (!inflight_.empty() && inflight_.front()->transfer_done_us <= now_us_) {
+      Req* r = inflight_.front();
+      inflight_.pop_front();
       KVSHARD_RETURN_IF_ERROR(Complete(*r));
       ++step_;
       CheckConservation("transfer done");
@@ -53,7 +53,9 @@ Status Simulation::RunUntil(double t) {
     std::vector<std::pair<Req*, int64_t>> batch = FormBatch();
     if (batch.empty()) {  // idle until the next bootstrap or transfer, or until `t` brings more requests
       double next = inbox_.empty() ? -1 : inbox_.front()->ready_us;
-      if (!transferring_.empty() && (next < 0 || transferring_.top().first < next)) next = transferring_.top().first;
+      if (!inflight_.empty() && (next < 0 || inflight_.front()->transfer_done_us < next)) {
+        next = inflight_.front()->transfer_done_us;
+      }
       if (next < 0) {
         if (std::isinf(t) && !waiting_.empty()) {
           return NotAdmitted({{waiting_.front(), waiting_.front()->w->input_tokens}});
@@ -66,7 +68,7 @@ Status Simulation::RunUntil(double t) {
     }
     ExtendPages out;
     KVSHARD_ASSIGN_OR_RETURN(bool ok, Allocate(batch, &out));
-    if (!ok && owners_ && transferring_.empty()) {  // a class-agnostic eviction may have missed the short class
+    if (!ok && owners_ && inflight_.empty()) {  // a class-agnostic eviction may have missed the short class
       KVSHARD_ASSIGN_OR_RETURN(ok, EvictUntilAdmitted(batch, &out));
     }
     if (!ok) {  // SGLang's alloc path raises here; the model defers the pass until a transfer frees pages
@@ -86,8 +88,8 @@ Status Simulation::RunUntil(double t) {
         waiting_.push_front(r);
       }
       chunked_ = continuing;
-      if (transferring_.empty()) return NotAdmitted(batch);
-      now_us_ = std::max(now_us_, std::min(transferring_.top().first, t));
+      if (inflight_.empty()) return NotAdmitted(batch);
+      now_us_ = std::max(now_us_, std::min(inflight_.front()->transfer_done_us, t));
       continue;
     }
     for (const auto& [r, chunk] : batch) {
@@ -181,7 +183,7 @@ void Simulation::SendKv(Req& r) {
   r.sent_tokens = r.done;
   if (r.done == r.w->input_tokens) {
     r.transfer_done_us = link_free_us_;
-    transferring_.push({r.transfer_done_us, &r});
+    inflight_.push_back(&r);
     if (rec_) rec_->OnPrefillDone(r.id, r.prefill_done_us, r.transfer_done_us);
   }
 }

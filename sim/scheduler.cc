@@ -72,13 +72,20 @@ class PrefillAdder {
     return true;
   }
 
-  // add_chunked_req: the continuing request's next chunk length (its extend), budget charged.
-  int64_t AddChunkedReq(int64_t prefix_len, int64_t input_len, bool* scratch_failed) {
+  // add_chunked_req: the continuing request's next chunk length (its extend), budget charged. `off_page` is set
+  // when SGLang's fallback (rem_chunk_tokens when flooring leaves nothing) would end the chunk off the page.
+  int64_t AddChunkedReq(int64_t prefix_len, int64_t input_len, bool* scratch_failed, bool* off_page) {
     int64_t rem = std::min(*rem_chunk_tokens_, RemTotalTokens());
     if (rem <= 0) rem = *rem_chunk_tokens_;
-    if (granule_) {
-      const int64_t floored = (prefix_len + rem) / granule_ * granule_ - prefix_len;
-      rem = floored > 0 ? floored : *rem_chunk_tokens_;
+    // kv_shard_granule; at N = 1 (SGLang's unsharded engine, no granule) the model floors to the page too: its
+    // pool is the page-interleave allocator, which takes page-aligned extends only.
+    const int64_t granule = granule_ ? granule_ : ps_;
+    const int64_t floored = (prefix_len + rem) / granule * granule - prefix_len;
+    rem = floored > 0 ? floored : *rem_chunk_tokens_;
+    if (floored <= 0 && rem < input_len - prefix_len && (prefix_len + rem) % ps_ != 0) {
+      // SGLang's alloc_extend asserts on the next chunk's unaligned prefix; the model keeps the page.
+      *off_page = true;
+      rem = rem / ps_ * ps_;
     }
     const int64_t cand = input_len - prefix_len;
     const bool truncated = cand > rem;
@@ -157,12 +164,17 @@ std::vector<std::pair<Req*, int64_t>> Simulation::FormBatch() {
   PrefillAdder adder(c_, scratch_, *alloc_, cache_);
   const int64_t ps = c_.page_size;
   if (chunked_ != nullptr) {
-    bool scratch_failed = false;
-    const int64_t len = adder.AddChunkedReq(chunked_->done, chunked_->w->input_tokens, &scratch_failed);
-    if (scratch_failed)
-      Violation(StrCat("request ", chunked_->id,
-                       ": chunked request exceeds the sharded assembly "
-                       "scratch (SGLang raises)"));
+    bool scratch_failed = false, off_page = false;
+    const int64_t len = adder.AddChunkedReq(chunked_->done, chunked_->w->input_tokens, &scratch_failed, &off_page);
+    if (scratch_failed) {
+      Violation(
+          StrCat("request ", chunked_->id, ": chunked request exceeds the sharded assembly scratch (SGLang raises)"));
+    }
+    if (off_page) {
+      Violation(StrCat("request ", chunked_->id, ": add_chunked_req's fallback (rem_chunk_tokens ",
+                       c_.chunked_prefill_size,
+                       ") ends a chunk off the page; SGLang's alloc_extend asserts on the next chunk"));
+    }
     batch.push_back({chunked_, len});
     if (chunked_->done + len == chunked_->w->input_tokens) chunked_ = nullptr;  // else still chunked
   }

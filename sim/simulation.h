@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <queue>
 #include <string>
 #include <utility>
 #include <vector>
@@ -141,14 +140,10 @@ class Simulation {
   int64_t last_request_id_ = -1;
   Req* chunked_ = nullptr;     // SGLang's self.chunked_req: continues first in the next batch
   int64_t holding_slots_ = 0;  // requests admitted and not yet released (SGLang's req_to_token_pool slots)
-  using TransferEnd = std::pair<double, Req*>;
-  // Earliest transfer end first; equal times in request order (not pointer order, which depends on the heap).
-  struct EndsLater {
-    bool operator()(const TransferEnd& a, const TransferEnd& b) const {
-      return a.first != b.first ? a.first > b.first : a.second->id > b.second->id;
-    }
-  };
-  std::priority_queue<TransferEnd, std::vector<TransferEnd>, EndsLater> transferring_;
+  // SGLang's disagg_prefill_inflight_queue: requests whose KV is on its way, in the order their prefills ended
+  // (batch order). Released in that order once their transfer is done; transfer ends never decrease along it,
+  // since every request queues behind the earlier ones on the same FIFO link.
+  std::deque<Req*> inflight_;
   double now_us_ = 0, link_free_us_ = 0, busy_us_ = 0;
   int64_t step_ = 0, own_pages_ = 0, finished_ = 0, samples_ = 0;
   double in_use_sum_ = 0, skew_sum_ = 0;
