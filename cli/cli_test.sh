@@ -37,6 +37,14 @@ check unknown_cmd 2 "kvshard: error: unknown command 'nope'" "$KV" nope
 check missing_locs 2 'kvshard: error: --locs: required' "$KV" place
 check place_backend_nogpu 3 'kvshard: error: --backend diff:' "$KV" place --locs 1 --backend diff
 check bad_backend 2 'kvshard: error: --backend: must be ref, gpu or diff' "$KV" place --locs 1 --backend x
+# Standard output that cannot be written (a full disk, a closed descriptor) is an error, exit 3, for every kind of
+# run: --help, --version, a command's report; a closed descriptor nothing was written to is not.
+check stdout_full_help 3 'kvshard: error: standard output: write failed: No space left on device' bash -c '"$0" --help >/dev/full' "$KV"
+check stdout_full_version 3 'standard output: write failed' bash -c '"$0" --version >/dev/full' "$KV"
+check stdout_full_cmd_help 3 'standard output: write failed' bash -c '"$0" place --help >/dev/full' "$KV"
+check stdout_full_report 3 'standard output: write failed: No space left on device' bash -c '"$0" place --locs 1 --json >/dev/full' "$KV"
+check stdout_closed_report 3 'standard output: write failed: Bad file descriptor' bash -c '"$0" place --locs 1 >&-' "$KV"
+check stdout_full_bad_input 2 "kvshard: error: --locs[0]: not an integer: 'x'" bash -c '"$0" place --locs x >/dev/full' "$KV"
 # Every error is exactly one line.
 lines=$("$KV" place --rank 9 --locs 1 2>&1 >/dev/null | wc -l)
 if [[ $lines -ne 1 ]]; then echo "FAIL one_line: $lines lines"; fail=$((fail+1)); else pass=$((pass+1)); fi

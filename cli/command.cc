@@ -1,7 +1,11 @@
 // The run wrapper shared by every kvshard command.
 #include "cli/command.h"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <exception>
+#include <iostream>
 #include <istream>
 #include <ostream>
 #include <string>
@@ -164,6 +168,26 @@ int Fail(const Status& status, std::ostream& err) {
   err << (status.code() == StatusCode::kMismatch ? "kvshard: mismatch: " : "kvshard: error: ")
       << EscapeForOneLine(status.message()) << "\n";
   return ExitCodeFor(status);
+}
+
+int FinishStandardOutput(int rc, std::ostream& err) {
+  errno = 0;
+  std::cout.flush();
+  bool failed = std::cout.fail();
+  int why = errno;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    failed = true;
+    why = errno ? errno : why;
+  }
+  errno = 0;
+  if (std::fclose(stdout) != 0 && !(errno == EBADF && !failed)) {
+    failed = true;
+    why = errno;
+  }
+  if (!failed) return rc;
+  const Status status = Internal("standard output: write failed: ", why ? std::strerror(why) : "unknown error");
+  Fail(status, err);
+  return rc != 0 ? rc : ExitCodeFor(status);
 }
 
 std::string UsageLines(const Command& command, const std::string& indent) {

@@ -36,6 +36,12 @@ int RunCommand(const Command& command, const std::vector<std::string>& args, std
 // Prints "kvshard: error: <message>" ("kvshard: mismatch: ..." for kMismatch) on `err`; returns the exit code.
 int Fail(const Status& status, std::ostream& err);
 
+// The end of a run: flushes and closes standard output (std::cout and stdio's stdout) and, when a write or the
+// close failed (a full disk, a closed descriptor, a broken pipe), reports "standard output: write failed: <why>"
+// on `err` and returns 3 unless `rc` already says the run failed. A descriptor closed by the caller is an error
+// only when something was written to it (as GNU's close_stdout).
+int FinishStandardOutput(int rc, std::ostream& err);
+
 // "kvshard <name> <form>" for each form of the synopsis, the second and later ones after "\n" + `indent`.
 std::string UsageLines(const Command& command, const std::string& indent);
 

@@ -4,8 +4,11 @@
 #include <string>
 #include <vector>
 
+#include "cli/command.h"
 #include "cli/commands.h"
 
 int main(int argc, char** argv) {
-  return kvshard::cli::Dispatch(std::vector<std::string>(argv + 1, argv + argc), std::cin, std::cout, std::cerr);
+  const int rc =
+      kvshard::cli::Dispatch(std::vector<std::string>(argv + 1, argv + argc), std::cin, std::cout, std::cerr);
+  return kvshard::cli::FinishStandardOutput(rc, std::cerr);
 }

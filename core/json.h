@@ -43,11 +43,50 @@ inline Status OpenInputFile(const std::string& path, std::ifstream* file) {
 // is refused before anything recursive, such as printing a value, meets it).
 inline constexpr size_t kMaxJsonDepth = 128;
 
+// Where the first JSON syntax error of `text` is, as " at line L, column C" (" at column C" for one-line text;
+// " (it ends early)" when the text ends inside a value), found by a SAX pass that builds nothing; "" when there is
+// none. The column (bytes, from 1) is where the parser stopped: the end of the token it did not expect.
+inline std::string JsonSyntaxErrorPlace(const std::string& text) {
+  struct Probe {
+    size_t position = 0;
+    bool found = false;
+    bool null() { return true; }
+    bool boolean(bool) { return true; }
+    bool number_integer(Json::number_integer_t) { return true; }
+    bool number_unsigned(Json::number_unsigned_t) { return true; }
+    bool number_float(Json::number_float_t, const std::string&) { return true; }
+    bool string(std::string&) { return true; }
+    bool binary(Json::binary_t&) { return true; }
+    bool start_object(std::size_t) { return true; }
+    bool key(std::string&) { return true; }
+    bool end_object() { return true; }
+    bool start_array(std::size_t) { return true; }
+    bool end_array() { return true; }
+    bool parse_error(std::size_t at, const std::string&, const nlohmann::detail::exception&) {
+      position = at;
+      found = true;
+      return false;
+    }
+  } probe;
+  Json::sax_parse(text, &probe);
+  if (!probe.found) return "";
+  if (probe.position > text.size()) return " (it ends early)";
+  const size_t end = std::min(probe.position > 0 ? probe.position - 1 : 0, text.size());
+  size_t line = 1, line_start = 0;
+  for (size_t i = 0; i < end; ++i) {
+    if (text[i] == '\n') ++line, line_start = i + 1;
+  }
+  const std::string column = "column " + std::to_string(end - line_start + 1);
+  const size_t newline = text.find('\n');
+  if (newline == std::string::npos || newline == text.size() - 1) return " at " + column;
+  return " at line " + std::to_string(line) + ", " + column;
+}
+
 // Parses `text` as JSON and rejects a key given twice in one object (nlohmann keeps the last silently):
-// "<path_prefix><requests[0].pages>: duplicate key". A syntax error is "<where>: not valid JSON", nesting past
-// kMaxJsonDepth "<where>: nested deeper than 128 arrays and objects" (no "<where>: " when it is empty). Memory is
-// linear in the input's size and depth: each open container keeps its own path part, and a full path is built only for
-// the error.
+// "<path_prefix><requests[0].pages>: duplicate key". A syntax error is "<where>: not valid JSON at line L, column C",
+// nesting past kMaxJsonDepth "<where>: nested deeper than 128 arrays and objects" (no "<where>: " when it is empty).
+// Memory is linear in the input's size and depth: each open container keeps its own path part, and a full path is built
+// only for the error.
 inline StatusOr<Json> ParseJsonStrict(const std::string& text, const std::string& where,
                                       const std::string& path_prefix = "") {
   struct Frame {
@@ -110,7 +149,9 @@ inline StatusOr<Json> ParseJsonStrict(const std::string& text, const std::string
     return true;
   };
   Json j = Json::parse(text, on_event, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgument(where, ": not valid JSON");
+  if (j.is_discarded()) {
+    return InvalidArgument(where, where.empty() ? "" : ": ", "not valid JSON", JsonSyntaxErrorPlace(text));
+  }
   if (too_deep) {
     return InvalidArgument(where, where.empty() ? "" : ": ", "nested deeper than ", kMaxJsonDepth,
                            " arrays and objects");

@@ -51,8 +51,11 @@ TEST(JsonTest, NestingPastTheDepthLimitIsRefused) {
 }
 
 TEST(JsonTest, SyntaxErrorsNameTheSource) {
-  EXPECT_EQ(StrictError(R"({"a":)"), "--batch: in.json: not valid JSON");
-  EXPECT_EQ(StrictError(""), "--batch: in.json: not valid JSON");
+  EXPECT_EQ(StrictError(R"({"a":)"), "--batch: in.json: not valid JSON (it ends early)");
+  EXPECT_EQ(StrictError(""), "--batch: in.json: not valid JSON (it ends early)");
+  EXPECT_EQ(StrictError(R"({"a": 1 "b": 2})"), "--batch: in.json: not valid JSON at column 11");
+  EXPECT_EQ(StrictError("{\"a\": 1,\n \"b\": [1, 2,, 3]\n}\n"),
+            "--batch: in.json: not valid JSON at line 2, column 13");
   const StatusOr<Json> j = ParseJsonStrict(R"({"a":[1,2,{"b":null}]})", "x");
   ASSERT_TRUE(j.ok());
   EXPECT_EQ(j->dump(), R"({"a":[1,2,{"b":null}]})");

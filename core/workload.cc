@@ -128,15 +128,15 @@ std::vector<std::string> HeaderColumns(const char* header) {
 }
 
 // A CSV count in [0, hi].
-StatusOr<int64_t> ParseCount(const std::string& text, const char* field, int64_t hi) {
+StatusOr<int64_t> ParseCount(const std::string& text, const char* field, int64_t hi, int64_t lo = 0) {
   int64_t value = 0;
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, value);
   if (text.empty() || ptr != end || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
     return InvalidArgument(field, ": must be an integer, got ", Quote(text));
   }
-  if (ec == std::errc::result_out_of_range || value < 0 || value > hi) {
-    return InvalidArgument(field, ": must be in [0, ", hi, "], got ", Escape(text));
+  if (ec == std::errc::result_out_of_range || value < lo || value > hi) {
+    return InvalidArgument(field, ": must be in [", lo, ", ", hi, "], got ", Escape(text));
   }
   return value;
 }
@@ -365,8 +365,8 @@ Status WorkloadReader::ParseJsonRecord(WorkloadRequest* request) {
   Json j;
   try {
     j = Json::parse(text_, on_event);
-  } catch (const Json::parse_error& e) {
-    return InvalidArgument("record: not valid JSON (at byte ", e.byte, " of the line)");
+  } catch (const Json::parse_error&) {
+    return InvalidArgument("record: not valid JSON", JsonSyntaxErrorPlace(text_));
   } catch (const Json::exception&) {
     return InvalidArgument("record: not valid JSON (a number out of range)");
   }
@@ -403,7 +403,7 @@ Status WorkloadReader::ParseJsonRecord(WorkloadRequest* request) {
     time_us = ms * 1000;
     as_written = std::to_string(ms);
   }
-  KVSHARD_ASSIGN_OR_RETURN(request->input_tokens, JsonInt(j, "input_length", "", 0, kMaxWorkloadTokens));
+  KVSHARD_ASSIGN_OR_RETURN(request->input_tokens, JsonInt(j, "input_length", "", 1, kMaxWorkloadTokens));
   KVSHARD_ASSIGN_OR_RETURN(request->output_tokens, JsonInt(j, "output_length", "", 0, kMaxWorkloadTokens));
   if (qwen) {
     KVSHARD_RETURN_IF_ERROR(CheckJsonString(j, "type"));
@@ -431,13 +431,13 @@ Status WorkloadReader::ParseCsvRecord(WorkloadRequest* request) {
   request->block_hashes.clear();
   if (azure) {
     KVSHARD_ASSIGN_OR_RETURN(const int64_t time_us, ParseDateTime(c[0], "TIMESTAMP"));
-    KVSHARD_ASSIGN_OR_RETURN(request->input_tokens, ParseCount(c[1], "ContextTokens", kMaxWorkloadTokens));
+    KVSHARD_ASSIGN_OR_RETURN(request->input_tokens, ParseCount(c[1], "ContextTokens", kMaxWorkloadTokens, 1));
     KVSHARD_ASSIGN_OR_RETURN(request->output_tokens, ParseCount(c[2], "GeneratedTokens", kMaxWorkloadTokens));
     return SetArrival(time_us, "TIMESTAMP", c[0], request);
   }
   KVSHARD_ASSIGN_OR_RETURN(const int64_t time_us, ParseSeconds(c[0], "Timestamp"));
   if (c[1].empty()) return InvalidArgument("Model: must not be empty");
-  KVSHARD_ASSIGN_OR_RETURN(request->input_tokens, ParseCount(c[2], "Request tokens", kMaxWorkloadTokens));
+  KVSHARD_ASSIGN_OR_RETURN(request->input_tokens, ParseCount(c[2], "Request tokens", kMaxWorkloadTokens, 1));
   KVSHARD_ASSIGN_OR_RETURN(request->output_tokens, ParseCount(c[3], "Response tokens", kMaxWorkloadTokens));
   KVSHARD_ASSIGN_OR_RETURN(const int64_t total, ParseCount(c[4], "Total tokens", 2 * kMaxWorkloadTokens));
   if (total != request->input_tokens + request->output_tokens) {

@@ -34,7 +34,7 @@ inline constexpr int64_t kMaxWorkloadArrivalUs = 1'000'000'000'000'000;
 // One request: when it arrives, how long its prompt and answer are, and its prompt's prefix blocks.
 struct WorkloadRequest {
   int64_t arrival_us = 0;     // microseconds after the first request (non-decreasing)
-  int64_t input_tokens = 0;   // prompt length, in [0, kMaxWorkloadTokens]
+  int64_t input_tokens = 0;   // prompt length, in [1, kMaxWorkloadTokens] (a reader refuses 0)
   int64_t output_tokens = 0;  // generated length, in [0, kMaxWorkloadTokens]
   // One id per block of block_tokens prompt tokens (the last may be partial); equal ids are the same content.
   // Empty for formats without prefix information.

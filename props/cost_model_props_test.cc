@@ -92,7 +92,8 @@ KVSHARD_PROP(CostModelProps, EveryPhaseFollowsItsFormula, ()) {
   const double pack = Phase(m.pack_fit, block, 2 * block / m.hbm_bytes_per_us);
   const double allgather =
       n > 1 && gathered > 0 ? m.collective_latency_us + gathered * (n - 1) / n / m.nvlink_bytes_per_us : 0;
-  const double staged = static_cast<double>(w.staged_bytes_layer), reranged = static_cast<double>(w.rerange_bytes_layer);
+  const double staged = static_cast<double>(w.staged_bytes_layer),
+               reranged = static_cast<double>(w.rerange_bytes_layer);
   const double dense = static_cast<double>(w.compute_tokens) * m.flops_per_token_layer / ranks;
   const double attention = static_cast<double>(w.attention_pairs) * m.attention_flops_per_pair_layer / ranks;
   const double pages = static_cast<double>(w.prefix_pages);

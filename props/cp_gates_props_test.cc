@@ -112,9 +112,8 @@ KVSHARD_PROP(CpGatesProps, CanCpSplitSharedKvIffTheBatchPlanExists, ()) {
   RC_ASSERT(can == (g.extend_tokens >= 1));
   bool plans = true;
   for (int64_t rank = 0; rank < g.n; ++rank) {
-    plans = plans && ref::BuildBatchPageAlignedInSeqSplitPlan(*g.batch.extend_seq_lens_cpu,
-                                                             *g.batch.extend_prefix_lens_cpu, g.batch.page_size, g.n,
-                                                             rank)
+    plans = plans && ref::BuildBatchPageAlignedInSeqSplitPlan(
+                         *g.batch.extend_seq_lens_cpu, *g.batch.extend_prefix_lens_cpu, g.batch.page_size, g.n, rank)
                          .ok();
   }
   if (can && g.batch.extend_seq_lens_cpu->size() == 1) RC_ASSERT(plans);

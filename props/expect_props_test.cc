@@ -78,7 +78,8 @@ bool ScalarsEqual(const Json& e, const Json& g) {
   if (e.is_number() && g.is_number()) {
     if (e.is_number_float() || g.is_number_float()) return e.get<double>() == g.get<double>();
     const auto wide = [](const Json& v) {
-      return v.is_number_unsigned() ? static_cast<__int128>(v.get<uint64_t>()) : static_cast<__int128>(v.get<int64_t>());
+      return v.is_number_unsigned() ? static_cast<__int128>(v.get<uint64_t>())
+                                    : static_cast<__int128>(v.get<int64_t>());
     };
     return wide(e) == wide(g);
   }
@@ -136,9 +137,9 @@ KVSHARD_PROP(ExpectProps, MatcherAgreesWithTheSubsetDefinition, ()) {
   RC_CLASSIFY(!naive->got, "absent key");
   RC_CLASSIFY(naive->expected.is_object() && naive->expected.empty(), "{} against a non-object");
   RC_CLASSIFY(naive->expected.is_array() && naive->got && naive->got->is_array(), "arrays of unequal length");
-  RC_CLASSIFY(naive->expected.is_array() && naive->got && naive->got->is_array() &&
-                  naive->expected.size() < naive->got->size(),
-              "a shorter expect array");
+  RC_CLASSIFY(
+      naive->expected.is_array() && naive->got && naive->got->is_array() && naive->expected.size() < naive->got->size(),
+      "a shorter expect array");
 }
 
 }  // namespace

@@ -17,8 +17,8 @@ namespace {
 
 KVSHARD_PROP(JsonDepthProps, ParsesIffNestedAtMostTheLimit, ()) {
   const int64_t limit = static_cast<int64_t>(kMaxJsonDepth);
-  const int64_t depth = *rc::gen::oneOf(rc::gen::inRange<int64_t>(0, 2 * limit + 2),
-                                        rc::gen::inRange<int64_t>(limit - 2, limit + 3));
+  const int64_t depth =
+      *rc::gen::oneOf(rc::gen::inRange<int64_t>(0, 2 * limit + 2), rc::gen::inRange<int64_t>(limit - 2, limit + 3));
   std::string open, close;
   for (int64_t d = 0; d < depth; ++d) {
     const bool object = *rc::gen::arbitrary<bool>();

@@ -206,7 +206,7 @@ KVSHARD_PROP(SimModelProps, CachedTokensEqualANaiveTrieOneRequestAtATime, ()) {
     return run.record.requests[static_cast<size_t>(a)].scheduled_us <
            run.record.requests[static_cast<size_t>(b)].scheduled_us;
   });
-  using Token = std::pair<int64_t, int64_t>;  // (block id, offset in the block)
+  using Token = std::pair<int64_t, int64_t>;                        // (block id, offset in the block)
   std::map<std::pair<int64_t, std::vector<Token>>, int64_t> child;  // (parent node, page's tokens) -> node
   int64_t nodes = 1, cached_total = 0;
   const int64_t ps = c.page_size, bt = w.block_tokens;
@@ -329,16 +329,16 @@ KVSHARD_PROP(SimModelProps, PagesAreHeldUntilTheLinkModelSaysTheKvArrived, ()) {
   const size_t n = w.requests.size();
   std::vector<int64_t> sent(n, 0);
   std::vector<double> scheduled_s(n, -1), completed_s(n, -1);
-  const double bytes_per_token = static_cast<double>(c.kv_bytes_per_token_layer) *
-                                 static_cast<double>(c.cost.layers) / static_cast<double>(c.shard_size);
+  const double bytes_per_token = static_cast<double>(c.kv_bytes_per_token_layer) * static_cast<double>(c.cost.layers) /
+                                 static_cast<double>(c.shard_size);
   const double link_bytes_per_s = c.kv_transfer_gbps * 1e9 / 8;
   double link_free_s = 0;
   for (size_t b = 0; b < run.seen.batches.size(); ++b) {
     const double start_s = run.record.batches[b].start_us / 1e6, end_s = run.record.batches[b].end_us / 1e6;
     auto send = [&](const Chunk& k) {
       const size_t id = static_cast<size_t>(k.request);
-      link_free_s = std::max(end_s, link_free_s) +
-                    static_cast<double>(k.seq_len - sent[id]) * bytes_per_token / link_bytes_per_s;
+      link_free_s =
+          std::max(end_s, link_free_s) + static_cast<double>(k.seq_len - sent[id]) * bytes_per_token / link_bytes_per_s;
       sent[id] = k.seq_len;
       if (k.seq_len == w.requests[id].input_tokens) completed_s[id] = link_free_s;
     };
