@@ -48,7 +48,7 @@ constexpr int64_t kResultValueBytes = 16;
 
 // The memory the script implies, checked before the allocator is built: the allocator's tables and every op's
 // result (N class counts per op, and an alloc's new pages, at most the pool's); --json is written per op.
-Status CheckScriptMemory(const AllocScript& s, int64_t max_memory) {
+Status CheckScriptMemory(const AllocScript& s, const MemoryBudget& budget) {
   const int64_t pool_pages = SatMul(s.shard_size, s.pages_per_rank + 1);
   int64_t values = 0;
   for (const AllocOp& op : s.ops) {
@@ -62,17 +62,16 @@ Status CheckScriptMemory(const AllocScript& s, int64_t max_memory) {
     }
     values = SatAdd(values, std::min(pages, SatAdd(pool_pages, 4 * op.alloc.seq_lens.size())));
   }
-  return CheckMemory(
+  return budget.Check(
       "ops", "allocator and its results",
-      {{pool_pages, "logical pages", kAllocatorBytesPerPage}, {values, "result values", kResultValueBytes}},
-      max_memory);
+      {{pool_pages, "logical pages", kAllocatorBytesPerPage}, {values, "result values", kResultValueBytes}});
 }
 
 Status RunScript(const Flags& flags, std::ostream& out) {
   KVSHARD_ASSIGN_OR_RETURN(Json json, flags.ReadJson("script", kBytesPerInputByte));
   KVSHARD_ASSIGN_OR_RETURN(AllocScript script, AllocScriptFromJson(json));
   json = Json();
-  KVSHARD_RETURN_IF_ERROR(CheckScriptMemory(script, MaxMemory(flags)));
+  KVSHARD_RETURN_IF_ERROR(CheckScriptMemory(script, Budget(flags)));
   KVSHARD_ASSIGN_OR_RETURN(std::vector<AllocOpResult> results, ref::RunAllocScript(script));
   if (flags.Bool("json")) {  // written per op: the same bytes as PrintJson of {"results": [...]}
     JsonObjectWriter writer(out);

@@ -1,10 +1,13 @@
 // The run wrapper shared by every kvshard command.
 #include "cli/command.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <new>
 #include <iostream>
 #include <istream>
 #include <ostream>
@@ -170,6 +173,36 @@ int Fail(const Status& status, std::ostream& err) {
   return ExitCodeFor(status);
 }
 
+namespace {
+
+char* memory_reserve = nullptr;
+
+constexpr char kOutOfMemory[] =
+    "kvshard: error: out of memory: the system refused an allocation under --max-memory's estimates (ulimit -v, "
+    "a cgroup or a smaller machine gives less); a lower --max-memory refuses such input before it runs\n";
+
+// The first failure gives the reserve back and operator new retries; a failure after that ends the run with one
+// line, exit 3. It never throws: a bad_alloc thrown inside a destructor (nlohmann's JSON allocates a stack as large
+// as an array while it destroys it) would be std::terminate.
+void ReleaseMemoryReserve() {
+  if (memory_reserve != nullptr) {
+    delete[] memory_reserve;
+    memory_reserve = nullptr;
+    return;
+  }
+  std::fflush(stdout);
+  const ssize_t ignored = ::write(STDERR_FILENO, kOutOfMemory, sizeof(kOutOfMemory) - 1);
+  (void)ignored;
+  ::_exit(3);
+}
+
+}  // namespace
+
+void InstallMemoryReserve() {
+  if (memory_reserve == nullptr) memory_reserve = new char[size_t{16} << 20];
+  std::set_new_handler(ReleaseMemoryReserve);
+}
+
 int FinishStandardOutput(int rc, std::ostream& err) {
   errno = 0;
   std::cout.flush();
@@ -220,7 +253,12 @@ int RunCommand(const Command& command, const std::vector<std::string>& args, std
   } else {
     try {
       status = command.run(Flags(*vm, in), out);
-    } catch (const std::exception& e) {  // a library throwing (e.g. bad_alloc on a huge input): one line, exit 3
+    } catch (const std::bad_alloc&) {  // the system gave less than the estimates allowed: one line, exit 3
+      status = Internal(command.name,
+                        ": out of memory: the system refused an allocation under --max-memory's "
+                        "estimates (a lower ulimit -v or a smaller machine); a lower --max-memory "
+                        "refuses such input before it runs");
+    } catch (const std::exception& e) {  // a library throwing: one line, exit 3
       status = Internal(command.name, ": ", e.what());
     }
   }

@@ -42,6 +42,12 @@ int Fail(const Status& status, std::ostream& err);
 // only when something was written to it (as GNU's close_stdout).
 int FinishStandardOutput(int rc, std::ostream& err);
 
+// Out of memory is one line, exit 3, never std::terminate: sets aside a reserve (16 MiB) that the first failed
+// allocation releases (std::set_new_handler) so the allocation is retried; a failure after that prints
+// "kvshard: error: out of memory: ..." and exits 3 at once (a bad_alloc thrown in a destructor, as nlohmann's
+// JSON allocates while destroying an array, would terminate). For the kvshard binary only (main.cc).
+void InstallMemoryReserve();
+
 // "kvshard <name> <form>" for each form of the synopsis, the second and later ones after "\n" + `indent`.
 std::string UsageLines(const Command& command, const std::string& indent);
 

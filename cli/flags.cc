@@ -205,8 +205,8 @@ Status Flags::Require(const std::vector<std::string>& names) const {
 
 Status Flags::CheckInputSize(const std::string& name, int64_t bytes, int64_t per_byte, bool so_far) const {
   if (per_byte <= 0 || !Has("max-memory")) return Status::Ok();
-  return CheckMemory("--" + name, "input held in memory", bytes, so_far ? "input bytes (so far)" : "input bytes",
-                     per_byte, Int("max-memory"));
+  return MemoryBudget(Int("max-memory"))
+      .Check("--" + name, "input held in memory", bytes, so_far ? "input bytes (so far)" : "input bytes", per_byte);
 }
 
 StatusOr<std::string> Flags::ReadText(const std::string& name, int64_t bytes_per_input_byte) const {

@@ -81,38 +81,6 @@ Status DiffPlans(const GatherPlan& got, const GatherPlan& want) {
 // Bytes held per byte of the batch file while it is read: the text, its JSON tree (a value per >= 2 bytes of
 // text) and the ExtendBatch (an upper estimate; docs/RELIABILITY.md "Limits").
 constexpr int64_t kBytesPerInputByte = 32;
-// Bytes per send row (send_local_pages expanded to rows): the plan's row, another for a device plan, and with
-// --json its JSON value and text.
-constexpr int64_t kRowBytes = 8, kDeviceRowBytes = 8, kJsonRowBytes = 64;
-// Bytes per send page (N * block_pages of them) and per page of a request (each is mapped once): the plan, the
-// reference's page map, the device copy and the JSON.
-constexpr int64_t kSendPageBytes = 16, kMappedPageBytes = 96, kJsonPageBytes = 160;
-// Bytes per page_pos entry, N * (pages_per_rank + 2): the dense table translate reads, and the fast path's.
-constexpr int64_t kPagePosBytes = 24;
-
-// The memory the batch implies, checked against --max-memory before the plan is built. A batch the model
-// refuses without allocating (bad fields, a prefix past max_prefix_tokens) is left to the model's error.
-Status CheckPlanMemory(const Flags& flags, const ExtendBatch& b, bool device) {
-  if (!ValidateExtendBatch(b).ok()) return Status::Ok();
-  const int64_t n = b.shard_size, ps = b.page_size;
-  int64_t block_pages = 0, pages = 0;
-  for (const ExtendRequest& r : b.requests) {
-    block_pages = SatAdd(block_pages, (r.prefix_len / ps + n - 1) / n);
-    pages = SatAdd(pages, static_cast<int64_t>(r.pages.size()));
-  }
-  const int64_t send_pages = SatMul(n, block_pages), rows = SatMul(send_pages, ps);
-  if (rows > b.max_prefix_tokens) return Status::Ok();
-  const bool json = flags.Bool("json");
-  const int64_t row_bytes = kRowBytes + (device ? kDeviceRowBytes : 0) + (json ? kJsonRowBytes : 0);
-  const int64_t page_bytes = (device ? 2 : 1) * kSendPageBytes + (json ? kJsonPageBytes : 0);
-  return CheckMemory("--batch", "gather plan",
-                     {{rows, "send rows", row_bytes},
-                      {send_pages, "send pages", page_bytes},
-                      {pages, "request pages", kMappedPageBytes + (json ? kJsonPageBytes : 0)},
-                      {SatMul(n, b.pages_per_rank + 2), "page_pos entries", kPagePosBytes}},
-                     MaxMemory(flags));
-}
-
 void DeclareFlags(po::options_description& flags) {
   flags.add_options()("batch", File(),
                       "extend batch (JSON: shard_size, page_size, pages_per_rank (allocatable pages per rank, "
@@ -130,7 +98,8 @@ Status RunBatch(const Flags& flags, std::ostream& out) {
   const std::vector<int64_t> locs = flags.Has("translate") ? flags.IntList("translate") : std::vector<int64_t>{};
   KVSHARD_ASSIGN_OR_RETURN(ExtendBatch batch, ExtendBatchFromJson(json));
   json = Json();  // the tree is not needed past here
-  KVSHARD_RETURN_IF_ERROR(CheckPlanMemory(flags, batch, flags.String("backend") != "ref"));
+  KVSHARD_RETURN_IF_ERROR(
+      Budget(flags).GatherPlan("--batch", batch, flags.String("backend") != "ref", flags.Bool("json")));
   KVSHARD_ASSIGN_OR_RETURN(Backend backend, BackendFlag(flags));
   KVSHARD_ASSIGN_OR_RETURN(replay::PlanAndRows built,
                            replay::BuildGatherPlanAndRows(batch, locs, "--translate", ImplFlag(flags)));

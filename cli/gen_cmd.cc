@@ -6,6 +6,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/memory_limit.h"
+#include "cli/output_file.h"
 #include "replay/replayer.h"
 #include "replay/trace_gen.h"
 #include "core/spec.h"
@@ -47,7 +48,7 @@ constexpr int64_t kGeneratorStateBytes = int64_t{16} << 20;
 
 // The reference state the generator keeps (the allocator of N * (pages_per_rank + 1) pages and, with --layers,
 // the pools sized by the header's scratch bound), checked against --max-memory before any is built.
-Status CheckGenMemory(const replay::TraceGenOptions& o, int64_t max_memory) {
+Status CheckGenMemory(const replay::TraceGenOptions& o, const MemoryBudget& budget) {
   replay::PoolGeometry pool;
   if (o.num_layers > 0) {
     const replay::ScratchBound bound = replay::TraceGenScratchBound(o);
@@ -62,8 +63,7 @@ Status CheckGenMemory(const replay::TraceGenOptions& o, int64_t max_memory) {
   std::vector<MemoryTerm> terms =
       replay::ReplayMemoryTerms(o.shard_size, o.page_size, o.pages_per_rank, o.num_layers > 0 ? &pool : nullptr);
   terms.push_back({1, "generator state", kGeneratorStateBytes});
-  return CheckMemory(o.num_layers > 0 ? "--layers" : "--pages-per-rank", "generator's allocator and pools", terms,
-                     max_memory);
+  return budget.Check(o.num_layers > 0 ? "--layers" : "--pages-per-rank", "generator's allocator and pools", terms);
 }
 
 Status RunGen(const Flags& flags, std::ostream& out) {
@@ -84,14 +84,12 @@ Status RunGen(const Flags& flags, std::ostream& out) {
   o.radix = !flags.Bool("no-radix");
   o.cp_records = flags.Bool("cp-records");
   KVSHARD_RETURN_IF_ERROR(replay::ValidateTraceGenOptions(o));
-  KVSHARD_RETURN_IF_ERROR(CheckGenMemory(o, MaxMemory(flags)));
+  KVSHARD_RETURN_IF_ERROR(CheckGenMemory(o, Budget(flags)));
   if (!flags.Has("out")) return replay::GenerateTrace(o, out);
-  std::ofstream file(flags.String("out"));
-  if (!file) return InvalidArgument("--out: ", flags.String("out"), ": cannot open for writing");
-  KVSHARD_RETURN_IF_ERROR(replay::GenerateTrace(o, file));
-  file.close();
-  if (!file) return InvalidArgument("--out: ", flags.String("out"), ": write failed");
-  return Status::Ok();
+  // Written beside the file and renamed over it once whole: a failed run leaves no partial trace ("-": out).
+  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> file, OutputFile::Open("out", flags.String("out"), out));
+  KVSHARD_RETURN_IF_ERROR(replay::GenerateTrace(o, file->stream()));
+  return file->Commit();
 }
 
 // The generator's errors name TraceGenOptions fields; gen says them as its flags.

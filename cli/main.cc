@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 
 int main(int argc, char** argv) {
+  kvshard::cli::InstallMemoryReserve();
   const int rc =
       kvshard::cli::Dispatch(std::vector<std::string>(argv + 1, argv + argc), std::cin, std::cout, std::cerr);
   return kvshard::cli::FinishStandardOutput(rc, std::cerr);

@@ -14,6 +14,8 @@ void DeclareMaxMemoryFlag(po::options_description& flags) {
 
 int64_t MaxMemory(const Flags& flags) { return flags.Int("max-memory"); }
 
+MemoryBudget Budget(const Flags& flags) { return MemoryBudget(MaxMemory(flags)); }
+
 extern const char kBuiltinH200Calibration[];  // builtin_calibration.cc, generated (cli/BUILD.bazel)
 
 StatusOr<sim::Calibration> ReadCalibrationFlag(const Flags& flags) {
@@ -33,7 +35,7 @@ StatusOr<Workload> ReadWorkloadFlag(const Flags& flags) {
   KVSHARD_ASSIGN_OR_RETURN(const WorkloadFormat format, ParseWorkloadFormat(flags.String("format")));
   Workload workload;
   KVSHARD_RETURN_IF_ERROR(flags.WithInput("workload", [&](std::istream& in) -> Status {
-    StatusOr<Workload> w = ReadWorkload(in, format, WorkloadMemoryLimits(MaxMemory(flags)));
+    StatusOr<Workload> w = ReadWorkload(in, format, Budget(flags).Workload());
     if (!w.ok()) return InvalidArgument("--workload: ", w.status().message());
     workload = std::move(*w);
     return Status::Ok();

@@ -20,6 +20,8 @@ void DeclareMaxMemoryFlag(po::options_description& flags);
 
 // The --max-memory value of a command that declared it.
 int64_t MaxMemory(const Flags& flags);
+// The memory budget of --max-memory: what every input-sized table of the command is checked against.
+MemoryBudget Budget(const Flags& flags);
 
 // The --calibration value naming the calibration built into kvshard (testdata/calibration/h200.json).
 inline constexpr char kBuiltinCalibrationName[] = "h200";

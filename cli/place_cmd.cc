@@ -16,12 +16,6 @@
 namespace kvshard::cli {
 namespace {
 
-// Bytes per slot: the slot, its owner, local index, mask and filter_local entry with the vectors' slack, and
-// with --json their JSON values and text (upper estimates: 50 B and 157 B were measured; docs/RELIABILITY.md).
-constexpr int64_t kSlotBytes = 64, kJsonSlotBytes = 192;
-
-int64_t SlotBytes(const Flags& flags) { return kSlotBytes + (flags.Bool("json") ? kJsonSlotBytes : 0); }
-
 // The slots of --locs-file (comma or whitespace separated; "-" reads standard input), counted and checked
 // against --max-memory before they are parsed (the text is held twice while it is split).
 StatusOr<std::vector<int64_t>> ReadLocsFile(const Flags& flags) {
@@ -36,8 +30,7 @@ StatusOr<std::vector<int64_t>> ReadLocsFile(const Flags& flags) {
   if (!squeezed.empty() && squeezed.back() == ',') squeezed.pop_back();
   if (squeezed.empty()) return InvalidArgument("--locs-file: must list at least one value");
   const int64_t slots = 1 + static_cast<int64_t>(std::count(squeezed.begin(), squeezed.end(), ','));
-  KVSHARD_RETURN_IF_ERROR(
-      CheckMemory("--locs-file", "placement of the slots", slots, "slots", SlotBytes(flags), MaxMemory(flags)));
+  KVSHARD_RETURN_IF_ERROR(Budget(flags).Placement("--locs-file", slots, flags.Bool("json")));
   return ParseInt64List(squeezed, "--locs-file");
 }
 
@@ -75,8 +68,7 @@ Status Run(const Flags& flags, std::ostream& out) {
     KVSHARD_ASSIGN_OR_RETURN(locs, ReadLocsFile(flags));
   } else {
     locs = flags.IntList("locs");
-    KVSHARD_RETURN_IF_ERROR(CheckMemory("--locs", "placement of the slots", static_cast<int64_t>(locs.size()), "slots",
-                                        SlotBytes(flags), MaxMemory(flags)));
+    KVSHARD_RETURN_IF_ERROR(Budget(flags).Placement("--locs", static_cast<int64_t>(locs.size()), flags.Bool("json")));
   }
   StatusOr<PlacementResult> ref_result = ref::PlaceLocs(spec, rank, locs);
   if (!ref_result.ok()) {

@@ -85,8 +85,8 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   replay::ReplayOptions options;
   KVSHARD_ASSIGN_OR_RETURN(options.backend, BackendFlag(flags));
   options.impl = ImplFlag(flags);
-  options.max_memory = MaxMemory(flags);
-  options.line_check = LineMemoryCheck(options.max_memory);
+  options.budget = Budget(flags);
+  options.line_check = options.budget.Lines();
 #ifdef KVSHARD_HAVE_CUDA
   const int gpus = static_cast<int>(flags.Int("gpus"));
   options.make_device = [gpus](const replay::PoolGeometry& g) { return replay::CreateGpuPoolPath(g, gpus); };

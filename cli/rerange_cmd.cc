@@ -31,28 +31,11 @@ void DeclareFlags(po::options_description& flags) {
   DeclareMaxMemoryFlag(flags);
 }
 
-// Bytes the in-memory plan holds per segment (the plan's per-segment tables and the rerange tables, with
-// the per-request lists spread over a request's 2N segments): an upper estimate.
-constexpr int64_t kPlanBytesPerSegment = 192;
-// Bytes per row of the GPU/diff path: the gathered buffer, its byte copy, the kernel output, its int64
-// copy and the reference source rows.
-constexpr int64_t kGpuBytesPerRow = 40;
-
 // The sizes --extend-lens implies, checked against --max-memory before the plan is built. The ref text
 // and JSON outputs are streamed per segment, so only the plan (and the GPU path's row buffers) count.
 Status CheckRerangeMemory(const Flags& flags, int64_t cp_size, const std::vector<int64_t>& extend, bool ref_backend) {
-  const int64_t max_memory = MaxMemory(flags);
-  const int64_t batch = static_cast<int64_t>(extend.size());
-  // cp_size <= 2^16 once validated; cap the product so it stays exact for the check.
-  const int64_t segments =
-      batch > (int64_t{1} << 40) / (2 * std::max<int64_t>(cp_size, 1)) ? (int64_t{1} << 40) : batch * 2 * cp_size;
-  KVSHARD_RETURN_IF_ERROR(
-      CheckMemory("--extend-lens", "rerange plan", segments, "segments", kPlanBytesPerSegment, max_memory));
-  if (ref_backend) return Status::Ok();
-  int64_t rows = 0;
-  for (int64_t e : extend)
-    rows = e > 0 && rows > (int64_t{1} << 62) - e ? (int64_t{1} << 62) : rows + std::max<int64_t>(e, 0);
-  return CheckMemory("--extend-lens", "rerange rows on the GPU path", rows, "rows", kGpuBytesPerRow, max_memory);
+  return Budget(flags).Rerange("--extend-lens", static_cast<int64_t>(extend.size()), TotalTokens(extend),
+                               flags.Int("page-size"), cp_size, /*source_rows=*/false, /*device_rows=*/!ref_backend);
 }
 
 // A list at depth 1 of nlohmann's dump(2) ("[]" when empty), written as produced.

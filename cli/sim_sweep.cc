@@ -17,6 +17,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/memory_limit.h"
+#include "cli/output_file.h"
 #include "cli/mpi_world.h"
 #include "cli/sim_sweep_output.h"
 #include "cli/simulate_outputs.h"
@@ -146,7 +147,7 @@ StatusOr<std::vector<SweepAxis>> ParseSweep(const std::vector<std::string>& args
 }
 
 Status RunSweep(const Flags& flags, const sim::SimConfig& base, void (*declare)(po::options_description&),
-                std::ostream& out) {
+                std::ostream& out, std::ostream& standard_output) {
   KVSHARD_ASSIGN_OR_RETURN(std::vector<SweepAxis> axes, ParseSweep(flags.StringList("sweep"), flags, declare));
   std::vector<sim::SweepAxis> typed;
   std::vector<std::string> keys;
@@ -164,15 +165,16 @@ Status RunSweep(const Flags& flags, const sim::SimConfig& base, void (*declare)(
     KVSHARD_ASSIGN_OR_RETURN(world, MpiWorld::Init());
   }
   const int rank = world ? world->rank() : 0, size = world ? world->size() : 1;
-  std::ofstream csv;
-  const bool want_csv = rank == 0 && flags.Has("csv") && !flags.String("csv").empty();
+  std::unique_ptr<OutputFile> csv;  // written beside its target, renamed over it when the rows are in
+  const bool want_csv = rank == 0 && flags.Has("csv");
 
   // Everything that can fail on one process alone goes into its payload, so no rank is left waiting.
   Status local;
   std::vector<Json> rows;
   if (want_csv) {
-    csv.open(flags.String("csv"));
-    if (!csv) local = InvalidArgument("--csv: ", flags.String("csv"), ": cannot write file");
+    StatusOr<std::unique_ptr<OutputFile>> opened = OutputFile::Open("csv", flags.String("csv"), standard_output);
+    if (opened.ok()) csv = std::move(*opened);
+    local = opened.status();
   }
   Workload workload;
   if (local.ok()) {
@@ -194,7 +196,12 @@ Status RunSweep(const Flags& flags, const sim::SimConfig& base, void (*declare)(
         if (finished == total) std::fprintf(stderr, "\n");
       };
     }
-    rows = sim::RunSweep(workload, *configs, mine, threads, bar);
+    int started = threads;
+    rows = sim::RunSweep(workload, *configs, mine, threads, bar, &started);
+    if (started < threads) {  // the system refused the rest (memory for their stacks, or processes)
+      std::fprintf(stderr, "kvshard: note: --threads: %d of %d threads could be created; the sweep ran on %d\n",
+                   started, threads, started);
+    }
   }
 
   if (world) {  // rank 0 collects every rank's rows (or its error) and puts them in the product's order
@@ -234,9 +241,8 @@ Status RunSweep(const Flags& flags, const sim::SimConfig& base, void (*declare)(
     PrintSweepTable(keys, rows, out);
   }
   if (want_csv) {
-    WriteSweepCsv(keys, rows, csv);
-    csv.close();
-    if (!csv) return InvalidArgument("--csv: ", flags.String("csv"), ": write failed");
+    WriteSweepCsv(keys, rows, csv->stream());
+    KVSHARD_RETURN_IF_ERROR(csv->Commit());
   }
   if (flags.Has("plots")) KVSHARD_RETURN_IF_ERROR(WritePlots(flags.String("plots"), SweepPlots(keys, rows)));
   return SweepStatus(rows);

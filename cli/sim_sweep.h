@@ -49,9 +49,10 @@ StatusOr<std::vector<SweepAxis>> ParseSweep(const std::vector<std::string>& args
 Status SweepStatus(const std::vector<Json>& rows);
 
 // Runs `kvshard simulate --sweep ...`: `base` is the configuration the other flags give, `declare` simulate's
-// flag table. Exit status: 2 when a row had bad input, 1 when a row violated an invariant.
+// flag table; the table or JSON goes to `out`, and `--csv -` to `standard_output`. Exit status: 2 when a row had
+// bad input, 1 when a row violated an invariant.
 Status RunSweep(const Flags& flags, const sim::SimConfig& base, void (*declare)(po::options_description&),
-                std::ostream& out);
+                std::ostream& out, std::ostream& standard_output);
 
 }  // namespace kvshard::cli
 

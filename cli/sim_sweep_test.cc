@@ -182,7 +182,7 @@ TEST(SimSweepTest, BadSweepSyntaxExitsTwoNamingSweep) {
           {"simulate - --sweep shard-size=8 --shard-size 4", "--sweep: shard-size is also given as --shard-size"},
           {"simulate - --sweep shard-size=8 --threads 0", "--threads: must be in [1, 1024]"},
           {"simulate - --sweep shard-size=8 --csv /nonexistent/dir/x.csv",
-           "--csv: /nonexistent/dir/x.csv: cannot write"},
+           "--csv: /nonexistent/dir/x.csv: cannot open for writing"},
           {"simulate /nonexistent.jsonl --sweep shard-size=8", "--workload: /nonexistent.jsonl: cannot open file"},
           {"simulate - --sweep shard-size=8 --timeline t.json", "--timeline: not with --sweep"},
           {"simulate - --sweep shard-size=8 --emit-trace t.jsonl", "--emit-trace: not with --sweep"},

@@ -217,8 +217,12 @@ void PrintSummary(const sim::SimResult& r, const sim::SimConfig& c, std::ostream
   out << "invariant violations: " << r.violations << "\n";
 }
 
-Status RunSimulate(const Flags& flags, std::ostream& out) {
+Status RunSimulate(const Flags& flags, std::ostream& standard_output) {
   KVSHARD_RETURN_IF_ERROR(flags.Require({"workload"}));
+  // Every path is checked before anything is read or opened; an output on standard output ("-") moves the
+  // summary to standard error.
+  KVSHARD_ASSIGN_OR_RETURN(const std::string on_stdout, CheckSimulatePaths(flags));
+  std::ostream& out = on_stdout.empty() ? standard_output : std::cerr;
   KVSHARD_ASSIGN_OR_RETURN(sim::SimConfig c, SimConfigFromFlags(flags));  // cli/sim_sweep.h: the knobs --sweep sets
   if (const std::string name = flags.String("calibration"); name != kNoCalibrationName) {
     KVSHARD_ASSIGN_OR_RETURN(const sim::Calibration cal, ReadCalibrationFlag(flags));
@@ -231,7 +235,7 @@ Status RunSimulate(const Flags& flags, std::ostream& out) {
     for (const char* flag : {"timeline", "emit-trace"}) {
       if (flags.Given(flag)) return InvalidArgument("--", flag, ": not with --sweep (one run's file; run it alone)");
     }
-    return RunSweep(flags, c, DeclareFlags, out);
+    return RunSweep(flags, c, DeclareFlags, out, standard_output);
   }
   KVSHARD_RETURN_IF_ERROR(sim::ValidateSimConfig(c));
   if (c.alloc_mode == sim::AllocMode::kOwners && flags.Has("emit-trace")) {
@@ -243,8 +247,9 @@ Status RunSimulate(const Flags& flags, std::ostream& out) {
   // unbounded pool is sized from the workload, within the 2^24).
   const int64_t cache_pages_per_rank = c.cache_tokens / (c.shard_size * c.page_size);
   if (cache_pages_per_rank >= 1 && c.shard_size * (cache_pages_per_rank + 2) <= (int64_t{1} << 24)) {
-    KVSHARD_RETURN_IF_ERROR(CheckMemory("--cache-tokens", "simulated pool", c.shard_size * (cache_pages_per_rank + 1),
-                                        "logical pages", kSimBytesPerPage, MaxMemory(flags)));
+    KVSHARD_RETURN_IF_ERROR(Budget(flags).Check("--cache-tokens", "simulated pool",
+                                                c.shard_size * (cache_pages_per_rank + 1), "logical pages",
+                                                kSimBytesPerPage));
   }
   if (c.instances > 1) {  // refused before any output file is opened (and so created or truncated)
     for (const char* flag : {"timeline", "csv", "plots", "emit-trace"}) {
@@ -253,7 +258,7 @@ Status RunSimulate(const Flags& flags, std::ostream& out) {
       }
     }
   }
-  KVSHARD_ASSIGN_OR_RETURN(SimulateOutputs outputs, SimulateOutputs::Prepare(flags));
+  KVSHARD_ASSIGN_OR_RETURN(SimulateOutputs outputs, SimulateOutputs::Prepare(flags, standard_output));
   KVSHARD_ASSIGN_OR_RETURN(const Workload workload, ReadWorkloadFlag(flags));
   // A progress bar on a terminal, once the run has taken a second.
   const bool bar = !flags.Bool("quiet") && isatty(STDERR_FILENO);
@@ -269,7 +274,7 @@ Status RunSimulate(const Flags& flags, std::ostream& out) {
   sim::SimRecord record;  // filled only when an output file was asked for
   Json emitted;           // --emit-trace: the trace written
   StatusOr<sim::SimResult> r =
-      SimulateForCli(flags, workload, c, progress, outputs.any() ? &record : nullptr, &emitted);
+      SimulateForCli(flags, workload, c, progress, outputs.any() ? &record : nullptr, &emitted, standard_output);
   if (drawn) std::fprintf(stderr, "\n");
   if (!r.ok()) return r.status();
   if (flags.Bool("json")) {

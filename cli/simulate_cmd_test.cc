@@ -255,10 +255,48 @@ TEST(SimulateCmdTest, EmitTraceBadInputExitsTwoNamingTheFlag) {
                         "--emit-trace: " + dir + " is a directory"));
   EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--emit-trace", dir + "/no/such/dir/t.jsonl"}, kTwoTurns), 2,
                         "--emit-trace: "));
-  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--emit-trace", "-"}, kTwoTurns), 2, "--emit-trace: give a file"));
   EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--emit-layers", "2"}, kTwoTurns), 2,
                         "--emit-layers: needs --emit-trace FILE"));
   EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--emit-max-batches", "-1"}, kTwoTurns), 2, "--emit-max-batches"));
+}
+
+// Outputs never destroy inputs, never name one file twice, and appear whole or not at all; "-" is standard output.
+TEST(SimulateCmdTest, OutputPathsNeverDestroyInputsOrEachOther) {
+  const std::string dir = TempPath("simulate_output_paths");
+  std::filesystem::create_directories(dir);
+  const std::string workload = dir + "/w.jsonl", link = dir + "/link.jsonl";
+  std::ofstream(workload) << kTwoTurns;
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink(workload, link);
+  const auto size = [](const std::string& p) { return std::filesystem::file_size(p); };
+  const uintmax_t before = size(workload);
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", workload, "--timeline", workload}), 2,
+                        "--timeline: " + workload + " is the input of --workload (" + workload +
+                            "); writing it would destroy the input"));
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", workload, "--emit-trace", link}), 2,
+                        "--emit-trace: " + link + " is the input of --workload"));
+  EXPECT_EQ(size(workload), before);
+  const std::string out = dir + "/out.json";
+  std::filesystem::remove(out);
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", workload, "--timeline", out, "--emit-trace", dir + "/./out.json"}), 2,
+                        "--emit-trace: " + dir + "/./out.json is also the output of --timeline (" + out + ")"));
+  EXPECT_FALSE(std::filesystem::exists(out));  // refused before anything was opened
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", workload, "--timeline", "-", "--emit-trace", "-"}), 2,
+                        "--emit-trace: standard output (-) is taken by --timeline"));
+  // A run that fails leaves an existing output as it was, and creates no new one (no empty file, no temporary).
+  std::ofstream(out) << "old";
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", workload, "--emit-trace", out, "--alloc-mode", "owners", "--cp-size", "2"}),
+                        2, "--alloc-mode"));
+  EXPECT_TRUE(FailsWith(RunCli({"simulate", "-", "--emit-trace", out}, "{\"timestamp\": 0}\n"), 2, "--workload"));
+  EXPECT_EQ(size(out), 3u);
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.path().filename().string()[0] == '.';
+  EXPECT_EQ(files, 0u) << "a temporary file was left behind";
+  // "-": the trace goes to standard output, the summary to standard error.
+  const CliResult r = RunCli({"simulate", workload, "--emit-trace", "-", "--quiet"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("{\"kvshard_trace\":1", 0), 0u) << r.out.substr(0, 200);
+  EXPECT_EQ(RunCli({"replay", "-"}, r.out).exit_code, 0);
 }
 
 }  // namespace

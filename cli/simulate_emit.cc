@@ -1,8 +1,9 @@
 // kvshard simulate --emit-trace: the flags, the output file, and the emitted trace's description for the summary.
 #include "cli/simulate_emit.h"
 
-#include <filesystem>
-#include <fstream>
+#include <memory>
+
+#include "cli/output_file.h"
 
 #include "sim/result_json.h"
 
@@ -21,7 +22,8 @@ void DeclareEmitTraceFlags(po::options_description& flags) {
 }
 
 StatusOr<sim::SimResult> SimulateForCli(const Flags& flags, const Workload& workload, const sim::SimConfig& config,
-                                        const sim::SimProgress& progress, sim::SimRecord* record, Json* emitted) {
+                                        const sim::SimProgress& progress, sim::SimRecord* record, Json* emitted,
+                                        std::ostream& standard_output) {
   if (!flags.Has("emit-trace")) {
     if (flags.Given("emit-max-batches") || flags.Given("emit-layers")) {
       return InvalidArgument(flags.Given("emit-layers") ? "--emit-layers" : "--emit-max-batches",
@@ -30,12 +32,7 @@ StatusOr<sim::SimResult> SimulateForCli(const Flags& flags, const Workload& work
     return sim::Simulate(workload, config, progress, record);
   }
   const std::string path = flags.String("emit-trace");
-  std::error_code ec;
-  if (path.empty() || path == "-")
-    return InvalidArgument("--emit-trace: give a file (standard output holds the summary)");
-  if (std::filesystem::is_directory(path, ec)) return InvalidArgument("--emit-trace: ", path, " is a directory");
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (!file) return InvalidArgument("--emit-trace: ", path, ": cannot open for writing");
+  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> file, OutputFile::Open("emit-trace", path, standard_output));
   sim::SimTraceOptions o;
   o.max_batches = flags.Int("emit-max-batches");
   o.num_layers = flags.Int("emit-layers");
@@ -51,9 +48,8 @@ StatusOr<sim::SimResult> SimulateForCli(const Flags& flags, const Workload& work
                  {"emit_layers", o.num_layers}};
   sim::SimResult result;
   KVSHARD_ASSIGN_OR_RETURN(sim::SimTraceCounts n,
-                           sim::SimulateWithTrace(workload, config, o, file, &result, progress, record));
-  file.close();
-  if (!file) return InvalidArgument("--emit-trace: ", path, ": write failed");
+                           sim::SimulateWithTrace(workload, config, o, file->stream(), &result, progress, record));
+  KVSHARD_RETURN_IF_ERROR(file->Commit());  // a run that failed above leaves no trace file (and an old one as it was)
   *emitted = {{"path", path},
               {"records", n.records},
               {"batches", n.batches},
@@ -66,7 +62,7 @@ StatusOr<sim::SimResult> SimulateForCli(const Flags& flags, const Workload& work
               {"frees", n.frees},
               {"pipeline_records", n.pipeline_records},
               {"closing_records", n.closing_records},
-              {"bytes", static_cast<int64_t>(std::filesystem::file_size(path, ec))}};
+              {"bytes", file->bytes()}};
   return result;
 }
 

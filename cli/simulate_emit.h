@@ -2,6 +2,8 @@
 #ifndef KVSHARD_CLI_SIMULATE_EMIT_H_
 #define KVSHARD_CLI_SIMULATE_EMIT_H_
 
+#include <ostream>
+
 #include "cli/flags.h"
 #include "core/json.h"
 #include "core/status.h"
@@ -15,11 +17,13 @@ namespace kvshard::cli {
 void DeclareEmitTraceFlags(po::options_description& flags);
 
 // The simulation for kvshard simulate: sim::Simulate, or with --emit-trace FILE SimulateWithTrace into FILE (a
-// directory or an unwritable path is InvalidArgument naming --emit-trace, before anything runs); *emitted then
-// describes the trace (its path, records and counts) for the summary, else stays null. `record` (may be null)
-// collects the rows of --timeline, --csv and --plots.
+// directory or an unwritable path is InvalidArgument naming --emit-trace, before anything runs; the trace is written
+// beside FILE and renamed over it only when the run succeeded; "-" writes `standard_output`); *emitted then
+// describes the trace (its path, records, counts and bytes) for the summary, else stays null. `record` (may be
+// null) collects the rows of --timeline, --csv and --plots.
 StatusOr<sim::SimResult> SimulateForCli(const Flags& flags, const Workload& workload, const sim::SimConfig& config,
-                                        const sim::SimProgress& progress, sim::SimRecord* record, Json* emitted);
+                                        const sim::SimProgress& progress, sim::SimRecord* record, Json* emitted,
+                                        std::ostream& standard_output);
 
 }  // namespace kvshard::cli
 

@@ -4,11 +4,13 @@
 
 #include <filesystem>
 #include <functional>
+#include <iostream>
 #include <ostream>
 #include <string>
 #include <system_error>
 #include <utility>
 
+#include "cli/memory_limit.h"
 #include "sim/csv_tables.h"
 #include "sim/plots.h"
 #include "sim/svg_chart.h"
@@ -34,16 +36,14 @@ Status PrepareDir(const std::string& flag, const std::string& dir) {
   return Status::Ok();
 }
 
-// Writes `dir`/`name` with `body`; errors name the flag and the file.
+// Writes `dir`/`name` with `body`, whole or not at all; errors name the flag and the file.
 Status WriteFile(const std::string& flag, const std::string& dir, const std::string& name,
                  const std::function<Status(std::ostream&)>& body) {
   const std::string path = (fs::path(dir) / name).string();
-  std::ofstream out(path);
-  if (!out) return InvalidArgument("--", flag, ": ", path, ": cannot open for writing");
-  Status s = body(out);
-  out.close();
-  if (!s.ok() || !out) return InvalidArgument("--", flag, ": ", path, ": write failed");
-  return Status::Ok();
+  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> out, OutputFile::Open(flag, path, std::cout));
+  Status s = body(out->stream());
+  if (!s.ok()) return InvalidArgument("--", flag, ": ", path, ": write failed: ", s.message());
+  return out->Commit();
 }
 
 }  // namespace
@@ -58,8 +58,38 @@ void DeclareSimulateOutputFlags(po::options_description& flags) {
                         "requests waiting; with --sweep: TTFT and utilization across the sweep) into DIR");
 }
 
-StatusOr<SimulateOutputs> SimulateOutputs::Prepare(const Flags& flags) {
+const std::vector<std::string>& CsvTableFiles() {
+  static const auto* files = new std::vector<std::string>{"requests.csv", "batches.csv", "rank_pages.csv"};
+  return *files;
+}
+
+StatusOr<std::string> CheckSimulatePaths(const Flags& flags) {
+  std::vector<FlagPath> inputs, outputs;
+  inputs.push_back({"workload", flags.String("workload")});
+  if (const std::string c = flags.String("calibration"); c != kBuiltinCalibrationName && c != kNoCalibrationName) {
+    inputs.push_back({"calibration", c});
+  }
+  for (const char* flag : {"timeline", "emit-trace"}) {
+    if (flags.Has(flag)) outputs.push_back({flag, flags.String(flag)});
+  }
+  if (flags.Has("csv")) {
+    if (flags.Has("sweep")) {
+      outputs.push_back({"csv", flags.String("csv")});
+    } else {
+      for (const std::string& f : CsvTableFiles())
+        outputs.push_back({"csv", (fs::path(flags.String("csv")) / f).string()});
+    }
+  }
+  KVSHARD_RETURN_IF_ERROR(CheckOutputPaths(inputs, outputs));
+  for (const FlagPath& o : outputs) {
+    if (o.path == "-") return o.flag;
+  }
+  return std::string();
+}
+
+StatusOr<SimulateOutputs> SimulateOutputs::Prepare(const Flags& flags, std::ostream& standard_output) {
   SimulateOutputs o;
+  o.standard_output_ = &standard_output;
   if (flags.Has("csv")) {
     o.csv_dir_ = flags.String("csv");
     KVSHARD_RETURN_IF_ERROR(PrepareDir("csv", o.csv_dir_));
@@ -69,22 +99,21 @@ StatusOr<SimulateOutputs> SimulateOutputs::Prepare(const Flags& flags) {
     KVSHARD_RETURN_IF_ERROR(PrepareDir("plots", o.plots_dir_));
   }
   if (flags.Has("timeline")) {
-    o.timeline_path_ = flags.String("timeline");
+    const std::string path = flags.String("timeline");
     std::error_code ec;
-    if (o.timeline_path_.empty() || fs::is_directory(o.timeline_path_, ec)) {
-      return InvalidArgument("--timeline: '", o.timeline_path_, "': needs a file name, not a directory");
+    if (path.empty() || fs::is_directory(path, ec)) {
+      return InvalidArgument("--timeline: '", path, "': needs a file name, not a directory");
     }
-    o.timeline_ = std::make_unique<std::ofstream>(o.timeline_path_);
-    if (!*o.timeline_) return InvalidArgument("--timeline: ", o.timeline_path_, ": cannot open for writing");
+    KVSHARD_ASSIGN_OR_RETURN(o.timeline_, OutputFile::Open("timeline", path, standard_output));
   }
   return o;
 }
 
 Status SimulateOutputs::Write(const sim::SimRecord& record) {
   if (timeline_) {
-    Status s = sim::WriteTimeline(record, *timeline_);
-    timeline_->close();
-    if (!s.ok() || !*timeline_) return InvalidArgument("--timeline: ", timeline_path_, ": write failed");
+    Status s = sim::WriteTimeline(record, timeline_->stream());
+    if (!s.ok()) return InvalidArgument("--timeline: write failed: ", s.message());
+    KVSHARD_RETURN_IF_ERROR(timeline_->Commit());
   }
   if (!csv_dir_.empty()) {
     KVSHARD_RETURN_IF_ERROR(WriteFile("csv", csv_dir_, "requests.csv",

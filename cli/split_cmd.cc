@@ -40,20 +40,6 @@ void PrintPlanTable(const CPSharedKVBatchPlan& p, const NSAContextParallelMetada
       << " (* = segments computed by cp_rank " << p.cp_rank << ")\n";
 }
 
-// Bytes per segment of the in-memory plan and metadata (an upper estimate; the table is streamed).
-constexpr int64_t kPlanBytesPerSegment = 192;
-// Bytes per segment of `--json` on top of the plan: the JSON of the one field being written and its text (the
-// JSON is streamed field by field; the whole tree took ~715 B per segment).
-constexpr int64_t kJsonBytesPerSegment = 128;
-// Bytes per row of the round-robin split: bs_idx, its JSON value and its dumped text.
-constexpr int64_t kRoundRobinBytesPerRow = 48;
-
-// batch * 2 * cp_size, capped at 2^40 so the product stays exact for the check.
-int64_t Segments(int64_t batch, int64_t cp_size) {
-  cp_size = std::max<int64_t>(cp_size, 1);
-  return batch > (int64_t{1} << 40) / (2 * cp_size) ? (int64_t{1} << 40) : batch * 2 * cp_size;
-}
-
 // `split --json` written field by field: byte-identical to PrintJson(InSeqSplitJson(split)), holding one
 // field's JSON at a time instead of the whole tree.
 void PrintInSeqSplitJsonStreamed(const replay::InSeqSplit& split, std::ostream& out) {
@@ -67,9 +53,8 @@ Status RunInSeq(const Flags& flags, std::ostream& out) {
   KVSHARD_RETURN_IF_ERROR(flags.Require({"cp-size", "page-size", "extend-lens"}));
   const std::vector<int64_t>& extend = flags.IntList("extend-lens");
   const bool json = flags.Bool("json");
-  KVSHARD_RETURN_IF_ERROR(CheckMemory("--extend-lens", json ? "split plan and its JSON" : "split plan",
-                                      Segments(static_cast<int64_t>(extend.size()), flags.Int("cp-size")), "segments",
-                                      kPlanBytesPerSegment + (json ? kJsonBytesPerSegment : 0), MaxMemory(flags)));
+  KVSHARD_RETURN_IF_ERROR(
+      Budget(flags).SplitPlan("--extend-lens", static_cast<int64_t>(extend.size()), flags.Int("cp-size"), json));
   StatusOr<replay::InSeqSplit> split =
       replay::BuildInSeqSplit(extend, PrefixLens(flags, extend.size()), flags.Int("page-size"), flags.Int("cp-size"),
                               flags.Int("cp-rank"), ImplFlag(flags));
@@ -85,12 +70,8 @@ Status RunInSeq(const Flags& flags, std::ostream& out) {
 Status RunRoundRobin(const Flags& flags, std::ostream& out) {
   KVSHARD_RETURN_IF_ERROR(flags.Require({"cp-size", "extend-lens"}));
   const int64_t cp_size = flags.Int("cp-size"), cp_rank = flags.Int("cp-rank");
-  int64_t tokens = 0;
-  for (int64_t e : flags.IntList("extend-lens")) {
-    tokens = e > 0 && tokens > (int64_t{1} << 62) - e ? (int64_t{1} << 62) : tokens + std::max<int64_t>(e, 0);
-  }
-  KVSHARD_RETURN_IF_ERROR(CheckMemory("--extend-lens", "round-robin split", (tokens + cp_size - 1) / cp_size, "rows",
-                                      kRoundRobinBytesPerRow, MaxMemory(flags)));
+  KVSHARD_RETURN_IF_ERROR(
+      Budget(flags).RoundRobinSplit("--extend-lens", TotalTokens(flags.IntList("extend-lens")), cp_size));
   StatusOr<Json> r = replay::RoundRobinSplitJson(flags.IntList("extend-lens"), cp_size, cp_rank);
   if (!r.ok()) return CpModelError(r.status());
   if (flags.Bool("json")) {

@@ -14,13 +14,6 @@
 namespace kvshard::cli {
 namespace {
 
-// Bytes per segment of the in-memory plan and metadata (the in-seq mode's estimate).
-constexpr int64_t kPlanBytesPerSegment = 192;
-// Bytes per extent page of the owner plan: the flat list, the per-request copy, their JSON values and text.
-constexpr int64_t kBytesPerOwnerPage = 96;
-// Bytes per out_cache_loc row: the input list, the split copies (logical, physical) and their JSON.
-constexpr int64_t kBytesPerLoc = 160;
-
 void PrintTable(const CPSharedKVBatchPlan& p, const std::vector<Int64List>& owners, const Json& dw, std::ostream& out) {
   out << "page compute owners: cp_size=" << p.cp_size << " page_size=" << p.page_size << " batch_size=" << p.batch_size
       << " (extent page -> the rank computing and writing it)\n";
@@ -48,21 +41,12 @@ void DeclareSplitOwnerFlags(po::options_description& flags) {
 Status RunSplitOwners(const Flags& flags, std::ostream& out) {
   KVSHARD_RETURN_IF_ERROR(flags.Require({"cp-size", "page-size", "extend-lens"}));
   const std::vector<int64_t>& extend = flags.IntList("extend-lens");
-  const int64_t ps = std::max<int64_t>(flags.Int("page-size"), 1);
-  int64_t pages = 0;
-  for (int64_t e : extend) pages = e > 0 && pages < (int64_t{1} << 50) ? pages + (e + ps - 1) / ps : pages;
-  const int64_t cp_size = std::max<int64_t>(flags.Int("cp-size"), 1);
-  const int64_t segments = static_cast<int64_t>(extend.size()) > (int64_t{1} << 40) / (2 * cp_size)
-                               ? (int64_t{1} << 40)
-                               : static_cast<int64_t>(extend.size()) * 2 * cp_size;
-  KVSHARD_RETURN_IF_ERROR(
-      CheckMemory("--extend-lens", "split plan", segments, "segments", kPlanBytesPerSegment, MaxMemory(flags)));
-  KVSHARD_RETURN_IF_ERROR(
-      CheckMemory("--extend-lens", "page owner plan", pages, "pages", kBytesPerOwnerPage, MaxMemory(flags)));
+  const MemoryBudget budget = Budget(flags);
+  KVSHARD_RETURN_IF_ERROR(budget.PageOwners("--extend-lens", static_cast<int64_t>(extend.size()),
+                                            TotalPages(extend, flags.Int("page-size")), flags.Int("cp-size")));
   if (flags.Has("out-cache-loc")) {
-    KVSHARD_RETURN_IF_ERROR(CheckMemory("--out-cache-loc", "direct-write locs",
-                                        static_cast<int64_t>(flags.IntList("out-cache-loc").size()), "rows",
-                                        kBytesPerLoc, MaxMemory(flags)));
+    KVSHARD_RETURN_IF_ERROR(
+        budget.DirectWriteLocs("--out-cache-loc", static_cast<int64_t>(flags.IntList("out-cache-loc").size())));
   }
   StatusOr<replay::InSeqSplit> split =
       replay::BuildInSeqSplit(extend, PrefixLens(flags, extend.size()), flags.Int("page-size"), flags.Int("cp-size"),

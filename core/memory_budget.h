@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/gather_plan.h"
 #include "core/line_reader.h"
 #include "core/status.h"
 #include "core/workload.h"
@@ -51,6 +52,57 @@ LineCheck LineMemoryCheck(int64_t max_memory);
 // The whole-workload limits under max_memory: each line as above, and the requests kept ("requests: the workload
 // held in memory would need ...").
 WorkloadLimits WorkloadMemoryLimits(int64_t max_memory);
+
+// The --max-memory cap and the estimate of every table an input sizes: the CLI commands and the replay records that
+// mirror them consult one object, with one figure per kind of table, before allocating. Each check is OK or
+// InvalidArgument "<field>: the <what> would need <bytes> (<terms>), over --max-memory <max>".
+class MemoryBudget {
+ public:
+  explicit MemoryBudget(int64_t max_memory = kDefaultMaxMemory) : max_memory_(max_memory) {}
+
+  // The cap in bytes.
+  int64_t max_memory() const { return max_memory_; }
+
+  // The terms against the cap.
+  Status Check(const std::string& field, const std::string& what, const std::vector<MemoryTerm>& terms) const;
+  Status Check(const std::string& field, const std::string& what, int64_t count, const std::string& unit,
+               int64_t bytes_per) const;
+
+  // The in-seq split plan of `batch` requests over cp_size ranks (2 * cp_size segments each), with its JSON when
+  // `json` ("split plan and its JSON").
+  Status SplitPlan(const std::string& field, int64_t batch, int64_t cp_size, bool json) const;
+  // The split plan of `batch` requests and their page compute owners (`pages` extent pages: TotalPages).
+  Status PageOwners(const std::string& field, int64_t batch, int64_t pages, int64_t cp_size) const;
+  // The direct-write locs of `rows` out_cache_loc rows (split copies and their JSON).
+  Status DirectWriteLocs(const std::string& field, int64_t rows) const;
+  // The round-robin split of `tokens` tokens (TotalTokens): one bs_idx row per token of one rank.
+  Status RoundRobinSplit(const std::string& field, int64_t tokens, int64_t cp_size) const;
+  // The rerange plan of `batch` requests of `tokens` tokens; with `source_rows`, its source rows as a list and JSON
+  // (replay's answer), and with `device_rows`, the GPU path's row buffers.
+  Status Rerange(const std::string& field, int64_t batch, int64_t tokens, int64_t page_size, int64_t cp_size,
+                 bool source_rows, bool device_rows) const;
+  // The gather plan of a batch the model accepts (a batch it refuses without allocating is left to its error),
+  // with a device copy when `device` and its JSON when `json`.
+  Status GatherPlan(const std::string& field, const ExtendBatch& batch, bool device, bool json) const;
+  // The placement of `slots` slots, with their JSON when `json`.
+  Status Placement(const std::string& field, int64_t slots, bool json) const;
+  // `values` int64 values computed into a list and answered as JSON (a padded or selected tensor).
+  Status ValueList(const std::string& field, const std::string& what, int64_t values) const;
+
+  // Bounds each line of a trace or workload as it is read ("record: the line held in memory would need ...").
+  LineCheck Lines() const;
+  // The whole-workload limits: each line as Lines(), and the requests kept.
+  WorkloadLimits Workload() const;
+
+ private:
+  int64_t max_memory_;
+};
+
+// The sum of the positive lengths and the pages they span (ceil per length), saturating at 2^62.
+int64_t TotalTokens(const std::vector<int64_t>& lens);
+int64_t TotalPages(const std::vector<int64_t>& lens, int64_t page_size);
+// batch * 2 * cp_size: the segments of a CP plan, saturating.
+int64_t CpSegments(int64_t batch, int64_t cp_size);
 
 }  // namespace kvshard
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "core/memory_budget.h"
 #include "core/status.h"
 
 namespace kvshard::replay {
@@ -37,10 +38,16 @@ struct ReplayOp {
   // Runs a record whose fields have their shapes; the answer is what its expect is checked against. `only` (an
   // object, may be null) names the top-level keys expect checks, so a large answer may leave out the rest.
   StatusOr<Json> (*run)(Replayer& replayer, const Json& rec, const Json* only);
+  // The memory the record's answer needs, checked against --max-memory before `run` (replay/record_sizes.cc), for
+  // the ops whose answer a few input bytes can make large (a length, not a list); null where the answer is within a
+  // constant of the record's own line, which the line check already holds.
+  Status (*size)(const Json& rec, const MemoryBudget& budget) = nullptr;
 };
 
 // The record's keys and their shapes against its op's row (replay/replayer.cc): InvalidArgument "<field>: <what>".
 Status CheckFields(const Json& rec, const ReplayOp& op);
+// CheckFields, then the op's size against the budget: what refuses a record before it runs.
+Status CheckRecord(const Json& rec, const ReplayOp& op, const MemoryBudget& budget);
 
 }  // namespace kvshard::replay
 

@@ -39,6 +39,16 @@ StatusOr<Json> RunValidRows(const Json& rec, Impl impl);
 StatusOr<Json> RunLastTokens(const Json& rec, Impl impl);
 StatusOr<Json> RunPrepareMetadata(const Json& rec);
 
+// The sizes of the records whose answer a length can make large (replay/record_sizes.cc; ReplayOp::size).
+Status SizeSplit(const Json& rec, const MemoryBudget& budget);
+Status SizeRerange(const Json& rec, const MemoryBudget& budget);
+Status SizeGatherPlan(const Json& rec, const MemoryBudget& budget);
+Status SizePageOwners(const Json& rec, const MemoryBudget& budget);
+Status SizeCpDirectWrite(const Json& rec, const MemoryBudget& budget);
+Status SizeCpSplitPlan(const Json& rec, const MemoryBudget& budget);  // cp_split_rows, cp_valid_rows
+Status SizeLastTokens(const Json& rec, const MemoryBudget& budget);
+Status SizePadRequest(const Json& rec, const MemoryBudget& budget);
+
 // Their op-table fields: the NSA padding records' (global_num_tokens_cpu required or not, nsa_cache_seqlens or
 // not) and a CP data record's batch (as page_owners) followed by `more`.
 std::vector<FieldShape> NsaPaddingFields(bool tokens_required, bool seqlens);

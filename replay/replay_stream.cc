@@ -36,7 +36,7 @@ Status Replayer::Replay(const TraceRecord& record) {
   if (!got.ok()) {
     const std::string& message = got.status().message();
     if (got.status().code() == StatusCode::kMismatch) return Fail(ModelMismatch(record, message));
-    const Status shape = op.ok() ? CheckFields(record.json, **op) : op.status();
+    const Status shape = op.ok() ? CheckRecord(record.json, **op, budget_) : op.status();
     if (!shape.ok() || (!expect_error && !expect)) return AtLine(record.line, got.status());
     if (!expect_error) {
       return Fail(

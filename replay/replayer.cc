@@ -113,6 +113,11 @@ Status CheckFields(const Json& rec, const ReplayOp& op) {
   return name == "split" ? CheckSplitMode(rec) : Status::Ok();
 }
 
+Status CheckRecord(const Json& rec, const ReplayOp& op, const MemoryBudget& budget) {
+  KVSHARD_RETURN_IF_ERROR(CheckFields(rec, op));
+  return op.size != nullptr ? op.size(rec, budget) : Status::Ok();
+}
+
 // Bytes per logical page of the allocator: free and release lists, the allocated flag, the holder table and
 // the radix cache's per-page share (an upper estimate; docs/RELIABILITY.md "Limits").
 constexpr int64_t kAllocatorBytesPerPage = 64;
@@ -140,6 +145,7 @@ const std::vector<std::string>& TraceHeaderKeys() {
 StatusOr<std::unique_ptr<Replayer>> Replayer::Create(const Json& header, ReplayOptions options) {
   std::unique_ptr<Replayer> r(new Replayer());
   r->impl_ = options.impl;
+  r->budget_ = options.budget;
   if (header.contains("allocator")) {
     Json script = header.at("allocator");
     if (!script.is_object()) return InvalidArgument("line 1: allocator: must be an object");
@@ -150,9 +156,9 @@ StatusOr<std::unique_ptr<Replayer>> Replayer::Create(const Json& header, ReplayO
     script["ops"] = Json::array();
     StatusOr<AllocScript> s = AllocScriptFromJson(script);
     if (!s.ok()) return InvalidArgument("line 1: allocator.", s.status().message());
-    KVSHARD_RETURN_IF_ERROR(CheckMemory("line 1: allocator", "replay's allocator",
-                                        ReplayMemoryTerms(s->shard_size, s->page_size, s->pages_per_rank, nullptr),
-                                        options.max_memory));
+    KVSHARD_RETURN_IF_ERROR(
+        options.budget.Check("line 1: allocator", "replay's allocator",
+                             ReplayMemoryTerms(s->shard_size, s->page_size, s->pages_per_rank, nullptr)));
     KVSHARD_ASSIGN_OR_RETURN(ref::PageInterleaveAllocator a,
                              ref::PageInterleaveAllocator::Create(
                                  {s->shard_size, s->page_size, s->pages_per_rank, s->need_sort, s->check_last_loc}));
@@ -165,9 +171,8 @@ StatusOr<std::unique_ptr<Replayer>> Replayer::Create(const Json& header, ReplayO
     const auto& c = r->allocator_->config();
     StatusOr<PoolGeometry> g = PoolGeometryFromJson(header.at("pool"), c.shard_size, c.page_size, c.pages_per_rank);
     if (!g.ok()) return InvalidArgument("line 1: ", g.status().message());
-    KVSHARD_RETURN_IF_ERROR(CheckMemory("line 1: pool", "replay's allocator and pools",
-                                        ReplayMemoryTerms(c.shard_size, c.page_size, c.pages_per_rank, &*g),
-                                        options.max_memory));
+    KVSHARD_RETURN_IF_ERROR(options.budget.Check("line 1: pool", "replay's allocator and pools",
+                                                 ReplayMemoryTerms(c.shard_size, c.page_size, c.pages_per_rank, &*g)));
     std::unique_ptr<PoolDataPath> device;
     if (options.backend != Backend::kRef) {
       if (!options.make_device) return Unavailable("--backend: the GPU backend is not built into this binary");
@@ -195,7 +200,7 @@ StatusOr<Json> Replayer::Execute(const TraceRecord& record, const Json* only) {
 }
 
 StatusOr<Json> Replayer::ExecuteOp(const ReplayOp& op, const TraceRecord& record, const Json* only) {
-  KVSHARD_RETURN_IF_ERROR(CheckFields(record.json, op));
+  KVSHARD_RETURN_IF_ERROR(CheckRecord(record.json, op, budget_));
   if (op.state == OpState::kPipeline && !pool_) {
     return InvalidArgument(record.op, ": pipeline records need the header's \"pool\"");
   }

@@ -45,8 +45,9 @@ struct ReplayOptions {
   Backend backend = Backend::kRef;
   Impl impl = Impl::kRef;  // who builds gather_plan, split and rerange plans
   std::function<StatusOr<std::unique_ptr<PoolDataPath>>(const PoolGeometry&)> make_device;
-  int64_t max_memory = kDefaultMaxMemory;  // --max-memory: the header's allocator and pools must fit
-  LineCheck line_check;                    // bounds each line as ReplayStream reads it (may be empty)
+  // --max-memory: the header's allocator and pools, and every record's answer (ReplayOp::size), must fit.
+  MemoryBudget budget;
+  LineCheck line_check;  // bounds each line as ReplayStream reads it (budget.Lines(); may be empty)
 };
 
 // What a trace header's allocator (N * (pages_per_rank + 1) logical pages) and pools (the sharded pool and
@@ -136,6 +137,7 @@ class Replayer {
   int64_t requests_records_ = 0, allocator_records_ = 0;
   std::unique_ptr<PoolReplay> pool_;  // with the header's "pool"
   Impl impl_ = Impl::kRef;
+  MemoryBudget budget_;  // --max-memory, for every record's answer
   // Pages an alloc request was handed, and how many of them it still holds.
   struct Held {
     std::vector<int64_t> pages;

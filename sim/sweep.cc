@@ -4,6 +4,7 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -119,33 +120,59 @@ Json SweepRowJson(size_t index, const SweepPoint& point, const StatusOr<SimResul
   return row;
 }
 
+namespace {
+
+// A worker's loop: takes the next configuration until none is left (RunSweep).
+void Work(std::vector<Json>& rows, std::atomic<size_t>& next, std::atomic<size_t>& done, std::mutex& report,
+          const std::vector<SweepPoint>& points, const std::vector<size_t>& mine, const Workload& workload,
+          const std::function<void(size_t finished)>& progress) {
+  for (size_t k; (k = next.fetch_add(1)) < mine.size();) {
+    const SweepPoint& p = points[mine[k]];
+    StatusOr<SimResult> r = Internal("simulate: not run");
+    try {
+      r = Simulate(workload, p.config);  // no progress callback: the simulator keeps no shared mutable state
+    } catch (const std::exception& e) {
+      r = Internal("simulate: ", e.what());
+    }
+    rows[k] = SweepRowJson(mine[k], p, r);
+    const size_t finished = done.fetch_add(1) + 1;
+    if (progress) {
+      std::lock_guard<std::mutex> lock(report);
+      progress(finished);
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<Json> RunSweep(const Workload& workload, const std::vector<SweepPoint>& points,
                            const std::vector<size_t>& mine, int threads,
-                           const std::function<void(size_t finished)>& progress) {
+                           const std::function<void(size_t finished)>& progress, int* started) {
   std::vector<Json> rows(mine.size());
   std::atomic<size_t> next{0}, done{0};
   std::mutex report;
+  std::exception_ptr failure;  // the first worker's exception, under `report`
   auto work = [&] {
-    for (size_t k; (k = next.fetch_add(1)) < mine.size();) {
-      const SweepPoint& p = points[mine[k]];
-      StatusOr<SimResult> r = Internal("simulate: not run");
-      try {
-        r = Simulate(workload, p.config);  // no progress callback: the simulator keeps no shared mutable state
-      } catch (const std::exception& e) {
-        r = Internal("simulate: ", e.what());
-      }
-      rows[k] = SweepRowJson(mine[k], p, r);
-      const size_t finished = done.fetch_add(1) + 1;
-      if (progress) {
-        std::lock_guard<std::mutex> lock(report);
-        progress(finished);
-      }
+    try {
+      Work(rows, next, done, report, points, mine, workload, progress);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(report);
+      if (!failure) failure = std::current_exception();
+      next = mine.size();  // the others stop after their current configuration
     }
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  for (int t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {  // EAGAIN: no memory for its stack, or no process left
+      break;
+    }
+  }
+  if (started != nullptr) *started = 1 + static_cast<int>(pool.size());
   work();
   for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
   return rows;
 }
 

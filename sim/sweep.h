@@ -60,10 +60,13 @@ StatusOr<std::vector<SweepPoint>> SweepConfigs(const std::vector<SweepAxis>& axe
 Json SweepRowJson(size_t index, const SweepPoint& point, const StatusOr<SimResult>& result);
 
 // Simulates points[mine[k]] for every k on `threads` threads (at least 1); the rows come in the order of `mine`.
-// `progress` (may be null) is called, one call at a time, with the configurations finished so far.
+// `progress` (may be null) is called, one call at a time, with the configurations finished so far. Threads the
+// system cannot create (out of memory or processes) are done without: the work runs on those it could, the
+// caller's own at least, and `started` (may be null) gets how many ran. An exception a worker throws (bad_alloc)
+// is rethrown on the caller's thread once every worker has joined.
 std::vector<Json> RunSweep(const Workload& workload, const std::vector<SweepPoint>& points,
                            const std::vector<size_t>& mine, int threads,
-                           const std::function<void(size_t finished)>& progress = nullptr);
+                           const std::function<void(size_t finished)>& progress = nullptr, int* started = nullptr);
 
 }  // namespace kvshard::sim
 
