@@ -1,6 +1,7 @@
 // Typed flag values: parsing with core/parse.h, range and choice checks, help names; Flags accessors.
 #include "cli/flags.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <istream>
@@ -199,6 +200,14 @@ Status FileError(const std::string& name, const Status& status) {
 Status Flags::Require(const std::vector<std::string>& names) const {
   for (const std::string& name : names) {
     if (!Has(name)) return InvalidArgument("--", name, ": required");
+  }
+  return Status::Ok();
+}
+
+Status Flags::OnlyApplying(const std::vector<std::string>& applies, const std::string& what) const {
+  for (const auto& [name, value] : vm_) {
+    if (value.defaulted() || std::find(applies.begin(), applies.end(), name) != applies.end()) continue;
+    return InvalidArgument("--", name, ": does not apply to ", what);
   }
   return Status::Ok();
 }

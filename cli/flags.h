@@ -152,6 +152,9 @@ class Flags {
   }
   // OK iff every named flag is present; else "--<first missing>: required".
   Status Require(const std::vector<std::string>& names) const;
+  // OK iff every flag given on the command line (defaults do not count) is in `applies`; else InvalidArgument
+  // "--<first other flag>: does not apply to <what>" (flags of another mode or backend are refused, not ignored).
+  Status OnlyApplying(const std::vector<std::string>& applies, const std::string& what) const;
   // The text of the file named by flag `name` ("-": standard input); errors name --name and the file. With
   // `bytes_per_input_byte` > 0 on a command that declares --max-memory, a file whose size times it (what the
   // command holds per byte read) passes the cap is refused before it is read (standard input: once the bytes

@@ -87,7 +87,7 @@ OutputFile::~OutputFile() {
 }
 
 StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& flag, const std::string& path,
-                                                      std::ostream& standard_output) {
+                                                       std::ostream& standard_output) {
   if (path.empty()) return InvalidArgument("--", flag, ": needs a file name (or - for standard output)");
   if (path == "-") return std::unique_ptr<OutputFile>(new OutputFile(flag, path, "", nullptr, standard_output));
   std::error_code ec;
@@ -115,8 +115,7 @@ StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& flag, 
   if (const std::optional<struct stat> old = StatOf(target.string())) {
     ::chmod(temp.c_str(), old->st_mode & 07777);  // the replacement keeps the file's permissions
   }
-  auto out =
-      std::unique_ptr<OutputFile>(new OutputFile(flag, path, temp.string(), std::move(file), standard_output));
+  auto out = std::unique_ptr<OutputFile>(new OutputFile(flag, path, temp.string(), std::move(file), standard_output));
   out->target_ = target.string();
   return out;
 }
@@ -131,7 +130,8 @@ Status OutputFile::Commit() {
     ok = ok && static_cast<bool>(*direct_);
     why = errno;
   }
-  if (!ok) return InvalidArgument("--", flag_, ": ", path_, ": write failed", why ? ": " : "", why ? std::strerror(why) : "");
+  if (!ok)
+    return InvalidArgument("--", flag_, ": ", path_, ": write failed", why ? ": " : "", why ? std::strerror(why) : "");
   if (!temp_.empty()) {
     if (std::rename(temp_.c_str(), target_.c_str()) != 0) {
       return InvalidArgument("--", flag_, ": ", path_, ": cannot replace it: ", std::strerror(errno));

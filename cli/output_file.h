@@ -69,8 +69,8 @@ class OutputFile {
   OutputFile(std::string flag, std::string path, std::string temp, std::unique_ptr<std::ostream> file,
              std::ostream& standard_output);
 
-  std::string flag_, path_, temp_;       // temp_ empty: written in place or to standard output
-  std::string target_;                   // what temp_ is renamed to (path_ with a link followed)
+  std::string flag_, path_, temp_;        // temp_ empty: written in place or to standard output
+  std::string target_;                    // what temp_ is renamed to (path_ with a link followed)
   std::unique_ptr<std::ostream> direct_;  // the temporary (or in-place) file; null for "-"
   CountingBuffer counter_;
   std::ostream stream_;

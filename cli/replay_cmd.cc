@@ -84,6 +84,9 @@ class JsonAnswer {
 Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   replay::ReplayOptions options;
   KVSHARD_ASSIGN_OR_RETURN(options.backend, BackendFlag(flags));
+  if (options.backend == replay::Backend::kRef && flags.Given("gpus")) {
+    return InvalidArgument("--gpus: does not apply to --backend ref (the GPUs of --backend gpu or diff)");
+  }
   options.impl = ImplFlag(flags);
   options.budget = Budget(flags);
   options.line_check = options.budget.Lines();

@@ -2,6 +2,7 @@
 #include "cli/sim_sweep_output.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <cstdio>
 #include <ostream>
@@ -10,13 +11,19 @@
 namespace kvshard::cli {
 namespace {
 
-// A JSON scalar as a cell: integers as written, reals with `digits` decimals, strings raw, null empty.
+// A JSON scalar as a cell: integers as written, reals with `digits` decimals (in %g form from 10^9 on, so a
+// cell stays short: 1e+300, not 301 digits), strings raw, null empty.
 std::string Cell(const Json& v, int digits = 3) {
   if (v.is_null()) return "";
   if (v.is_string()) return v.get<std::string>();
   if (v.is_number_float()) {
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v.get<double>());
+    const double x = v.get<double>();
+    if (std::abs(x) >= 1e9) {
+      std::snprintf(buf, sizeof buf, "%.3g", x);
+    } else {
+      std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+    }
     return buf;
   }
   return v.dump();

@@ -141,8 +141,13 @@ void PrintSummary(const sim::SimResult& r, const sim::SimConfig& c, std::ostream
   const std::string verdict = sim::Overloaded(r) ? "OVERLOADED" : "keeps up";
   if (c.instances == 1) {
     out << "load: " << verdict << " — batches busy " << HumanMs(r.busy_s * 1e3) << " over "
-        << HumanMs(r.arrival_span_s * 1e3) << " of arrivals (utilization " << std::setprecision(2) << r.utilization
-        << std::setprecision(3) << "); queue peaked at " << r.max_waiting << " requests, " << r.waiting_at_last_arrival
+        << HumanMs(r.arrival_span_s * 1e3) << " of arrivals (utilization ";
+    if (r.arrival_span_s > 0) {
+      out << std::setprecision(2) << r.utilization << std::setprecision(3);
+    } else {  // every request arrived at once: busy time over no time (1e300 in --json)
+      out << "unbounded: every request arrived at once";
+    }
+    out << "); queue peaked at " << r.max_waiting << " requests, " << r.waiting_at_last_arrival
         << " waiting at the last arrival\n";
   } else {
     out << "load: " << verdict << " — the busiest node's batches take " << std::setprecision(2) << r.utilization
@@ -231,6 +236,9 @@ Status RunSimulate(const Flags& flags, std::ostream& standard_output) {
                                  (name == kBuiltinCalibrationName ? "built in, testdata/calibration/h200.json" : name) +
                                  ")");
   }
+  if (!flags.Has("sweep") && flags.Given("threads")) {
+    return InvalidArgument("--threads: does not apply without --sweep (one run is one thread)");
+  }
   if (flags.Has("sweep")) {  // cli/sim_sweep.h; --csv names the rows' CSV file there
     for (const char* flag : {"timeline", "emit-trace"}) {
       if (flags.Given(flag)) return InvalidArgument("--", flag, ": not with --sweep (one run's file; run it alone)");
@@ -295,8 +303,15 @@ Status RunSimulate(const Flags& flags, std::ostream& standard_output) {
   return Status::Ok();
 }
 
-// The simulator's errors name SimConfig fields; simulate says them as its flags.
-Status Run(const Flags& flags, std::ostream& out) { return SpellFlags(RunSimulate(flags, out), SimFlagNames()); }
+// The simulator's errors name SimConfig fields (simulate says them as its flags) and requests by their index in the
+// workload ("requests[3].input_length: ...": said as the --workload's).
+Status Run(const Flags& flags, std::ostream& out) {
+  Status s = SpellFlags(RunSimulate(flags, out), SimFlagNames());
+  if (s.code() == StatusCode::kInvalidArgument && s.message().rfind("requests[", 0) == 0) {
+    return InvalidArgument("--workload: ", s.message());
+  }
+  return s;
+}
 
 }  // namespace
 

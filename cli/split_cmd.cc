@@ -113,8 +113,26 @@ void DeclareFlags(po::options_description& flags) {
   DeclareMaxMemoryFlag(flags);
 }
 
+// The flags each mode reads; another mode's flag given is refused by name.
+const std::vector<std::pair<std::string, std::vector<std::string>>>& ModeFlags() {
+  static const auto* modes = new std::vector<std::pair<std::string, std::vector<std::string>>>{
+      {"in-seq", {"cp-size", "cp-rank", "page-size", "extend-lens", "prefix-lens", "impl"}},
+      {"round-robin", {"cp-size", "cp-rank", "extend-lens", "impl"}},  // --impl: accepted by every mode (one
+      {"token-balanced", {"cp-size", "total-len", "impl"}},            // build serves them all)
+      {"owners",
+       {"cp-size", "cp-rank", "page-size", "extend-lens", "prefix-lens", "impl", "out-cache-loc", "extend-num-tokens"}},
+  };
+  return *modes;
+}
+
 Status Run(const Flags& flags, std::ostream& out) {
   const std::string& mode = flags.String("mode");
+  for (const auto& [name, reads] : ModeFlags()) {
+    if (name != mode) continue;
+    std::vector<std::string> applies = reads;
+    applies.insert(applies.end(), {"mode", "json", "max-memory"});
+    KVSHARD_RETURN_IF_ERROR(flags.OnlyApplying(applies, "--mode " + mode));
+  }
   if (mode == "round-robin") return RunRoundRobin(flags, out);
   if (mode == "token-balanced") return RunTokenBalanced(flags, out);
   if (mode == "owners") return RunSplitOwners(flags, out);

@@ -58,7 +58,8 @@ WorkloadLimits WorkloadMemoryLimits(int64_t max_memory);
 // InvalidArgument "<field>: the <what> would need <bytes> (<terms>), over --max-memory <max>".
 class MemoryBudget {
  public:
-  explicit MemoryBudget(int64_t max_memory = kDefaultMaxMemory) : max_memory_(max_memory) {}
+  MemoryBudget() = default;  // kDefaultMaxMemory
+  explicit MemoryBudget(int64_t max_memory) : max_memory_(max_memory) {}
 
   // The cap in bytes.
   int64_t max_memory() const { return max_memory_; }
@@ -95,7 +96,7 @@ class MemoryBudget {
   WorkloadLimits Workload() const;
 
  private:
-  int64_t max_memory_;
+  int64_t max_memory_ = kDefaultMaxMemory;
 };
 
 // The sum of the positive lengths and the pages they span (ceil per length), saturating at 2^62.

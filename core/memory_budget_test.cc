@@ -10,7 +10,8 @@ namespace {
 TEST(MemoryBudgetTest, RefusalNamesTheFieldTheTermsAndTheCap) {
   const Status s = MemoryBudget(1000).Check("extend_lens", "rerange plan", {{40, "segments", 192}, {0, "rows", 8}});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "extend_lens: the rerange plan would need 7.5 KiB (40 segments x 192 B), over --max-memory 1000 B");
+  EXPECT_EQ(s.message(),
+            "extend_lens: the rerange plan would need 7.5 KiB (40 segments x 192 B), over --max-memory 1000 B");
   EXPECT_TRUE(MemoryBudget(7680).Check("f", "w", 40, "segments", 192).ok());
   EXPECT_FALSE(MemoryBudget(7679).Check("f", "w", 40, "segments", 192).ok());
 }
@@ -45,7 +46,7 @@ TEST(MemoryBudgetTest, EachTableAtItsBoundary) {
   const Status rows = MemoryBudget(164 * 64 - 1).Rerange("f", 1, 100, 16, 2, true, false);
   EXPECT_EQ(rows.message(),
             "f: the rerange source rows would need 10.2 KiB (164 rows x 64 B), over --max-memory 10.2 KiB");
-  EXPECT_TRUE(MemoryBudget(768).Rerange("f", 1, 100, 16, 2, false, false).ok());  // the streamed command: plan only
+  EXPECT_TRUE(MemoryBudget(768).Rerange("f", 1, 100, 16, 2, false, false).ok());   // the streamed command: plan only
   EXPECT_FALSE(MemoryBudget(3999).Rerange("f", 1, 100, 16, 2, false, true).ok());  // 100 rows x 40 B on the GPU
   // Placement: 3 slots x 64 B, or x 256 B with the JSON; a computed list: 10 values x 48 B.
   EXPECT_TRUE(MemoryBudget(192).Placement("f", 3, false).ok());

@@ -65,9 +65,10 @@ bool HasShape(const Json& v, Shape s) {
 // The keys each split mode needs.
 Status CheckSplitMode(const Json& rec) {
   const std::string mode = rec.contains("mode") ? rec.at("mode").get<std::string>() : "in-seq";
-  std::vector<const char*> keys;
+  std::vector<const char*> keys, reads;  // needed, and read besides them (cp_size is required by the row)
   if (mode == "in-seq") {
     keys = {"cp_rank", "page_size", "extend_lens"};
+    reads = {"prefix_lens"};
   } else if (mode == "round-robin") {
     keys = {"cp_rank", "extend_lens"};
   } else if (mode == "token-balanced") {
@@ -77,6 +78,13 @@ Status CheckSplitMode(const Json& rec) {
   }
   for (const char* key : keys) {
     if (!rec.contains(key)) return InvalidArgument(key, ": missing (needed by split mode ", mode, ")");
+  }
+  for (const char* key : {"cp_rank", "page_size", "extend_lens", "prefix_lens", "total_len"}) {
+    const auto is = [&](const char* k) { return std::string(k) == key; };
+    if (rec.contains(key) && std::none_of(keys.begin(), keys.end(), is) &&
+        std::none_of(reads.begin(), reads.end(), is)) {
+      return InvalidArgument(key, ": not read by split mode ", mode, " (a key of another mode)");
+    }
   }
   return Status::Ok();
 }

@@ -151,7 +151,9 @@ StatusOr<LinearTime> FitLinearTime(const std::vector<CalibrationRow>& rows) {
     double best_error = SquaredError(*best, rows);
     const double affine_error = best_error;
     std::optional<LinearTime> knee_fit;
-    for (size_t i = 2; i + 2 < sizes.size(); ++i) {
+    const size_t first = 2, span = sizes.size() - 4, tries = std::min(span, kMaxKneeCandidates);
+    for (size_t k = 0; k < tries; ++k) {
+      const size_t i = first + k * span / tries;  // every size when span <= kMaxKneeCandidates
       const std::optional<LinearTime> f = SolveFor(rows, true, sizes[i]);
       if (f && SquaredError(*f, rows) < best_error) {
         best_error = SquaredError(*f, rows);
@@ -185,11 +187,16 @@ StatusOr<Calibration> ReadCalibration(std::istream& in) {
   const Json& limits = j["limits"];
   KVSHARD_RETURN_IF_ERROR(
       Strict(limits, "limits.", {"nccl_busbw_bytes_per_s", "collective_latency_us", "nccl_source"}));
-  KVSHARD_ASSIGN_OR_RETURN(double busbw, PositiveNumber(limits, "nccl_busbw_bytes_per_s", "limits."));
+  KVSHARD_ASSIGN_OR_RETURN(
+      double busbw, PositiveNumber(limits, "nccl_busbw_bytes_per_s", "limits.", kMinBusBytesPerS, kMaxBusBytesPerS));
   c.nccl_bus_bytes_per_us = busbw / 1e6;
-  KVSHARD_ASSIGN_OR_RETURN(c.collective_latency_us, PositiveNumber(limits, "collective_latency_us", "limits."));
+  KVSHARD_ASSIGN_OR_RETURN(c.collective_latency_us, PositiveNumber(limits, "collective_latency_us", "limits.",
+                                                                   kMinCollectiveLatencyUs, kMaxCollectiveLatencyUs));
   KVSHARD_ASSIGN_OR_RETURN(c.nccl_source, Text(limits, "nccl_source", "limits.", true));
   if (!j.contains("rows") || !j["rows"].is_array()) return InvalidArgument("rows: missing or not a list");
+  if (j["rows"].empty()) {  // a calibration of nothing would still label the cost model "calibrated"
+    return InvalidArgument("rows: empty (a calibration holds measured rows; --calibration none turns it off)");
+  }
   for (size_t i = 0; i < j["rows"].size(); ++i) {
     const Json& row = j["rows"][i];
     const std::string where = StrCat("rows[", i, "].");

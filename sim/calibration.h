@@ -46,6 +46,13 @@ struct Calibration {
 // Accepted row sizes (in the op's unit) and times: 10^-6 .. 10^18 units, 1 ns .. 10^12 us (11.6 days).
 inline constexpr double kMinRowSize = 1e-6, kMaxRowSize = 1e18;
 inline constexpr double kMinRowTimeUs = 1e-3, kMaxRowTimeUs = 1e12;
+// Accepted limits: a collective bus bandwidth of 1 kB/s .. 1 PB/s and a collective latency of 1 ns .. 10^9 us, so
+// every time the cost model derives stays finite and positive.
+inline constexpr double kMinBusBytesPerS = 1e3, kMaxBusBytesPerS = 1e15;
+inline constexpr double kMinCollectiveLatencyUs = 1e-3, kMaxCollectiveLatencyUs = 1e9;
+// Knee positions a fit tries: every measured size when there are at most this many, else this many spread evenly
+// over them, so a fit costs time linear in its rows (20,000 rows of one op took 68 s when every size was tried).
+inline constexpr size_t kMaxKneeCandidates = 64;
 
 // The operations a calibration may hold, in a fixed order.
 const std::vector<std::string>& CalibrationOps();

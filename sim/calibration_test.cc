@@ -45,6 +45,19 @@ TEST(Calibration, NegativeTermsAreDroppedAndRefitted) {
   EXPECT_FALSE(FitLinearTime({{"copy", 5, 1, ""}, {"copy", 5, 2, ""}}).ok());  // one distinct size
 }
 
+// With more measured sizes than kMaxKneeCandidates a fit tries that many knees, spread over the sizes, and still
+// finds a knee the data has (the cost of a fit stays linear in its rows).
+TEST(Calibration, KneeFoundAmongManySizes) {
+  std::vector<CalibrationRow> rows;
+  for (int x = 1; x <= 2000; ++x)
+    rows.push_back({"copy", static_cast<double>(x), 5 + (x <= 1000 ? x : 1000 + 4.0 * (x - 1000)), ""});
+  const StatusOr<LinearTime> fit = FitLinearTime(rows);
+  ASSERT_TRUE(fit.ok()) << fit.status().message();
+  EXPECT_GT(fit->knee, 900);
+  EXPECT_LT(fit->knee, 1100);
+  EXPECT_GT(fit->us_per_unit_above, 3 * fit->us_per_unit);
+}
+
 TEST(Calibration, ReaderIsStrict) {
   const std::string row = R"({"op": "copy", "x": 1024, "time_us": 3})";
   const std::string ok = std::string(kHeader) + "[" + row + ", " + R"({"op": "copy", "x": 4096, "time_us": 5}])" + "}";
@@ -56,6 +69,16 @@ TEST(Calibration, ReaderIsStrict) {
       {std::string(kHeader) + R"([{"op": "copy", "x": 1, "time_us": 1, "dev": 0}]})", "rows[0].dev: unknown key"},
       {std::string(kHeader) + "[" + row + "]}", "rows: copy: a fit needs at least two rows"},
       {R"({"kvshard_calibration": 2})", "kvshard_calibration: must be 1"},
+      // Limits that made the cost model's times inf (a bandwidth of 1e-300: inf, JSON null, negative timestamps).
+      {R"({"kvshard_calibration": 1, "device": "d", "limits": {"nccl_busbw_bytes_per_s": 1e-300,
+          "collective_latency_us": 10, "nccl_source": "t"}, "rows": []})",
+       "limits.nccl_busbw_bytes_per_s: must be in [1000, 1e+15], got 1e-300"},
+      {R"({"kvshard_calibration": 1, "device": "d", "limits": {"nccl_busbw_bytes_per_s": 2e11,
+          "collective_latency_us": 1e300, "nccl_source": "t"}, "rows": []})",
+       "limits.collective_latency_us: must be in [0.001, 1e+09], got 1e+300"},
+      // A calibration of nothing was labelled "calibrated".
+      {std::string(kHeader) + "[]}",
+       "rows: empty (a calibration holds measured rows; --calibration none turns it off)"},
       {R"({"kvshard_calibration": 1, "device": "d", "rows": []})", "limits: missing"},
       {"{", "not valid JSON"},
       {std::string(kHeader) + R"([{"op": "copy", "op": "copy", "x": 1, "time_us": 1}]})", "rows[0].op: duplicate key"},

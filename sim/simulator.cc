@@ -96,6 +96,15 @@ Status Simulation::Setup() {
       return InvalidArgument("requests[", i, "].input_length: ", w_.requests[i].input_tokens,
                              " tokens exceed context_length ", c_.context_length);
     }
+    // Rotated allocation runs a request's pages cyclically over the N ranks: more per rank than a rank has can
+    // never be admitted, and is refused before the run (which would take its chunks one by one, time quadratic in
+    // the prompt, before failing). The owner plan's classes are checked as it admits (NotAdmitted names the class).
+    const int64_t pages = (w_.requests[i].input_tokens + ps - 1) / ps;
+    if (c_.alloc_mode == AllocMode::kRotated && (pages + n - 1) / n > pages_per_rank) {
+      return InvalidArgument("cache_tokens: request ", i, " (", w_.requests[i].input_tokens,
+                             " prompt tokens) can never be admitted: it needs ", pages, " pages, ", (pages + n - 1) / n,
+                             " per rank, and the pool has ", pages_per_rank, " per rank");
+    }
   }
   scratch_ = NodeScratch(c_);
   AllocatorConfig ac;
