@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace kvshard {
@@ -48,6 +49,16 @@ std::string StrCat(const Args&... args) {
   (os << ... << args);
   return os.str();
 }
+
+// The most characters QuoteInput shows of a value (an escape such as \u200b counts its length) before cutting it.
+inline constexpr size_t kMaxQuotedChars = 64;
+
+// `text` (a value from the input) as an error message shows it: between `quote`s ('\0': none); printable ASCII and
+// visible UTF-8 kept; control characters, DEL, bytes outside well-formed UTF-8, invisible and format characters
+// (BOM, zero-width and bidi controls, no-break space, soft hyphen), the backslash and `quote` escaped ("\n",
+// "\x00", "\xff", "\ufeff", "\\", "\""); past kMaxQuotedChars cut with "…" and its length after the quote:
+// "aaaa…" (1048576 bytes). A short plain value comes out as "value".
+std::string QuoteInput(std::string_view text, char quote = '"');
 
 // `status` with `parts` put before its message (context: "line 3: ", "frees[2]."); its code kept, OK stays OK.
 template <typename... Args>

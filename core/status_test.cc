@@ -50,5 +50,61 @@ TEST(StatusTest, AnnotatePrefixesTheMessageAndKeepsTheCode) {
   EXPECT_EQ(Annotate(Mismatch("x"), "line ", 3, ": ").message(), "line 3: x");
 }
 
+TEST(QuoteInputTest, ShortPlainValuesUnchanged) {
+  EXPECT_EQ(QuoteInput("split"), "\"split\"");
+  EXPECT_EQ(QuoteInput("nope", '\''), "'nope'");
+  EXPECT_EQ(QuoteInput("model", '\0'), "model");
+  EXPECT_EQ(QuoteInput(""), "\"\"");
+  EXPECT_EQ(QuoteInput("日本語 ünïcödé"), "\"日本語 ünïcödé\"");  // visible UTF-8 as is
+}
+
+TEST(QuoteInputTest, InvisibleCharactersEscaped) {
+  EXPECT_EQ(QuoteInput("\xEF\xBB\xBFsplit"), "\"\\ufeffsplit\"");  // BOM
+  EXPECT_EQ(QuoteInput("spl\xE2\x80\x8Bit"), "\"spl\\u200bit\"");  // zero-width space
+  EXPECT_EQ(QuoteInput("a\xE2\x80\xAE"
+                       "b"),
+            "\"a\\u202eb\"");  // right-to-left override
+  EXPECT_EQ(QuoteInput("a\xC2\xA0"
+                       "b\xC2\xAD"),
+            "\"a\\u00a0b\\u00ad\"");  // no-break space, soft hyphen
+  EXPECT_EQ(QuoteInput("\xE2\x81\xA0\xE2\x80\xA8"), "\"\\u2060\\u2028\"");
+  EXPECT_EQ(QuoteInput("\xF3\xA0\x80\x81"), "\"\\U000e0001\"");  // a tag character
+}
+
+TEST(QuoteInputTest, ControlBytesAndInvalidUtf8Escaped) {
+  EXPECT_EQ(QuoteInput(std::string("a\0b\n\t\r\x7f", 7)), "\"a\\x00b\\n\\t\\r\\x7f\"");
+  EXPECT_EQ(QuoteInput("\xff\xfe"), "\"\\xff\\xfe\"");
+  EXPECT_EQ(QuoteInput("\xC0\xAF"), "\"\\xc0\\xaf\"");           // an overlong '/'
+  EXPECT_EQ(QuoteInput("\xED\xA0\x80"), "\"\\xed\\xa0\\x80\"");  // a surrogate
+  EXPECT_EQ(QuoteInput("\xE2\x80"), "\"\\xe2\\x80\"");           // cut mid-sequence
+}
+
+TEST(QuoteInputTest, BackslashAndTheQuoteEscaped) {
+  EXPECT_EQ(QuoteInput("a\"b\\c'd"), "\"a\\\"b\\\\c'd\"");
+  EXPECT_EQ(QuoteInput("it's", '\''), "'it\\'s'");
+  EXPECT_EQ(QuoteInput("a\"\\", '\0'), "a\"\\\\");
+}
+
+TEST(QuoteInputTest, LongValuesCutWithTheirLength) {
+  const std::string exact(kMaxQuotedChars, 'a');
+  EXPECT_EQ(QuoteInput(exact), "\"" + exact + "\"");
+  const std::string huge(1 << 20, 'a');
+  EXPECT_EQ(QuoteInput(huge), "\"" + exact + "\u2026\" (1048576 bytes)");
+  EXPECT_EQ(QuoteInput(huge, '\''), "'" + exact + "\u2026' (1048576 bytes)");
+  EXPECT_EQ(QuoteInput(huge, '\0'), exact + "\u2026 (1048576 bytes)");
+  // Escapes count their length: the shown part stays within kMaxQuotedChars characters.
+  std::string zero_width;
+  for (int i = 0; i < 100; ++i) zero_width += "\xE2\x80\x8B";
+  std::string want;
+  for (size_t i = 0; i < kMaxQuotedChars / 6; ++i) want += "\\u200b";
+  EXPECT_EQ(QuoteInput(zero_width), "\"" + want + "\u2026\" (300 bytes)");
+  // Multi-byte characters are never split, and count one each.
+  std::string wide;
+  for (int i = 0; i < 70; ++i) wide += "é";
+  std::string wide_shown;
+  for (size_t i = 0; i < kMaxQuotedChars; ++i) wide_shown += "é";
+  EXPECT_EQ(QuoteInput(wide), "\"" + wide_shown + "\u2026\" (140 bytes)");
+}
+
 }  // namespace
 }  // namespace kvshard
