@@ -1,8 +1,13 @@
 // Runs the bad-input table of docs/RELIABILITY.md: every row of testdata/bad_inputs/cases.tsv gives exactly its
 // exit code and its one error line, and the doc's table is the one rendered from the file (regenerate it with
 // `KVSHARD_UPDATE_DOCS=1 bazel run //cli:bad_inputs_test`).
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -23,8 +28,8 @@ constexpr char kBegin[] =
     "file, then run KVSHARD_UPDATE_DOCS=1 bazel run //cli:bad_inputs_test -->\n";
 constexpr char kEnd[] = "<!-- end of the bad-inputs table -->\n";
 
-// One row: what is hostile, the kvshard arguments, the file standard input reads ("" for none), the exit code
-// and the message after "kvshard: error: ".
+// One row: what is hostile, the kvshard arguments, the file standard input reads ("" for none; a directory is
+// opened as the process's standard input), the exit code and the message after "kvshard: error: ".
 struct Row {
   std::string input, args, stdin_file;
   int exit_code = 0;
@@ -70,6 +75,28 @@ std::string Unescape(const std::string& word) {
   return out;
 }
 
+// Runs `kvshard <args>` with the process's standard input (descriptor 0, std::cin) opened on `path` (a directory:
+// what `kvshard ... < dir` gets from the shell), then puts the test's own standard input back.
+CliResult RunCliWithStandardInput(const std::vector<std::string>& args, const std::string& path) {
+  CliResult r;
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  const int saved = ::dup(0);
+  if (fd < 0 || saved < 0 || ::dup2(fd, 0) < 0) {
+    ADD_FAILURE() << "cannot open " << path << " as standard input";
+    return r;
+  }
+  ::close(fd);
+  std::ostringstream out, err;
+  r.exit_code = Dispatch(args, std::cin, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  ::dup2(saved, 0);
+  ::close(saved);
+  std::clearerr(stdin);
+  std::cin.clear();
+  return r;
+}
+
 // A table cell: '|' escaped for Markdown.
 std::string Cell(const std::string& text) {
   std::string out;
@@ -100,7 +127,9 @@ TEST(BadInputsTest, EveryRowGivesItsExitCodeAndExactlyItsMessage) {
   for (const Row& r : rows) {
     std::vector<std::string> args = Words(r.args);
     for (std::string& a : args) a = Unescape(a);
-    const CliResult got = RunCli(args, r.stdin_file.empty() ? "" : ReadRunfile(r.stdin_file));
+    const bool directory = !r.stdin_file.empty() && std::filesystem::is_directory(RunfilePath(r.stdin_file));
+    const CliResult got = directory ? RunCliWithStandardInput(args, RunfilePath(r.stdin_file))
+                                    : RunCli(args, r.stdin_file.empty() ? "" : ReadRunfile(r.stdin_file));
     EXPECT_EQ(got.exit_code, r.exit_code) << r.args << ": " << got.err;
     EXPECT_EQ(got.out, "") << r.args;
     EXPECT_EQ(got.err, "kvshard: error: " + r.message + "\n") << r.args;

@@ -60,7 +60,9 @@ StatusOr<po::variables_map> Parse(const std::string& command, const po::options_
     if (a == "--") break;
     if (a.size() < 2 || a[0] != '-') continue;
     const std::string name = a.substr(0, a.find('='));
-    if (name.find('%') != std::string::npos) return InvalidArgument(command, ": unrecognised option '", name, "'");
+    if (name.find('%') != std::string::npos) {
+      return InvalidArgument(command, ": unrecognised option ", QuoteInput(name, '\''));
+    }
   }
   bool has_percent = false;
   for (const std::string& a : args) has_percent |= a.find('%') != std::string::npos;
@@ -77,17 +79,19 @@ StatusOr<po::variables_map> Parse(const std::string& command, const po::options_
     po::notify(vm);
   } catch (const FlagValueError& e) {
     return InvalidArgument(e.get_option_name(), e.detail());
+  } catch (const po::unknown_option& e) {  // Boost's what() would quote the token whole and raw
+    return InvalidArgument(command, ": unrecognised option ", QuoteInput(e.get_option_name(), '\''));
   } catch (const po::multiple_occurrences& e) {
     return InvalidArgument(e.get_option_name(), ": given more than once");
   } catch (const po::invalid_command_line_syntax& e) {
     if (e.kind() == po::invalid_syntax::missing_parameter || e.kind() == po::invalid_syntax::empty_adjacent_parameter) {
       return InvalidArgument(e.get_option_name(), ": needs a value");
     }
-    if (has_percent) return InvalidArgument(command, ": invalid option '", e.get_option_name(), "'");
+    if (has_percent) return InvalidArgument(command, ": invalid option ", QuoteInput(e.get_option_name(), '\''));
     return InvalidArgument(command, ": ", e.what());
   } catch (const po::error_with_option_name& e) {
     // what() substitutes the token into the message template: with a '%' in it the substitution may not end.
-    if (has_percent) return InvalidArgument(command, ": invalid option '", e.get_option_name(), "'");
+    if (has_percent) return InvalidArgument(command, ": invalid option ", QuoteInput(e.get_option_name(), '\''));
     return InvalidArgument(command, ": ", e.what());
   } catch (const po::error& e) {
     return InvalidArgument(command, ": ", e.what());

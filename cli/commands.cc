@@ -42,7 +42,7 @@ int Dispatch(const std::vector<std::string>& args, std::istream& in, std::ostrea
   for (const Command& c : CommandTable()) {
     if (name == c.name) return RunCommand(c, std::vector<std::string>(args.begin() + 1, args.end()), in, out, err);
   }
-  return Fail(InvalidArgument("unknown command '", name, "' (see kvshard --help)"), err);
+  return Fail(InvalidArgument("unknown command ", QuoteInput(name, '\''), " (see kvshard --help)"), err);
 }
 
 }  // namespace kvshard::cli

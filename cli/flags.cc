@@ -1,9 +1,15 @@
 // Typed flag values: parsing with core/parse.h, range and choice checks, help names; Flags accessors.
 #include "cli/flags.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <iostream>
 #include <istream>
 #include <sstream>
 
@@ -58,7 +64,7 @@ const std::string& SingleToken(const boost::any& store, const std::vector<std::s
 // Rejects "" (unless allowed) and a trailing comma; the list's items are checked by the caller.
 void CheckListShape(const std::string& text, bool allow_empty) {
   if (text.empty() && !allow_empty) throw FlagValueError(": must list at least one value");
-  if (!text.empty() && text.back() == ',') throw FlagValueError(": trailing comma in '" + text + "'");
+  if (!text.empty() && text.back() == ',') throw FlagValueError(": trailing comma in " + QuoteInput(text, '\''));
 }
 
 // Splits "a,b,c" at commas ("" -> no items).
@@ -83,7 +89,7 @@ void IntValue::xparse(boost::any& store, const std::vector<std::string>& tokens)
   const std::string& text = SingleToken(store, tokens);
   StatusOr<int64_t> v = ParseInt64(text, "");
   if (!v.ok() && IsOutOfRange(v.status()) && !(lo_ == kNoMin && hi_ == kNoMax)) {
-    throw FlagValueError(": integer out of range: '" + text + "' (" + RangeRule(lo_, hi_) + ")");
+    throw FlagValueError(": integer out of range: " + QuoteInput(text, '\'') + " (" + RangeRule(lo_, hi_) + ")");
   }
   if (!v.ok()) throw FlagValueError(v.status().message());
   if (*v < lo_ || *v > hi_) throw FlagValueError(": " + RangeRule(lo_, hi_) + ", got " + std::to_string(*v));
@@ -97,17 +103,16 @@ RealValue::RealValue(double lo, double hi, bool lo_open)
 
 void RealValue::xparse(boost::any& store, const std::vector<std::string>& tokens) const {
   const std::string& text = SingleToken(store, tokens);
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.empty() || used != text.size() || !std::isfinite(v)) throw FlagValueError(": not a real number");
-  if (v < lo_ || (lo_open_ && v == lo_) || v > hi_) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  const bool whole = !text.empty() && end == text.c_str() + text.size();
+  // A number past the largest double (1e999) is out of range, shown as written, not "not a real number".
+  const bool overflow = whole && errno == ERANGE && std::isinf(v);
+  if (!overflow && (!whole || !std::isfinite(v))) throw FlagValueError(": not a real number");
+  if (overflow || v < lo_ || (lo_open_ && v == lo_) || v > hi_) {
     throw FlagValueError(": must be " + std::string(lo_open_ ? "> " : ">= ") + FormatReal(lo_) +
-                         " and <= " + FormatReal(hi_) + ", got " + text);
+                         " and <= " + FormatReal(hi_) + ", got " + QuoteInput(text, '\0'));
   }
   store = v;
 }
@@ -143,7 +148,7 @@ std::string ChoiceValue::Canonical(const std::string& text, const std::string& w
   for (const auto& [old_spelling, choice] : aliases_) {
     if (text == old_spelling) return choice;
   }
-  throw FlagValueError(where + ": must be " + JoinChoices(choices_) + ", got '" + text + "'");
+  throw FlagValueError(where + ": must be " + JoinChoices(choices_) + ", got " + QuoteInput(text, '\''));
 }
 
 void ChoiceValue::xparse(boost::any& store, const std::vector<std::string>& tokens) const {
@@ -218,17 +223,30 @@ Status Flags::CheckInputSize(const std::string& name, int64_t bytes, int64_t per
       .Check("--" + name, "input held in memory", bytes, so_far ? "input bytes (so far)" : "input bytes", per_byte);
 }
 
+Status Flags::CheckStandardInput(const std::string& name, int read_errno) const {
+  if (&in_ != &std::cin) return Status::Ok();  // a test's stream: no descriptor behind it
+  struct stat st;
+  if (read_errno == EISDIR || (::fstat(0, &st) == 0 && S_ISDIR(st.st_mode))) {
+    return InvalidArgument("--", name, ": standard input: is a directory, not a file");
+  }
+  if (read_errno != 0) return Internal("--", name, ": standard input: read failed: ", std::strerror(read_errno));
+  return Status::Ok();
+}
+
 StatusOr<std::string> Flags::ReadText(const std::string& name, int64_t bytes_per_input_byte) const {
   KVSHARD_RETURN_IF_ERROR(Require({name}));
   const std::string& path = String(name);
   std::string text;
   if (path == "-") {
+    KVSHARD_RETURN_IF_ERROR(CheckStandardInput(name, 0));
     char chunk[1 << 16];
+    errno = 0;
     while (in_.read(chunk, sizeof(chunk)) || in_.gcount() > 0) {
       text.append(chunk, static_cast<size_t>(in_.gcount()));
       KVSHARD_RETURN_IF_ERROR(
           CheckInputSize(name, static_cast<int64_t>(text.size()), bytes_per_input_byte, /*so_far=*/true));
     }
+    if (in_.bad()) KVSHARD_RETURN_IF_ERROR(CheckStandardInput(name, errno != 0 ? errno : EIO));
     return text;
   }
   std::ifstream file;
@@ -246,7 +264,10 @@ StatusOr<std::string> Flags::ReadText(const std::string& name, int64_t bytes_per
 Status Flags::WithInput(const std::string& name, const std::function<Status(std::istream&)>& body) const {
   KVSHARD_RETURN_IF_ERROR(Require({name}));
   const std::string& path = String(name);
-  if (path == "-") return body(in_);
+  if (path == "-") {
+    KVSHARD_RETURN_IF_ERROR(CheckStandardInput(name, 0));
+    return body(in_);
+  }
   std::ifstream file;
   const Status opened = OpenInputFile(path, &file);
   if (!opened.ok()) return InvalidArgument("--", name, ": ", opened.message());

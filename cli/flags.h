@@ -171,6 +171,9 @@ class Flags {
     KVSHARD_CHECK(vm_.count(name) > 0);
     return vm_[name].as<T>();
   }
+  // OK unless standard input is a directory ("--name: standard input: is a directory, not a file") or a read of
+  // it failed with `read_errno` (0: none); checked only when the command reads the process's std::cin.
+  Status CheckStandardInput(const std::string& name, int read_errno) const;
   // OK iff `bytes` of input (all of it, or so far) fit --max-memory at `per_byte` bytes each.
   Status CheckInputSize(const std::string& name, int64_t bytes, int64_t per_byte, bool so_far) const;
   const po::variables_map& vm_;

@@ -55,7 +55,7 @@ StatusOr<sim::SimConfig> SimConfigFromFlags(const Flags& flags) {
     KVSHARD_ASSIGN_OR_RETURN(const std::string text, flags.ReadText("model", 32));
     std::istringstream in(text);
     m = sim::ReadModelSpec(in);
-    if (!m.ok()) return InvalidArgument("--model: ", model, ": ", m.status().message());
+    if (!m.ok()) return InvalidArgument("--model: ", QuoteInput(model, '\0'), ": ", m.status().message());
   }
   sim::ApplyModel(*m, &c);
   for (const sim::SweepKnob& k : sim::SweepKnobs()) k.set(c, FlagSweepValue(flags.Any(k.key)));
@@ -106,14 +106,14 @@ StatusOr<std::vector<SweepAxis>> ParseSweep(const std::vector<std::string>& args
   for (const std::string& arg : args) {
     const size_t eq = arg.find('=');
     if (eq == std::string::npos || eq == 0) {
-      return InvalidArgument("--sweep: '", arg, "': want FLAG=V1,V2,... (e.g. shard-size=8,64,1024)");
+      return InvalidArgument("--sweep: ", QuoteInput(arg, '\''), ": want FLAG=V1,V2,... (e.g. shard-size=8,64,1024)");
     }
     SweepAxis axis;
     axis.key = arg.substr(0, eq);
     const sim::SweepKnob* knob = sim::FindSweepKnob(axis.key);
     const po::option_description* option = table.find_nothrow(axis.key, false);
     if (!knob || !option)
-      return InvalidArgument("--sweep: unknown flag '", axis.key, "' (sweepable: ", KnobList(), ")");
+      return InvalidArgument("--sweep: unknown flag ", QuoteInput(axis.key, '\''), " (sweepable: ", KnobList(), ")");
     for (const SweepAxis& a : axes) {
       if (a.key == axis.key) return InvalidArgument("--sweep: ", axis.key, " swept twice");
     }
@@ -130,14 +130,14 @@ StatusOr<std::vector<SweepAxis>> ParseSweep(const std::vector<std::string>& args
       start = comma + 1;
     }
     for (const std::string& text : axis.texts) {
-      if (text.empty()) return InvalidArgument("--sweep: ", axis.key, ": empty value in '", list, "'");
+      if (text.empty()) return InvalidArgument("--sweep: ", axis.key, ": empty value in ", QuoteInput(list, '\''));
       boost::any value;
       try {
         option->semantic()->parse(value, {text}, /*utf8=*/false);  // true converts from UTF-8: throws on bad bytes
       } catch (const FlagValueError& e) {
-        return InvalidArgument("--sweep: ", axis.key, "=", text, e.detail());
+        return InvalidArgument("--sweep: ", axis.key, "=", QuoteInput(text, '\0'), e.detail());
       } catch (const po::error& e) {
-        return InvalidArgument("--sweep: ", axis.key, "=", text, ": ", e.what());
+        return InvalidArgument("--sweep: ", axis.key, "=", QuoteInput(text, '\0'), ": ", e.what());
       }
       axis.values.push_back(FlagSweepValue(value));
     }

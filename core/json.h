@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -82,6 +83,45 @@ inline std::string JsonSyntaxErrorPlace(const std::string& text) {
   return " at line " + std::to_string(line) + ", " + column;
 }
 
+// The integral numbers of the JSON text last read on this thread that were too large for int64 and uint64 (nlohmann
+// keeps them as doubles), each with its text as written: an error then shows "99999999999999999999", not "1e+20".
+inline std::vector<std::pair<double, std::string>>& OverflowedIntegerTexts() {
+  static thread_local std::vector<std::pair<double, std::string>> texts;
+  return texts;
+}
+
+// True for a double nlohmann made of an integer literal outside [-2^63, 2^64) (integral, at least 2^63 in magnitude).
+inline bool IsOverflowedInteger(const Json& v) {
+  return v.is_number_float() && std::isfinite(v.get<double>()) && std::trunc(v.get<double>()) == v.get<double>() &&
+         std::fabs(v.get<double>()) >= 9223372036854775808.0;
+}
+
+// Fills OverflowedIntegerTexts for `text` (`any`: whether its parse met an IsOverflowedInteger value; a SAX pass then
+// finds their texts, so a document without one costs nothing).
+inline void RememberOverflowedIntegers(const std::string& text, bool any) {
+  OverflowedIntegerTexts().clear();
+  if (!any) return;
+  struct Probe {
+    bool null() { return true; }
+    bool boolean(bool) { return true; }
+    bool number_integer(Json::number_integer_t) { return true; }
+    bool number_unsigned(Json::number_unsigned_t) { return true; }
+    bool number_float(Json::number_float_t value, const std::string& s) {
+      if (IsOverflowedInteger(Json(value))) OverflowedIntegerTexts().emplace_back(value, s);
+      return true;
+    }
+    bool string(std::string&) { return true; }
+    bool binary(Json::binary_t&) { return true; }
+    bool start_object(std::size_t) { return true; }
+    bool key(std::string&) { return true; }
+    bool end_object() { return true; }
+    bool start_array(std::size_t) { return true; }
+    bool end_array() { return true; }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
+  } probe;
+  Json::sax_parse(text, &probe);
+}
+
 // Parses `text` as JSON and rejects a key given twice in one object (nlohmann keeps the last silently):
 // "<path_prefix><requests[0].pages>: duplicate key". A syntax error is "<where>: not valid JSON at line L, column C",
 // nesting past kMaxJsonDepth "<where>: nested deeper than 128 arrays and objects" (no "<where>: " when it is empty).
@@ -101,6 +141,7 @@ inline StatusOr<Json> ParseJsonStrict(const std::string& text, const std::string
   size_t depth = 0;  // open containers, also those past kMaxJsonDepth (not on the stack)
   bool too_deep = false;
   std::string duplicate;
+  bool overflowed = false;
   const auto path_of_top = [&]() {
     std::string path;
     for (const Frame& f : stack) path += f.part;
@@ -144,11 +185,13 @@ inline StatusOr<Json> ParseJsonStrict(const std::string& text, const std::string
         break;
       case Json::parse_event_t::value:
         if (depth <= kMaxJsonDepth && !stack.empty() && stack.back().array) ++stack.back().next;
+        overflowed = overflowed || IsOverflowedInteger(parsed);
         break;
     }
     return true;
   };
   Json j = Json::parse(text, on_event, /*allow_exceptions=*/false);
+  RememberOverflowedIntegers(text, overflowed);
   if (j.is_discarded()) {
     return InvalidArgument(where, where.empty() ? "" : ": ", "not valid JSON", JsonSyntaxErrorPlace(text));
   }
@@ -160,6 +203,13 @@ inline StatusOr<Json> ParseJsonStrict(const std::string& text, const std::string
   return j;
 }
 
+// A JSON value from the input as an error message shows it: a string through QuoteInput ("..."), anything else as
+// its compact JSON text through QuoteInput unquoted (both cut when long).
+inline std::string QuoteJsonInput(const Json& value) {
+  if (value.is_string()) return QuoteInput(value.get_ref<const std::string&>());
+  return QuoteInput(value.dump(-1, ' ', false, Json::error_handler_t::replace), '\0');
+}
+
 // OK iff every key of object `obj` is in `allowed`; else "<where><key>: unknown key" (where: "ops[3]." or "").
 inline Status JsonCheckKeys(const Json& obj, std::initializer_list<std::string_view> allowed,
                             const std::string& where) {
@@ -167,7 +217,7 @@ inline Status JsonCheckKeys(const Json& obj, std::initializer_list<std::string_v
   for (const auto& [key, value] : obj.items()) {
     bool known = false;
     for (std::string_view a : allowed) known = known || a == key;
-    if (!known) return InvalidArgument(where, key, ": unknown key");
+    if (!known) return InvalidArgument(where, QuoteInput(key, '\0'), ": unknown key");
   }
   return Status::Ok();
 }
@@ -182,14 +232,17 @@ inline StatusOr<Json> ReadJsonFile(const std::string& path) {
 }
 
 // Value `v` (named `name`) as an int64 in [lo, hi]: "must be an integer", "out of range (must be in [lo, hi]),
-// got 18446744073709551615" for integers outside int64, "must be in [lo, hi], got x".
+// got 18446744073709551615" for integers outside int64 (as written, OverflowedIntegerTexts), "must be in [lo, hi],
+// got x".
 inline StatusOr<int64_t> JsonIntValue(const Json& v, const std::string& name, int64_t lo, int64_t hi) {
   const bool too_big_unsigned = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
-  const bool integral_float = v.is_number_float() && std::isfinite(v.get<double>()) &&
-                              std::trunc(v.get<double>()) == v.get<double>() &&
-                              std::fabs(v.get<double>()) >= 9223372036854775808.0;
-  if (too_big_unsigned || integral_float) {
-    return InvalidArgument(name, ": out of range (must be in [", lo, ", ", hi, "]), got ", v.dump());
+  if (too_big_unsigned || IsOverflowedInteger(v)) {
+    std::string shown = v.dump(), written;
+    for (const auto& [value, text] : OverflowedIntegerTexts()) {  // the text, unless two texts made this double
+      if (v.is_number_float() && value == v.get<double>()) written = written.empty() || written == text ? text : "?";
+    }
+    if (!written.empty() && written != "?") shown = QuoteInput(written, '\0');
+    return InvalidArgument(name, ": out of range (must be in [", lo, ", ", hi, "]), got ", shown);
   }
   if (!v.is_number_integer()) return InvalidArgument(name, ": must be an integer");
   const int64_t x = v.get<int64_t>();

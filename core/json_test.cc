@@ -104,5 +104,20 @@ TEST(JsonTest, OnlyRegularFilesOpen) {
   }
 }
 
+TEST(JsonTest, IntegersPastUint64ShownAsWritten) {
+  const StatusOr<Json> j = ParseJsonStrict(
+      R"({"big":99999999999999999999,"neg":-9223372036854775809,"e":2e19,"twice":[1e30,1000000000000000019884624838656]})",
+      "x");
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ(JsonInt(*j, "big", "", 0, 10).status().message(),
+            "big: out of range (must be in [0, 10]), got 99999999999999999999");
+  EXPECT_EQ(JsonInt(*j, "neg", "", 0, 10).status().message(),
+            "neg: out of range (must be in [0, 10]), got -9223372036854775809");
+  EXPECT_EQ(JsonInt(*j, "e", "", 0, 10).status().message(), "e: out of range (must be in [0, 10]), got 2e19");
+  // Two texts of one double: which one is meant is unknown, so the double is shown.
+  EXPECT_EQ(JsonIntList(*j, "twice", "", 0, 10).status().message(),
+            "twice[0]: out of range (must be in [0, 10]), got 1e+30");
+}
+
 }  // namespace
 }  // namespace kvshard

@@ -13,11 +13,11 @@ StatusOr<int64_t> ParseInt64(const std::string& text, const std::string& field) 
   if (begin != end && *begin == '+') ++begin;
   auto [ptr, ec] = std::from_chars(begin, end, value);
   if (ec == std::errc::result_out_of_range) {
-    return InvalidArgument(field, ": integer out of range: '", text, "' (an int64 is in [", INT64_MIN, ", ", INT64_MAX,
-                           "])");
+    return InvalidArgument(field, ": integer out of range: ", QuoteInput(text, '\''), " (an int64 is in [", INT64_MIN,
+                           ", ", INT64_MAX, "])");
   }
   if (ec != std::errc() || ptr != end || begin == end) {
-    return InvalidArgument(field, ": not an integer: '", text, "'");
+    return InvalidArgument(field, ": not an integer: ", QuoteInput(text, '\''));
   }
   return value;
 }

@@ -11,7 +11,8 @@
 namespace kvshard {
 
 // Parses one base-10 int64; `field` names the flag in the error ("<field>: not an integer: 'x'", or for a
-// well-formed integer outside int64 "<field>: integer out of range: '...' (an int64 is in [-2^63, 2^63 - 1])").
+// well-formed integer outside int64 "<field>: integer out of range: '...' (an int64 is in [-2^63, 2^63 - 1])"); the
+// text is shown as given, through QuoteInput.
 StatusOr<int64_t> ParseInt64(const std::string& text, const std::string& field);
 // True when `status` is ParseInt64's out-of-range error (the text was an integer, too large for int64).
 bool IsOutOfRange(const Status& status);

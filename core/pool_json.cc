@@ -179,7 +179,7 @@ StatusOr<AllocScript> AllocScriptFromJson(const Json& j) {
       KVSHARD_RETURN_IF_ERROR(JsonCheckKeys(o, {"op", "frees"}, where));
       KVSHARD_ASSIGN_OR_RETURN(op.frees, JsonIntListList(o, "frees", where, 0, kMaxSlot - 1));
     } else {
-      return InvalidArgument(where, "op: must be \"alloc\", \"free\" or \"free_group\", got \"", name, "\"");
+      return InvalidArgument(where, "op: must be \"alloc\", \"free\" or \"free_group\", got ", QuoteInput(name));
     }
     s.ops.push_back(std::move(op));
   }

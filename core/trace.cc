@@ -41,11 +41,12 @@ StatusOr<Json> TraceReader::ReadHeader(const std::vector<std::string>& allowed_k
   }
   const Json& v = j->at("kvshard_trace");
   if (!v.is_number_integer() || v.get<int64_t>() != kTraceVersion) {
-    return InvalidArgument("line 1: kvshard_trace: this build reads version ", kTraceVersion, ", got ", ShortJson(v));
+    return InvalidArgument("line 1: kvshard_trace: this build reads version ", kTraceVersion, ", got ",
+                           QuoteJsonInput(v));
   }
   for (const auto& [key, value] : j->items()) {
     if (key != "kvshard_trace" && !Allowed(allowed_keys, key)) {
-      return InvalidArgument("line 1: ", key, ": unknown header key");
+      return InvalidArgument("line 1: ", QuoteInput(key, '\0'), ": unknown header key");
     }
   }
   return j;
@@ -90,7 +91,8 @@ StatusOr<bool> TraceReader::Next(TraceRecord* record) {
 Status CheckRecordKeys(const Json& record, const std::vector<std::string>& allowed) {
   for (const auto& [key, value] : record.items()) {
     if (key != "op" && key != "expect" && key != "meta" && !Allowed(allowed, key)) {
-      return InvalidArgument(key, ": unknown key for op \"", record.at("op").get<std::string>(), "\"");
+      return InvalidArgument(QuoteInput(key, '\0'), ": unknown key for op ",
+                             QuoteInput(record.at("op").get<std::string>()));
     }
   }
   return Status::Ok();

@@ -3,7 +3,6 @@
 
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <istream>
 #include <string_view>
 #include <utility>
@@ -17,52 +16,10 @@ constexpr char kAzureHeader[] = "TIMESTAMP,ContextTokens,GeneratedTokens";
 constexpr char kBurstGptHeader[] = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type";
 constexpr int64_t kMaxSeconds = kMaxWorkloadArrivalUs / 1'000'000;
 constexpr int64_t kMaxMilliseconds = kMaxWorkloadArrivalUs / 1'000;
-constexpr size_t kMaxShown = 80;  // bytes of input text quoted in a message
 
 const std::vector<std::string> kMooncakeKeys = {"timestamp", "input_length", "output_length", "hash_ids"};
 const std::vector<std::string> kQwenKeys = {"chat_id",       "parent_chat_id", "timestamp", "input_length",
                                             "output_length", "type",           "turn",      "hash_ids"};
-
-// `text` with quotes, backslashes and control bytes escaped, cut to kMaxShown bytes (at a UTF-8 boundary).
-std::string Escape(std::string_view text) {
-  size_t end = text.size();
-  bool cut = false;
-  if (end > kMaxShown) {
-    end = kMaxShown;
-    while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-    cut = true;
-  }
-  std::string out;
-  for (size_t i = 0; i < end; ++i) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          char hex[8];
-          std::snprintf(hex, sizeof hex, "\\x%02x", c);
-          out += hex;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  if (cut) out += "...";
-  return out;
-}
-
-std::string Quote(std::string_view text) { return "\"" + Escape(text) + "\""; }
-
-// A JSON value in one line (control characters come out as \u escapes), cut to kMaxShown bytes.
-std::string Shown(const Json& value) {
-  std::string s = value.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (s.size() > kMaxShown) s = s.substr(0, kMaxShown) + "...";
-  return s;
-}
 
 std::string Join(const std::vector<std::string>& words) {
   std::string out;
@@ -133,10 +90,10 @@ StatusOr<int64_t> ParseCount(const std::string& text, const char* field, int64_t
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, value);
   if (text.empty() || ptr != end || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
-    return InvalidArgument(field, ": must be an integer, got ", Quote(text));
+    return InvalidArgument(field, ": must be an integer, got ", QuoteInput(text));
   }
   if (ec == std::errc::result_out_of_range || value < lo || value > hi) {
-    return InvalidArgument(field, ": must be in [", lo, ", ", hi, "], got ", Escape(text));
+    return InvalidArgument(field, ": must be in [", lo, ", ", hi, "], got ", QuoteInput(text, '\0'));
   }
   return value;
 }
@@ -156,14 +113,14 @@ StatusOr<int64_t> ParseSeconds(const std::string& text, const char* field) {
       dot == std::string::npos ? std::string_view() : std::string_view(text).substr(dot + 1);
   if (!IsDigits(whole) || (dot != std::string::npos && !IsDigits(fraction))) {
     return InvalidArgument(field, ": must be a non-negative number of seconds (digits, optional decimals), got ",
-                           Quote(text));
+                           QuoteInput(text));
   }
   const size_t nonzero = whole.find_first_not_of('0');
   const std::string_view significant = nonzero == std::string_view::npos ? "0" : whole.substr(nonzero);
   int64_t seconds = kMaxSeconds + 1;
   if (significant.size() <= 12) std::from_chars(significant.data(), significant.data() + significant.size(), seconds);
   if (seconds > kMaxSeconds || (seconds == kMaxSeconds && FractionUs(fraction) > 0)) {
-    return InvalidArgument(field, ": must be at most ", kMaxSeconds, " seconds, got ", Escape(text));
+    return InvalidArgument(field, ": must be at most ", kMaxSeconds, " seconds, got ", QuoteInput(text, '\0'));
   }
   return seconds * 1'000'000 + FractionUs(fraction);
 }
@@ -196,7 +153,7 @@ StatusOr<int64_t> ParseDateTime(const std::string& text, const char* field) {
   const std::string_view rest = ok ? std::string_view(text).substr(kLength) : std::string_view();
   if (ok && !rest.empty()) ok = rest[0] == '.' && IsDigits(rest.substr(1));
   if (!ok) {
-    return InvalidArgument(field, ": must be a date and time YYYY-MM-DD HH:MM:SS[.fraction], got ", Quote(text));
+    return InvalidArgument(field, ": must be a date and time YYYY-MM-DD HH:MM:SS[.fraction], got ", QuoteInput(text));
   }
   const auto num = [&](size_t pos, size_t len) {
     int64_t v = 0;
@@ -206,7 +163,7 @@ StatusOr<int64_t> ParseDateTime(const std::string& text, const char* field) {
   const int64_t year = num(0, 4), month = num(5, 2), day = num(8, 2);
   const int64_t hour = num(11, 2), minute = num(14, 2), second = num(17, 2);
   if (month < 1 || month > 12 || day < 1 || day > DaysInMonth(year, month) || hour > 23 || minute > 59 || second > 59) {
-    return InvalidArgument(field, ": no such date and time: ", Quote(text));
+    return InvalidArgument(field, ": no such date and time: ", QuoteInput(text));
   }
   const int64_t seconds = DaysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second;
   return seconds * 1'000'000 + (rest.empty() ? 0 : FractionUs(rest.substr(1)));
@@ -217,7 +174,7 @@ Status CheckJsonString(const Json& obj, const char* key) {
   if (!obj.contains(key)) return InvalidArgument(key, ": missing");
   const Json& v = obj.at(key);
   if (!v.is_string() || v.get_ref<const std::string&>().empty()) {
-    return InvalidArgument(key, ": must be a non-empty string, got ", Shown(v));
+    return InvalidArgument(key, ": must be a non-empty string, got ", QuoteJsonInput(v));
   }
   return Status::Ok();
 }
@@ -229,7 +186,8 @@ StatusOr<WorkloadFormat> ParseWorkloadFormat(const std::string& name) {
                            WorkloadFormat::kAzure, WorkloadFormat::kBurstGpt}) {
     if (name == WorkloadFormatName(f)) return f;
   }
-  return InvalidArgument("workload format: must be one of auto, mooncake, qwen, azure, burstgpt, got ", Quote(name));
+  return InvalidArgument("workload format: must be one of auto, mooncake, qwen, azure, burstgpt, got ",
+                         QuoteInput(name));
 }
 
 const char* WorkloadFormatName(WorkloadFormat format) {
@@ -278,7 +236,7 @@ StatusOr<WorkloadReader> WorkloadReader::Open(std::istream* in, WorkloadFormat f
     } else if (header == HeaderColumns(kBurstGptHeader)) {
       reader.format_ = WorkloadFormat::kBurstGpt;
     } else {
-      return InvalidArgument("line ", reader.line_, ": header: not a known workload format, got ", Quote(text),
+      return InvalidArgument("line ", reader.line_, ": header: not a known workload format, got ", QuoteInput(text),
                              " (expected JSON Lines records, or the CSV header \"", kAzureHeader, "\" or \"",
                              kBurstGptHeader, "\")");
     }
@@ -289,7 +247,7 @@ StatusOr<WorkloadReader> WorkloadReader::Open(std::istream* in, WorkloadFormat f
   }
   const char* expected = reader.format_ == WorkloadFormat::kAzure ? kAzureHeader : kBurstGptHeader;
   if (!SplitCsv(text, &header).ok() || header != HeaderColumns(expected)) {
-    return InvalidArgument("line ", reader.line_, ": header: expected \"", expected, "\", got ", Quote(text));
+    return InvalidArgument("line ", reader.line_, ": header: expected \"", expected, "\", got ", QuoteInput(text));
   }
   return reader;
 }
@@ -347,7 +305,9 @@ Status WorkloadReader::ParseJsonRecord(WorkloadRequest* request) {
   std::vector<std::string> seen;
   std::string duplicate;
   bool too_deep = false;
+  bool overflowed = false;
   const auto on_event = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    overflowed = overflowed || (event == Json::parse_event_t::value && IsOverflowedInteger(parsed));
     const bool start = event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start;
     if (start && depth >= static_cast<int>(kMaxJsonDepth)) {  // depth: the containers open around this one
       too_deep = true;
@@ -370,17 +330,18 @@ Status WorkloadReader::ParseJsonRecord(WorkloadRequest* request) {
   } catch (const Json::exception&) {
     return InvalidArgument("record: not valid JSON (a number out of range)");
   }
+  RememberOverflowedIntegers(text_, overflowed);
   if (too_deep) return InvalidArgument("record: nested deeper than ", kMaxJsonDepth, " arrays and objects");
-  if (!j.is_object()) return InvalidArgument("record: must be a JSON object, got ", Shown(j));
-  if (!duplicate.empty()) return InvalidArgument(Escape(duplicate), ": duplicate key");
+  if (!j.is_object()) return InvalidArgument("record: must be a JSON object, got ", QuoteJsonInput(j));
+  if (!duplicate.empty()) return InvalidArgument(QuoteInput(duplicate, '\0'), ": duplicate key");
   const bool qwen = format_ == WorkloadFormat::kQwen;
   const std::vector<std::string>& keys = qwen ? kQwenKeys : kMooncakeKeys;
   for (const auto& [key, value] : j.items()) {
     bool known = false;
     for (const std::string& k : keys) known = known || k == key;
     if (!known) {
-      return InvalidArgument(Escape(key), ": unknown key (a ", qwen ? "Qwen" : "Mooncake", " record has ", Join(keys),
-                             ")");
+      return InvalidArgument(QuoteInput(key, '\0'), ": unknown key (a ", qwen ? "Qwen" : "Mooncake", " record has ",
+                             Join(keys), ")");
     }
   }
 
@@ -391,13 +352,13 @@ Status WorkloadReader::ParseJsonRecord(WorkloadRequest* request) {
     KVSHARD_RETURN_IF_ERROR(JsonInt(j, "parent_chat_id", "", -1, INT64_MAX).status());
     if (!j.contains("timestamp")) return InvalidArgument("timestamp: missing");
     const Json& t = j.at("timestamp");
-    if (!t.is_number()) return InvalidArgument("timestamp: must be a number of seconds, got ", Shown(t));
+    if (!t.is_number()) return InvalidArgument("timestamp: must be a number of seconds, got ", QuoteJsonInput(t));
     const double seconds = t.get<double>();
     if (!(seconds >= 0 && seconds <= static_cast<double>(kMaxSeconds))) {
-      return InvalidArgument("timestamp: must be in [0, ", kMaxSeconds, "] seconds, got ", Shown(t));
+      return InvalidArgument("timestamp: must be in [0, ", kMaxSeconds, "] seconds, got ", QuoteJsonInput(t));
     }
     time_us = t.is_number_float() ? std::llround(seconds * 1e6) : t.get<int64_t>() * 1'000'000;
-    as_written = Shown(t);
+    as_written = QuoteJsonInput(t);
   } else {
     KVSHARD_ASSIGN_OR_RETURN(const int64_t ms, JsonInt(j, "timestamp", "", 0, kMaxMilliseconds));
     time_us = ms * 1000;
@@ -433,7 +394,7 @@ Status WorkloadReader::ParseCsvRecord(WorkloadRequest* request) {
     KVSHARD_ASSIGN_OR_RETURN(const int64_t time_us, ParseDateTime(c[0], "TIMESTAMP"));
     KVSHARD_ASSIGN_OR_RETURN(request->input_tokens, ParseCount(c[1], "ContextTokens", kMaxWorkloadTokens, 1));
     KVSHARD_ASSIGN_OR_RETURN(request->output_tokens, ParseCount(c[2], "GeneratedTokens", kMaxWorkloadTokens));
-    return SetArrival(time_us, "TIMESTAMP", c[0], request);
+    return SetArrival(time_us, "TIMESTAMP", QuoteInput(c[0], '\0'), request);
   }
   KVSHARD_ASSIGN_OR_RETURN(const int64_t time_us, ParseSeconds(c[0], "Timestamp"));
   if (c[1].empty()) return InvalidArgument("Model: must not be empty");
@@ -445,7 +406,7 @@ Status WorkloadReader::ParseCsvRecord(WorkloadRequest* request) {
                            ", but Request tokens + Response tokens = ", request->input_tokens + request->output_tokens);
   }
   if (c[5].empty()) return InvalidArgument("Log Type: must not be empty");
-  return SetArrival(time_us, "Timestamp", c[0], request);
+  return SetArrival(time_us, "Timestamp", QuoteInput(c[0], '\0'), request);
 }
 
 StatusOr<Workload> ReadWorkload(std::istream& in, WorkloadFormat format, const WorkloadLimits& limits) {

@@ -214,13 +214,13 @@ StatusOr<SplitMode> ParseSplitMode(const std::string& mode) {
   if (mode == "data") return SplitMode::kData;
   if (mode == "1d") return SplitMode::k1d;
   if (mode == "position") return SplitMode::kPosition;
-  return InvalidArgument("mode: unsupported CP batch split mode='", mode, "'");
+  return InvalidArgument("mode: unsupported CP batch split mode=", QuoteInput(mode, '\''));
 }
 
 StatusOr<SplitKind> ParseSplitKind(const std::string& kind) {
   if (kind == "compute") return SplitKind::kCompute;
   if (kind == "valid") return SplitKind::kValid;
-  return InvalidArgument("split_kind: unsupported CP batch split_kind='", kind, "'");
+  return InvalidArgument("split_kind: unsupported CP batch split_kind=", QuoteInput(kind, '\''));
 }
 
 StatusOr<HostTensor> PadCPRequestTensorForSplit(const HostTensor& request, int64_t target_len, SplitMode mode,

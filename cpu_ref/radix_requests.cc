@@ -14,9 +14,9 @@ RadixRequests::RadixRequests(PageInterleaveAllocator* allocator)
 
 StatusOr<RadixRequests::Req*> RadixRequests::Find(const std::string& rid, bool need_allocated) {
   const auto it = reqs_.find(rid);
-  if (it == reqs_.end()) return InvalidArgument("req: no live request \"", rid, "\"");
+  if (it == reqs_.end()) return InvalidArgument("req: no live request ", QuoteInput(rid));
   if (need_allocated && !it->second.allocated) {
-    return FailedPrecondition("req: request \"", rid, "\" has no KV allocated for its extend");
+    return FailedPrecondition("req: request ", QuoteInput(rid), " has no KV allocated for its extend");
   }
   return &it->second;
 }
@@ -35,7 +35,7 @@ StatusOr<RadixRequests::Admitted> RadixRequests::Admit(const std::string& rid, c
     it = reqs_.emplace(rid, std::move(req)).first;
     tree_.IncLockRef(it->second.sg.last_node);
   } else if (it->second.sg.row.empty()) {
-    return FailedPrecondition("req: request \"", rid, "\" was admitted and holds no KV yet (abort_req it)");
+    return FailedPrecondition("req: request ", QuoteInput(rid), " was admitted and holds no KV yet (abort_req it)");
   }
   // A continuing chunk (add_chunked_req; again after a failed allocation) extends from its prefix, no new match.
   Req& req = it->second;
@@ -73,8 +73,10 @@ StatusOr<RadixRequests::Allocated> RadixRequests::AllocExtend(const std::vector<
   int64_t extend_num_tokens = 0;
   for (const std::string& rid : rids) {
     KVSHARD_ASSIGN_OR_RETURN(Req * req, Find(rid, false));
-    if (req->allocated) return FailedPrecondition("reqs: request \"", rid, "\" is not admitted for a new extend");
-    if (std::find(reqs.begin(), reqs.end(), req) != reqs.end()) return InvalidArgument("reqs: \"", rid, "\" twice");
+    if (req->allocated)
+      return FailedPrecondition("reqs: request ", QuoteInput(rid), " is not admitted for a new extend");
+    if (std::find(reqs.begin(), reqs.end(), req) != reqs.end())
+      return InvalidArgument("reqs: ", QuoteInput(rid), " twice");
     reqs.push_back(req);
     const int64_t p = static_cast<int64_t>(req->sg.prefix_indices.size());
     batch.prefix_lens.push_back(p);
@@ -137,7 +139,7 @@ StatusOr<RadixRequests::Cached> RadixRequests::CacheFinished(const std::string& 
 Status RadixRequests::Abort(const std::string& rid) {
   KVSHARD_ASSIGN_OR_RETURN(Req * req, Find(rid, false));
   if (req->allocated || !req->sg.row.empty()) {
-    return FailedPrecondition("req: request \"", rid, "\" holds KV; finish it (cache_finished_req) instead");
+    return FailedPrecondition("req: request ", QuoteInput(rid), " holds KV; finish it (cache_finished_req) instead");
   }
   tree_.DecLockRef(req->sg.last_node);
   reqs_.erase(rid);

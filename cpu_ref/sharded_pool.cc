@@ -72,7 +72,7 @@ Status ValidatePoolBuffers(const std::vector<PoolBuffer>& buffers, const std::st
   for (size_t b = 0; b < buffers.size(); ++b) {
     if (buffers[b].name.empty()) return InvalidArgument(where, "buffers[", b, "].name: must not be empty");
     if (!names.insert(buffers[b].name).second) {
-      return InvalidArgument(where, "buffers[", b, "].name: duplicate buffer \"", buffers[b].name, "\"");
+      return InvalidArgument(where, "buffers[", b, "].name: duplicate buffer ", QuoteInput(buffers[b].name));
     }
     if (buffers[b].row_bytes < 1 || buffers[b].row_bytes > kMaxPoolRowBytes) {
       return InvalidArgument(where, "buffers[", b, "].row_bytes: must be in [1, ", kMaxPoolRowBytes, "], got ",
@@ -98,7 +98,7 @@ Status CheckBufferRows(const std::vector<PoolBuffer>& buffers, const BufferRows&
   for (size_t b = 0; b < buffers.size(); ++b) {
     if (rows[b].size() != n * buffers[b].row_bytes) {
       return InvalidArgument("rows[", b, "]: must hold locs.size() * row_bytes = ", n * buffers[b].row_bytes,
-                             " bytes (buffer \"", buffers[b].name, "\"), got ", rows[b].size());
+                             " bytes (buffer ", QuoteInput(buffers[b].name), "), got ", rows[b].size());
     }
   }
   return Status::Ok();

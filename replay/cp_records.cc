@@ -68,7 +68,7 @@ Status CheckCpChoices(const std::string& name, const Json& rec) {
     for (const char* c : choices) {
       if (v == c) return Status::Ok();
     }
-    return InvalidArgument(key, ": unsupported value \"", v, "\"");
+    return InvalidArgument(key, ": unsupported value ", QuoteInput(v));
   };
   if (name == "cp_split_rows" || name == "cp_pad_request") {
     KVSHARD_RETURN_IF_ERROR(check("mode", {"data", "1d", "position"}));

@@ -100,7 +100,8 @@ StatusOr<std::vector<ref::PoolBuffer>> BuffersFromJson(const Json& j) {
     const std::string where = StrCat("pool.buffers[", i, "].");
     if (!j[i].is_object()) return InvalidArgument("pool.buffers[", i, "]: must be an object");
     for (const auto& [key, value] : j[i].items()) {
-      if (key != "name" && key != "row_bytes") return InvalidArgument(where, key, ": unknown key (name, row_bytes)");
+      if (key != "name" && key != "row_bytes")
+        return InvalidArgument(where, QuoteInput(key, '\0'), ": unknown key (name, row_bytes)");
     }
     if (!j[i].contains("name") || !j[i].at("name").is_string()) return InvalidArgument(where, "name: must be a string");
     ref::PoolBuffer b;
@@ -119,7 +120,7 @@ StatusOr<PoolGeometry> PoolGeometryFromJson(const Json& pool, int64_t shard_size
   if (!pool.is_object()) return InvalidArgument("pool: must be an object");
   for (const auto& [key, value] : pool.items()) {
     if (std::find(PoolHeaderKeys().begin(), PoolHeaderKeys().end(), key) == PoolHeaderKeys().end()) {
-      return InvalidArgument("pool.", key,
+      return InvalidArgument("pool.", QuoteInput(key, '\0'),
                              ": unknown key (max_prefix_tokens, chunk_tokens, num_layers, row_words, "
                              "buffers, payload_seed; shard_size, page_size and pages_per_rank come from "
                              "\"allocator\")");

@@ -46,15 +46,15 @@ Status Replayer::Replay(const TraceRecord& record) {
     ++summary_.fields;
     if (message.find(want) == std::string::npos) {
       return Fail(RecordMismatch(record, "error",
-                                 StrCat("expected a message containing \"", want, "\", got \"", message, "\""), want,
-                                 message));
+                                 StrCat("expected a message containing ", QuoteInput(want), ", got \"", message, "\""),
+                                 want, message));
     }
     return Status::Ok();
   }
   if (expect_error) {
     const std::string want = expect->at("error").get<std::string>();
-    return Fail(
-        RecordMismatch(record, "error", StrCat("expected an error containing \"", want, "\", got success"), want));
+    return Fail(RecordMismatch(record, "error",
+                               StrCat("expected an error containing ", QuoteInput(want), ", got success"), want));
   }
   if (expect) {
     if (auto m = MatchExpect(*expect, *got, &summary_.fields)) return Fail(ExpectValueMismatch(record, *m));

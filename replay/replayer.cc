@@ -74,7 +74,7 @@ Status CheckSplitMode(const Json& rec) {
   } else if (mode == "token-balanced") {
     keys = {"total_len"};
   } else {
-    return InvalidArgument("mode: must be in-seq, round-robin or token-balanced, got ", mode);
+    return InvalidArgument("mode: must be in-seq, round-robin or token-balanced, got ", QuoteInput(mode, '\0'));
   }
   for (const char* key : keys) {
     if (!rec.contains(key)) return InvalidArgument(key, ": missing (needed by split mode ", mode, ")");
@@ -115,7 +115,8 @@ Status CheckFields(const Json& rec, const ReplayOp& op) {
       rec.contains("nsa_prefill_cp_mode")) {
     const std::string mode = rec.at("nsa_prefill_cp_mode").get<std::string>();
     if (mode != "in-seq-split" && mode != "round-robin-split") {
-      return InvalidArgument("nsa_prefill_cp_mode: must be in-seq-split or round-robin-split, got ", mode);
+      return InvalidArgument("nsa_prefill_cp_mode: must be in-seq-split or round-robin-split, got ",
+                             QuoteInput(mode, '\0'));
     }
   }
   return name == "split" ? CheckSplitMode(rec) : Status::Ok();
@@ -199,7 +200,7 @@ StatusOr<const ReplayOp*> Replayer::FindOp(const std::string& name) {
   }
   std::string names;
   for (const ReplayOp& op : Ops()) names += StrCat(names.empty() ? "" : ", ", op.name);
-  return InvalidArgument("op: unknown op \"", name, "\" (", names, ")");
+  return InvalidArgument("op: unknown op ", QuoteInput(name), " (", names, ")");
 }
 
 StatusOr<Json> Replayer::Execute(const TraceRecord& record, const Json* only) {

@@ -82,7 +82,7 @@ double SquaredError(const LinearTime& f, const std::vector<CalibrationRow>& rows
 Status Strict(const Json& obj, const std::string& where, const std::set<std::string>& keys) {
   if (!obj.is_object()) return InvalidArgument(where, ": must be an object");
   for (const auto& [k, v] : obj.items()) {
-    if (!keys.count(k)) return InvalidArgument(where, k, ": unknown key");
+    if (!keys.count(k)) return InvalidArgument(where, QuoteInput(k, '\0'), ": unknown key");
   }
   return Status::Ok();
 }
@@ -203,7 +203,7 @@ StatusOr<Calibration> ReadCalibration(std::istream& in) {
     KVSHARD_RETURN_IF_ERROR(Strict(row, where, {"op", "x", "time_us", "note"}));
     CalibrationRow r;
     KVSHARD_ASSIGN_OR_RETURN(r.op, Text(row, "op", where, true));
-    if (CalibrationUnit(r.op).empty()) return InvalidArgument(where, "op: unknown operation '", r.op, "'");
+    if (CalibrationUnit(r.op).empty()) return InvalidArgument(where, "op: unknown operation ", QuoteInput(r.op, '\''));
     KVSHARD_ASSIGN_OR_RETURN(r.x, PositiveNumber(row, "x", where, kMinRowSize, kMaxRowSize));
     KVSHARD_ASSIGN_OR_RETURN(r.time_us, PositiveNumber(row, "time_us", where, kMinRowTimeUs, kMaxRowTimeUs));
     KVSHARD_ASSIGN_OR_RETURN(r.note, Text(row, "note", where, false));

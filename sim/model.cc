@@ -34,7 +34,7 @@ StatusOr<ModelSpec> FindModelPreset(const std::string& name) {
     if (m.name == name) return m;
     names += (names.empty() ? "" : ", ") + m.name;
   }
-  return InvalidArgument("model: unknown preset \"", name, "\" (presets: ", names, "; or a JSON file)");
+  return InvalidArgument("model: unknown preset ", QuoteInput(name), " (presets: ", names, "; or a JSON file)");
 }
 
 StatusOr<ModelSpec> ReadModelSpec(std::istream& in) {
@@ -47,7 +47,7 @@ StatusOr<ModelSpec> ReadModelSpec(std::istream& in) {
                                    "context_length"};
     bool known = false;
     for (const char* k : kKnown) known |= key == k;
-    if (!known) return InvalidArgument(key, ": unknown field");
+    if (!known) return InvalidArgument(QuoteInput(key, '\0'), ": unknown field");
     (void)value;
   }
   ModelSpec m;
