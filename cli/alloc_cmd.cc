@@ -1,6 +1,5 @@
 // kvshard alloc: replays an allocator script through the reference rotated owner-classed allocator.
 #include <algorithm>
-#include <iomanip>
 #include <ostream>
 
 #include "cli/cli_util.h"
@@ -16,15 +15,13 @@ namespace {
 void PrintTable(const AllocScript& script, const std::vector<AllocOpResult>& results, std::ostream& out) {
   out << "shard_size=" << script.shard_size << " page_size=" << script.page_size
       << " pages_per_rank=" << script.pages_per_rank << " need_sort=" << (script.need_sort ? "true" : "false") << "\n";
-  out << std::setw(4) << "op" << std::setw(12) << "kind" << std::setw(10) << "result" << std::setw(12) << "available"
-      << std::setw(12) << "aggregate"
+  out << Col(4) << "op" << Col(12) << "kind" << Col(10) << "result" << Col(12) << "available" << Col(12) << "aggregate"
       << "  class_free_page_counts\n";
   for (size_t k = 0; k < results.size(); ++k) {
     const AllocOpResult& r = results[k];
     const char* outcome = r.kind != AllocOpKind::kAlloc ? "-" : r.ok ? "ok" : "deferred";
-    out << std::setw(4) << k << std::setw(12) << AllocOpName(r.kind) << std::setw(10) << outcome << std::setw(12)
-        << r.available_size << std::setw(12) << r.aggregate_free_size << "  " << ListText(r.class_free_page_counts)
-        << "\n";
+    out << Col(4) << k << Col(12) << AllocOpName(r.kind) << Col(10) << outcome << Col(12) << r.available_size << Col(12)
+        << r.aggregate_free_size << "  " << ListText(r.class_free_page_counts) << "\n";
     for (size_t i = 0; i < r.pages.size(); ++i) {
       out << "      request " << i << ": base " << r.rotation_bases[i] << ", pages " << ListText(r.pages[i]) << "\n";
     }

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <ostream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +17,30 @@
 #include "replay/backend.h"
 
 namespace kvshard::cli {
+
+// A table cell for the text tables: `out << Col(12) << value` writes value right-aligned in 12 columns, and with one
+// space before it when it is wider, so a table of large numbers never runs its columns together (the tables are
+// streamed, row by row, so their widths cannot be measured first).
+struct Col {
+  int width;
+};
+class ColCell {
+ public:
+  ColCell(std::ostream& out, int width) : out_(out), width_(width) {}
+  template <typename T>
+  std::ostream& operator<<(const T& value) {
+    std::ostringstream text;
+    text << value;
+    const std::string t = text.str();
+    const int pad = width_ - static_cast<int>(t.size());
+    return out_ << std::string(pad > 0 ? pad : 1, ' ') << t;
+  }
+
+ private:
+  std::ostream& out_;
+  int width_;
+};
+inline ColCell operator<<(std::ostream& out, Col col) { return ColCell(out, col.width); }
 
 // Rewrites a model-level error "shard_size: ..." into flag spelling "--shard-size: ..."; `renames` maps model
 // fields whose flag is named differently ({"rank", "shard-rank"}).

@@ -1,5 +1,4 @@
 // kvshard gather-plan: the reference begin_shard_extend plan of an extend batch, and translate().
-#include <iomanip>
 #include <ostream>
 
 #include "cli/cli_util.h"
@@ -36,17 +35,17 @@ void PrintTable(const ExtendBatch& b, const GatherPlan& p, const std::vector<int
     out << "\n";
   }
   out << "\npage_pos (logical page -> absolute scratch page; all others -> trash page " << p.trash_page << "):\n";
-  out << std::setw(14) << "page" << std::setw(14) << "scratch_page" << std::setw(10) << "region"
+  out << Col(14) << "page" << Col(14) << "scratch_page" << Col(10) << "region"
       << "\n";
   for (size_t i = 0; i < p.mapped_pages.size(); ++i) {
-    out << std::setw(14) << p.mapped_pages[i] << std::setw(14) << p.mapped_scratch_pages[i] << std::setw(10)
+    out << Col(14) << p.mapped_pages[i] << Col(14) << p.mapped_scratch_pages[i] << Col(10)
         << (p.mapped_scratch_pages[i] < p.chunk_base_page ? "prefix" : "chunk") << "\n";
   }
   if (!locs.empty()) {
     out << "\ntranslate:\n"
-        << std::setw(14) << "loc" << std::setw(14) << "scratch_row"
+        << Col(14) << "loc" << Col(14) << "scratch_row"
         << "\n";
-    for (size_t i = 0; i < locs.size(); ++i) out << std::setw(14) << locs[i] << std::setw(14) << rows[i] << "\n";
+    for (size_t i = 0; i < locs.size(); ++i) out << Col(14) << locs[i] << Col(14) << rows[i] << "\n";
   }
 }
 

@@ -1,6 +1,5 @@
 // kvshard place: the placement bijection for a list of slots, on the reference or the GPU (or both, diffed).
 #include <algorithm>
-#include <iomanip>
 #include <ostream>
 
 #include "cli/cli_util.h"
@@ -37,10 +36,10 @@ StatusOr<std::vector<int64_t>> ReadLocsFile(const Flags& flags) {
 void PrintTable(const std::vector<int64_t>& locs, const PlacementResult& r, const PlacementSpec& spec, int64_t rank,
                 std::ostream& out) {
   out << "shard_size=" << spec.shard_size << " page_size=" << spec.page_size << " rank=" << rank << "\n";
-  out << std::setw(16) << "loc" << std::setw(8) << "owner" << std::setw(16) << "local_index" << std::setw(8) << "local"
+  out << Col(16) << "loc" << Col(8) << "owner" << Col(16) << "local_index" << Col(8) << "local"
       << "\n";
   for (size_t i = 0; i < locs.size(); ++i) {
-    out << std::setw(16) << locs[i] << std::setw(8) << r.owner[i] << std::setw(16) << r.local_index[i] << std::setw(8)
+    out << Col(16) << locs[i] << Col(8) << r.owner[i] << Col(16) << r.local_index[i] << Col(8)
         << (r.local_mask[i] ? "yes" : "-") << "\n";
   }
   out << "filter_local(rank " << rank << "): " << ListText(r.filter_local) << "\n";

@@ -2,7 +2,6 @@
 // (rank-major blocks of max_rank_token rows; rank r's block holds its valid rows, per request segment r then
 // 2N-1-r), as SGLang's _torch_batch_in_seq_all_gather_rerange reads them.
 #include <algorithm>
-#include <iomanip>
 #include <ostream>
 
 #include "cli/cli_util.h"
@@ -119,14 +118,12 @@ Status Run(const Flags& flags, std::ostream& out) {
   }
   out << "rerange: cp_size=" << cp_size << " page_size=" << page_size << " max_rank_token=" << max_rank_token
       << (result->plan.compute_padding_enabled ? " (from compute splits)" : "") << "\n";
-  out << std::setw(6) << "rank" << std::setw(14) << "block rows" << std::setw(12) << "valid" << std::setw(12)
-      << "padding"
+  out << Col(6) << "rank" << Col(14) << "block rows" << Col(12) << "valid" << Col(12) << "padding"
       << "\n";
   for (int64_t r = 0; r < cp_size; ++r) {
-    out << std::setw(6) << r << std::setw(14)
-        << ("[" + std::to_string(r * max_rank_token) + "," + std::to_string((r + 1) * max_rank_token) + ")")
-        << std::setw(12) << result->per_rank_tokens[r] << std::setw(12) << max_rank_token - result->per_rank_tokens[r]
-        << "\n";
+    out << Col(6) << r << Col(14)
+        << ("[" + std::to_string(r * max_rank_token) + "," + std::to_string((r + 1) * max_rank_token) + ")") << Col(12)
+        << result->per_rank_tokens[r] << Col(12) << max_rank_token - result->per_rank_tokens[r] << "\n";
   }
   out << "output rows <- gathered rows\n";
   for (const ref::RowCopy& c : *copies) {

@@ -1,7 +1,6 @@
 // kvshard split: SGLang's CP split plans for one rank: the in-seq zigzag batch plan (CPSharedKVBatchPlan and
 // its communication metadata), round-robin q lengths, or the token-balanced split list.
 #include <algorithm>
-#include <iomanip>
 #include <ostream>
 
 #include "cli/cli_util.h"
@@ -17,18 +16,17 @@ namespace {
 void PrintPlanTable(const CPSharedKVBatchPlan& p, const NSAContextParallelMetadata& m, std::ostream& out) {
   out << "in-seq split: cp_size=" << p.cp_size << " cp_rank=" << p.cp_rank << " page_size=" << p.page_size
       << " batch_size=" << p.batch_size << " compute_padding=" << (p.compute_padding_enabled ? "on" : "off") << "\n";
-  out << std::setw(5) << "req" << std::setw(5) << "seg" << std::setw(6) << "rank" << std::setw(8) << "valid"
-      << std::setw(16) << "valid pages" << std::setw(9) << "compute" << std::setw(16) << "compute pages"
+  out << Col(5) << "req" << Col(5) << "seg" << Col(6) << "rank" << Col(8) << "valid" << Col(16) << "valid pages"
+      << Col(9) << "compute" << Col(16) << "compute pages"
       << "  here\n";
   const int64_t segments = 2 * p.cp_size;
   for (int64_t q = 0; q < p.batch_size; ++q) {
     for (int64_t s = 0; s < segments; ++s) {
       const int64_t rank = s < p.cp_size ? s : segments - 1 - s;
       const auto pages = [](int64_t a, int64_t b) { return "[" + std::to_string(a) + "," + std::to_string(b) + ")"; };
-      out << std::setw(5) << q << std::setw(5) << s << std::setw(6) << rank << std::setw(8)
-          << p.request_split_lists[q][s] << std::setw(16)
-          << pages(p.request_segment_page_starts[q][s], p.request_segment_page_ends[q][s]) << std::setw(9)
-          << p.request_compute_split_lists[q][s] << std::setw(16)
+      out << Col(5) << q << Col(5) << s << Col(6) << rank << Col(8) << p.request_split_lists[q][s] << Col(16)
+          << pages(p.request_segment_page_starts[q][s], p.request_segment_page_ends[q][s]) << Col(9)
+          << p.request_compute_split_lists[q][s] << Col(16)
           << pages(p.request_compute_segment_page_starts[q][s], p.request_compute_segment_page_ends[q][s])
           << (rank == p.cp_rank ? "  *" : "") << "\n";
     }
