@@ -22,6 +22,7 @@ namespace kvshard::cli {
 // space before it when it is wider, so a table of large numbers never runs its columns together (the tables are
 // streamed, row by row, so their widths cannot be measured first).
 struct Col {
+  explicit Col(int columns) : width(columns) {}
   int width;
 };
 class ColCell {
