@@ -43,8 +43,6 @@ class OutputFile {
   std::ostream& stream() { return stream_; }
   // Bytes written so far.
   int64_t bytes() const { return counter_.bytes(); }
-  // True for "-".
-  bool to_standard_output() const { return direct_ == nullptr && temp_.empty(); }
   // Makes the output the target's content (or flushes standard output); a write or rename failure is InvalidArgument
   // "--<flag>: <path>: write failed: <why>".
   Status Commit();
