@@ -29,7 +29,10 @@ void DeclareFlags(po::options_description& flags) {
       "(cpu_fast/; replaying a recorded trace with it diffs the fast paths against the engine)")(
       "gpus", Int(1, 1024)->default_value(1),
       "with --backend gpu|diff: 1 emulates the trace's N ranks on GPU 0; N drives N "
-      "GPUs through NCCL");
+      "GPUs through NCCL")(
+      "full-invariants", po::bool_switch(),
+      "after every allocator record also walk the whole radix cache (by default only what the record changed is "
+      "checked; the properties run both)");
   DeclareMaxMemoryFlag(flags);
 }
 
@@ -90,6 +93,7 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   options.impl = ImplFlag(flags);
   options.budget = Budget(flags);
   options.line_check = options.budget.Lines();
+  options.full_invariants = flags.Bool("full-invariants");
 #ifdef KVSHARD_HAVE_CUDA
   const int gpus = static_cast<int>(flags.Int("gpus"));
   options.make_device = [gpus](const replay::PoolGeometry& g) { return replay::CreateGpuPoolPath(g, gpus); };
@@ -143,7 +147,8 @@ Status Run(const Flags& flags, std::ostream& out) {
 
 Command ReplayCommand() {
   Command c{"replay", "replay a recorded trace through the reference and report the first decision that differs",
-            "FILE|- [--keep-going] [--json] [--impl ref|fast] [--backend ref|gpu|diff] [--gpus N] [--max-memory BYTES]",
+            "FILE|- [--keep-going] [--json] [--impl ref|fast] [--backend ref|gpu|diff] [--gpus N] [--full-invariants] "
+            "[--max-memory BYTES]",
             DeclareFlags, Run};
   c.positional = "trace";
   return c;

@@ -59,6 +59,27 @@ TEST(ReplayCmdTest, KeepGoingReportsEveryMismatch) {
   EXPECT_EQ(r.err.rfind("kvshard: mismatch: 2 mismatches in 12 records; first: line 4:", 0), 0u) << r.err;
 }
 
+// A page the radix cache holds, freed by an allocator record: the check of what the record changed finds it, and so
+// does the whole walk (--full-invariants); a clean trace passes both.
+TEST(ReplayCmdTest, FreeingACachedPageBreaksAnInvariantWithAndWithoutTheFullWalk) {
+  const std::string trace =
+      "{\"kvshard_trace\": 1, \"allocator\": {\"shard_size\": 2, \"page_size\": 4, \"pages_per_rank\": 8, "
+      "\"need_sort\": false}}\n"
+      "{\"op\": \"alloc\", \"prefix_lens\": [0], \"seq_lens\": [10], \"rotation_bases\": [null], \"last_locs\": [0], "
+      "\"expect\": {\"pages\": [[2, 3, 4]]}}\n"
+      "{\"op\": \"insert\", \"tokens\": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], \"pages\": [2, 3, 4], \"rotation_base\": 0, "
+      "\"expect\": {\"new_pages\": 2}}\n";
+  for (const char* full : {"", "--full-invariants"}) {
+    std::vector<std::string> args = {"replay", "-"};
+    if (*full) args.push_back(full);
+    const CliResult clean = RunCli(args, trace + "{\"op\": \"free\", \"locs\": [16]}\n");
+    EXPECT_EQ(clean.exit_code, 0) << full << clean.err;
+    const CliResult r = RunCli(args, trace + "{\"op\": \"free\", \"locs\": [12]}\n");
+    EXPECT_EQ(r.exit_code, 1) << full;
+    EXPECT_EQ(r.err, "kvshard: mismatch: line 4: free: invariant: page 3 is cached but was freed\n") << full;
+  }
+}
+
 TEST(ReplayCmdTest, MalformedTracesExitTwoNamingTheLine) {
   const std::string header =
       "{\"kvshard_trace\": 1, \"allocator\": {\"shard_size\": 2, \"page_size\": 4, "

@@ -103,8 +103,10 @@ int64_t RadixCache::AddNode(int64_t parent, const std::vector<int64_t>& tokens, 
   node.last_access = clock_;
   node.key.assign(tokens.begin() + k * ps_, tokens.begin() + (k + 1) * ps_);
   nodes_[parent].children.emplace(node.key, id);
+  if (node_of_page_[page] >= 0) new_nodes_.push_back(node_of_page_[page]);  // checked again: its page is taken
   node_of_page_[page] = id;
   ++cached_pages_;
+  new_nodes_.push_back(id);
   return id;
 }
 
@@ -211,6 +213,29 @@ Status RadixCache::CheckInvariants() const {
     }
   }
   if (live != cached_pages_) return Internal("radix cache: ", live, " live nodes, counted ", cached_pages_);
+  return Status::Ok();
+}
+
+Status RadixCache::CheckNewNodes(std::vector<int64_t>* pages) {
+  std::vector<int64_t> ids;
+  ids.swap(new_nodes_);
+  for (int64_t id : ids) {
+    const Node& node = nodes_[id];
+    if (node.page < 0) continue;  // evicted again (or its id reused, then listed again)
+    pages->push_back(node.page);
+    const int64_t parent_base = node.parent > 0 ? nodes_[node.parent].base : node.base;
+    if (node.base != parent_base) {
+      return Internal("radix node ", id, ": base ", node.base, " differs from its chain's base ", parent_base);
+    }
+    if (!IsCyclicOwner(node.page, node.base, node.depth - 1, n_)) {
+      return Internal("radix node ", id, ": page ", node.page, " at position ", node.depth - 1,
+                      " breaks the cyclic owners of base ", node.base);
+    }
+    if (node_of_page_[node.page] != id) return Internal("radix node ", id, ": page ", node.page, " cached twice");
+    if (!allocator_->is_allocated(node.page)) {
+      return Internal("radix node ", id, ": page ", node.page, " is cached but free in the allocator");
+    }
+  }
   return Status::Ok();
 }
 

@@ -65,6 +65,9 @@ class RadixCache {
   // Checks the invariants: chains cyclic under their base, one base per chain, no page cached twice,
   // every cached page allocated.
   Status CheckInvariants() const;
+  // Checks CheckInvariants' rules for the nodes added since the last call only (nodes never change once added, and a
+  // removed node's page leaves node_of_page_ in the same step), appends their pages to *pages and forgets them.
+  Status CheckNewNodes(std::vector<int64_t>* pages);
 
  private:
   struct Node {
@@ -91,6 +94,7 @@ class RadixCache {
   int64_t cached_pages_ = 0;
   uint64_t clock_ = 0;
   std::vector<int64_t> last_freed_;
+  std::vector<int64_t> new_nodes_;  // added since the last CheckNewNodes
 };
 
 }  // namespace kvshard::ref

@@ -25,7 +25,7 @@ namespace {
 // Replays `text` through the reference; the first mismatch or malformed line, else OK.
 Status ReplayText(const std::string& text) {
   ReplayCounts counts;
-  return ReplayTraceText(text, replay::ReplayOptions{}, &counts);
+  return ReplayTraceText(text, PropertyReplayOptions(), &counts);
 }
 
 // Every emitted trace replays with 0 mismatches (also one cut short at --emit-max-batches, and the partial trace

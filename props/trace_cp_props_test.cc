@@ -38,7 +38,7 @@ std::string GenerateCp(replay::TraceGenOptions o) {
 
 Status Replay(const std::string& text) {
   ReplayCounts counts;
-  return ReplayTraceText(text, replay::ReplayOptions{}, &counts);
+  return ReplayTraceText(text, PropertyReplayOptions(), &counts);
 }
 
 KVSHARD_PROP(TraceCpProps, GeneratedCpRecordsReplayCleanAndRejectOnlyWithTags, ()) {

@@ -35,7 +35,7 @@ const std::vector<std::string>& RadixOps() {
 // Replays `text` on the reference; returns the first mismatch status (OK when clean) and counts records.
 Status ReplayText(const std::string& text, int64_t* records) {
   ReplayCounts counts;
-  KVSHARD_RETURN_IF_ERROR(ReplayTraceText(text, replay::ReplayOptions{}, &counts));
+  KVSHARD_RETURN_IF_ERROR(ReplayTraceText(text, PropertyReplayOptions(), &counts));
   *records = counts.records;
   return Status::Ok();
 }

@@ -36,7 +36,7 @@ struct Answer {
 Answer ReplayKeepGoing(const std::string& text) {
   std::istringstream in(text);
   Answer a;
-  a.status = replay::ReplayStream(in, replay::ReplayOptions{}, &a.report,
+  a.status = replay::ReplayStream(in, PropertyReplayOptions(), &a.report,
                                   [&a](const replay::ReplayMismatch& m) { a.mismatches.push_back(m); });
   return a;
 }
@@ -90,7 +90,7 @@ KVSHARD_PROP(TraceRobustnessProps, ACutInsideTheLastLineIsATruncatedRecordAfterE
   const std::string cut = text.substr(0, last + keep);
   std::istringstream in(cut);
   replay::ReplayReport report;
-  const Status s = replay::ReplayStream(in, replay::ReplayOptions{}, &report);
+  const Status s = replay::ReplayStream(in, PropertyReplayOptions(), &report);
   const int64_t line = o.records + 1;
   if (keep == length) {  // a whole record without its newline: replayed as the last one
     RC_ASSERT_OK(s);

@@ -63,6 +63,14 @@ struct ReplayCounts {
   int64_t rows_compared = 0;  // KV rows checked by the pool pipeline (both paths under diff)
 };
 
+// The options the properties replay with: the reference, and the whole radix cache walked after every allocator
+// record besides the incremental checks (so a change the incremental check misses still fails a property).
+inline replay::ReplayOptions PropertyReplayOptions() {
+  replay::ReplayOptions options;
+  options.full_invariants = true;
+  return options;
+}
+
 // Replays `text` under `options`; the first mismatch (or malformed record) is the status.
 inline Status ReplayTraceText(const std::string& text, const replay::ReplayOptions& options, ReplayCounts* counts) {
   std::istringstream in(text);

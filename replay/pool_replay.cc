@@ -60,26 +60,46 @@ std::string FirstRowDiff(const ref::BufferRows& got, const ref::BufferRows& want
 
 }  // namespace
 
-uint32_t PayloadWord(uint64_t seed, int64_t layer, int64_t loc, int64_t generation, int64_t word) {
+namespace {
+
+// PayloadWord's hash of (seed, layer, loc), which every word of a slot's row shares.
+uint64_t PayloadSlotHash(uint64_t seed, uint64_t layer_hash, int64_t loc) {
+  return Mix64(Mix64(seed ^ layer_hash) ^ static_cast<uint64_t>(loc));
+}
+
+uint32_t PayloadWordOf(uint64_t slot_hash, int64_t generation, int64_t word) {
   return static_cast<uint32_t>(
-      Mix64(Mix64(Mix64(seed ^ Mix64(static_cast<uint64_t>(layer))) ^ static_cast<uint64_t>(loc)) ^
-            (static_cast<uint64_t>(generation) << 20 | static_cast<uint64_t>(word))));
+      Mix64(slot_hash ^ (static_cast<uint64_t>(generation) << 20 | static_cast<uint64_t>(word))));
+}
+
+}  // namespace
+
+uint32_t PayloadWord(uint64_t seed, int64_t layer, int64_t loc, int64_t generation, int64_t word) {
+  return PayloadWordOf(PayloadSlotHash(seed, Mix64(static_cast<uint64_t>(layer)), loc), generation, word);
 }
 
 ref::BufferRows PayloadRows(const PoolGeometry& g, int64_t layer, const std::vector<int64_t>& locs,
                             int64_t generation) {
+  // A slot's row is computed once, a word at a time (its hash prefix once per slot), then cut into the buffers.
+  int64_t slot_bytes = 0;
+  for (const ref::PoolBuffer& b : g.buffers) slot_bytes += b.row_bytes;
+  const int64_t words = (slot_bytes + 3) / 4;
+  const uint64_t layer_hash = Mix64(static_cast<uint64_t>(layer));
   ref::BufferRows rows;
-  int64_t offset = 0;  // of the buffer in a slot's concatenated row
-  for (const ref::PoolBuffer& b : g.buffers) {
-    std::vector<uint8_t> r(locs.size() * b.row_bytes);
-    for (size_t i = 0; i < locs.size(); ++i) {
-      for (int64_t j = 0; j < b.row_bytes; ++j) {
-        const uint32_t w = PayloadWord(g.payload_seed, layer, locs[i], generation, (offset + j) / 4);
-        r[i * b.row_bytes + j] = static_cast<uint8_t>(w >> (8 * ((offset + j) % 4)));
-      }
+  for (const ref::PoolBuffer& b : g.buffers) rows.emplace_back(locs.size() * static_cast<size_t>(b.row_bytes));
+  std::vector<uint8_t> slot_row(static_cast<size_t>(words) * 4);
+  for (size_t i = 0; i < locs.size(); ++i) {
+    const uint64_t slot_hash = PayloadSlotHash(g.payload_seed, layer_hash, locs[i]);
+    for (int64_t w = 0; w < words; ++w) {
+      const uint32_t x = PayloadWordOf(slot_hash, generation, w);
+      for (int k = 0; k < 4; ++k) slot_row[w * 4 + k] = static_cast<uint8_t>(x >> (8 * k));  // low byte first
     }
-    offset += b.row_bytes;
-    rows.push_back(std::move(r));
+    int64_t offset = 0;  // of the buffer in the slot's concatenated row
+    for (size_t b = 0; b < g.buffers.size(); ++b) {
+      const size_t width = static_cast<size_t>(g.buffers[b].row_bytes);
+      std::copy_n(slot_row.data() + offset, width, rows[b].data() + i * width);
+      offset += g.buffers[b].row_bytes;
+    }
   }
   return rows;
 }

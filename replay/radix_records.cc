@@ -94,8 +94,27 @@ Status Replayer::UsePageCache() {
   return Status::Ok();
 }
 
-Status Replayer::CheckCacheInvariants() const {
-  if (!cache_ || cache_->cached_pages() == 0) return Status::Ok();
+Status Replayer::CheckCacheInvariants() {
+  if (!cache_) return Status::Ok();
+  // What the record changed: the nodes it added (their pages now the cache's), and cached pages it freed.
+  std::vector<int64_t> added;
+  if (Status s = cache_->CheckNewNodes(&added); !s.ok()) return Mismatch("invariant: radix cache: ", s.message());
+  for (int64_t p : added) {
+    if (holder_[p] != kCached) {
+      return Mismatch("invariant: page ", p, " is cached but ",
+                      holder_[p] == -1 ? "was freed" : StrCat("is held by alloc request ", holder_[p]));
+    }
+  }
+  if (!freed_cached_.empty()) {
+    const int64_t p = freed_cached_.front();
+    freed_cached_.clear();
+    return Mismatch("invariant: page ", p, " is cached but was freed");
+  }
+  return full_invariants_ ? CheckWholeCache() : Status::Ok();
+}
+
+Status Replayer::CheckWholeCache() const {
+  if (cache_->cached_pages() == 0) return Status::Ok();
   if (Status s = cache_->CheckInvariants(); !s.ok()) return Mismatch("invariant: radix cache: ", s.message());
   for (const ref::RadixCache::Chain& chain : cache_->Chains()) {
     for (int64_t p : chain.pages) {

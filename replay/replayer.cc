@@ -155,6 +155,7 @@ StatusOr<std::unique_ptr<Replayer>> Replayer::Create(const Json& header, ReplayO
   std::unique_ptr<Replayer> r(new Replayer());
   r->impl_ = options.impl;
   r->budget_ = options.budget;
+  r->full_invariants_ = options.full_invariants;
   if (header.contains("allocator")) {
     Json script = header.at("allocator");
     if (!script.is_object()) return InvalidArgument("line 1: allocator: must be an object");
@@ -314,6 +315,9 @@ void Replayer::Release(const std::vector<int64_t>& locs) {
     if (h == -1) continue;
     --held_pages_;
     if (h == kCached) {
+      if (cache_ && cache_->holds(loc / allocator_->config().page_size)) {
+        freed_cached_.push_back(loc / allocator_->config().page_size);
+      }
       h = -1;
       continue;
     }

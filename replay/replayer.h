@@ -48,6 +48,9 @@ struct ReplayOptions {
   // --max-memory: the header's allocator and pools, and every record's answer (ReplayOp::size), must fit.
   MemoryBudget budget;
   LineCheck line_check;  // bounds each line as ReplayStream reads it (budget.Lines(); may be empty)
+  // Also walk the whole radix cache after every allocator record (--full-invariants; the properties run it): by
+  // default only what the record changed is checked.
+  bool full_invariants = false;
 };
 
 // What a trace header's allocator (N * (pages_per_rank + 1) logical pages) and pools (the sharded pool and
@@ -101,7 +104,9 @@ class Replayer {
   StatusOr<Json> RunInsert(const Json& rec);
   StatusOr<Json> RunEvict(const Json& rec);
   StatusOr<Json> RunDecLockRef(const Json& rec);
-  Status CheckCacheInvariants() const;
+  // The radix cache's invariants for what the last record changed (and the whole walk under full_invariants).
+  Status CheckCacheInvariants();
+  Status CheckWholeCache() const;
   Status UsePageCache();  // marks the page model used; an error once radix_* records ran
   // SGLang's RadixCache calls on the literal tree, nodes named by handles (replay/tree_records.cc).
   StatusOr<Json> RunTreeMatch(const Json& rec);
@@ -138,6 +143,7 @@ class Replayer {
   std::unique_ptr<PoolReplay> pool_;  // with the header's "pool"
   Impl impl_ = Impl::kRef;
   MemoryBudget budget_;  // --max-memory, for every record's answer
+  bool full_invariants_ = false;
   // Pages an alloc request was handed, and how many of them it still holds.
   struct Held {
     std::vector<int64_t> pages;
@@ -148,6 +154,7 @@ class Replayer {
   std::unordered_map<int64_t, Held> held_;  // requests that still hold pages (memory flat in trace length)
   int64_t requests_ = 0;                    // alloc requests made so far (the next request's id)
   int64_t held_pages_ = 0;
+  std::vector<int64_t> freed_cached_;  // pages freed while the radix cache holds them (since the last check)
   ReplaySummary summary_;
   ReplayMismatch last_mismatch_;
 };
