@@ -47,48 +47,11 @@ inline constexpr size_t kMaxJsonDepth = 128;
 // Where the first JSON syntax error of `text` is, as " at line L, column C" (" at column C" for one-line text;
 // " (it ends early)" when the text ends inside a value), found by a SAX pass that builds nothing; "" when there is
 // none. The column (bytes, from 1) is where the parser stopped: the end of the token it did not expect.
-inline std::string JsonSyntaxErrorPlace(const std::string& text) {
-  struct Probe {
-    size_t position = 0;
-    bool found = false;
-    bool null() { return true; }
-    bool boolean(bool) { return true; }
-    bool number_integer(Json::number_integer_t) { return true; }
-    bool number_unsigned(Json::number_unsigned_t) { return true; }
-    bool number_float(Json::number_float_t, const std::string&) { return true; }
-    bool string(std::string&) { return true; }
-    bool binary(Json::binary_t&) { return true; }
-    bool start_object(std::size_t) { return true; }
-    bool key(std::string&) { return true; }
-    bool end_object() { return true; }
-    bool start_array(std::size_t) { return true; }
-    bool end_array() { return true; }
-    bool parse_error(std::size_t at, const std::string&, const nlohmann::detail::exception&) {
-      position = at;
-      found = true;
-      return false;
-    }
-  } probe;
-  Json::sax_parse(text, &probe);
-  if (!probe.found) return "";
-  if (probe.position > text.size()) return " (it ends early)";
-  const size_t end = std::min(probe.position > 0 ? probe.position - 1 : 0, text.size());
-  size_t line = 1, line_start = 0;
-  for (size_t i = 0; i < end; ++i) {
-    if (text[i] == '\n') ++line, line_start = i + 1;
-  }
-  const std::string column = "column " + std::to_string(end - line_start + 1);
-  const size_t newline = text.find('\n');
-  if (newline == std::string::npos || newline == text.size() - 1) return " at " + column;
-  return " at line " + std::to_string(line) + ", " + column;
-}
+std::string JsonSyntaxErrorPlace(const std::string& text);
 
 // The integral numbers of the JSON text last read on this thread that were too large for int64 and uint64 (nlohmann
 // keeps them as doubles), each with its text as written: an error then shows "99999999999999999999", not "1e+20".
-inline std::vector<std::pair<double, std::string>>& OverflowedIntegerTexts() {
-  static thread_local std::vector<std::pair<double, std::string>> texts;
-  return texts;
-}
+std::vector<std::pair<double, std::string>>& OverflowedIntegerTexts();
 
 // True for a double nlohmann made of an integer literal outside [-2^63, 2^64) (integral, at least 2^63 in magnitude).
 inline bool IsOverflowedInteger(const Json& v) {
@@ -98,110 +61,25 @@ inline bool IsOverflowedInteger(const Json& v) {
 
 // Fills OverflowedIntegerTexts for `text` (`any`: whether its parse met an IsOverflowedInteger value; a SAX pass then
 // finds their texts, so a document without one costs nothing).
-inline void RememberOverflowedIntegers(const std::string& text, bool any) {
-  OverflowedIntegerTexts().clear();
-  if (!any) return;
-  struct Probe {
-    bool null() { return true; }
-    bool boolean(bool) { return true; }
-    bool number_integer(Json::number_integer_t) { return true; }
-    bool number_unsigned(Json::number_unsigned_t) { return true; }
-    bool number_float(Json::number_float_t value, const std::string& s) {
-      if (IsOverflowedInteger(Json(value))) OverflowedIntegerTexts().emplace_back(value, s);
-      return true;
-    }
-    bool string(std::string&) { return true; }
-    bool binary(Json::binary_t&) { return true; }
-    bool start_object(std::size_t) { return true; }
-    bool key(std::string&) { return true; }
-    bool end_object() { return true; }
-    bool start_array(std::size_t) { return true; }
-    bool end_array() { return true; }
-    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
-  } probe;
-  Json::sax_parse(text, &probe);
-}
+void RememberOverflowedIntegers(const std::string& text, bool any);
+
+// ParseJsonStrict's fast path (core/json.cc): true, with *out exactly the value nlohmann's parser makes, when `text`
+// is one JSON value it reads itself: strings of printable ASCII with the two-character escapes, integers within
+// int64/uint64 and finite doubles, no key twice in an object, at most kMaxJsonDepth levels. Anything else (an error,
+// \u escapes, other bytes, a number nlohmann keeps as an overflowed double) is false, *out unspecified: the full
+// parser then decides and words the error.
+bool TryParseJsonFast(std::string_view text, Json* out);
 
 // Parses `text` as JSON and rejects a key given twice in one object (nlohmann keeps the last silently):
 // "<path_prefix><requests[0].pages>: duplicate key". A syntax error is "<where>: not valid JSON at line L, column C",
 // nesting past kMaxJsonDepth "<where>: nested deeper than 128 arrays and objects" (no "<where>: " when it is empty).
-// Memory is linear in the input's size and depth: each open container keeps its own path part, and a full path is built
-// only for the error.
-inline StatusOr<Json> ParseJsonStrict(const std::string& text, const std::string& where,
-                                      const std::string& path_prefix = "") {
-  struct Frame {
-    bool array = false;
-    size_t next = 0;         // arrays: index of the next element
-    std::string key;         // objects: the key being read
-    std::string part;        // this container's part of its path: "requests", ".pages", "[0]" ("" at the top)
-    bool path_empty = true;  // this container's whole path is ""
-    std::unordered_set<std::string> keys;
-  };
-  std::vector<Frame> stack;
-  size_t depth = 0;  // open containers, also those past kMaxJsonDepth (not on the stack)
-  bool too_deep = false;
-  std::string duplicate;
-  bool overflowed = false;
-  const auto path_of_top = [&]() {
-    std::string path;
-    for (const Frame& f : stack) path += f.part;
-    return path;
-  };
-  const Json::parser_callback_t on_event = [&](int, Json::parse_event_t event, Json& parsed) {
-    switch (event) {
-      case Json::parse_event_t::object_start:
-      case Json::parse_event_t::array_start: {
-        if (++depth > kMaxJsonDepth) {
-          too_deep = true;
-          return false;  // not kept in the result
-        }
-        Frame f;
-        f.array = event == Json::parse_event_t::array_start;
-        if (!stack.empty()) {
-          Frame& parent = stack.back();
-          if (parent.array) {
-            f.part = "[" + std::to_string(parent.next++) + "]";
-          } else {
-            f.part = (parent.path_empty ? "" : ".") + parent.key;
-          }
-          f.path_empty = parent.path_empty && f.part.empty();
-        }
-        stack.push_back(std::move(f));
-        break;
-      }
-      case Json::parse_event_t::object_end:
-      case Json::parse_event_t::array_end:
-        if (depth-- > kMaxJsonDepth) break;
-        if (!stack.empty()) stack.pop_back();
-        break;
-      case Json::parse_event_t::key:
-        if (depth <= kMaxJsonDepth && !stack.empty() && parsed.is_string()) {
-          Frame& f = stack.back();
-          f.key = parsed.get<std::string>();
-          if (!f.keys.insert(f.key).second && duplicate.empty()) {
-            duplicate = f.path_empty ? f.key : path_of_top() + "." + f.key;
-          }
-        }
-        break;
-      case Json::parse_event_t::value:
-        if (depth <= kMaxJsonDepth && !stack.empty() && stack.back().array) ++stack.back().next;
-        overflowed = overflowed || IsOverflowedInteger(parsed);
-        break;
-    }
-    return true;
-  };
-  Json j = Json::parse(text, on_event, /*allow_exceptions=*/false);
-  RememberOverflowedIntegers(text, overflowed);
-  if (j.is_discarded()) {
-    return InvalidArgument(where, where.empty() ? "" : ": ", "not valid JSON", JsonSyntaxErrorPlace(text));
-  }
-  if (too_deep) {
-    return InvalidArgument(where, where.empty() ? "" : ": ", "nested deeper than ", kMaxJsonDepth,
-                           " arrays and objects");
-  }
-  if (!duplicate.empty()) return InvalidArgument(path_prefix, duplicate, ": duplicate key");
-  return j;
-}
+// Memory is linear in the input's size and depth. Valid input takes TryParseJsonFast; the rest nlohmann's parser,
+// whose callback keeps each open container's path part, building a full path only for the error.
+StatusOr<Json> ParseJsonStrict(const std::string& text, const std::string& where, const std::string& path_prefix = "");
+// ParseJsonStrict without the fast path: nlohmann's parser decides alone (the reference the fast path is tested
+// against).
+StatusOr<Json> ParseJsonStrictWithNlohmann(const std::string& text, const std::string& where,
+                                           const std::string& path_prefix = "");
 
 // A JSON value from the input as an error message shows it: a string through QuoteInput ("..."), anything else as
 // its compact JSON text through QuoteInput unquoted (both cut when long).

@@ -1,0 +1,356 @@
+// The strict JSON reader: a fast path for the documents kvshard's formats are made of (core/json.h says which), and
+// nlohmann's parser with a checking callback for everything else, which decides every error and words it.
+#include "core/json.h"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+
+namespace kvshard {
+namespace {
+
+// A SAX handler that accepts every event; the probes below override the ones they look at.
+struct NoOpSax {
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(Json::number_integer_t) { return true; }
+  bool number_unsigned(Json::number_unsigned_t) { return true; }
+  bool number_float(Json::number_float_t, const std::string&) { return true; }
+  bool string(std::string&) { return true; }
+  bool binary(Json::binary_t&) { return true; }
+  bool start_object(std::size_t) { return true; }
+  bool key(std::string&) { return true; }
+  bool end_object() { return true; }
+  bool start_array(std::size_t) { return true; }
+  bool end_array() { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
+};
+
+// The fast path: a recursive-descent reader over the text that builds the nlohmann value directly. Every method
+// returns false at the first thing it does not read (the full parser then decides).
+class FastReader {
+ public:
+  explicit FastReader(std::string_view text) : p_(text.data()), end_(text.data() + text.size()) {}
+
+  bool Document(Json* out) {
+    SkipSpace();
+    if (!Value(out, 0)) return false;
+    SkipSpace();
+    return p_ == end_;
+  }
+
+ private:
+  void SkipSpace() {
+    while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\t' || *p_ == '\r')) ++p_;
+  }
+
+  bool Literal(std::string_view word) {
+    if (static_cast<size_t>(end_ - p_) < word.size() || std::string_view(p_, word.size()) != word) return false;
+    p_ += word.size();
+    return true;
+  }
+
+  bool Value(Json* out, size_t depth) {
+    if (p_ == end_) return false;
+    switch (*p_) {
+      case '{':
+        return Object(out, depth + 1);
+      case '[':
+        return Array(out, depth + 1);
+      case '"': {
+        std::string s;
+        if (!String(&s)) return false;
+        *out = std::move(s);
+        return true;
+      }
+      case 't':
+        *out = true;
+        return Literal("true");
+      case 'f':
+        *out = false;
+        return Literal("false");
+      case 'n':
+        *out = nullptr;
+        return Literal("null");
+      default:
+        return Number(out);
+    }
+  }
+
+  bool Object(Json* out, size_t depth) {
+    if (depth > kMaxJsonDepth) return false;
+    ++p_;  // '{'
+    *out = Json::object();
+    Json::object_t& object = out->get_ref<Json::object_t&>();
+    SkipSpace();
+    if (p_ != end_ && *p_ == '}') {
+      ++p_;
+      return true;
+    }
+    while (true) {
+      if (p_ == end_ || *p_ != '"') return false;
+      std::string key;
+      if (!String(&key)) return false;
+      SkipSpace();
+      if (p_ == end_ || *p_ != ':') return false;
+      ++p_;
+      SkipSpace();
+      Json value;
+      if (!Value(&value, depth)) return false;
+      if (!object.emplace(std::move(key), std::move(value)).second) return false;  // a key given twice
+      SkipSpace();
+      if (p_ == end_) return false;
+      if (*p_ == '}') {
+        ++p_;
+        return true;
+      }
+      if (*p_ != ',') return false;
+      ++p_;
+      SkipSpace();
+    }
+  }
+
+  bool Array(Json* out, size_t depth) {
+    if (depth > kMaxJsonDepth) return false;
+    ++p_;  // '['
+    *out = Json::array();
+    Json::array_t& array = out->get_ref<Json::array_t&>();
+    SkipSpace();
+    if (p_ != end_ && *p_ == ']') {
+      ++p_;
+      return true;
+    }
+    while (true) {
+      array.emplace_back();
+      if (!Value(&array.back(), depth)) return false;
+      SkipSpace();
+      if (p_ == end_) return false;
+      if (*p_ == ']') {
+        ++p_;
+        return true;
+      }
+      if (*p_ != ',') return false;
+      ++p_;
+      SkipSpace();
+    }
+  }
+
+  // Printable ASCII and the escapes \" \\ \/ \b \f \n \r \t; \u escapes and other bytes go to the full parser
+  // (which also checks UTF-8).
+  bool String(std::string* out) {
+    ++p_;  // '"'
+    const char* start = p_;
+    while (p_ != end_ && *p_ != '"' && *p_ != '\\' && static_cast<unsigned char>(*p_) >= 0x20 &&
+           static_cast<unsigned char>(*p_) < 0x80) {
+      ++p_;
+    }
+    out->assign(start, p_);
+    while (p_ != end_) {
+      const unsigned char c = static_cast<unsigned char>(*p_++);
+      if (c == '"') return true;
+      if (c < 0x20 || c >= 0x80) return false;
+      if (c != '\\') {
+        out->push_back(static_cast<char>(c));
+        continue;
+      }
+      if (p_ == end_) return false;
+      switch (*p_++) {
+        case '"': out->push_back('"'); break;
+        case '\\': out->push_back('\\'); break;
+        case '/': out->push_back('/'); break;
+        case 'b': out->push_back('\b'); break;
+        case 'f': out->push_back('\f'); break;
+        case 'n': out->push_back('\n'); break;
+        case 'r': out->push_back('\r'); break;
+        case 't': out->push_back('\t'); break;
+        default: return false;
+      }
+    }
+    return false;
+  }
+
+  // JSON's number grammar; an integer is nlohmann's number_unsigned when non-negative, number_integer when
+  // negative, and anything it would keep as a double past 2^63 in magnitude is left to it.
+  bool Number(Json* out) {
+    const char* start = p_;
+    const bool negative = *p_ == '-';
+    if (negative) ++p_;
+    if (p_ == end_ || *p_ < '0' || *p_ > '9') return false;
+    uint64_t magnitude = 0;
+    bool overflow = false;
+    if (*p_ == '0') {
+      ++p_;
+    } else {
+      while (p_ != end_ && *p_ >= '0' && *p_ <= '9') {
+        const uint64_t digit = static_cast<uint64_t>(*p_ - '0');
+        overflow = overflow || magnitude > (std::numeric_limits<uint64_t>::max() - digit) / 10;
+        magnitude = magnitude * 10 + digit;
+        ++p_;
+      }
+    }
+    bool integral = true;
+    if (p_ != end_ && *p_ == '.') {
+      integral = false;
+      ++p_;
+      if (p_ == end_ || *p_ < '0' || *p_ > '9') return false;
+      while (p_ != end_ && *p_ >= '0' && *p_ <= '9') ++p_;
+    }
+    if (p_ != end_ && (*p_ == 'e' || *p_ == 'E')) {
+      integral = false;
+      ++p_;
+      if (p_ != end_ && (*p_ == '+' || *p_ == '-')) ++p_;
+      if (p_ == end_ || *p_ < '0' || *p_ > '9') return false;
+      while (p_ != end_ && *p_ >= '0' && *p_ <= '9') ++p_;
+    }
+    if (integral) {
+      if (overflow) return false;
+      if (!negative) {
+        *out = static_cast<Json::number_unsigned_t>(magnitude);
+        return true;
+      }
+      if (magnitude > uint64_t{1} << 63) return false;
+      *out = static_cast<Json::number_integer_t>(0 - magnitude);
+      return true;
+    }
+    double value = 0;
+    const auto [end, error] = std::from_chars(start, p_, value);
+    if (error != std::errc() || end != p_ || !std::isfinite(value)) return false;
+    *out = value;
+    return !IsOverflowedInteger(*out);
+  }
+
+  const char* p_;
+  const char* end_;
+};
+
+}  // namespace
+
+bool TryParseJsonFast(std::string_view text, Json* out) { return FastReader(text).Document(out); }
+
+std::string JsonSyntaxErrorPlace(const std::string& text) {
+  struct Probe : NoOpSax {
+    size_t position = 0;
+    bool found = false;
+    bool parse_error(std::size_t at, const std::string&, const nlohmann::detail::exception&) {
+      position = at;
+      found = true;
+      return false;
+    }
+  } probe;
+  Json::sax_parse(text, &probe);
+  if (!probe.found) return "";
+  if (probe.position > text.size()) return " (it ends early)";
+  const size_t end = std::min(probe.position > 0 ? probe.position - 1 : 0, text.size());
+  size_t line = 1, line_start = 0;
+  for (size_t i = 0; i < end; ++i) {
+    if (text[i] == '\n') ++line, line_start = i + 1;
+  }
+  const std::string column = "column " + std::to_string(end - line_start + 1);
+  const size_t newline = text.find('\n');
+  if (newline == std::string::npos || newline == text.size() - 1) return " at " + column;
+  return " at line " + std::to_string(line) + ", " + column;
+}
+
+std::vector<std::pair<double, std::string>>& OverflowedIntegerTexts() {
+  static thread_local std::vector<std::pair<double, std::string>> texts;
+  return texts;
+}
+
+void RememberOverflowedIntegers(const std::string& text, bool any) {
+  OverflowedIntegerTexts().clear();
+  if (!any) return;
+  struct Probe : NoOpSax {
+    bool number_float(Json::number_float_t value, const std::string& s) {
+      if (IsOverflowedInteger(Json(value))) OverflowedIntegerTexts().emplace_back(value, s);
+      return true;
+    }
+  } probe;
+  Json::sax_parse(text, &probe);
+}
+
+StatusOr<Json> ParseJsonStrict(const std::string& text, const std::string& where, const std::string& path_prefix) {
+  Json fast;
+  if (TryParseJsonFast(text, &fast)) {
+    OverflowedIntegerTexts().clear();  // a fast parse met none
+    return fast;
+  }
+  return ParseJsonStrictWithNlohmann(text, where, path_prefix);
+}
+
+StatusOr<Json> ParseJsonStrictWithNlohmann(const std::string& text, const std::string& where,
+                                           const std::string& path_prefix) {
+  struct Frame {
+    bool array = false;
+    size_t next = 0;         // arrays: index of the next element
+    std::string key;         // objects: the key being read
+    std::string part;        // this container's part of its path: "requests", ".pages", "[0]" ("" at the top)
+    bool path_empty = true;  // this container's whole path is ""
+    std::unordered_set<std::string> keys;
+  };
+  std::vector<Frame> stack;
+  size_t depth = 0;  // open containers, also those past kMaxJsonDepth (not on the stack)
+  bool too_deep = false;
+  std::string duplicate;
+  bool overflowed = false;
+  const auto path_of_top = [&]() {
+    std::string path;
+    for (const Frame& f : stack) path += f.part;
+    return path;
+  };
+  const Json::parser_callback_t on_event = [&](int, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start: {
+        if (++depth > kMaxJsonDepth) {
+          too_deep = true;
+          return false;  // not kept in the result
+        }
+        Frame f;
+        f.array = event == Json::parse_event_t::array_start;
+        if (!stack.empty()) {
+          Frame& parent = stack.back();
+          if (parent.array) {
+            f.part = "[" + std::to_string(parent.next++) + "]";
+          } else {
+            f.part = (parent.path_empty ? "" : ".") + parent.key;
+          }
+          f.path_empty = parent.path_empty && f.part.empty();
+        }
+        stack.push_back(std::move(f));
+        break;
+      }
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
+        if (depth-- > kMaxJsonDepth) break;
+        if (!stack.empty()) stack.pop_back();
+        break;
+      case Json::parse_event_t::key:
+        if (depth <= kMaxJsonDepth && !stack.empty() && parsed.is_string()) {
+          Frame& f = stack.back();
+          f.key = parsed.get<std::string>();
+          if (!f.keys.insert(f.key).second && duplicate.empty()) {
+            duplicate = f.path_empty ? f.key : path_of_top() + "." + f.key;
+          }
+        }
+        break;
+      case Json::parse_event_t::value:
+        if (depth <= kMaxJsonDepth && !stack.empty() && stack.back().array) ++stack.back().next;
+        overflowed = overflowed || IsOverflowedInteger(parsed);
+        break;
+    }
+    return true;
+  };
+  Json j = Json::parse(text, on_event, /*allow_exceptions=*/false);
+  RememberOverflowedIntegers(text, overflowed);
+  if (j.is_discarded()) {
+    return InvalidArgument(where, where.empty() ? "" : ": ", "not valid JSON", JsonSyntaxErrorPlace(text));
+  }
+  if (too_deep) {
+    return InvalidArgument(where, where.empty() ? "" : ": ", "nested deeper than ", kMaxJsonDepth,
+                           " arrays and objects");
+  }
+  if (!duplicate.empty()) return InvalidArgument(path_prefix, duplicate, ": duplicate key");
+  return j;
+}
+
+}  // namespace kvshard
