@@ -120,9 +120,21 @@ class FastReader {
       ++p_;
       return true;
     }
+    array.reserve(NumberListLength());
     while (true) {
-      array.emplace_back();
-      if (!Value(&array.back(), depth)) return false;
+      if (p_ == end_) return false;
+      if (*p_ == '-' || (*p_ >= '0' && *p_ <= '9')) {  // a number, made in place
+        NumberToken number;
+        if (!ReadNumber(&number)) return false;
+        switch (number.kind) {
+          case NumberToken::kUnsigned: array.emplace_back(number.unsigned_value); break;
+          case NumberToken::kSigned: array.emplace_back(number.signed_value); break;
+          case NumberToken::kFloat: array.emplace_back(number.float_value); break;
+        }
+      } else {
+        array.emplace_back();
+        if (!Value(&array.back(), depth)) return false;
+      }
       SkipSpace();
       if (p_ == end_) return false;
       if (*p_ == ']') {
@@ -169,9 +181,45 @@ class FastReader {
     return false;
   }
 
+  // How many elements an array that holds only numbers has (p_ at its first element), from its commas; 0 (nothing to
+  // reserve) when anything else comes before its ']'.
+  size_t NumberListLength() const {
+    size_t commas = 0;
+    for (const char* q = p_; q != end_; ++q) {
+      const char c = *q;
+      if (c == ']') return commas + 1;
+      if (c == ',') {
+        ++commas;
+      } else if (!((c >= '0' && c <= '9') || c == ' ' || c == '-' || c == '.' || c == 'e' || c == 'E' || c == '+' ||
+                   c == '\n' || c == '\t' || c == '\r')) {
+        return 0;
+      }
+    }
+    return 0;
+  }
+
+  // A number as read, before it becomes a value.
+  struct NumberToken {
+    enum Kind { kUnsigned, kSigned, kFloat } kind = kUnsigned;
+    Json::number_unsigned_t unsigned_value = 0;
+    Json::number_integer_t signed_value = 0;
+    Json::number_float_t float_value = 0;
+  };
+
+  bool Number(Json* out) {
+    NumberToken number;
+    if (!ReadNumber(&number)) return false;
+    switch (number.kind) {
+      case NumberToken::kUnsigned: *out = number.unsigned_value; break;
+      case NumberToken::kSigned: *out = number.signed_value; break;
+      case NumberToken::kFloat: *out = number.float_value; break;
+    }
+    return true;
+  }
+
   // JSON's number grammar; an integer is nlohmann's number_unsigned when non-negative, number_integer when
   // negative, and anything it would keep as a double past 2^63 in magnitude is left to it.
-  bool Number(Json* out) {
+  bool ReadNumber(NumberToken* out) {
     const char* start = p_;
     const bool negative = *p_ == '-';
     if (negative) ++p_;
@@ -205,18 +253,23 @@ class FastReader {
     if (integral) {
       if (overflow) return false;
       if (!negative) {
-        *out = static_cast<Json::number_unsigned_t>(magnitude);
+        out->kind = NumberToken::kUnsigned;
+        out->unsigned_value = magnitude;
         return true;
       }
       if (magnitude > uint64_t{1} << 63) return false;
-      *out = static_cast<Json::number_integer_t>(0 - magnitude);
+      out->kind = NumberToken::kSigned;
+      out->signed_value = static_cast<Json::number_integer_t>(0 - magnitude);
       return true;
     }
     double value = 0;
     const auto [end, error] = std::from_chars(start, p_, value);
     if (error != std::errc() || end != p_ || !std::isfinite(value)) return false;
-    *out = value;
-    return !IsOverflowedInteger(*out);
+    // nlohmann keeps an integral double past 2^63 in magnitude as an overflowed integer (IsOverflowedInteger)
+    if (std::trunc(value) == value && std::fabs(value) >= 9223372036854775808.0) return false;
+    out->kind = NumberToken::kFloat;
+    out->float_value = value;
+    return true;
   }
 
   const char* p_;
@@ -226,6 +279,22 @@ class FastReader {
 }  // namespace
 
 bool TryParseJsonFast(std::string_view text, Json* out) { return FastReader(text).Document(out); }
+
+void ClearJson(Json* value) {
+  if (value->is_array()) {
+    Json::array_t& array = value->get_ref<Json::array_t&>();
+    for (Json& element : array) {
+      if (element.is_structured()) ClearJson(&element);
+    }
+    array.clear();
+  } else if (value->is_object()) {
+    Json::object_t& object = value->get_ref<Json::object_t&>();
+    for (auto& [key, element] : object) {
+      if (element.is_structured()) ClearJson(&element);
+    }
+    object.clear();
+  }
+}
 
 std::string JsonSyntaxErrorPlace(const std::string& text) {
   struct Probe : NoOpSax {

@@ -70,6 +70,11 @@ void RememberOverflowedIntegers(const std::string& text, bool any);
 // parser then decides and words the error.
 bool TryParseJsonFast(std::string_view text, Json* out);
 
+// Empties `*value` (it becomes an empty array or object, or stays a scalar), children before parents: nlohmann's
+// destructor moves every element of a container into a stack of its own first, which costs more than reading the
+// value did. Recursion as deep as the value (ParseJsonStrict's values are at most kMaxJsonDepth deep).
+void ClearJson(Json* value);
+
 // Parses `text` as JSON and rejects a key given twice in one object (nlohmann keeps the last silently):
 // "<path_prefix><requests[0].pages>: duplicate key". A syntax error is "<where>: not valid JSON at line L, column C",
 // nesting past kMaxJsonDepth "<where>: nested deeper than 128 arrays and objects" (no "<where>: " when it is empty).

@@ -70,6 +70,7 @@ StatusOr<bool> TraceReader::Next(TraceRecord* record) {
     }
     return AtLine(line_, j.status());
   }
+  ClearJson(&record->json);  // the last record's value, emptied fast
   record->json = std::move(j).value();
   const Json& op = record->json.contains("op") ? record->json.at("op") : Json();
   if (!op.is_string()) return AtLine(line_, InvalidArgument("op: missing or not a string"));

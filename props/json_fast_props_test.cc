@@ -3,6 +3,7 @@
 // float numbers, the bits of every double) with no key twice and no nesting past the limit; and every document of
 // printable ASCII with ordinary numbers is read by the fast path (so it is not declining everything). Texts are
 // generated documents (escapes, number edges, duplicate keys, whitespace), half of them mutated byte by byte.
+// ClearJson (the fast teardown) is checked on the same values.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -169,6 +170,11 @@ KVSHARD_PROP(JsonFastProps, FastPathReadsWhatNlohmannReadsAsTheSameValue, ()) {
   if (fast_read) {
     RC_ASSERT(reference.ok());
     RC_ASSERT(SameJson(fast, *reference));
+    // ClearJson leaves an empty container of the same kind, or the scalar as it was.
+    Json cleared = fast;
+    ClearJson(&cleared);
+    RC_ASSERT(cleared.type() == fast.type());
+    RC_ASSERT(fast.is_structured() ? cleared.empty() : SameJson(cleared, fast));
   }
   if (!mutate && doc.fast_readable) RC_ASSERT(fast_read);
   // ParseJsonStrict is the fast path where it reads, nlohmann's verdict and wording elsewhere.

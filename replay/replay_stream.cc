@@ -59,6 +59,7 @@ Status Replayer::Replay(const TraceRecord& record) {
   if (expect) {
     if (auto m = MatchExpect(*expect, *got, &summary_.fields)) return Fail(ExpectValueMismatch(record, *m));
   }
+  ClearJson(&*got);
   if ((*op)->state == OpState::kRequests) {
     if (Status s = CheckRequestInvariants(); !s.ok()) return Fail(ModelMismatch(record, s.message()));
   }
