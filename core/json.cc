@@ -53,27 +53,18 @@ class FastReader {
   bool Value(Json* out, size_t depth) {
     if (p_ == end_) return false;
     switch (*p_) {
-      case '{':
-        return Object(out, depth + 1);
-      case '[':
-        return Array(out, depth + 1);
+      case '{': return Object(out, depth + 1);
+      case '[': return Array(out, depth + 1);
       case '"': {
         std::string s;
         if (!String(&s)) return false;
         *out = std::move(s);
         return true;
       }
-      case 't':
-        *out = true;
-        return Literal("true");
-      case 'f':
-        *out = false;
-        return Literal("false");
-      case 'n':
-        *out = nullptr;
-        return Literal("null");
-      default:
-        return Number(out);
+      case 't': *out = true; return Literal("true");
+      case 'f': *out = false; return Literal("false");
+      case 'n': *out = nullptr; return Literal("null");
+      default: return Number(out);
     }
   }
 

@@ -3,8 +3,13 @@
 #ifndef KVSHARD_CORE_TRACE_H_
 #define KVSHARD_CORE_TRACE_H_
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <iosfwd>
+#include <mutex>
+#include <thread>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,6 +48,8 @@ class TraceReader {
   StatusOr<bool> Next(TraceRecord* record);
   // The line of a truncated last record Next found, 0 when none.
   int64_t truncated_line() const { return truncated_line_; }
+  // The bytes of the line Next read last.
+  int64_t line_bytes() const { return static_cast<int64_t>(text_.size()); }
 
  private:
   std::istream* in_;
@@ -50,6 +57,49 @@ class TraceReader {
   int64_t line_ = 0;
   int64_t truncated_line_ = 0;
   std::string text_;
+};
+
+// Reads a trace's records on a thread of its own, ahead of the caller (a 2-core machine parses the next records while
+// the caller checks this one). Memory stays flat: the reader reads a line only while the lines queued and the one the
+// caller holds take at most kReadAheadBytes (so a large record is read only once the caller is done with the one
+// before it) and at most kReadAheadRecords wait. Where no thread can be made, the records are read in the caller.
+class TraceReadAhead {
+ public:
+  static constexpr int64_t kReadAheadBytes = int64_t{4} << 20;
+  static constexpr size_t kReadAheadRecords = 64;
+
+  // `reader` (its header read) must outlive this object.
+  explicit TraceReadAhead(TraceReader* reader);
+  // Stops the reader thread (wherever it is) and joins it.
+  ~TraceReadAhead();
+  TraceReadAhead(const TraceReadAhead&) = delete;
+  TraceReadAhead& operator=(const TraceReadAhead&) = delete;
+
+  // As TraceReader::Next, in the same order with the same errors (an exception the reader met is rethrown here).
+  // The record *record held before is handed back to the reader thread, which reuses its memory.
+  StatusOr<bool> Next(TraceRecord* record);
+  // As TraceReader::truncated_line, once Next returned the error.
+  int64_t truncated_line() const { return reader_->truncated_line(); }
+
+ private:
+  struct Item {
+    TraceRecord record;
+    StatusOr<bool> more = false;
+    int64_t bytes = 0;
+    std::exception_ptr exception;
+  };
+  void ReadAll();
+
+  TraceReader* reader_;
+  std::mutex mu_;
+  std::condition_variable reader_wake_, caller_wake_;
+  std::deque<Item> queue_;          // read, not yet taken; the last one ends the trace (false, or an error)
+  std::vector<TraceRecord> spare_;  // records handed back, to read into again
+  int64_t queued_bytes_ = 0, held_bytes_ = 0;
+  bool stop_ = false;
+  bool reader_waiting_ = false, caller_waiting_ = false;  // who to wake (a wake-up per record costs a system call)
+  bool ended_ = false;                                    // the reader queued its last item (Next after it: false)
+  std::thread thread_;                                    // not joinable when no thread could be made
 };
 
 // Writes a trace (the one writer of `kvshard gen`, `simulate --emit-trace` and the recorder's fixtures): line 1 the

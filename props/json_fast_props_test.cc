@@ -48,19 +48,15 @@ void AppendString(Doc* doc) {
 
 void AppendNumber(Doc* doc) {
   switch (*rc::gen::inRange(0, 6)) {
-    case 0:
-      doc->text += std::to_string(*rc::gen::arbitrary<int64_t>());
-      break;
-    case 1:
-      doc->text += std::to_string(*rc::gen::arbitrary<uint64_t>());
-      break;
+    case 0: doc->text += std::to_string(*rc::gen::arbitrary<int64_t>()); break;
+    case 1: doc->text += std::to_string(*rc::gen::arbitrary<uint64_t>()); break;
     case 2:  // the edges of int64 and uint64, and one past them (nlohmann's overflowed doubles)
       doc->text += *rc::gen::element<std::string>("0", "-0", "9223372036854775807", "9223372036854775808",
                                                   "-9223372036854775808", "18446744073709551615");
       break;
     case 3:  // integral values past 2^63 in magnitude, however written: overflowed integers to nlohmann's reader
-      doc->text += *rc::gen::element<std::string>("18446744073709551616", "-9223372036854775809", "99999999999999999999",
-                                                  "1e19", "-1e300", "1e308");
+      doc->text += *rc::gen::element<std::string>("18446744073709551616", "-9223372036854775809",
+                                                  "99999999999999999999", "1e19", "-1e300", "1e308");
       doc->fast_readable = false;
       break;
     case 4:
@@ -77,18 +73,10 @@ void AppendNumber(Doc* doc) {
 void AppendValue(Doc* doc, int depth) {
   const int kind = depth >= 4 ? *rc::gen::inRange(0, 4) : *rc::gen::inRange(0, 7);
   switch (kind) {
-    case 0:
-      AppendNumber(doc);
-      break;
-    case 1:
-      AppendString(doc);
-      break;
-    case 2:
-      doc->text += *rc::gen::element<std::string>("true", "false", "null");
-      break;
-    case 3:
-      AppendNumber(doc);
-      break;
+    case 0: AppendNumber(doc); break;
+    case 1: AppendString(doc); break;
+    case 2: doc->text += *rc::gen::element<std::string>("true", "false", "null"); break;
+    case 3: AppendNumber(doc); break;
     case 4:
     case 5: {
       doc->text += "[" + Space();
@@ -151,8 +139,8 @@ KVSHARD_PROP(JsonFastProps, FastPathReadsWhatNlohmannReadsAsTheSameValue, ()) {
     const int edits = *rc::gen::inRange(1, 4);
     for (int e = 0; e < edits && !doc.text.empty(); ++e) {
       const size_t at = *rc::gen::inRange<size_t>(0, doc.text.size());
-      const char byte = *rc::gen::element<char>('{', '}', '[', ']', ',', ':', '"', '\\', '-', '.', 'e', '0', '9', ' ',
-                                                '\0', '\x80');
+      const char byte =
+          *rc::gen::element<char>('{', '}', '[', ']', ',', ':', '"', '\\', '-', '.', 'e', '0', '9', ' ', '\0', '\x80');
       switch (*rc::gen::inRange(0, 3)) {
         case 0: doc.text.erase(at, 1); break;
         case 1: doc.text.insert(at, 1, byte); break;

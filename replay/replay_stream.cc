@@ -78,14 +78,15 @@ Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport
   KVSHARD_ASSIGN_OR_RETURN(Json header, reader.ReadHeader(TraceHeaderKeys()));
   KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<Replayer> replayer, Replayer::Create(header, options));
   ReplaySummary& s = replayer->summary();
+  TraceReadAhead records(&reader);  // the next records are parsed while this one is checked
   TraceRecord record;
   Status result = Status::Ok();
   while (result.ok()) {
-    StatusOr<bool> more = reader.Next(&record);
+    StatusOr<bool> more = records.Next(&record);
     if (!more.ok()) {
       result = more.status();
-      if (reader.truncated_line() != 0) {  // every complete record was checked: say how that went
-        report->truncated_line = reader.truncated_line();
+      if (records.truncated_line() != 0) {  // every complete record was checked: say how that went
+        report->truncated_line = records.truncated_line();
         result = InvalidArgument(more.status().message(), "; ", s.records, " records before it checked, ", s.mismatches,
                                  " mismatches");
       }
