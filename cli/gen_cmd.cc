@@ -38,6 +38,8 @@ void DeclareFlags(po::options_description& flags) {
       "cp-records", po::bool_switch(),
       "per committed batch also the CP records: page_owners, cp_direct_write (a random rank, on the batch's "
       "out_cache_loc or on owner-class pages), cp_seq_idx, can_cp_split, cp_local_pair")(
+      "allocator-only", po::bool_switch(),
+      "only the allocator's records (alloc, free, free_group): implies --no-radix and --layers 0")(
       "out", po::value<std::string>()->value_name("FILE"), "write the trace here instead of standard output");
   DeclareMaxMemoryFlag(flags);
 }
@@ -83,6 +85,11 @@ Status RunGen(const Flags& flags, std::ostream& out) {
   o.row_words = flags.Int("row-words");
   o.radix = !flags.Bool("no-radix");
   o.cp_records = flags.Bool("cp-records");
+  o.allocator_only = flags.Bool("allocator-only");
+  if (o.allocator_only) {
+    o.radix = false;
+    if (!flags.Given("layers")) o.num_layers = 0;
+  }
   KVSHARD_RETURN_IF_ERROR(replay::ValidateTraceGenOptions(o));
   KVSHARD_RETURN_IF_ERROR(CheckGenMemory(o, Budget(flags)));
   if (!flags.Has("out")) return replay::GenerateTrace(o, out);
@@ -94,23 +101,24 @@ Status RunGen(const Flags& flags, std::ostream& out) {
 
 // The generator's errors name TraceGenOptions fields; gen says them as its flags.
 Status Run(const Flags& flags, std::ostream& out) {
-  static const FlagNames names = {{"records", "records"},       {"shard_size", "shard-size"},
-                                  {"page_size", "page-size"},   {"pages_per_rank", "pages-per-rank"},
-                                  {"cp_size", "cp-size"},       {"batch_size", "batch-size"},
-                                  {"max_len", "max-len"},       {"share_percent", "share-percent"},
-                                  {"num_layers", "layers"},     {"row_words", "row-words"},
-                                  {"radix = false", "no-radix"}};
+  static const FlagNames names = {{"records", "records"},        {"shard_size", "shard-size"},
+                                  {"page_size", "page-size"},    {"pages_per_rank", "pages-per-rank"},
+                                  {"cp_size", "cp-size"},        {"batch_size", "batch-size"},
+                                  {"max_len", "max-len"},        {"share_percent", "share-percent"},
+                                  {"num_layers", "layers"},      {"row_words", "row-words"},
+                                  {"radix = false", "no-radix"}, {"allocator_only", "allocator-only"},
+                                  {"cp_records", "cp-records"}};
   return SpellFlags(RunGen(flags, out), names);
 }
 
 }  // namespace
 
 Command GenCommand() {
-  return {
-      "gen", "write a seeded synthetic trace, expect filled by the reference (same seed, same bytes)",
-      "[--seed INT] [--records INT] [--shard-size INT] [--page-size INT] [--cp-size INT] [--batch-size INT] "
-      "[--edge-heavy] [--layers INT] [--row-words INT] [--no-radix] [--cp-records] [--out FILE] [--max-memory BYTES]",
-      DeclareFlags, Run};
+  return {"gen", "write a seeded synthetic trace, expect filled by the reference (same seed, same bytes)",
+          "[--seed INT] [--records INT] [--shard-size INT] [--page-size INT] [--cp-size INT] [--batch-size INT] "
+          "[--edge-heavy] [--layers INT] [--row-words INT] [--no-radix] [--cp-records] [--allocator-only] [--out FILE] "
+          "[--max-memory BYTES]",
+          DeclareFlags, Run};
 }
 
 }  // namespace kvshard::cli

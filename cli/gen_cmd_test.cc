@@ -221,6 +221,29 @@ TEST(GenCmdTest, CpRecordsReachEveryOpReplayCleanAndACorruptedExpectExitsOne) {
   }
 }
 
+// --allocator-only: alloc, free and free_group records only (the replay benchmark's allocator trace), the header says
+// so, and it replays clean; with a pipeline or CP records it is refused.
+TEST(GenCmdTest, AllocatorOnlyTracesHoldOnlyAllocatorRecords) {
+  const CliResult r = RunCli(Words("gen --seed 3 --records 400 --allocator-only"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 401u);
+  EXPECT_NE(lines[0].find("\"allocator_only\":true"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[0].find("\"pool\""), std::string::npos) << lines[0];
+  for (const char* op : {"alloc", "free", "free_group"}) EXPECT_TRUE(HasOp(r.out, op)) << op;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const bool allocator = lines[i].rfind("{\"op\":\"alloc\"", 0) == 0 || lines[i].rfind("{\"op\":\"free\"", 0) == 0 ||
+                           lines[i].rfind("{\"op\":\"free_group\"", 0) == 0;
+    ASSERT_TRUE(allocator) << "line " << i + 1 << ": " << lines[i].substr(0, 80);
+  }
+  const CliResult replay = RunCli({"replay", "-"}, r.out);
+  EXPECT_EQ(replay.exit_code, 0) << replay.err;
+  ExpectFailures(
+      {{"gen --allocator-only --layers 2", "--allocator-only: writes only allocator records", 2},
+       {"gen --allocator-only --cp-records",
+        "--allocator-only: writes only allocator records: needs --layers 0, --no-radix and no --cp-records", 2}});
+}
+
 TEST(GenCmdTest, BadOptionsExitTwo) {
   ExpectFailures({{"gen --records -1", "--records: must be non-negative", 2},
                   {"gen --batch-size 0", "--batch-size: must be in [1, 4096]", 2},

@@ -79,7 +79,7 @@ class Generator {
     while (!Full()) {
       const int64_t roll = rng_.Uniform(0, 99);
       if (roll < 4) {
-        KVSHARD_RETURN_IF_ERROR(Place());
+        if (!o_.allocator_only) KVSHARD_RETURN_IF_ERROR(Place());
       } else if (chains_.empty() || roll < 15 + 75 * free_share_ / 100) {
         KVSHARD_RETURN_IF_ERROR(AllocBatch());
       } else if (rng_.Percent(60)) {
@@ -290,6 +290,7 @@ class Generator {
       requests.push_back(Json{{"prefix_len", prefix[i]}, {"seq_len", seq[i]}, {"pages", c.pages}});
     }
     KVSHARD_RETURN_IF_ERROR(Pipeline(requests));
+    if (o_.allocator_only) return Status::Ok();  // no plan records, and (no radix) no document requests
     KVSHARD_RETURN_IF_ERROR(GatherPlan(requests));
     KVSHARD_ASSIGN_OR_RETURN(Json split, SplitAndRerange(extend, prefix));
     if (o_.cp_records) {
@@ -454,6 +455,10 @@ Status ValidateTraceGenOptions(const TraceGenOptions& o) {
   }
   if (o.num_layers < 0 || o.num_layers > 4096) return InvalidArgument("num_layers: must be in [0, 4096]");
   if (o.row_words < 1 || o.row_words > 4096) return InvalidArgument("row_words: must be in [1, 4096]");
+  if (o.allocator_only && (o.num_layers > 0 || o.radix || o.cp_records)) {
+    return InvalidArgument(
+        "allocator_only: writes only allocator records: needs num_layers 0, radix = false and no cp_records");
+  }
   return Status::Ok();
 }
 
@@ -485,6 +490,7 @@ Status GenerateTrace(const TraceGenOptions& o, std::ostream& out) {
                  {"layers", o.num_layers},
                  {"radix", o.radix}};
   if (o.cp_records) generator["cp_records"] = true;  // only when asked: the other traces keep their bytes
+  if (o.allocator_only) generator["allocator_only"] = true;
   Json header{{"kvshard_trace", kTraceVersion},
               {"allocator",
                {{"shard_size", o.shard_size},

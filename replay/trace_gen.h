@@ -22,16 +22,17 @@ struct TraceGenOptions {
   int64_t page_size = 16;        // ps
   int64_t pages_per_rank = 256;  // allocatable pages per rank
   bool need_sort = false;
-  int64_t cp_size = 4;         // split and rerange records
-  int64_t batch_size = 8;      // most requests per alloc batch
-  int64_t max_len = 512;       // most tokens of a new request (and of an extension)
-  int64_t share_percent = 40;  // chance that a request extends a live chain or revisits a recent document
-  bool edge_heavy = false;     // lengths at page edges, one-request batches, tokens < cp, capacity at the bound
-  int64_t num_layers = 2;      // pipeline layers per committed batch; 0: no pipeline records and no header "pool"
-  int64_t row_words = 4;       // 32-bit words per KV row of the header's pool
-  bool radix = true;           // about half the requests are document requests through the radix cache
-  bool cp_records = false;     // per committed batch also page_owners, cp_direct_write, cp_seq_idx, can_cp_split,
-                               // cp_local_pair records (replay/trace_gen_cp.h)
+  int64_t cp_size = 4;          // split and rerange records
+  int64_t batch_size = 8;       // most requests per alloc batch
+  int64_t max_len = 512;        // most tokens of a new request (and of an extension)
+  int64_t share_percent = 40;   // chance that a request extends a live chain or revisits a recent document
+  bool edge_heavy = false;      // lengths at page edges, one-request batches, tokens < cp, capacity at the bound
+  int64_t num_layers = 2;       // pipeline layers per committed batch; 0: no pipeline records and no header "pool"
+  int64_t row_words = 4;        // 32-bit words per KV row of the header's pool
+  bool radix = true;            // about half the requests are document requests through the radix cache
+  bool cp_records = false;      // per committed batch also page_owners, cp_direct_write, cp_seq_idx, can_cp_split,
+                                // cp_local_pair records (replay/trace_gen_cp.h)
+  bool allocator_only = false;  // only alloc, free and free_group records (needs num_layers 0, no radix, no cp_records)
 };
 
 // Validates the options (names the flag in kebab-case spelling, e.g. "--batch-size").

@@ -1,0 +1,62 @@
+// kvshard replay's throughput on the reference backend: records per second for `kvshard gen` traces of each shape
+// (allocator records only; allocator and plan records; with the radix cache; the default radix + 2-layer pipeline),
+// each trace generated once in memory and replayed whole per iteration (reading, parsing, every check).
+//   bazel run -c opt //replay:replay_benchmark -- --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+#include <benchmark/benchmark.h>
+
+#include "core/status.h"
+#include "replay/replayer.h"
+#include "replay/trace_gen.h"
+
+namespace kvshard::replay {
+namespace {
+
+constexpr int64_t kRecords = 20000;
+
+// The trace shapes, as `kvshard gen` flags.
+enum Shape { kAllocator, kPlans, kRadix, kPipeline };
+
+const std::string& Trace(Shape shape) {
+  static std::string traces[4];
+  std::string& text = traces[shape];
+  if (text.empty()) {
+    TraceGenOptions o;
+    o.records = kRecords;
+    o.batch_size = 8;
+    if (shape != kPipeline) o.num_layers = 0;
+    if (shape == kAllocator || shape == kPlans) o.radix = false;
+    o.allocator_only = shape == kAllocator;
+    std::ostringstream out;
+    KVSHARD_CHECK(GenerateTrace(o, out).ok());
+    text = out.str();
+  }
+  return text;
+}
+
+void BM_Replay(benchmark::State& state) {
+  const std::string& text = Trace(static_cast<Shape>(state.range(0)));
+  int64_t records = 0;
+  for (auto _ : state) {
+    std::istringstream in(text);
+    ReplayReport report;
+    const Status s = ReplayStream(in, ReplayOptions{}, &report);
+    if (!s.ok()) {
+      state.SkipWithError(s.message().c_str());
+      return;
+    }
+    records += report.summary.records;
+  }
+  state.SetItemsProcessed(records);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(text.size()));
+  state.counters["records/s"] = benchmark::Counter(static_cast<double>(records), benchmark::Counter::kIsRate);
+}
+// Wall time: the records are parsed on a second thread while the first checks them.
+BENCHMARK(BM_Replay)->ArgName("shape")->Arg(kAllocator)->Arg(kPlans)->Arg(kRadix)->Arg(kPipeline)->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace kvshard::replay
