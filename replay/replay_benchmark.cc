@@ -37,8 +37,8 @@ const std::string& Trace(Shape shape) {
   return text;
 }
 
-void BM_Replay(benchmark::State& state) {
-  const std::string& text = Trace(static_cast<Shape>(state.range(0)));
+void BM_Replay(benchmark::State& state, Shape shape) {
+  const std::string& text = Trace(shape);
   int64_t records = 0;
   for (auto _ : state) {
     std::istringstream in(text);
@@ -54,9 +54,12 @@ void BM_Replay(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(text.size()));
   state.counters["records/s"] = benchmark::Counter(static_cast<double>(records), benchmark::Counter::kIsRate);
 }
-// Wall time: the records are parsed on a second thread while the first checks them.
-BENCHMARK(BM_Replay)->ArgName("shape")->Arg(kAllocator)->Arg(kPlans)->Arg(kRadix)->Arg(kPipeline)->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
+// Wall time: the records are parsed on a second thread while the first checks them (CPU time is the first's only).
+// gen --allocator-only; --layers 0 --no-radix; --layers 0; the default.
+BENCHMARK_CAPTURE(BM_Replay, allocator_only, kAllocator)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Replay, plans, kPlans)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Replay, radix, kRadix)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Replay, pipeline_default, kPipeline)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace kvshard::replay
