@@ -70,7 +70,8 @@ class TraceReadAhead {
 
   // `reader` (its header read) must outlive this object.
   explicit TraceReadAhead(TraceReader* reader);
-  // Stops the reader thread (wherever it is) and joins it.
+  // Stops the reader thread and joins it (a line it is reading is read to its end first: on a pipe, until the writer
+  // writes it or closes).
   ~TraceReadAhead();
   TraceReadAhead(const TraceReadAhead&) = delete;
   TraceReadAhead& operator=(const TraceReadAhead&) = delete;
