@@ -121,7 +121,8 @@ StatusOr<std::vector<uint8_t>> RunSegmentGather(const std::vector<uint8_t>& inpu
 }
 
 StatusOr<std::vector<uint8_t>> RunBatchRerange(const std::vector<uint8_t>& gathered, int64_t row_bytes,
-                                               const Int64Table& split_lists, int64_t cp_size, int64_t max_rank_token) {
+                                               const Int64Table& split_lists, int64_t cp_size, int64_t max_rank_token,
+                                               RerangeRun how) {
   KVSHARD_NVTX_RANGE("kvshard.cp.batch_rerange");
   int64_t total = 0;
   for (int64_t v : split_lists.values) total += v;
@@ -135,8 +136,34 @@ StatusOr<std::vector<uint8_t>> RunBatchRerange(const std::vector<uint8_t>& gathe
     return InvalidArgument("gathered: ", gathered.size() / row_bytes,
                            " rows, need cp_size*max_rank_token = ", cp_size * max_rank_token);
   }
-  KVSHARD_RETURN_IF_ERROR(LaunchBatchRerange(d_out.data(), d_in.data(), d_split.as<int64_t>(), batch, cp_size,
-                                             max_rank_token, total, row_bytes, d_bad.as<int64_t>(), nullptr));
+  if (how == RerangeRun::kAuto) {
+    KVSHARD_RETURN_IF_ERROR(LaunchBatchRerange(d_out.data(), d_in.data(), d_split.as<int64_t>(), batch, cp_size,
+                                               max_rank_token, total, row_bytes, d_bad.as<int64_t>(), nullptr));
+  } else if (how == RerangeRun::kFused) {
+    // The scratch first serves a fused rerange of another batch (one request of the same cp), so this launch
+    // meets tile states a launch left there, as a caller reusing its scratch does.
+    const size_t bytes = std::max(BatchRerangeFusedTempBytes(batch, cp_size), BatchRerangeFusedTempBytes(1, cp_size));
+    KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_temp, DeviceBuffer::Allocate(bytes));
+    KVSHARD_CUDA_CHECK(cudaMemset(d_temp.data(), 0xff, bytes));
+    const Int64List one(2 * cp_size, 1);
+    KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_one, Upload(one));
+    KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_one_in, DeviceBuffer::Allocate(cp_size * 2 * row_bytes));
+    KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_one_out, DeviceBuffer::Allocate(2 * cp_size * row_bytes));
+    KVSHARD_RETURN_IF_ERROR(LaunchBatchRerangeFused(d_one_out.data(), d_one_in.data(), d_one.as<int64_t>(), 1, cp_size,
+                                                    2, 2 * cp_size, row_bytes, nullptr, d_temp.data(), bytes, nullptr));
+    KVSHARD_RETURN_IF_ERROR(LaunchBatchRerangeFused(d_out.data(), d_in.data(), d_split.as<int64_t>(), batch, cp_size,
+                                                    max_rank_token, total, row_bytes, d_bad.as<int64_t>(),
+                                                    d_temp.data(), bytes, nullptr));
+    KVSHARD_RETURN_IF_ERROR(SyncStream(nullptr));  // d_temp and the first batch's buffers are freed after this
+  } else {
+    const size_t bytes = BatchRerangeTempBytes(batch, cp_size, total);
+    KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_temp, DeviceBuffer::Allocate(bytes));
+    KVSHARD_RETURN_IF_ERROR(LaunchBuildRerangeTable(d_split.as<int64_t>(), batch, cp_size, max_rank_token, total,
+                                                    d_bad.as<int64_t>(), d_temp.data(), bytes, nullptr));
+    KVSHARD_RETURN_IF_ERROR(LaunchRerangeFromTable(d_out.data(), d_in.data(), d_temp.data(), batch, cp_size,
+                                                   max_rank_token, total, row_bytes, nullptr));
+    KVSHARD_RETURN_IF_ERROR(SyncStream(nullptr));  // d_temp is freed when this block ends
+  }
   KVSHARD_RETURN_IF_ERROR(SyncStream(nullptr));
   KVSHARD_RETURN_IF_ERROR(CheckBadCounter(d_bad));
   return Download<uint8_t>(d_out.data(), total * row_bytes);

@@ -32,9 +32,17 @@ StatusOr<SegmentTable> ValidRowSegments(const CPSharedKVBatchPlan& plan, int64_t
 // Runs one segment gather on the current device (uploads, launches, downloads).
 StatusOr<std::vector<uint8_t>> RunSegmentGather(const std::vector<uint8_t>& input, int64_t row_bytes,
                                                 const SegmentTable& table, PadMode pad);
+// Which launches RunBatchRerange makes.
+enum class RerangeRun {
+  kAuto,             // LaunchBatchRerange: fused where it can be, else table, index and gather
+  kFused,            // LaunchBatchRerangeFused, on scratch left over from an earlier launch of another batch
+  kTableThenGather,  // LaunchBuildRerangeTable once, then LaunchRerangeFromTable (the per-batch, per-layer shape)
+};
+
 // Runs the batch rerange (valid split lists of every request, max_rank_token rows per rank block).
 StatusOr<std::vector<uint8_t>> RunBatchRerange(const std::vector<uint8_t>& gathered, int64_t row_bytes,
-                                               const Int64Table& split_lists, int64_t cp_size, int64_t max_rank_token);
+                                               const Int64Table& split_lists, int64_t cp_size, int64_t max_rank_token,
+                                               RerangeRun how = RerangeRun::kAuto);
 // Runs this rank's last-token collection: B rows, zero where plan.cp_rank is not the owner.
 StatusOr<std::vector<uint8_t>> RunCollectLastToken(const std::vector<uint8_t>& hidden, int64_t row_bytes,
                                                    const CPSharedKVBatchPlan& plan);

@@ -1,8 +1,8 @@
 // GPU CP data movement vs the reference, bit-exact, on RapidCheck batches (N in 1..8, ps 2..128, ragged,
 // with and without compute padding): batch rerange (and rerange(all_gather(split(x))) == x), split by
 // plan (data and position modes, compute and valid kinds), valid-row selection, last-token collection, and
-// round-robin split/restore; and the rerange at, 2x and 16x past its old request and cp limits. Skips
-// without a GPU.
+// round-robin split/restore; and the rerange (fused, fused on used scratch, per-batch table) at, 2x and 16x past
+// its old request and cp limits. Skips without a GPU.
 #include <algorithm>
 #include <random>
 #include <string>
@@ -71,9 +71,16 @@ TEST(GpuCpOps, FusedRerangeMatchesReferenceAndRestoresOrder) {
     RC_ASSERT(std::equal(x.data.begin(), x.data.end(), want.data.begin()));
     const Int64Table& lists =
         scalar && plan0.compute_padding_enabled ? plan0.request_compute_split_lists : plan0.request_split_lists;
-    auto got = gpu::RunBatchRerange(gathered.data, c.row_bytes, lists, c.cp_size, m);
-    if (!got.ok()) RC_FAIL(got.status().ToString());
-    AssertRowsEqual(*got, want, "rerange");
+    // LaunchBatchRerange's choice (fused: cp <= 128 here), the fused launch on scratch another launch left, and
+    // the table built once with the index gather after it.
+    for (const auto how : {gpu::RerangeRun::kAuto, gpu::RerangeRun::kFused, gpu::RerangeRun::kTableThenGather}) {
+      auto got = gpu::RunBatchRerange(gathered.data, c.row_bytes, lists, c.cp_size, m, how);
+      if (!got.ok()) RC_FAIL(got.status().ToString());
+      AssertRowsEqual(*got, want,
+                      how == gpu::RerangeRun::kAuto    ? "rerange"
+                      : how == gpu::RerangeRun::kFused ? "fused rerange on used scratch"
+                                                       : "rerange from a per-batch table");
+    }
   });
   EXPECT_TRUE(ok);
 }
@@ -97,9 +104,11 @@ TEST(GpuCpOps, RerangeRefusesARankPayloadPastItsBlock) {
     }
     RC_PRE(m >= 1);
     const std::vector<uint8_t> gathered(static_cast<size_t>(c.cp_size * (m - 1) * c.row_bytes), 0x5a);
-    auto got = gpu::RunBatchRerange(gathered, c.row_bytes, splits, c.cp_size, m - 1);
-    RC_ASSERT(!got.ok());
-    RC_ASSERT(got.status().message().find("inconsistent metadata") != std::string::npos);
+    for (const auto how : {gpu::RerangeRun::kAuto, gpu::RerangeRun::kFused, gpu::RerangeRun::kTableThenGather}) {
+      auto got = gpu::RunBatchRerange(gathered, c.row_bytes, splits, c.cp_size, m - 1, how);
+      RC_ASSERT(!got.ok());
+      RC_ASSERT(got.status().message().find("inconsistent metadata") != std::string::npos);
+    }
   });
   EXPECT_TRUE(ok);
 }
@@ -212,10 +221,15 @@ void ExpectLargeRerangeMatches(int64_t batch, int64_t cp, int64_t ps, int64_t ma
   ASSERT_TRUE(gathered.ok()) << what;
   auto want = ref::BatchInSeqAllGatherRerange(*gathered, *meta, cp);
   ASSERT_TRUE(want.ok()) << what << ": " << want.status().ToString();
-  auto got = gpu::RunBatchRerange(gathered->data, c.row_bytes, plan0.request_split_lists, cp, m);
-  ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
-  EXPECT_TRUE(*got == want->data) << what << ": GPU rerange differs from the reference";
-  EXPECT_TRUE(std::equal(x.data.begin(), x.data.end(), got->begin())) << what << ": request order not restored";
+  std::vector<gpu::RerangeRun> runs = {gpu::RerangeRun::kAuto, gpu::RerangeRun::kTableThenGather};
+  if (gpu::BatchRerangeFusedCanImplement(batch, cp, m, c.row_bytes).ok()) runs.push_back(gpu::RerangeRun::kFused);
+  for (const auto how : runs) {
+    const std::string run = StrCat(what, " run=", static_cast<int>(how));
+    auto got = gpu::RunBatchRerange(gathered->data, c.row_bytes, plan0.request_split_lists, cp, m, how);
+    ASSERT_TRUE(got.ok()) << run << ": " << got.status().ToString();
+    EXPECT_TRUE(*got == want->data) << run << ": GPU rerange differs from the reference";
+    EXPECT_TRUE(std::equal(x.data.begin(), x.data.end(), got->begin())) << run << ": request order not restored";
+  }
 }
 
 // The single-launch rerange refused more than 1024 requests and cp > 1024: at those limits, 2x and 16x past
@@ -240,6 +254,11 @@ TEST(GpuCpOps, RerangeCanImplementAcceptsWhatTheReferenceAccepts) {
   EXPECT_FALSE(gpu::BatchRerangeCanImplement(0, 8, 1, 8).ok());
   EXPECT_FALSE(gpu::BatchRerangeCanImplement(1, 0, 1, 8).ok());
   EXPECT_FALSE(gpu::BatchRerangeCanImplement(1, kMaxCpSize + 1, 1, 8).ok());
+  // The fused launch: every batch, cp up to 128 (a request's segments in one tile); the rest take three launches.
+  EXPECT_TRUE(gpu::BatchRerangeFusedCanImplement(1 << 16, 128, 1, 8).ok());
+  EXPECT_FALSE(gpu::BatchRerangeFusedCanImplement(1, 129, 1, 8).ok());
+  EXPECT_GE(gpu::BatchRerangeTempBytes(1, 1, 0), gpu::BatchRerangeFusedTempBytes(1, 1));
+  EXPECT_GE(gpu::BatchRerangeTempBytes(4096, 8, 1), gpu::BatchRerangeFusedTempBytes(4096, 8));
 }
 
 }  // namespace
