@@ -1,8 +1,7 @@
 // CP batch rerange of c.opt.batch ragged requests (cp = 8, ps = 64) whose gathered rows total the payload: the
-// device rerange per call (one fused launch; with a preallocated and a stream-ordered scratch), per batch (table
-// and index once, a gather per layer) and per call in three launches (table, index, gather), and one cudaMemcpyAsync
-// per non-empty segment (SGLang's torch path), against gather_rows of the same run (else the copy), each checked
-// against the original request-order rows.
+// device rerange (segment table and row index from the device split table, then the index gather; with a
+// preallocated and a stream-ordered scratch), and one cudaMemcpyAsync per non-empty segment (SGLang's torch path),
+// against gather_rows of the same run (else the copy), each checked against the original request-order rows.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -58,10 +57,9 @@ Status BenchRerange(BenchContext& c, int64_t bytes) {
   const size_t temp_bytes = gpu::BatchRerangeTempBytes(reqs, cp, total);
   KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_temp, gpu::DeviceBuffer::Allocate(temp_bytes));
   const int64_t layers = std::max<int64_t>(1, c.opt.layers);
-  // 0: the rerange per call (fused, preallocated scratch); 1: the same, scratch from cudaMallocAsync; 2: the
-  // table built once per batch and `layers` gathers from it (per-layer time reported); 3: table, index and
-  // gather per call (the three launches the fused one replaces).
-  for (const int variant : {0, 1, 2, 3}) {
+  // 0: table + gather per call (preallocated scratch); 1: the same, scratch from cudaMallocAsync; 2: the table
+  // built once per batch and `layers` gathers from it (per-layer time reported).
+  for (const int variant : {0, 1, 2}) {
     KVSHARD_CUDA_CHECK(cudaMemset(d_out.data(), 0, total * rb));
     KVSHARD_ASSIGN_OR_RETURN(
         double us, gpu::TimeMeanUs(
@@ -76,7 +74,7 @@ Status BenchRerange(BenchContext& c, int64_t bytes) {
                          }
                          KVSHARD_RETURN_IF_ERROR(gpu::LaunchBuildRerangeTable(
                              d_split.as<int64_t>(), reqs, cp, m, total, nullptr, d_temp.data(), temp_bytes, nullptr));
-                         for (int64_t l = 0; l < (variant == 3 ? 1 : layers); ++l) {
+                         for (int64_t l = 0; l < layers; ++l) {
                            KVSHARD_RETURN_IF_ERROR(gpu::LaunchRerangeFromTable(d_out.data(), d_in.data(), d_temp.data(),
                                                                                reqs, cp, m, total, rb, nullptr));
                          }
@@ -85,15 +83,13 @@ Status BenchRerange(BenchContext& c, int64_t bytes) {
                        {0}, c.opt.warmup, c.opt.iters));
     if (variant == 2) us /= static_cast<double>(layers);
     KVSHARD_ASSIGN_OR_RETURN(auto got, gpu::Download<uint8_t>(d_out.data(), total * rb));
-    static const char* const kOps[] = {"rerange", "rerange_pooled_temp", "rerange_table_per_batch",
-                                       "rerange_three_launches"};
+    static const char* const kOps[] = {"rerange", "rerange_pooled_temp", "rerange_table_per_batch"};
     BenchRow r = MakeRow(kOps[variant], total * rb, us, 2.0 * total * rb, limit, limit_bw, CountWrongRows(got, x, rb));
     char pc[32];
     std::snprintf(pc, sizeof(pc), "%.1f", pct_copy(us));
-    static const char* const kNotes[] = {"one fused launch per call, preallocated scratch",
-                                         "one fused launch per call, scratch from cudaMallocAsync",
-                                         "table + index once per batch, one gather per layer, per layer",
-                                         "table + index + gather per call (three launches)"};
+    static const char* const kNotes[] = {"table + index + gather per call, preallocated scratch",
+                                         "table + index + gather per call, scratch from cudaMallocAsync",
+                                         "table + index once per batch, one gather per layer, per layer"};
     r.note = std::to_string(reqs) + " requests, cp=8, ps=64; " + kNotes[variant] +
              (variant == 2 ? " (" + std::to_string(layers) + " layers)" : std::string()) + "; " + pc + " % of copy";
     c.rows->push_back(r);

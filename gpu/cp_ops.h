@@ -17,26 +17,11 @@ namespace kvshard::gpu {
 // kMaxCpSegments (the reference's bound) and sane row sizes. No request, row or segment limit below those.
 Status BatchRerangeCanImplement(int64_t batch, int64_t cp, int64_t max_rank_token, int64_t row_bytes);
 
-// Device scratch bytes LaunchBatchRerange needs, whichever way it runs: the segment table (2 * batch * 2cp + 1
-// int64 words) and the per-row source index (total_rows words) or the fused launch's tile states.
+// Device scratch bytes the rerange needs: its segment table (2 * batch * 2cp + 1 int64 words) and the
+// per-row source index (total_rows int64 words).
 size_t BatchRerangeTempBytes(int64_t batch, int64_t cp, int64_t total_rows);
 
-// The fused rerange takes what BatchRerangeCanImplement takes with cp_size <= 128 (a request's 2cp segments fit
-// one tile of 256 entries); LaunchBatchRerange runs it where it can and the three launches below otherwise.
-Status BatchRerangeFusedCanImplement(int64_t batch, int64_t cp, int64_t max_rank_token, int64_t row_bytes);
-// Scratch bytes of the fused rerange: the segment table and, per tile, a state and 2 * (cp + 1) prefix words.
-size_t BatchRerangeFusedTempBytes(int64_t batch, int64_t cp);
-// The batch rerange as one cooperative launch (RerangeFusedKernel): blocks scan tiles of whole requests into
-// the segment table with a decoupled look-back, and warps copy chunks of output rows as soon as the tiles
-// covering them are written, with no per-row index and no second launch. Same arguments, output and `bad`
-// counts as LaunchBatchRerange; `temp` holds BatchRerangeFusedTempBytes and needs no initialisation.
-// FailedPrecondition where the device cannot launch cooperatively.
-Status LaunchBatchRerangeFused(void* out, const void* gathered, const int64_t* splits, int64_t batch, int64_t cp,
-                               int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, int64_t* bad, void* temp,
-                               size_t temp_bytes, cudaStream_t stream);
-
-// The batch rerange: fused (LaunchBatchRerangeFused) where it can be, else an index gather, three launches on
-// `stream`: RerangeTableKernel derives every segment's
+// The batch rerange as an index gather, three launches on `stream`: RerangeTableKernel derives every segment's
 // output row and gathered source row from the device split table (scans; no host-built index),
 // RerangeIndexKernel expands it into one source row per output row, and LaunchGatherRows copies the rows.
 // `gathered` is the rank-major all-gather buffer (cp blocks of max_rank_token rows; rank r's block holds, per

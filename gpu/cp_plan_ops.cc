@@ -139,22 +139,6 @@ StatusOr<std::vector<uint8_t>> RunBatchRerange(const std::vector<uint8_t>& gathe
   if (how == RerangeRun::kAuto) {
     KVSHARD_RETURN_IF_ERROR(LaunchBatchRerange(d_out.data(), d_in.data(), d_split.as<int64_t>(), batch, cp_size,
                                                max_rank_token, total, row_bytes, d_bad.as<int64_t>(), nullptr));
-  } else if (how == RerangeRun::kFused) {
-    // The scratch first serves a fused rerange of another batch (one request of the same cp), so this launch
-    // meets tile states a launch left there, as a caller reusing its scratch does.
-    const size_t bytes = std::max(BatchRerangeFusedTempBytes(batch, cp_size), BatchRerangeFusedTempBytes(1, cp_size));
-    KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_temp, DeviceBuffer::Allocate(bytes));
-    KVSHARD_CUDA_CHECK(cudaMemset(d_temp.data(), 0xff, bytes));
-    const Int64List one(2 * cp_size, 1);
-    KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_one, Upload(one));
-    KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_one_in, DeviceBuffer::Allocate(cp_size * 2 * row_bytes));
-    KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_one_out, DeviceBuffer::Allocate(2 * cp_size * row_bytes));
-    KVSHARD_RETURN_IF_ERROR(LaunchBatchRerangeFused(d_one_out.data(), d_one_in.data(), d_one.as<int64_t>(), 1, cp_size,
-                                                    2, 2 * cp_size, row_bytes, nullptr, d_temp.data(), bytes, nullptr));
-    KVSHARD_RETURN_IF_ERROR(LaunchBatchRerangeFused(d_out.data(), d_in.data(), d_split.as<int64_t>(), batch, cp_size,
-                                                    max_rank_token, total, row_bytes, d_bad.as<int64_t>(),
-                                                    d_temp.data(), bytes, nullptr));
-    KVSHARD_RETURN_IF_ERROR(SyncStream(nullptr));  // d_temp and the first batch's buffers are freed after this
   } else {
     const size_t bytes = BatchRerangeTempBytes(batch, cp_size, total);
     KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_temp, DeviceBuffer::Allocate(bytes));

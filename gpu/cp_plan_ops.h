@@ -34,8 +34,7 @@ StatusOr<std::vector<uint8_t>> RunSegmentGather(const std::vector<uint8_t>& inpu
                                                 const SegmentTable& table, PadMode pad);
 // Which launches RunBatchRerange makes.
 enum class RerangeRun {
-  kAuto,             // LaunchBatchRerange: fused where it can be, else table, index and gather
-  kFused,            // LaunchBatchRerangeFused, on scratch left over from an earlier launch of another batch
+  kAuto,             // LaunchBatchRerange (table, index and gather), scratch from the stream-ordered pool
   kTableThenGather,  // LaunchBuildRerangeTable once, then LaunchRerangeFromTable (the per-batch, per-layer shape)
 };
 

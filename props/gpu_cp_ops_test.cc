@@ -1,8 +1,8 @@
 // GPU CP data movement vs the reference, bit-exact, on RapidCheck batches (N in 1..8, ps 2..128, ragged,
 // with and without compute padding): batch rerange (and rerange(all_gather(split(x))) == x), split by
 // plan (data and position modes, compute and valid kinds), valid-row selection, last-token collection, and
-// round-robin split/restore; and the rerange (fused, fused on used scratch, per-batch table) at, 2x and 16x past
-// its old request and cp limits. Skips without a GPU.
+// round-robin split/restore; and the rerange (per call, and from a per-batch table) at, 2x and 16x past its old
+// request and cp limits. Skips without a GPU.
 #include <algorithm>
 #include <random>
 #include <string>
@@ -71,15 +71,11 @@ TEST(GpuCpOps, FusedRerangeMatchesReferenceAndRestoresOrder) {
     RC_ASSERT(std::equal(x.data.begin(), x.data.end(), want.data.begin()));
     const Int64Table& lists =
         scalar && plan0.compute_padding_enabled ? plan0.request_compute_split_lists : plan0.request_split_lists;
-    // LaunchBatchRerange's choice (fused: cp <= 128 here), the fused launch on scratch another launch left, and
-    // the table built once with the index gather after it.
-    for (const auto how : {gpu::RerangeRun::kAuto, gpu::RerangeRun::kFused, gpu::RerangeRun::kTableThenGather}) {
+    // LaunchBatchRerange, and the table built once with the index gather after it (the per-layer shape).
+    for (const auto how : {gpu::RerangeRun::kAuto, gpu::RerangeRun::kTableThenGather}) {
       auto got = gpu::RunBatchRerange(gathered.data, c.row_bytes, lists, c.cp_size, m, how);
       if (!got.ok()) RC_FAIL(got.status().ToString());
-      AssertRowsEqual(*got, want,
-                      how == gpu::RerangeRun::kAuto    ? "rerange"
-                      : how == gpu::RerangeRun::kFused ? "fused rerange on used scratch"
-                                                       : "rerange from a per-batch table");
+      AssertRowsEqual(*got, want, how == gpu::RerangeRun::kAuto ? "rerange" : "rerange from a per-batch table");
     }
   });
   EXPECT_TRUE(ok);
@@ -104,7 +100,7 @@ TEST(GpuCpOps, RerangeRefusesARankPayloadPastItsBlock) {
     }
     RC_PRE(m >= 1);
     const std::vector<uint8_t> gathered(static_cast<size_t>(c.cp_size * (m - 1) * c.row_bytes), 0x5a);
-    for (const auto how : {gpu::RerangeRun::kAuto, gpu::RerangeRun::kFused, gpu::RerangeRun::kTableThenGather}) {
+    for (const auto how : {gpu::RerangeRun::kAuto, gpu::RerangeRun::kTableThenGather}) {
       auto got = gpu::RunBatchRerange(gathered, c.row_bytes, splits, c.cp_size, m - 1, how);
       RC_ASSERT(!got.ok());
       RC_ASSERT(got.status().message().find("inconsistent metadata") != std::string::npos);
@@ -221,9 +217,7 @@ void ExpectLargeRerangeMatches(int64_t batch, int64_t cp, int64_t ps, int64_t ma
   ASSERT_TRUE(gathered.ok()) << what;
   auto want = ref::BatchInSeqAllGatherRerange(*gathered, *meta, cp);
   ASSERT_TRUE(want.ok()) << what << ": " << want.status().ToString();
-  std::vector<gpu::RerangeRun> runs = {gpu::RerangeRun::kAuto, gpu::RerangeRun::kTableThenGather};
-  if (gpu::BatchRerangeFusedCanImplement(batch, cp, m, c.row_bytes).ok()) runs.push_back(gpu::RerangeRun::kFused);
-  for (const auto how : runs) {
+  for (const auto how : {gpu::RerangeRun::kAuto, gpu::RerangeRun::kTableThenGather}) {
     const std::string run = StrCat(what, " run=", static_cast<int>(how));
     auto got = gpu::RunBatchRerange(gathered->data, c.row_bytes, plan0.request_split_lists, cp, m, how);
     ASSERT_TRUE(got.ok()) << run << ": " << got.status().ToString();
@@ -254,11 +248,6 @@ TEST(GpuCpOps, RerangeCanImplementAcceptsWhatTheReferenceAccepts) {
   EXPECT_FALSE(gpu::BatchRerangeCanImplement(0, 8, 1, 8).ok());
   EXPECT_FALSE(gpu::BatchRerangeCanImplement(1, 0, 1, 8).ok());
   EXPECT_FALSE(gpu::BatchRerangeCanImplement(1, kMaxCpSize + 1, 1, 8).ok());
-  // The fused launch: every batch, cp up to 128 (a request's segments in one tile); the rest take three launches.
-  EXPECT_TRUE(gpu::BatchRerangeFusedCanImplement(1 << 16, 128, 1, 8).ok());
-  EXPECT_FALSE(gpu::BatchRerangeFusedCanImplement(1, 129, 1, 8).ok());
-  EXPECT_GE(gpu::BatchRerangeTempBytes(1, 1, 0), gpu::BatchRerangeFusedTempBytes(1, 1));
-  EXPECT_GE(gpu::BatchRerangeTempBytes(4096, 8, 1), gpu::BatchRerangeFusedTempBytes(4096, 8));
 }
 
 }  // namespace
