@@ -42,6 +42,7 @@ template <typename V>
 __global__ void GatherRowsKernel(V* __restrict__ out, const V* __restrict__ in, int64_t in_rows,
                                  const int64_t* __restrict__ index, int64_t n, int64_t vecs, int group, int64_t* bad) {
   const GroupPos g = MyGroup(group);
+  WaitForPreviousGrid();  // the index may be the previous kernel's output (LaunchOverlap::kProgrammatic)
   for (int64_t i = g.id; i < n; i += g.count) {
     const int64_t src = index[i];
     if (src < 0 || src >= in_rows) {
@@ -151,17 +152,20 @@ Status RowOpCanImplement(int64_t n, int64_t row_bytes, int64_t in_rows, int64_t 
 }
 
 Status LaunchGatherRows(void* out, const void* in, int64_t in_rows, const int64_t* index, int64_t n, int64_t row_bytes,
-                        int64_t* bad, cudaStream_t stream) {
+                        int64_t* bad, cudaStream_t stream, LaunchOverlap overlap) {
   KVSHARD_NVTX_RANGE("kvshard.kv.gather_rows");
   KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, in_rows, n));
   if (n == 0) return Status::Ok();
+  cudaError_t launched = cudaSuccess;
   DispatchVector(RowVectorBytes(row_bytes, out, in), [&]<int kB>() {
     using V = typename VecOf<kB>::T;
     const int64_t vecs = row_bytes / kB;
     const int group = GroupSizeFor(vecs);
-    GatherRowsKernel<V><<<PersistentBlocks(n, group, kThreads), kThreads, 0, stream>>>(
-        static_cast<V*>(out), static_cast<const V*>(in), in_rows, index, n, vecs, group, bad);
+    launched = LaunchWithOverlap(GatherRowsKernel<V>, PersistentBlocks(n, group, kThreads), kThreads, stream,
+                                 overlap == LaunchOverlap::kProgrammatic, static_cast<V*>(out),
+                                 static_cast<const V*>(in), in_rows, index, n, vecs, group, bad);
   });
+  KVSHARD_CUDA_CHECK(launched);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }

@@ -16,9 +16,14 @@ namespace kvshard::gpu {
 // Checks sizes shared by the row launches (n >= 0, 0 < row_bytes <= 1 MiB, row counts non-negative).
 Status RowOpCanImplement(int64_t n, int64_t row_bytes, int64_t in_rows, int64_t out_rows);
 
+// How a launch starts relative to the kernel before it on its stream: after it completes (kNone), or resident
+// early and waiting inside the kernel for it to complete (kProgrammatic: programmatic dependent launch, on
+// compute capability 9.0 and later; elsewhere the same as kNone). The result is the same either way.
+enum class LaunchOverlap { kNone, kProgrammatic };
+
 // GatherRowsKernel: out[i] = in[index[i]] for i < n (torch.index_select on dim 0).
 Status LaunchGatherRows(void* out, const void* in, int64_t in_rows, const int64_t* index, int64_t n, int64_t row_bytes,
-                        int64_t* bad, cudaStream_t stream);
+                        int64_t* bad, cudaStream_t stream, LaunchOverlap overlap = LaunchOverlap::kNone);
 
 // OwnerWriteKernel: pool[local_index(locs[i])] = rows[i] for every loc that `rank` owns (SGLang's write plan,
 // fused: the owner mask is recomputed per row instead of compacted).

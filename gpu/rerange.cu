@@ -11,15 +11,16 @@
 #include "gpu/cp_ops.h"
 #include "gpu/kv_ops.h"
 #include "gpu/nvtx.h"
+#include "gpu/row_copy.cuh"
 
 namespace kvshard::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-// 256 x 8 per pass, no register spills at one block per SM (a single 1,024 x 8 block spilled 1.6 KB per thread
+// 256 x 16 per pass, no register spills at one block per SM (a single 1,024 x 8 block spilled 1.6 KB per thread
 // and took 25 us for 4,096 entries on an H200).
 constexpr int kTableThreads = 256;
-constexpr int kTableItems = 8;  // entries per thread per pass of the table kernel
+constexpr int kTableItems = 16;  // entries per thread per pass of the table kernel: 4,096 (256 x 2cp at cp 8) in one
 constexpr int kTile = kTableThreads * kTableItems;
 
 using TableScan = cub::BlockScan<int64_t, kTableThreads>;
@@ -63,6 +64,7 @@ __device__ int64_t BlockScanAll(int64_t n, Value value, Emit emit) {
 __global__ void __launch_bounds__(kTableThreads, 1)
     RerangeTableKernel(const int64_t* __restrict__ splits, int64_t batch, int64_t cp, int64_t m, int64_t total_rows,
                        int64_t* seg_out, int64_t* seg_src, int64_t* bad) {
+  AllowNextGrid();  // the index kernel may become resident now; it waits for this grid before reading the table
   const int64_t segs = 2 * cp;
   if (blockIdx.x == 0) {
     const int64_t total = BlockScanAll(
@@ -93,6 +95,8 @@ __global__ void __launch_bounds__(kTableThreads, 1)
 __global__ void RerangeIndexKernel(const int64_t* __restrict__ seg_out, const int64_t* __restrict__ seg_src,
                                    int64_t segments, int64_t total_rows, int64_t in_rows, int64_t* __restrict__ index) {
   constexpr unsigned kFull = 0xffffffffu;
+  AllowNextGrid();        // the gather may become resident now; it waits for this grid before reading the index
+  WaitForPreviousGrid();  // the table kernel's output
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t w0 = blockIdx.x * int64_t{blockDim.x} + threadIdx.x - lane; w0 < total_rows; w0 += stride) {
@@ -170,8 +174,9 @@ Status LaunchBuildRerangeTable(const int64_t* splits, int64_t batch, int64_t cp,
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   if (total_rows == 0) return Status::Ok();
   const int64_t blocks = std::min<int64_t>((total_rows + kThreads - 1) / kThreads, int64_t{1} << 20);
-  RerangeIndexKernel<<<static_cast<int>(blocks), kThreads, 0, stream>>>(t.seg_out, t.seg_src, segments, total_rows,
-                                                                        cp * max_rank_token, t.index);
+  // Resident while the table kernel runs (programmatic dependent launch on sm_90+), waiting in the kernel for it.
+  KVSHARD_CUDA_CHECK(LaunchWithOverlap(RerangeIndexKernel, static_cast<unsigned>(blocks), kThreads, stream, true,
+                                       t.seg_out, t.seg_src, segments, total_rows, cp * max_rank_token, t.index));
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }
@@ -196,7 +201,11 @@ Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits
   if (total_rows == 0) return Status::Ok();
   KVSHARD_RETURN_IF_ERROR(
       LaunchBuildRerangeTable(splits, batch, cp, max_rank_token, total_rows, bad, temp, temp_bytes, stream));
-  return LaunchRerangeFromTable(out, gathered, temp, batch, cp, max_rank_token, total_rows, row_bytes, stream);
+  // The gather right behind the index kernel, resident early and waiting for it (as the index kernel waits for
+  // the table kernel): the per-call rerange pays the table's latency, not also two launch gaps.
+  const RerangeTable t = TableIn(temp, batch, cp);
+  return LaunchGatherRows(out, gathered, cp * max_rank_token, t.index, total_rows, row_bytes, nullptr, stream,
+                          LaunchOverlap::kProgrammatic);
 }
 
 Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits, int64_t batch, int64_t cp,

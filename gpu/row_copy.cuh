@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include <cuda_runtime.h>
 
@@ -87,6 +88,46 @@ void DispatchVector(int vec_bytes, F&& f) {
     case 2: f.template operator()<2>(); break;
     default: f.template operator()<1>(); break;
   }
+}
+
+// Programmatic dependent launch (sm_90 and later; no-ops before): a kernel launched with LaunchOverlap::
+// kProgrammatic calls WaitForPreviousGrid before it reads what the kernel before it on the stream wrote (it waits
+// for that grid's completion and memory flush); a kernel that lets its successor start early calls
+// AllowNextGrid (the successor still waits in WaitForPreviousGrid).
+__device__ __forceinline__ void WaitForPreviousGrid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void AllowNextGrid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+// Launches kernel<<<grid, threads, 0, stream>>>(args...), with programmatic stream serialization when `overlap`
+// asks for it and the device supports it (compute capability 9.0 and later), else as a plain launch.
+template <typename... Params, typename... Args>
+cudaError_t LaunchWithOverlap(void (*kernel)(Params...), unsigned grid, unsigned threads, cudaStream_t stream,
+                              bool overlap, Args&&... args) {
+  static const bool supported = [] {
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    return major >= 9;
+  }();
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(threads);
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  if (overlap && supported) {
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+  }
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
 // Blocks for a persistent grid covering `work` groups of `group` threads with `threads` per block.
