@@ -136,17 +136,17 @@ StatusOr<std::vector<uint8_t>> RunBatchRerange(const std::vector<uint8_t>& gathe
     return InvalidArgument("gathered: ", gathered.size() / row_bytes,
                            " rows, need cp_size*max_rank_token = ", cp_size * max_rank_token);
   }
+  DeviceBuffer d_temp;  // the per-batch table (kTableThenGather), alive until the stream is synchronised
   if (how == RerangeRun::kAuto) {
     KVSHARD_RETURN_IF_ERROR(LaunchBatchRerange(d_out.data(), d_in.data(), d_split.as<int64_t>(), batch, cp_size,
                                                max_rank_token, total, row_bytes, d_bad.as<int64_t>(), nullptr));
   } else {
     const size_t bytes = BatchRerangeTempBytes(batch, cp_size, total);
-    KVSHARD_ASSIGN_OR_RETURN(DeviceBuffer d_temp, DeviceBuffer::Allocate(bytes));
+    KVSHARD_ASSIGN_OR_RETURN(d_temp, DeviceBuffer::Allocate(bytes));
     KVSHARD_RETURN_IF_ERROR(LaunchBuildRerangeTable(d_split.as<int64_t>(), batch, cp_size, max_rank_token, total,
                                                     d_bad.as<int64_t>(), d_temp.data(), bytes, nullptr));
     KVSHARD_RETURN_IF_ERROR(LaunchRerangeFromTable(d_out.data(), d_in.data(), d_temp.data(), batch, cp_size,
                                                    max_rank_token, total, row_bytes, nullptr));
-    KVSHARD_RETURN_IF_ERROR(SyncStream(nullptr));  // d_temp is freed when this block ends
   }
   KVSHARD_RETURN_IF_ERROR(SyncStream(nullptr));
   KVSHARD_RETURN_IF_ERROR(CheckBadCounter(d_bad));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device session for issue 27 (replay and rerange speed), on a GPU host with the bundle unpacked in .bundle:
-# the GPU differential tests (run_all.sh), the same-run rerange bench (gather_rows, fused rerange per call,
-# per-batch table, three launches), Nsight Compute durations of the rerange kernels at 64 MiB, and `replay`
+# the GPU differential tests (run_all.sh), the same-run rerange bench (gather_rows, the rerange per call and with
+# a per-batch table), Nsight Compute durations of the rerange kernels at 64 MiB, and `replay`
 # wall time and peak memory per backend on the default `gen` trace and on a `simulate --emit-trace` Mooncake trace.
 # Writes logs to $OUT.
 set -uo pipefail
