@@ -4,6 +4,10 @@
 #include <functional>
 #include <ostream>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/memory_limit.h"
@@ -111,6 +115,12 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
       }
     };
   }
+  // Every record frees and takes again about the same few megabytes: glibc would hand the heap's top back to the
+  // kernel after each (past 128 KiB) and fault it in again; keep it (what is kept is what one record used).
+#if defined(__GLIBC__)
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  mallopt(M_TOP_PAD, 16 << 20);
+#endif
   replay::ReplayReport report;
   const Status status = replay::ReplayStream(in, options, &report, on_mismatch);
   const replay::ReplaySummary& s = report.summary;

@@ -3,11 +3,14 @@
 #ifndef KVSHARD_CORE_TRACE_H_
 #define KVSHARD_CORE_TRACE_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <iosfwd>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <optional>
@@ -28,11 +31,21 @@ inline constexpr int64_t kTraceVersion = 1;
 // The most bytes a record's "meta" object may take as compact JSON (it is printed with every mismatch).
 inline constexpr int64_t kMaxTraceMetaBytes = int64_t{1} << 16;
 
+// The base of what TraceReadAhead's prepare step keeps with a record (the consumer derives its own).
+struct TracePrepared {
+  virtual ~TracePrepared() = default;
+  const void* maker = nullptr;  // who made it (a consumer uses only its own)
+  int64_t line = 0;             // the record it was made for
+};
+
 // One record line: its 1-based line number and its JSON object.
 struct TraceRecord {
   int64_t line = 0;
   std::string op;
   Json json;
+  // What a consumer worked out from this record ahead of it (TraceReadAhead's prepare step), or null. It travels
+  // with the record and is handed back with it, so its memory is reused.
+  std::unique_ptr<TracePrepared> prepared;
 };
 
 // Reads a trace line by line (memory flat in trace length). Errors are "line N: <field>: <what>".
@@ -68,8 +81,15 @@ class TraceReadAhead {
   static constexpr int64_t kReadAheadBytes = int64_t{4} << 20;
   static constexpr size_t kReadAheadRecords = 64;
 
+  // Runs on the reader thread (or in Next without one) for every record read whole, before the caller gets it: work
+  // that depends on the record alone (its shape, a stateless answer) moves off the caller's thread. `ahead` is true
+  // when the reader is ahead of the caller (half its bound of records queued, or no thread): optional work is best
+  // done then, and left to the caller otherwise, so the two threads share it. It may set or reuse record->prepared;
+  // an exception it throws is rethrown by Next in order.
+  using Prepare = std::function<void(TraceRecord* record, bool ahead)>;
+
   // `reader` (its header read) must outlive this object.
-  explicit TraceReadAhead(TraceReader* reader);
+  explicit TraceReadAhead(TraceReader* reader, Prepare prepare = nullptr);
   // Stops the reader thread and joins it (a line it is reading is read to its end first: on a pipe, until the writer
   // writes it or closes).
   ~TraceReadAhead();
@@ -91,16 +111,25 @@ class TraceReadAhead {
   };
   void ReadAll();
 
+  // How the caller waits for the reader: not, for a batch of kWakeBatch records (at most kBatchWait), or for any.
+  enum CallerWait { kNotWaiting, kWaitingForBatch, kWaitingForAny };
+  static constexpr size_t kWakeBatch = 8;
+  static constexpr std::chrono::microseconds kBatchWait{500};
+
   TraceReader* reader_;
+  Prepare prepare_;
   std::mutex mu_;
   std::condition_variable reader_wake_, caller_wake_;
-  std::deque<Item> queue_;          // read, not yet taken; the last one ends the trace (false, or an error)
-  std::vector<TraceRecord> spare_;  // records handed back, to read into again
+  std::deque<Item> queue_;                // read, not yet taken; the last one ends the trace (false, or an error)
+  std::vector<TraceRecord> spare_;        // records handed back, to read into again
+  std::deque<Item> taken_;                // the caller's: taken from the queue together, not yet given out
+  std::vector<TraceRecord> handed_back_;  // the caller's: records it is done with, for spare_ at its next lock
   int64_t queued_bytes_ = 0, held_bytes_ = 0;
   bool stop_ = false;
-  bool reader_waiting_ = false, caller_waiting_ = false;  // who to wake (a wake-up per record costs a system call)
-  bool ended_ = false;                                    // the reader queued its last item (Next after it: false)
-  std::thread thread_;                                    // not joinable when no thread could be made
+  bool reader_waiting_ = false;  // who to wake (a wake-up per record costs a system call)
+  CallerWait caller_waiting_ = kNotWaiting;
+  bool ended_ = false;  // the reader queued its last item (Next after it: false)
+  std::thread thread_;  // not joinable when no thread could be made
 };
 
 // Writes a trace (the one writer of `kvshard gen`, `simulate --emit-trace` and the recorder's fixtures): line 1 the

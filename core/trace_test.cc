@@ -1,7 +1,9 @@
 // The trace reader (header, records, line numbers, malformed lines) and the expect-subset matcher.
 #include "core/trace.h"
 
+#include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -146,6 +148,36 @@ TEST(TraceReadAheadTest, GivesWhatTheReaderGivesInOrder) {
     TraceRecord r;
     EXPECT_FALSE(*ahead.Next(&r)) << "Next after the end";
   }
+}
+
+// The prepare step sees every record read whole, once, before the caller gets it, and what it keeps travels with the
+// record; an exception it throws is rethrown by Next at that record, after every record before it.
+TEST(TraceReadAheadTest, PreparesEveryRecordBeforeTheCallerGetsIt) {
+  struct Seen : TracePrepared {
+    int64_t times = 0;
+  };
+  std::string text = "{\"kvshard_trace\": 1}\n";
+  for (int i = 0; i < 500; ++i) text += "{\"op\": \"" + std::string(i == 300 ? "throw" : "place") + "\"}\n";
+  std::istringstream in(text);
+  TraceReader reader(&in);
+  ASSERT_TRUE(reader.ReadHeader({}).ok());
+  TraceReadAhead ahead(&reader, [](TraceRecord* r, bool) {
+    if (r->op == "throw") throw std::runtime_error("prepare failed");
+    if (r->prepared == nullptr) r->prepared = std::make_unique<Seen>();
+    auto* seen = static_cast<Seen*>(r->prepared.get());
+    seen->line = r->line;
+    seen->times = 1;
+  });
+  TraceRecord r;
+  for (int64_t line = 2; line < 2 + 300; ++line) {
+    ASSERT_TRUE(*ahead.Next(&r));
+    ASSERT_EQ(r.line, line);
+    ASSERT_NE(r.prepared, nullptr);
+    EXPECT_EQ(r.prepared->line, line);
+    EXPECT_EQ(static_cast<Seen*>(r.prepared.get())->times, 1);
+    static_cast<Seen*>(r.prepared.get())->times = 0;  // a record handed back is prepared again when reused
+  }
+  EXPECT_THROW((void)ahead.Next(&r), std::runtime_error);
 }
 
 // Destroying a TraceReadAhead before the end stops its thread wherever it is.

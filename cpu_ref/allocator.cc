@@ -5,7 +5,6 @@
 #include "cpu_ref/allocator.h"
 
 #include <algorithm>
-#include <set>
 
 namespace kvshard::ref {
 namespace {
@@ -153,15 +152,16 @@ int64_t PageInterleaveAllocator::PopHead(int64_t c) {
 // pages = sorted unique locs // ps; class r's freed pages (ascending) are prepended to its free list, or to its
 // release list under need_sort: a freed page is the next one reused.
 void PageInterleaveAllocator::ApplyFree(const std::vector<int64_t>& locs) {
-  std::set<int64_t> pages;
-  for (int64_t loc : locs) pages.insert(loc / config_.page_size);
+  std::vector<int64_t> pages;  // torch.unique(free_index // page_size): sorted, unique
+  pages.reserve(locs.size());
+  for (int64_t loc : locs) pages.push_back(loc / config_.page_size);
+  std::sort(pages.begin(), pages.end());
+  pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
+  std::vector<std::vector<int64_t>> freed(config_.shard_size);  // freed[r] = pages[owners == r], in order
+  for (int64_t l : pages) freed[l % config_.shard_size].push_back(l);
   for (int64_t r = 0; r < config_.shard_size; ++r) {
-    std::vector<int64_t> freed;
-    for (int64_t l : pages) {
-      if (l % config_.shard_size == r) freed.push_back(l);
-    }
     std::deque<int64_t>& list = config_.need_sort ? class_release_pages_[r] : class_free_pages_[r];
-    list.insert(list.begin(), freed.begin(), freed.end());
+    list.insert(list.begin(), freed[r].begin(), freed[r].end());
   }
   for (int64_t l : pages) allocated_[l] = 0;
 }

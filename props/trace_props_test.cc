@@ -1,7 +1,9 @@
 // Trace properties (docs/trace-format.md): every `kvshard gen` trace replays clean on the reference, with and
 // without its pipeline and radix records; a corrupted expect scalar anywhere, and in particular in a pipeline or
-// radix cache record, is reported at its line; reading and re-writing a trace is the identity.
+// radix cache record, is reported at its line; work done ahead on the read-ahead thread changes no outcome; reading
+// and re-writing a trace is the identity.
 #include <algorithm>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -137,6 +139,95 @@ KVSHARD_PROP(TraceProps, CorruptedPipelineOrRadixExpectIsReportedAtItsLine, ()) 
   const Status s = ReplayText(corrupted, &records);
   RC_ASSERT(s.code() == StatusCode::kMismatch);
   RC_ASSERT(s.message().rfind("line " + std::to_string(line + 1) + ": " + OpOf(text) + ": ", 0) == 0);
+}
+
+// What a replay reported: every mismatch line (--keep-going), how it ended, and the counts.
+struct ReplayOutcome {
+  std::vector<std::string> mismatches;
+  std::string end = "OK";
+  int64_t records = 0, fields = 0;
+};
+
+// Replays `text` record by record on this thread; with `stateless`, each record is first prepared as the read-ahead
+// thread does (running its stateless work or not, as `stateless` says record by record).
+ReplayOutcome ReplayByRecord(const std::string& text, const std::vector<bool>* stateless) {
+  std::istringstream in(text);
+  TraceReader reader(&in);
+  const Json header = RC_VALUE(reader.ReadHeader(replay::TraceHeaderKeys()));
+  std::unique_ptr<replay::Replayer> replayer = RC_VALUE(replay::Replayer::Create(header, PropertyReplayOptions()));
+  ReplayOutcome out;
+  TraceRecord record;
+  for (size_t i = 0;; ++i) {
+    const StatusOr<bool> more = reader.Next(&record);
+    if (!more.ok()) {
+      out.end = more.status().ToString();
+      break;
+    }
+    if (!*more) break;
+    if (stateless != nullptr) replayer->Prepare(&record, (*stateless)[i % stateless->size()]);
+    const Status s = replayer->Replay(record);
+    if (s.code() == StatusCode::kMismatch) {
+      out.mismatches.push_back(s.message());
+    } else if (!s.ok()) {
+      out.end = s.ToString();
+      break;
+    }
+  }
+  out.records = replayer->summary().records;
+  out.fields = replayer->summary().fields;
+  return out;
+}
+
+// Work moved to the read-ahead thread changes nothing: a trace with corrupted expects, an expected error where there
+// is none and an unknown op replays to the same mismatches, end and counts whether each record's shape check and
+// stateless answer ran ahead (ReplayStream's reader thread, or this thread in either way) or in Replay.
+KVSHARD_PROP(TraceProps, PreparingAheadChangesNoOutcome, ()) {
+  TraceGenOptions o = ArbitraryTraceGenOptions();
+  o.records = *rc::gen::inRange<int64_t>(1, 150);
+  std::vector<std::string> lines = Lines(Generate(o));
+  const int corruptions = *rc::gen::inRange(0, 6);
+  for (int c = 0; c < corruptions && lines.size() > 1; ++c) {
+    std::string& text = lines[*rc::gen::inRange<size_t>(1, lines.size())];
+    const size_t e = text.find("\"expect\":{");
+    switch (*rc::gen::inRange(0, 4)) {
+      case 0: {  // another value somewhere in expect
+        const size_t digit = e == std::string::npos ? e : text.find_first_of("0123456789", e);
+        if (digit != std::string::npos) text.insert(digit, "7");
+        break;
+      }
+      case 1:  // an error expected from a record that succeeds (or the wrong one)
+        if (e != std::string::npos) text = text.substr(0, e) + "\"expect\":{\"error\":\"no such error\"}}";
+        break;
+      case 2:  // a malformed field: the record's own error ends the replay
+        text.insert(text.find('{') + 1, "\"no_such_field\":1,");
+        break;
+      default:  // an op no table row has
+        text.insert(text.find("\"op\":\"") + 6, "x");
+        break;
+    }
+  }
+  std::string trace;
+  for (const std::string& l : lines) trace += l + "\n";
+  const std::vector<bool> stateless = *rc::gen::nonEmpty<std::vector<bool>>();
+  const ReplayOutcome plain = ReplayByRecord(trace, nullptr);
+  RC_TAG(plain.mismatches.empty() ? "clean" : "mismatches", plain.end == "OK" ? "ends" : "stops on an error");
+  const std::vector<bool> always = {true}, never = {false};
+  for (const ReplayOutcome& got :
+       {ReplayByRecord(trace, &stateless), ReplayByRecord(trace, &always), ReplayByRecord(trace, &never)}) {
+    RC_ASSERT(got.mismatches == plain.mismatches);
+    RC_ASSERT(got.end == plain.end);
+    RC_ASSERT(got.records == plain.records);
+    RC_ASSERT(got.fields == plain.fields);
+  }
+  std::istringstream in(trace);  // the reader thread's way
+  replay::ReplayReport report;
+  std::vector<std::string> streamed;
+  const Status s = replay::ReplayStream(in, PropertyReplayOptions(), &report,
+                                        [&](const replay::ReplayMismatch& m) { streamed.push_back(MismatchText(m)); });
+  RC_ASSERT(streamed == plain.mismatches);
+  RC_ASSERT(s.ToString() == plain.end);
+  RC_ASSERT(report.summary.records == plain.records);
+  RC_ASSERT(report.summary.fields == plain.fields);
 }
 
 KVSHARD_PROP(TraceProps, ReadThenWriteIsIdentity, ()) {

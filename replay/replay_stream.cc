@@ -24,28 +24,27 @@ Status Replayer::Fail(ReplayMismatch mismatch) {
   return Mismatch(MismatchText(last_mismatch_));
 }
 
-Status Replayer::Replay(const TraceRecord& record) {
-  ++summary_.records;
+Status Replayer::Judge(const TraceRecord& record, const StatusOr<const ReplayOp*>& op, const Status* shape,
+                       StatusOr<Json>* got, int64_t* fields, ReplayMismatch* mismatch) const {
   const Json* expect = record.json.contains("expect") ? &record.json.at("expect") : nullptr;
   const bool expect_error = expect && expect->contains("error");
-  if (expect_error && (!expect->at("error").is_string() || expect->size() != 1)) {
-    return AtLine(record.line, InvalidArgument("expect.error: must be the only key, a string"));
-  }
-  const StatusOr<const ReplayOp*> op = FindOp(record.op);  // looked up once per record
-  StatusOr<Json> got = op.ok() ? ExecuteOp(**op, record, expect_error ? nullptr : expect) : StatusOr<Json>(op.status());
-  if (!got.ok()) {
-    const std::string& message = got.status().message();
-    if (got.status().code() == StatusCode::kMismatch) return Fail(ModelMismatch(record, message));
-    const Status shape = op.ok() ? CheckRecord(record.json, **op, budget_) : op.status();
-    if (!shape.ok() || (!expect_error && !expect)) return AtLine(record.line, got.status());
+  const auto fail = [mismatch](ReplayMismatch m) {
+    *mismatch = std::move(m);
+    return Mismatch(MismatchText(*mismatch));
+  };
+  if (!got->ok()) {
+    const std::string& message = got->status().message();
+    if (got->status().code() == StatusCode::kMismatch) return fail(ModelMismatch(record, message));
+    const Status checked = !op.ok() ? op.status() : shape ? *shape : CheckRecord(record.json, **op, budget_);
+    if (!checked.ok() || (!expect_error && !expect)) return AtLine(record.line, got->status());
     if (!expect_error) {
-      return Fail(
+      return fail(
           RecordMismatch(record, "error", StrCat("expected success, got \"", message, "\""), std::nullopt, message));
     }
     const std::string want = expect->at("error").get<std::string>();
-    ++summary_.fields;
+    ++*fields;
     if (message.find(want) == std::string::npos) {
-      return Fail(RecordMismatch(record, "error",
+      return fail(RecordMismatch(record, "error",
                                  StrCat("expected a message containing ", QuoteInput(want), ", got \"", message, "\""),
                                  want, message));
     }
@@ -53,13 +52,73 @@ Status Replayer::Replay(const TraceRecord& record) {
   }
   if (expect_error) {
     const std::string want = expect->at("error").get<std::string>();
-    return Fail(RecordMismatch(record, "error",
+    return fail(RecordMismatch(record, "error",
                                StrCat("expected an error containing ", QuoteInput(want), ", got success"), want));
   }
   if (expect) {
-    if (auto m = MatchExpect(*expect, *got, &summary_.fields)) return Fail(ExpectValueMismatch(record, *m));
+    if (auto m = MatchExpect(*expect, **got, fields)) return fail(ExpectValueMismatch(record, *m));
   }
-  ClearJson(&*got);
+  return Status::Ok();
+}
+
+// A malformed expect.error is the record's own error, before anything runs.
+Status CheckExpectError(const TraceRecord& record) {
+  const Json* expect = record.json.contains("expect") ? &record.json.at("expect") : nullptr;
+  if (expect && expect->contains("error") && (!expect->at("error").is_string() || expect->size() != 1)) {
+    return AtLine(record.line, InvalidArgument("expect.error: must be the only key, a string"));
+  }
+  return Status::Ok();
+}
+
+void Replayer::Prepare(TraceRecord* record, bool run_stateless) const {
+  if (record->prepared == nullptr || record->prepared->maker != this)
+    record->prepared = std::make_unique<PreparedRecord>();
+  auto* p = static_cast<PreparedRecord*>(record->prepared.get());  // a record's prepared is made by its consumer
+  p->maker = this;
+  p->line = record->line;
+  p->judged = false;
+  p->fields = 0;
+  p->verdict = CheckExpectError(*record);
+  const StatusOr<const ReplayOp*> op = FindOp(record->op);
+  p->op = op.ok() ? *op : nullptr;
+  p->shape = op.ok() ? CheckRecord(record->json, **op, budget_) : op.status();
+  if (!run_stateless || !p->verdict.ok() || p->op == nullptr || p->op->state != OpState::kNone) return;
+  // A stateless record (plans, CP helpers) depends on nothing before it: run and judge it here.
+  const Json* expect = record->json.contains("expect") ? &record->json.at("expect") : nullptr;
+  const Json* only = expect && !expect->contains("error") ? expect : nullptr;
+  StatusOr<Json> got =
+      p->shape.ok() ? p->op->run(const_cast<Replayer&>(*this), record->json, only) : StatusOr<Json>(p->shape);
+  p->verdict = Judge(*record, op, &p->shape, &got, &p->fields, &p->mismatch);
+  if (got.ok()) ClearJson(&*got);
+  p->judged = true;
+}
+
+Status Replayer::Replay(const TraceRecord& record) {
+  ++summary_.records;
+  auto* prepared = record.prepared && record.prepared->maker == this && record.prepared->line == record.line
+                       ? static_cast<PreparedRecord*>(record.prepared.get())
+                       : nullptr;  // made by this replayer for this record, or not used
+  if (prepared != nullptr && (prepared->judged || !prepared->verdict.ok())) {
+    summary_.fields += prepared->fields;
+    if (prepared->verdict.code() == StatusCode::kMismatch) return Fail(prepared->mismatch);
+    return prepared->verdict;
+  }
+  if (prepared == nullptr) KVSHARD_RETURN_IF_ERROR(CheckExpectError(record));
+  const Json* expect = record.json.contains("expect") ? &record.json.at("expect") : nullptr;
+  const bool expect_error = expect && expect->contains("error");
+  const StatusOr<const ReplayOp*> op = prepared != nullptr ? (prepared->op ? StatusOr<const ReplayOp*>(prepared->op)
+                                                                           : StatusOr<const ReplayOp*>(prepared->shape))
+                                                           : FindOp(record.op);  // looked up once per record
+  const Status* shape = prepared != nullptr ? &prepared->shape : nullptr;
+  StatusOr<Json> got = !op.ok() ? StatusOr<Json>(op.status())
+                       : shape && !shape->ok()
+                           ? StatusOr<Json>(*shape)
+                           : ExecuteOp(**op, record, expect_error ? nullptr : expect, shape != nullptr);
+  ReplayMismatch mismatch;
+  if (Status s = Judge(record, op, shape, &got, &summary_.fields, &mismatch); !s.ok()) {
+    return s.code() == StatusCode::kMismatch ? Fail(std::move(mismatch)) : s;
+  }
+  if (!got.ok()) return Status::Ok();  // an expected rejection
   if ((*op)->state == OpState::kRequests) {
     if (Status s = CheckRequestInvariants(); !s.ok()) return Fail(ModelMismatch(record, s.message()));
   }
@@ -69,6 +128,7 @@ Status Replayer::Replay(const TraceRecord& record) {
     if (Status s = CheckCacheInvariants(); !s.ok()) return Fail(ModelMismatch(record, s.message()));
     if (Status s = CheckTreeInvariants(); !s.ok()) return Fail(ModelMismatch(record, s.message()));
   }
+  ClearJson(&*got);
   return Status::Ok();
 }
 
@@ -78,7 +138,9 @@ Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport
   KVSHARD_ASSIGN_OR_RETURN(Json header, reader.ReadHeader(TraceHeaderKeys()));
   KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<Replayer> replayer, Replayer::Create(header, options));
   ReplaySummary& s = replayer->summary();
-  TraceReadAhead records(&reader);  // the next records are parsed while this one is checked
+  // The next records are parsed, shape-checked and (stateless ones) run and judged while this one is checked.
+  const Replayer* prepare = replayer.get();
+  TraceReadAhead records(&reader, [prepare](TraceRecord* record, bool ahead) { prepare->Prepare(record, ahead); });
   TraceRecord record;
   Status result = Status::Ok();
   while (result.ok()) {

@@ -28,6 +28,16 @@ namespace kvshard::replay {
 
 struct ReplayOp;  // a row of the op table (replay/op_table.h)
 
+// What Replayer::Prepare worked out for a record on the read-ahead thread (kept with the record, reused with it).
+struct PreparedRecord : TracePrepared {
+  const ReplayOp* op = nullptr;  // the record's op row (null: unknown op, `shape` says so)
+  Status shape;                  // the record's field shapes and size (CheckRecord), or the unknown op
+  bool judged = false;           // a stateless record ran and was judged: `verdict` is its outcome
+  Status verdict;                // a malformed expect.error, or (judged) the outcome Replay returns
+  ReplayMismatch mismatch;       // the mismatch when verdict is one
+  int64_t fields = 0;            // scalars the judged record compared
+};
+
 // What a replay checked so far.
 struct ReplaySummary {
   int64_t records = 0;
@@ -75,6 +85,11 @@ class Replayer {
   // InvalidArgument "line N: <field>: <what>" for a malformed record (or one rejected without an expect saying so).
   // The record's "meta" changes no answer: it only rides along with a mismatch.
   Status Replay(const TraceRecord& record);
+  // Works out on another thread what `record` alone decides (thread-safe beside Replay: reads only what Create
+  // set): its op row and shape check and, with run_stateless, a stateless record's whole outcome, kept in
+  // record->prepared for Replay, which then gives the same result as without it.
+  void Prepare(TraceRecord* record, bool run_stateless = true) const;
+
   // The mismatch the last Replay returned.
   const ReplayMismatch& last_mismatch() const { return last_mismatch_; }
 
@@ -88,8 +103,12 @@ class Replayer {
   // The op table (one row per trace op) and a row by name (InvalidArgument "op: unknown op ..." naming them all).
   static const std::vector<ReplayOp>& Ops();
   static StatusOr<const ReplayOp*> FindOp(const std::string& name);
-  // Execute with the record's row already found.
-  StatusOr<Json> ExecuteOp(const ReplayOp& op, const TraceRecord& record, const Json* only);
+  // Execute with the record's row already found (and, with shape_checked, its CheckRecord passed).
+  StatusOr<Json> ExecuteOp(const ReplayOp& op, const TraceRecord& record, const Json* only, bool shape_checked = false);
+  // A record's outcome against its expect, touching no state: OK, a Mismatch (*mismatch holds it), or the record's
+  // error. `shape` is its CheckRecord result when known (else checked here when needed).
+  Status Judge(const TraceRecord& record, const StatusOr<const ReplayOp*>& op, const Status* shape, StatusOr<Json>* got,
+               int64_t* fields, ReplayMismatch* mismatch) const;
   // Keeps `mismatch` as last_mismatch_ and returns it as a Mismatch status (its text line).
   Status Fail(ReplayMismatch mismatch);
   StatusOr<Json> RunBeginShardExtend(const Json& rec, const Json* only);
