@@ -30,6 +30,9 @@ struct NoOpSax {
 // returns false at the first thing it does not read (the full parser then decides).
 class FastReader {
  public:
+  // Keys an object has room for from the start (a trace record or its expect has up to about this many).
+  static constexpr size_t kObjectKeys = 8;
+
   explicit FastReader(std::string_view text) : p_(text.data()), end_(text.data() + text.size()) {}
 
   bool Document(Json* out) {
@@ -78,6 +81,7 @@ class FastReader {
       ++p_;
       return true;
     }
+    object.reserve(kObjectKeys);  // one allocation for a record's or an expect's keys, not four as it grows
     while (true) {
       if (p_ == end_ || *p_ != '"') return false;
       std::string key;
