@@ -1,6 +1,8 @@
 // Device discovery and memory helpers.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "gpu/device.h"
 #include "gpu/nvtx.h"
 
@@ -52,6 +54,51 @@ StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
   buf.bytes_ = bytes;
   return buf;
 }
+
+PinnedBuffer::~PinnedBuffer() {
+  if (ptr_) cudaFreeHost(ptr_);
+}
+
+PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept : ptr_(other.ptr_), bytes_(other.bytes_) {
+  other.ptr_ = nullptr;
+  other.bytes_ = 0;
+}
+
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
+  if (this != &other) {
+    if (ptr_) cudaFreeHost(ptr_);
+    ptr_ = other.ptr_;
+    bytes_ = other.bytes_;
+    other.ptr_ = nullptr;
+    other.bytes_ = 0;
+  }
+  return *this;
+}
+
+StatusOr<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes) {
+  KVSHARD_NVTX_RANGE("kvshard.device.allocate_pinned");
+  PinnedBuffer buf;
+  if (bytes == 0) return buf;
+  KVSHARD_CUDA_CHECK(cudaHostAlloc(&buf.ptr_, bytes, cudaHostAllocDefault));
+  buf.bytes_ = bytes;
+  return buf;
+}
+
+namespace {
+
+template <typename Buffer>
+Status ReserveBuffer(Buffer* buffer, size_t bytes) {
+  const size_t had = buffer->bytes();
+  if (had >= bytes) return Status::Ok();
+  *buffer = Buffer();  // the old memory first: the peak is the new size
+  KVSHARD_ASSIGN_OR_RETURN(*buffer, Buffer::Allocate(std::max(bytes, 2 * had)));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Reserve(DeviceBuffer* buffer, size_t bytes) { return ReserveBuffer(buffer, bytes); }
+Status Reserve(PinnedBuffer* buffer, size_t bytes) { return ReserveBuffer(buffer, bytes); }
 
 Status CopyToDevice(void* dst, const void* src, size_t bytes) {
   KVSHARD_NVTX_RANGE("kvshard.device.copy_to_device");

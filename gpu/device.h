@@ -41,6 +41,32 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// Owning page-locked host allocation (cudaHostAlloc/cudaFreeHost): asynchronous copies from and to it overlap with
+// the host's own work.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer();
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  PinnedBuffer(PinnedBuffer&& other) noexcept;
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
+
+  // Allocates `bytes` (0 allowed: no allocation).
+  static StatusOr<PinnedBuffer> Allocate(size_t bytes);
+  void* data() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Makes *buffer hold at least `bytes` (reallocated, contents dropped, when smaller; at least doubling): the reused
+// buffers of a loop. Whatever used the old memory must have finished.
+Status Reserve(DeviceBuffer* buffer, size_t bytes);
+Status Reserve(PinnedBuffer* buffer, size_t bytes);
+
 // Host -> device copy of `bytes`, complete on return (safe for kernels on any stream).
 Status CopyToDevice(void* dst, const void* src, size_t bytes);
 // Device -> host copy of `bytes` (synchronous).

@@ -214,10 +214,14 @@ Status DeviceGatherPlanner::Upload(const ExtendBatch& batch, cudaStream_t stream
   n_prefix_refs_ = ref_off[b];
   n_chunk_ = chunk_off[b];
   batch_ = batch;
-  KVSHARD_ASSIGN_OR_RETURN(pages_, gpu::Upload(pages.empty() ? std::vector<int64_t>{0} : pages));
-  KVSHARD_ASSIGN_OR_RETURN(req_meta_, gpu::Upload(meta));
-  KVSHARD_ASSIGN_OR_RETURN(send_pages_, DeviceBuffer::Allocate(std::max<int64_t>(1, n * block_pages_) * 8));
-  KVSHARD_ASSIGN_OR_RETURN(send_rows_, DeviceBuffer::Allocate(std::max<int64_t>(1, block_pages_ * ps) * 8));
+  // Buffers reused batch after batch (grown when a batch needs more): no allocation and free per batch.
+  if (pages.empty()) pages.push_back(0);
+  KVSHARD_RETURN_IF_ERROR(Reserve(&pages_, pages.size() * sizeof(int64_t)));
+  KVSHARD_RETURN_IF_ERROR(CopyToDevice(pages_.data(), pages.data(), pages.size() * sizeof(int64_t)));
+  KVSHARD_RETURN_IF_ERROR(Reserve(&req_meta_, meta.size() * sizeof(int64_t)));
+  KVSHARD_RETURN_IF_ERROR(CopyToDevice(req_meta_.data(), meta.data(), meta.size() * sizeof(int64_t)));
+  KVSHARD_RETURN_IF_ERROR(Reserve(&send_pages_, std::max<int64_t>(1, n * block_pages_) * 8));
+  KVSHARD_RETURN_IF_ERROR(Reserve(&send_rows_, std::max<int64_t>(1, block_pages_ * ps) * 8));
   const int64_t need = n_prefix_refs_ + n_chunk_;
   if (need > capacity_pages_ || !mapped_.data()) {
     // Keep the previous build's mapped list (the next launch resets those page_pos entries).

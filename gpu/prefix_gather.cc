@@ -203,19 +203,39 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
   for (size_t i = 0; i < state_.size(); ++i) {
     Rank& r = *state_[i];
     KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
-    // Plan uploads are ordered after all earlier work on this rank (the previous batch's reads/gathers). The
-    // gather and compute streams wait on collectives, so their waits carry the group's deadline.
-    KVSHARD_CUDA_CHECK(cudaStreamSynchronize(r.pack));
-    KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(static_cast<int>(i), r.gather));
-    KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(static_cast<int>(i), r.compute));
-    KVSHARD_RETURN_IF_ERROR(CopyToDevice(r.page_pos.data(), page_pos.data(), page_pos.size() * sizeof(int32_t)));
-    KVSHARD_ASSIGN_OR_RETURN(r.send_rows, Upload(send_rows[i]));
-    KVSHARD_ASSIGN_OR_RETURN(r.chunk_locs, Upload(chunk_locs));
+    // Plan uploads are ordered after all earlier work on this rank (the previous batch's packs, gathers and reads)
+    // on the device: the compute stream waits for the pack and gather streams and uploads on its own order, so the
+    // host does not wait here (the next read or end waits, with the group's deadline). Only a buffer that must grow
+    // (its old memory freed) needs that work finished on the host first.
     const int64_t n = static_cast<int64_t>(chunk_locs.size());
-    KVSHARD_ASSIGN_OR_RETURN(r.owned_idx, DeviceBuffer::Allocate(n * sizeof(int64_t)));
-    KVSHARD_ASSIGN_OR_RETURN(r.local_rows, DeviceBuffer::Allocate(n * sizeof(int64_t)));
     KVSHARD_ASSIGN_OR_RETURN(size_t temp_bytes, WritePlanTempBytes(n));
-    KVSHARD_ASSIGN_OR_RETURN(r.plan_temp, DeviceBuffer::Allocate(temp_bytes));
+    const size_t send_bytes = send_rows[i].size() * sizeof(int64_t), loc_bytes = n * sizeof(int64_t);
+    if (r.send_rows.bytes() < send_bytes || r.chunk_locs.bytes() < loc_bytes || r.owned_idx.bytes() < loc_bytes ||
+        r.local_rows.bytes() < loc_bytes || r.plan_temp.bytes() < temp_bytes) {
+      KVSHARD_CUDA_CHECK(cudaStreamSynchronize(r.pack));
+      KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(static_cast<int>(i), r.gather));
+      KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(static_cast<int>(i), r.compute));
+      KVSHARD_RETURN_IF_ERROR(Reserve(&r.send_rows, send_bytes));
+      KVSHARD_RETURN_IF_ERROR(Reserve(&r.chunk_locs, loc_bytes));
+      KVSHARD_RETURN_IF_ERROR(Reserve(&r.owned_idx, loc_bytes));
+      KVSHARD_RETURN_IF_ERROR(Reserve(&r.local_rows, loc_bytes));
+      KVSHARD_RETURN_IF_ERROR(Reserve(&r.plan_temp, temp_bytes));
+    }
+    for (cudaStream_t earlier : {r.pack, r.gather}) {
+      KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, earlier));
+      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.compute, r.compute_done, 0));
+    }
+    // From pageable memory an asynchronous copy stages the bytes before it returns: the vectors may go.
+    KVSHARD_CUDA_CHECK(cudaMemcpyAsync(r.page_pos.data(), page_pos.data(), page_pos.size() * sizeof(int32_t),
+                                       cudaMemcpyHostToDevice, r.compute));
+    if (send_bytes > 0) {
+      KVSHARD_CUDA_CHECK(
+          cudaMemcpyAsync(r.send_rows.data(), send_rows[i].data(), send_bytes, cudaMemcpyHostToDevice, r.compute));
+    }
+    if (loc_bytes > 0) {
+      KVSHARD_CUDA_CHECK(
+          cudaMemcpyAsync(r.chunk_locs.data(), chunk_locs.data(), loc_bytes, cudaMemcpyHostToDevice, r.compute));
+    }
     KVSHARD_RETURN_IF_ERROR(LaunchBuildWritePlan(
         r.chunk_locs.as<int64_t>(), n, {comm_->size(), shape_.page_size}, r.rank, r.owned_idx.as<int64_t>(),
         r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>(), r.plan_temp.data(), temp_bytes, r.compute));

@@ -40,8 +40,13 @@ class RecordingPath : public replay::PoolDataPath {
   Status Write(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) override {
     return inner_->Write(layer, locs, rows);
   }
-  StatusOr<std::vector<ref::BufferRows>> Read(int64_t layer, const std::vector<int64_t>& locs) override {
-    StatusOr<std::vector<ref::BufferRows>> rows = inner_->Read(layer, locs);
+  Status StartRead(int64_t layer, const std::vector<int64_t>& locs) override {
+    const Status s = inner_->StartRead(layer, locs);
+    if (!s.ok()) *log_ += s.ToString() + "\n";
+    return s;
+  }
+  StatusOr<std::vector<ref::BufferRows>> FinishRead() override {
+    StatusOr<std::vector<ref::BufferRows>> rows = inner_->FinishRead();
     if (!rows.ok()) {
       *log_ += rows.status().ToString() + "\n";
       return rows;

@@ -1,7 +1,10 @@
 // The pool pipeline on CUDA: gpu::DeviceGatherPlanner builds each extend's plan, gpu::LayerAheadGather
-// installs it and moves every row; reads are translated and gathered on the device and downloaded.
+// installs it and moves every row; reads are translated and gathered on the device and downloaded. Writes and reads
+// are asynchronous on the ranks' compute streams through reused device and pinned buffers: a write returns once
+// its rows are staged, a read is collected after the caller's own work, and End waits once per batch.
 #include "replay/gpu_pool_path.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -22,6 +25,12 @@ namespace {
 class GpuPoolPath : public PoolDataPath {
  public:
   GpuPoolPath(const PoolGeometry& g, std::unique_ptr<gpu::RankGroup> comm) : g_(g), comm_(std::move(comm)) {}
+  ~GpuPoolPath() override {
+    if (gather_ != nullptr) (void)Quiesce();  // the staging buffers outlive what uses them
+    for (Done* done : {&write_done_, &read_done_}) {
+      for (cudaEvent_t e : done->events) cudaEventDestroy(e);
+    }
+  }
 
   Status Init() {
     KVSHARD_NVTX_RANGE("kvshard.pool.init");
@@ -46,6 +55,7 @@ class GpuPoolPath : public PoolDataPath {
     shape.n_page_pos = planner_->page_pos_size();
     KVSHARD_RETURN_IF_ERROR(gpu::PrefixGatherCanImplement(shape, comm_->size()));
     KVSHARD_ASSIGN_OR_RETURN(gather_, gpu::LayerAheadGather::Create(comm_.get(), shape));
+    staging_.resize(comm_->local_ranks().size());
     return Status::Ok();
   }
 
@@ -58,13 +68,16 @@ class GpuPoolPath : public PoolDataPath {
   StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) override {
     KVSHARD_NVTX_RANGE("kvshard.pool.begin_extend");
     KVSHARD_RETURN_IF_ERROR(gpu::GatherPlanCanImplement(batch));
+    KVSHARD_RETURN_IF_ERROR(Quiesce());  // a begin without an end: the last batch's work reads what this replaces
     KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
     KVSHARD_RETURN_IF_ERROR(planner_->Upload(batch, nullptr));
     KVSHARD_RETURN_IF_ERROR(planner_->Launch(0, nullptr));
     KVSHARD_ASSIGN_OR_RETURN(GatherPlan plan, planner_->Download(nullptr));
-    // Every rank installs the device plan (page_pos mirrored, its own send rows).
-    KVSHARD_ASSIGN_OR_RETURN(std::vector<int32_t> page_pos,
-                             gpu::Download<int32_t>(planner_->page_pos(), planner_->page_pos_size()));
+    // Every rank installs the device plan (page_pos mirrored, its own send rows); page_pos is the downloaded plan's.
+    std::vector<int32_t> page_pos(plan.page_pos_size, static_cast<int32_t>(plan.trash_page));
+    for (size_t k = 0; k < plan.mapped_pages.size(); ++k) {
+      page_pos[plan.mapped_pages[k]] = static_cast<int32_t>(plan.mapped_scratch_pages[k]);
+    }
     std::vector<std::vector<int64_t>> send;
     for (int rank : comm_->local_ranks()) send.push_back(plan.ranks[rank].send_rows);
     KVSHARD_RETURN_IF_ERROR(gather_->BeginExtend(plan.block_pages, page_pos, send, out_cache_loc));
@@ -81,15 +94,29 @@ class GpuPoolPath : public PoolDataPath {
           "locs: during an extend the GPU backend writes the batch's out_cache_loc only "
           "(leave locs out, or give exactly those slots)");
     }
+    // The staging buffers are reused: the last write's copies and kernels must be done with them.
+    KVSHARD_RETURN_IF_ERROR(WaitForStaging(&write_done_));
+    size_t bytes = 0;
+    for (const std::vector<uint8_t>& b : rows) bytes += b.size();
+    KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_rows_, bytes + locs.size() * sizeof(int64_t)));
+    auto* host = static_cast<uint8_t*>(host_rows_.data());
+    for (const std::vector<uint8_t>& b : rows) host = std::copy(b.begin(), b.end(), host);
+    if (!locs.empty()) std::memcpy(host, locs.data(), locs.size() * sizeof(int64_t));
+    const size_t staged = bytes + locs.size() * sizeof(int64_t);
     const int ranks = static_cast<int>(comm_->local_ranks().size());
-    std::vector<gpu::DeviceBuffer> bufs;
     std::vector<std::vector<const void*>> ptrs(ranks);
     for (int i = 0; i < ranks; ++i) {
       KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
+      const cudaStream_t s = gather_->compute_stream(i);
+      Staging& st = staging_[i];
+      KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&st.rows, staged));
+      if (staged > 0) {
+        KVSHARD_CUDA_CHECK(cudaMemcpyAsync(st.rows.data(), host_rows_.data(), staged, cudaMemcpyHostToDevice, s));
+      }
+      size_t offset = 0;
       for (const std::vector<uint8_t>& b : rows) {
-        KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d, gpu::Upload(b));
-        ptrs[i].push_back(d.data());
-        bufs.push_back(std::move(d));
+        ptrs[i].push_back(st.rows.as<uint8_t>() + offset);
+        offset += b.size();
       }
     }
     if (active_) {
@@ -98,43 +125,71 @@ class GpuPoolPath : public PoolDataPath {
       const PlacementSpec spec{g_.shard_size, g_.page_size};
       for (int i = 0; i < ranks; ++i) {
         KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
-        KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_locs, gpu::Upload(locs));
+        const auto* d_locs = reinterpret_cast<const int64_t*>(staging_[i].rows.as<uint8_t>() + bytes);
         for (size_t b = 0; b < g_.buffers.size(); ++b) {
-          KVSHARD_RETURN_IF_ERROR(
-              gpu::LaunchOwnerFilteredWrite(gather_->pool(i, layer, static_cast<int>(b)), gather_->shape().pool_rows,
-                                            ptrs[i][b], d_locs.as<int64_t>(), n, spec, comm_->local_ranks()[i],
-                                            g_.buffers[b].row_bytes, nullptr, gather_->compute_stream(i)));
+          KVSHARD_RETURN_IF_ERROR(gpu::LaunchOwnerFilteredWrite(
+              gather_->pool(i, layer, static_cast<int>(b)), gather_->shape().pool_rows, ptrs[i][b], d_locs, n, spec,
+              comm_->local_ranks()[i], g_.buffers[b].row_bytes, nullptr, gather_->compute_stream(i)));
         }
-        KVSHARD_RETURN_IF_ERROR(gpu::SyncStream(gather_->compute_stream(i)));
       }
     }
-    // The uploads must outlive the kernels reading them; the compute stream waits on the gather, so the wait has
-    // the group's deadline.
-    for (int i = 0; i < ranks; ++i) KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(i, gather_->compute_stream(i)));
+    return RecordStaging(&write_done_);
+  }
+
+  Status StartRead(int64_t layer, const std::vector<int64_t>& locs) override {
+    KVSHARD_NVTX_RANGE("kvshard.pool.start_read");
+    if (reading_) KVSHARD_RETURN_IF_ERROR(FinishRead().status());  // a read left unfinished (its caller failed)
+    KVSHARD_ASSIGN_OR_RETURN(auto slots, gather_->AcquireBuffersForRead(layer));
+    const int64_t m = static_cast<int64_t>(locs.size());
+    size_t row_bytes = 0;  // of every buffer together
+    for (const ref::PoolBuffer& b : g_.buffers) row_bytes += static_cast<size_t>(b.row_bytes);
+    KVSHARD_RETURN_IF_ERROR(WaitForStaging(&read_done_));  // the last read's copies are done with the locs
+    KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_locs_, locs.size() * sizeof(int64_t)));
+    if (m > 0) std::memcpy(host_locs_.data(), locs.data(), locs.size() * sizeof(int64_t));
+    const int ranks = static_cast<int>(comm_->local_ranks().size());
+    host_out_.resize(ranks);
+    for (int i = 0; i < ranks; ++i) {
+      KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
+      const cudaStream_t s = gather_->compute_stream(i);
+      Staging& st = staging_[i];
+      KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&st.locs, 2 * m * sizeof(int64_t)));  // the locs, then their rows
+      KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&st.out, m * row_bytes));
+      KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_out_[i], m * row_bytes));
+      if (m == 0) continue;
+      int64_t* d_locs = st.locs.as<int64_t>();
+      int64_t* d_rows = d_locs + m;
+      KVSHARD_CUDA_CHECK(cudaMemcpyAsync(d_locs, host_locs_.data(), m * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+      KVSHARD_RETURN_IF_ERROR(
+          gpu::LaunchTranslate(d_rows, d_locs, m, gather_->page_pos(i), gather_->shape().n_page_pos, g_.page_size, s));
+      size_t offset = 0;
+      for (size_t b = 0; b < g_.buffers.size(); ++b) {
+        const int64_t width = g_.buffers[b].row_bytes;
+        KVSHARD_RETURN_IF_ERROR(gpu::LaunchGatherRows(st.out.as<uint8_t>() + offset, slots[i][b],
+                                                      gather_->shape().scratch_rows(), d_rows, m, width, nullptr, s));
+        offset += static_cast<size_t>(m * width);
+      }
+      KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host_out_[i].data(), st.out.data(), m * row_bytes, cudaMemcpyDeviceToHost, s));
+    }
+    KVSHARD_RETURN_IF_ERROR(RecordStaging(&read_done_));
+    reading_ = true;
+    read_rows_ = m;
     return Status::Ok();
   }
 
-  StatusOr<std::vector<ref::BufferRows>> Read(int64_t layer, const std::vector<int64_t>& locs) override {
-    KVSHARD_NVTX_RANGE("kvshard.pool.read_layer");
-    KVSHARD_ASSIGN_OR_RETURN(auto slots, gather_->AcquireBuffersForRead(layer));
-    const int64_t m = static_cast<int64_t>(locs.size());
+  StatusOr<std::vector<ref::BufferRows>> FinishRead() override {
+    KVSHARD_NVTX_RANGE("kvshard.pool.finish_read");
+    if (!reading_) return FailedPrecondition("gpu: FinishRead without a StartRead");
+    reading_ = false;
     std::vector<ref::BufferRows> out;
     for (int i = 0; i < static_cast<int>(comm_->local_ranks().size()); ++i) {
-      KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
-      const cudaStream_t s = gather_->compute_stream(i);
-      KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_locs, gpu::Upload(locs));
-      KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_rows, gpu::DeviceBuffer::Allocate(m * 8));
-      KVSHARD_RETURN_IF_ERROR(gpu::LaunchTranslate(d_rows.as<int64_t>(), d_locs.as<int64_t>(), m, gather_->page_pos(i),
-                                                   gather_->shape().n_page_pos, g_.page_size, s));
+      // The compute stream waits on the gathered layer: the group's deadline.
+      KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(i, gather_->compute_stream(i)));
       out.emplace_back();
-      for (size_t b = 0; b < g_.buffers.size(); ++b) {
-        const int64_t row_bytes = g_.buffers[b].row_bytes;
-        KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_out, gpu::DeviceBuffer::Allocate(m * row_bytes));
-        KVSHARD_RETURN_IF_ERROR(gpu::LaunchGatherRows(d_out.data(), slots[i][b], gather_->shape().scratch_rows(),
-                                                      d_rows.as<int64_t>(), m, row_bytes, nullptr, s));
-        KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(i, s));  // s waits on the gathered layer: the group's deadline
-        KVSHARD_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, gpu::Download<uint8_t>(d_out.data(), m * row_bytes));
-        out.back().push_back(std::move(bytes));
+      const auto* host = static_cast<const uint8_t*>(host_out_[i].data());
+      for (const ref::PoolBuffer& b : g_.buffers) {
+        const size_t bytes = static_cast<size_t>(read_rows_ * b.row_bytes);
+        out.back().emplace_back(host, host + bytes);
+        host += bytes;
       }
     }
     return out;
@@ -144,18 +199,83 @@ class GpuPoolPath : public PoolDataPath {
     KVSHARD_NVTX_RANGE("kvshard.pool.end_extend");
     KVSHARD_RETURN_IF_ERROR(gather_->EndExtend());
     active_ = false;
+    KVSHARD_RETURN_IF_ERROR(Quiesce());  // one wait per batch for every write and read issued in it
     KVSHARD_ASSIGN_OR_RETURN(int64_t bad, gather_->BadRows());
     if (bad != 0) return Mismatch("invariant: ", bad, " rows skipped on the GPU for out-of-range indices");
     return Status::Ok();
   }
 
  private:
+  // One local rank's device buffers, reused record after record (grown when a record needs more).
+  struct Staging {
+    gpu::DeviceBuffer rows;  // a write's rows of every buffer, then (outside an extend) its locs
+    gpu::DeviceBuffer locs;  // a read's locs, then their scratch rows
+    gpu::DeviceBuffer out;   // a read's gathered rows of every buffer
+  };
+  // Per local rank, an event after the copies and kernels that use a set of staging buffers.
+  struct Done {
+    std::vector<cudaEvent_t> events;
+    bool recorded = false;
+  };
+
+  // Waits for everything issued (a read left unfinished included) on every rank; the group's deadline.
+  Status Quiesce() {
+    if (reading_) KVSHARD_RETURN_IF_ERROR(FinishRead().status());
+    if (!in_flight_) return Status::Ok();
+    for (int i = 0; i < static_cast<int>(comm_->local_ranks().size()); ++i) {
+      KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(i, gather_->compute_stream(i)));
+    }
+    in_flight_ = false;
+    write_done_.recorded = read_done_.recorded = false;
+    return Status::Ok();
+  }
+
+  // Waits until the work recorded in *done (if any) no longer uses its staging buffers; the group's deadline.
+  Status WaitForStaging(Done* done) {
+    if (!done->recorded) return Status::Ok();
+    done->recorded = false;
+    for (int i = 0; i < static_cast<int>(done->events.size()); ++i) {
+      KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
+      const cudaError_t state = cudaEventQuery(done->events[i]);
+      if (state == cudaSuccess) continue;
+      if (state != cudaErrorNotReady) KVSHARD_CUDA_CHECK(state);
+      KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(i, gather_->compute_stream(i)));  // still running: wait for it
+    }
+    return Status::Ok();
+  }
+
+  // Records on every compute stream that the work issued so far is what uses the staging buffers of *done.
+  Status RecordStaging(Done* done) {
+    const int ranks = static_cast<int>(comm_->local_ranks().size());
+    for (int i = static_cast<int>(done->events.size()); i < ranks; ++i) {
+      KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
+      cudaEvent_t e = nullptr;
+      KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      done->events.push_back(e);
+    }
+    for (int i = 0; i < ranks; ++i) {
+      KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
+      KVSHARD_CUDA_CHECK(cudaEventRecord(done->events[i], gather_->compute_stream(i)));
+    }
+    done->recorded = true;
+    in_flight_ = true;
+    return Status::Ok();
+  }
+
   PoolGeometry g_;
   std::unique_ptr<gpu::RankGroup> comm_;
   std::unique_ptr<gpu::DeviceGatherPlanner> planner_;
   std::unique_ptr<gpu::LayerAheadGather> gather_;
   std::vector<int64_t> out_cache_loc_;
   bool active_ = false;
+  std::vector<Staging> staging_;             // per local rank
+  gpu::PinnedBuffer host_rows_;              // a write's rows and locs, copied to every rank
+  gpu::PinnedBuffer host_locs_;              // a read's locs
+  std::vector<gpu::PinnedBuffer> host_out_;  // per local rank: a read's rows, copied back
+  Done write_done_, read_done_;
+  bool reading_ = false;    // a StartRead waits for its FinishRead
+  bool in_flight_ = false;  // writes or reads were issued since the last Quiesce
+  int64_t read_rows_ = 0;
 };
 
 }  // namespace

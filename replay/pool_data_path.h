@@ -21,11 +21,20 @@ class PoolDataPath {
   virtual std::string Name() const = 0;
   // begin_shard_extend of `batch`: builds the path's own plan and returns it (errors as the reference's).
   virtual StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) = 0;
-  // set_kv_buffer on every rank; rows[b] holds locs.size() * buffers[b].row_bytes bytes.
+  // set_kv_buffer on every rank; rows[b] holds locs.size() * buffers[b].row_bytes bytes (copied before it returns;
+  // the write itself may still be running: the next read or End waits for it).
   virtual Status Write(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) = 0;
-  // get_key_buffer(layer) then every buffer's rows at translate_loc_to_scratch(locs) on every rank ([rank][buffer]).
-  virtual StatusOr<std::vector<ref::BufferRows>> Read(int64_t layer, const std::vector<int64_t>& locs) = 0;
-  // end_shard_extend on every rank.
+  // get_key_buffer(layer) then every buffer's rows at translate_loc_to_scratch(locs) on every rank ([rank][buffer]):
+  // StartRead issues it and FinishRead waits for it and returns the rows, so the caller may do its own work in
+  // between (a write before it may still be running too); an error of either ends the read.
+  virtual Status StartRead(int64_t layer, const std::vector<int64_t>& locs) = 0;
+  virtual StatusOr<std::vector<ref::BufferRows>> FinishRead() = 0;
+  // StartRead then FinishRead.
+  StatusOr<std::vector<ref::BufferRows>> Read(int64_t layer, const std::vector<int64_t>& locs) {
+    KVSHARD_RETURN_IF_ERROR(StartRead(layer, locs));
+    return FinishRead();
+  }
+  // end_shard_extend on every rank, once everything issued before it finished.
   virtual Status End() = 0;
 };
 

@@ -254,13 +254,13 @@ StatusOr<Json> PoolReplay::Write(const Json& rec, const Json* only) {
   }
   ++generation_;
   const ref::BufferRows rows = PayloadRows(geometry_, layer, locs, generation_);
-  KVSHARD_RETURN_IF_ERROR(baseline_->WriteBuffers(layer, locs, rows));
-  if (pool_) KVSHARD_RETURN_IF_ERROR(pool_->WriteBuffers(layer, locs, rows));
-  if (device_) {
+  if (device_) {  // first: the device writes while the host does
     if (Status s = device_->Write(layer, locs, rows); !s.ok()) {
       return Annotate(s, device_->Name(), ": ");
     }
   }
+  KVSHARD_RETURN_IF_ERROR(baseline_->WriteBuffers(layer, locs, rows));
+  if (pool_) KVSHARD_RETURN_IF_ERROR(pool_->WriteBuffers(layer, locs, rows));
   Json j = OwnerWritePlanJson(locs, geometry_.shard_size, geometry_.page_size, only);
   j["staged"] = active_;
   j["generation"] = generation_;
@@ -287,13 +287,15 @@ StatusOr<Json> PoolReplay::Read(const Json& rec, const Json* only) {
     }
     scratch_rows[i] = page_pos_[page] * ps + locs[i] % ps;
   }
+  // The device read is issued first and collected last: the reference's and the baseline's reads run meanwhile.
+  const Status started = device_ ? device_->StartRead(layer, locs) : Status::Ok();
   KVSHARD_ASSIGN_OR_RETURN(ref::BufferRows want, baseline_->ReadBuffers(layer, locs));
   std::vector<ref::BufferRows> ref_rows, dev_rows;
   if (pool_) {
     KVSHARD_ASSIGN_OR_RETURN(ref_rows, pool_->ReadBuffers(layer, locs));
   }
   if (device_) {
-    StatusOr<std::vector<ref::BufferRows>> got = device_->Read(layer, locs);
+    StatusOr<std::vector<ref::BufferRows>> got = started.ok() ? device_->FinishRead() : started;
     if (!got.ok()) {
       if (pool_)
         return Mismatch("diff: get_key_buffer: the reference read layer ", layer, ", ", device_->Name(),
