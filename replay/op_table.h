@@ -9,6 +9,7 @@
 #include "core/json.h"
 #include "core/memory_budget.h"
 #include "core/status.h"
+#include "replay/field_answer.h"
 
 namespace kvshard::replay {
 
@@ -42,6 +43,9 @@ struct ReplayOp {
   // the ops whose answer a few input bytes can make large (a length, not a list); null where the answer is within a
   // constant of the record's own line, which the line check already holds.
   Status (*size)(const Json& rec, const MemoryBudget& budget) = nullptr;
+  // The same answer as typed fields (replay/field_answer.h), for the frequent ops whose expect is then checked
+  // without building JSON; null where `run` is the only executor.
+  StatusOr<FieldAnswer> (*run_fields)(Replayer& replayer, const Json& rec, const Json* only) = nullptr;
 };
 
 // The record's keys and their shapes against its op's row (replay/replayer.cc): InvalidArgument "<field>: <what>".

@@ -16,12 +16,14 @@
 namespace kvshard::replay {
 namespace {
 
-Json OwnerWritePlanJson(const std::vector<int64_t>& locs, int64_t n, int64_t ps, const Json* only) {
-  Json j;
+// set_kv_buffer's answer: each rank's count of owned rows and, when `only` asks, SGLang's _get_write_plan of every
+// rank.
+FieldAnswer OwnerWritePlan(const std::vector<int64_t>& locs, int64_t n, int64_t ps, const Json* only) {
+  FieldAnswer a;
   std::vector<int64_t> counts(n, 0);
   for (int64_t loc : locs) ++counts[(loc % (n * ps)) / ps];
-  j["owned_counts"] = counts;
-  if (only == nullptr || only->contains("ranks")) {  // SGLang's _get_write_plan of every rank
+  a.Add("owned_counts", std::move(counts));
+  if (only == nullptr || only->contains("ranks")) {
     std::vector<Json> ranks(n);
     for (int64_t r = 0; r < n; ++r) ranks[r] = Json{{"owned_idx", Json::array()}, {"local_rows", Json::array()}};
     for (size_t i = 0; i < locs.size(); ++i) {
@@ -29,9 +31,9 @@ Json OwnerWritePlanJson(const std::vector<int64_t>& locs, int64_t n, int64_t ps,
       ranks[owner]["owned_idx"].push_back(static_cast<int64_t>(i));
       ranks[owner]["local_rows"].push_back((locs[i] / (n * ps)) * ps + locs[i] % ps);
     }
-    j["ranks"] = ranks;
+    a.Add("ranks", Json(ranks));
   }
-  return j;
+  return a;
 }
 
 // The first difference of two reads (every buffer), as text: "locs[i] (slot S) word w: got X, expected Y" in
@@ -239,7 +241,7 @@ StatusOr<Json> PoolReplay::Begin(const Json& rec, const Json* only) {
   return j;
 }
 
-StatusOr<Json> PoolReplay::Write(const Json& rec, const Json* only) {
+StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
   const int64_t layer = rec.at("layer").get<int64_t>();
   const std::vector<int64_t> locs = rec.contains("locs") ? rec.at("locs").get<std::vector<int64_t>>() : out_cache_loc_;
   if (!rec.contains("locs") && !active_) return InvalidArgument("locs: needed outside an extend (no out_cache_loc)");
@@ -261,13 +263,13 @@ StatusOr<Json> PoolReplay::Write(const Json& rec, const Json* only) {
   }
   KVSHARD_RETURN_IF_ERROR(baseline_->WriteBuffers(layer, locs, rows));
   if (pool_) KVSHARD_RETURN_IF_ERROR(pool_->WriteBuffers(layer, locs, rows));
-  Json j = OwnerWritePlanJson(locs, geometry_.shard_size, geometry_.page_size, only);
-  j["staged"] = active_;
-  j["generation"] = generation_;
-  return j;
+  FieldAnswer a = OwnerWritePlan(locs, geometry_.shard_size, geometry_.page_size, only);
+  a.Add("staged", active_);
+  a.Add("generation", generation_);
+  return a;
 }
 
-StatusOr<Json> PoolReplay::Read(const Json& rec, const Json* only) {
+StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
   (void)only;
   const int64_t layer = rec.at("layer").get<int64_t>();
   if (!active_)
@@ -320,10 +322,10 @@ StatusOr<Json> PoolReplay::Read(const Json& rec, const Json* only) {
     }
     rows_compared_ += static_cast<int64_t>(locs.size()) * (pool_ && device_ ? 2 : 1);
   }
-  Json j;
-  j["slot"] = layer % 2;
-  j["scratch_rows"] = scratch_rows;
-  return j;
+  FieldAnswer a;
+  a.Add("slot", layer % 2);
+  a.Add("scratch_rows", std::move(scratch_rows));
+  return a;
 }
 
 StatusOr<Json> PoolReplay::End() {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "replay/backend.h"
+#include "replay/field_answer.h"
 #include "replay/pool_data_path.h"
 #include "core/gather_plan.h"
 #include "core/json.h"
@@ -60,8 +61,8 @@ class PoolReplay {
   // The pipeline records (docs/trace-format.md): each answer is what its expect is checked against. A read that
   // differs from the unsharded baseline, or (diff) between the paths, is a Mismatch "invariant: ..." / "diff: ...".
   StatusOr<Json> Begin(const Json& rec, const Json* only);
-  StatusOr<Json> Write(const Json& rec, const Json* only);
-  StatusOr<Json> Read(const Json& rec, const Json* only);
+  StatusOr<FieldAnswer> Write(const Json& rec, const Json* only);
+  StatusOr<FieldAnswer> Read(const Json& rec, const Json* only);
   StatusOr<Json> End();
 
   // Rows compared so far (reads against the baseline, and between paths in diff mode).

@@ -211,6 +211,11 @@ StatusOr<Json> Replayer::Execute(const TraceRecord& record, const Json* only) {
 
 StatusOr<Json> Replayer::ExecuteOp(const ReplayOp& op, const TraceRecord& record, const Json* only,
                                    bool shape_checked) {
+  KVSHARD_RETURN_IF_ERROR(BeginOp(op, record, shape_checked));
+  return op.run(*this, record.json, only);
+}
+
+Status Replayer::BeginOp(const ReplayOp& op, const TraceRecord& record, bool shape_checked) {
   if (!shape_checked) KVSHARD_RETURN_IF_ERROR(CheckRecord(record.json, op, budget_));
   if (op.state == OpState::kPipeline && !pool_) {
     return InvalidArgument(record.op, ": pipeline records need the header's \"pool\"");
@@ -228,7 +233,7 @@ StatusOr<Json> Replayer::ExecuteOp(const ReplayOp& op, const TraceRecord& record
     }
     ++(requests ? requests_records_ : allocator_records_);
   }
-  return op.run(*this, record.json, only);
+  return Status::Ok();
 }
 
 StatusOr<Json> Replayer::RunBeginShardExtend(const Json& rec, const Json* only) {
@@ -246,16 +251,16 @@ StatusOr<Json> Replayer::RunBeginShardExtend(const Json& rec, const Json* only) 
   return result;
 }
 
-Json Replayer::AllocatorState(const char* op) const {
-  Json j;
-  j["op"] = op;
-  j["class_free_page_counts"] = allocator_->class_free_page_counts();
-  j["available_size"] = allocator_->available_size();
-  j["aggregate_free_size"] = allocator_->aggregate_free_size();
-  return j;
+FieldAnswer Replayer::AllocatorState(const char* op) const {
+  FieldAnswer a;
+  a.Add("op", std::string(op));
+  a.Add("class_free_page_counts", allocator_->class_free_page_counts());
+  a.Add("available_size", allocator_->available_size());
+  a.Add("aggregate_free_size", allocator_->aggregate_free_size());
+  return a;
 }
 
-StatusOr<Json> Replayer::RunAlloc(const Json& rec) {
+StatusOr<FieldAnswer> Replayer::RunAlloc(const Json& rec) {
   KVSHARD_ASSIGN_OR_RETURN(AllocBatch batch, AllocBatchFromJson(rec, "", allocator_->config().shard_size));
   ref::ExtendPages out;
   KVSHARD_ASSIGN_OR_RETURN(bool ok, allocator_->AllocExtend(batch, &out));
@@ -275,10 +280,6 @@ StatusOr<Json> Replayer::RunAlloc(const Json& rec) {
     result.pages.push_back(std::move(pages));
   }
   if (ok) result.rotation_bases = out.rotation_bases;
-  result.class_free_page_counts = allocator_->class_free_page_counts();
-  result.available_size = allocator_->available_size();
-  result.aggregate_free_size = allocator_->aggregate_free_size();
-  Json j = AllocOpResultToJson(result);
   if (ok) {  // every request's owners run cyclically from its resolved base
     const int64_t n = allocator_->config().shard_size, ps = allocator_->config().page_size;
     for (size_t i = 0; i < result.pages.size(); ++i) {
@@ -289,7 +290,18 @@ StatusOr<Json> Replayer::RunAlloc(const Json& rec) {
       }
     }
   }
-  return j;
+  // AllocOpResultToJson's fields, in its order.
+  FieldAnswer a;
+  a.Add("op", std::string("alloc"));
+  a.Add("ok", ok);
+  if (ok) {
+    a.Add("rotation_bases", std::move(result.rotation_bases));
+    a.Add("pages", std::move(result.pages));
+  }
+  a.Add("class_free_page_counts", allocator_->class_free_page_counts());
+  a.Add("available_size", allocator_->available_size());
+  a.Add("aggregate_free_size", allocator_->aggregate_free_size());
+  return a;
 }
 
 StatusOr<std::vector<int64_t>> Replayer::FreeLocs(const Json& spec, const std::string& where) const {
@@ -328,7 +340,7 @@ void Replayer::Release(const std::vector<int64_t>& locs) {
   }
 }
 
-StatusOr<Json> Replayer::RunFree(const Json& rec, bool group) {
+StatusOr<FieldAnswer> Replayer::RunFree(const Json& rec, bool group) {
   if (!group) {
     KVSHARD_ASSIGN_OR_RETURN(
         std::vector<int64_t> locs,
@@ -348,8 +360,7 @@ StatusOr<Json> Replayer::RunFree(const Json& rec, bool group) {
   return AllocatorState("free_group");
 }
 
-Status Replayer::CheckAllocatorInvariants(const Json& rec, const Json& result) const {
-  (void)rec;
+Status Replayer::CheckAllocatorInvariants() const {
   const auto& c = allocator_->config();
   const std::vector<int64_t> counts = allocator_->class_free_page_counts();
   int64_t free_pages = 0;
@@ -362,7 +373,7 @@ Status Replayer::CheckAllocatorInvariants(const Json& rec, const Json& result) c
   if (allocator_->available_size() != floor || floor > allocator_->aggregate_free_size() ||
       allocator_->aggregate_free_size() != c.page_size * free_pages) {
     return Mismatch("invariant: available_size ", allocator_->available_size(), " / aggregate_free_size ",
-                    allocator_->aggregate_free_size(), " disagree with the class counts ", ShortJson(result));
+                    allocator_->aggregate_free_size(), " disagree with the class counts ", ShortJson(Json(counts)));
   }
   return Status::Ok();
 }

@@ -21,6 +21,7 @@
 #include "cpu_ref/radix_cache.h"
 #include "cpu_ref/radix_requests.h"
 #include "replay/backend.h"
+#include "replay/field_answer.h"
 #include "replay/mismatch.h"
 #include "replay/pool_replay.h"
 
@@ -105,6 +106,10 @@ class Replayer {
   static StatusOr<const ReplayOp*> FindOp(const std::string& name);
   // Execute with the record's row already found (and, with shape_checked, its CheckRecord passed).
   StatusOr<Json> ExecuteOp(const ReplayOp& op, const TraceRecord& record, const Json* only, bool shape_checked = false);
+  // What ExecuteOp checks before its executor runs (shape, the state the op needs); counts the record's kind.
+  Status BeginOp(const ReplayOp& op, const TraceRecord& record, bool shape_checked);
+  // The model's invariants after a record of `op` ran: a Mismatch "invariant: ..." when one breaks.
+  Status CheckInvariantsAfter(const ReplayOp& op);
   // A record's outcome against its expect, touching no state: OK, a Mismatch (*mismatch holds it), or the record's
   // error. `shape` is its CheckRecord result when known (else checked here when needed).
   Status Judge(const TraceRecord& record, const StatusOr<const ReplayOp*>& op, const Status* shape, StatusOr<Json>* got,
@@ -112,11 +117,11 @@ class Replayer {
   // Keeps `mismatch` as last_mismatch_ and returns it as a Mismatch status (its text line).
   Status Fail(ReplayMismatch mismatch);
   StatusOr<Json> RunBeginShardExtend(const Json& rec, const Json* only);
-  StatusOr<Json> RunAlloc(const Json& rec);
-  StatusOr<Json> RunFree(const Json& rec, bool group);
+  StatusOr<FieldAnswer> RunAlloc(const Json& rec);
+  StatusOr<FieldAnswer> RunFree(const Json& rec, bool group);
   StatusOr<std::vector<int64_t>> FreeLocs(const Json& spec, const std::string& where) const;
-  Status CheckAllocatorInvariants(const Json& rec, const Json& result) const;
-  Json AllocatorState(const char* op) const;
+  Status CheckAllocatorInvariants() const;
+  FieldAnswer AllocatorState(const char* op) const;
   void Release(const std::vector<int64_t>& locs);
   // Radix cache records (replay/radix_records.cc).
   StatusOr<Json> RunMatch(const Json& rec);

@@ -1,0 +1,124 @@
+// The replayer's typed answers (replay/field_answer.h): SurelyMatches never says more than MatchExpect. On random
+// answers and expects made from them (a subset of the keys, values changed, integers given as unsigned or as
+// floats, lists cut or nested, unknown keys), whenever SurelyMatches is true MatchExpect against ToJson() finds no
+// mismatch and counts the same fields; and an unchanged subset is always decided without JSON.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include "core/json.h"
+#include "core/trace.h"
+#include "props/property.h"
+#include "replay/field_answer.h"
+
+namespace kvshard::props {
+namespace {
+
+using replay::FieldAnswer;
+
+std::vector<int64_t> Ints() {
+  return *rc::gen::container<std::vector<int64_t>>(*rc::gen::inRange<size_t>(0, 5),
+                                                   rc::gen::inRange<int64_t>(-3, 40));
+}
+
+// A random answer: up to six fields of every kind, keys k0.. in order.
+FieldAnswer ArbitraryAnswer(std::vector<std::string>* keys) {
+  static const char* const kKeys[] = {"k0", "k1", "k2", "k3", "k4", "k5"};
+  FieldAnswer a;
+  const int n = *rc::gen::inRange(0, 7);
+  for (int i = 0; i < n; ++i) {
+    keys->push_back(kKeys[i]);
+    switch (*rc::gen::inRange(0, 6)) {
+      case 0: a.Add(kKeys[i], *rc::gen::element<std::string>("alloc", "free", "")); break;
+      case 1: a.Add(kKeys[i], *rc::gen::arbitrary<bool>()); break;
+      case 2: a.Add(kKeys[i], *rc::gen::inRange<int64_t>(-5, 50)); break;
+      case 3: a.Add(kKeys[i], Ints()); break;
+      case 4: {
+        std::vector<std::vector<int64_t>> lists(*rc::gen::inRange(0, 4));
+        for (auto& l : lists) l = Ints();
+        a.Add(kKeys[i], std::move(lists));
+        break;
+      }
+      default: a.Add(kKeys[i], Json{{"owned_idx", Ints()}, {"x", *rc::gen::inRange(0, 3)}}); break;
+    }
+  }
+  return a;
+}
+
+// `value` changed the way a wrong or oddly written expect differs: another value of its type, a float or unsigned
+// spelling, another type, a list one element shorter or longer, a nested list.
+void Mutate(Json* value) {
+  if (value->is_array() && !value->empty() && *rc::gen::arbitrary<bool>()) {
+    Mutate(&(*value)[*rc::gen::inRange<size_t>(0, value->size())]);
+    return;
+  }
+  switch (*rc::gen::inRange(0, 7)) {
+    case 0:  // another value of the same type
+      if (value->is_number_integer()) {
+        *value = value->get<int64_t>() + 1;
+      } else if (value->is_boolean()) {
+        *value = !value->get<bool>();
+      } else if (value->is_string()) {
+        *value = value->get<std::string>() + "x";
+      } else {
+        *value = 7;
+      }
+      break;
+    case 1:
+      if (value->is_number_integer()) *value = static_cast<double>(value->get<int64_t>());
+      break;
+    case 2:
+      if (value->is_number_integer() && value->get<int64_t>() >= 0) *value = value->get<uint64_t>();
+      break;
+    case 3: *value = "text"; break;
+    case 4:
+      if (value->is_array()) value->push_back(1);
+      break;
+    case 5:
+      if (value->is_array() && !value->empty()) value->erase(value->size() - 1);
+      break;
+    default: *value = Json::array({*value}); break;
+  }
+}
+
+KVSHARD_PROP(FieldAnswerProps, SurelyMatchesOnlyWhatMatchExpectMatches, ()) {
+  std::vector<std::string> keys;
+  const FieldAnswer answer = ArbitraryAnswer(&keys);
+  const Json whole = answer.ToJson();
+  Json expect = Json::object();
+  for (const std::string& key : keys) {
+    if (*rc::gen::inRange(0, 3) != 0) expect[key] = whole.at(key);
+  }
+  const bool changed = *rc::gen::arbitrary<bool>();
+  if (changed) {
+    const int edits = *rc::gen::inRange(1, 3);
+    for (int e = 0; e < edits; ++e) {
+      if (expect.empty() || *rc::gen::inRange(0, 5) == 0) {
+        expect["unknown"] = 1;
+      } else {
+        auto it = expect.begin();
+        std::advance(it, *rc::gen::inRange<size_t>(0, expect.size()));
+        Mutate(&it.value());
+      }
+    }
+  }
+  int64_t fast_fields = 0, json_fields = 0;
+  const bool sure = answer.SurelyMatches(expect, &fast_fields);
+  const auto mismatch = MatchExpect(expect, whole, &json_fields);
+  RC_LOG() << "expect " << expect.dump() << "\nanswer " << whole.dump() << "\n";
+  RC_TAG(sure ? "decided without JSON" : "left to MatchExpect", mismatch ? "mismatch" : "match");
+  if (sure) {
+    RC_ASSERT(!mismatch);
+    RC_ASSERT(fast_fields == json_fields);
+  } else {
+    RC_ASSERT(fast_fields == 0);
+  }
+  if (!changed) RC_ASSERT(sure);
+}
+
+}  // namespace
+}  // namespace kvshard::props

@@ -1,0 +1,121 @@
+// FieldAnswer: typed answer fields, their JSON, and the expect check that needs no JSON when everything is equal.
+#include "replay/field_answer.h"
+
+#include <cstring>
+#include <utility>
+
+namespace kvshard::replay {
+namespace {
+
+// True when `want` is an integer of value `got` (signed or unsigned in the expect's JSON).
+bool IsInteger(const Json& want, int64_t got) {
+  if (want.is_number_unsigned()) return got >= 0 && static_cast<uint64_t>(got) == want.get_ref<const uint64_t&>();
+  return want.is_number_integer() && want.get_ref<const int64_t&>() == got;
+}
+
+// MatchExpect's count for an equal integer list (one per element), or -1 when not surely equal.
+int64_t SurelyEqualInts(const Json& want, const std::vector<int64_t>& got) {
+  if (!want.is_array() || want.size() != got.size()) return -1;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!IsInteger(want[i], got[i])) return -1;
+  }
+  return static_cast<int64_t>(got.size());
+}
+
+}  // namespace
+
+void FieldAnswer::Add(const char* key, std::string value) {
+  fields_.push_back(Field{key, Kind::kString});
+  fields_.back().text = std::move(value);
+}
+
+void FieldAnswer::Add(const char* key, bool value) {
+  fields_.push_back(Field{key, Kind::kBool});
+  fields_.back().flag = value;
+}
+
+void FieldAnswer::Add(const char* key, int64_t value) {
+  fields_.push_back(Field{key, Kind::kInt});
+  fields_.back().number = value;
+}
+
+void FieldAnswer::Add(const char* key, std::vector<int64_t> value) {
+  fields_.push_back(Field{key, Kind::kInts});
+  fields_.back().ints = std::move(value);
+}
+
+void FieldAnswer::Add(const char* key, std::vector<std::vector<int64_t>> value) {
+  fields_.push_back(Field{key, Kind::kIntLists});
+  fields_.back().lists = std::move(value);
+}
+
+void FieldAnswer::Add(const char* key, Json value) {
+  fields_.push_back(Field{key, Kind::kJson});
+  fields_.back().json = std::move(value);
+}
+
+Json FieldAnswer::ToJson() const {
+  Json j = Json::object();
+  for (const Field& f : fields_) {
+    switch (f.kind) {
+      case Kind::kString: j[f.key] = f.text; break;
+      case Kind::kBool: j[f.key] = f.flag; break;
+      case Kind::kInt: j[f.key] = f.number; break;
+      case Kind::kInts: j[f.key] = f.ints; break;
+      case Kind::kIntLists: j[f.key] = f.lists; break;
+      case Kind::kJson: j[f.key] = f.json; break;
+    }
+  }
+  return j;
+}
+
+const FieldAnswer::Field* FieldAnswer::Find(const std::string& key) const {
+  for (const Field& f : fields_) {
+    if (key == f.key) return &f;
+  }
+  return nullptr;
+}
+
+bool FieldAnswer::SurelyMatches(const Json& expect, int64_t* fields) const {
+  if (!expect.is_object()) return false;
+  int64_t compared = 0;
+  for (const auto& [key, want] : expect.items()) {
+    const Field* f = Find(key);
+    if (f == nullptr) return false;
+    switch (f->kind) {
+      case Kind::kString:
+        if (!want.is_string() || want.get_ref<const std::string&>() != f->text) return false;
+        ++compared;
+        break;
+      case Kind::kBool:
+        if (!want.is_boolean() || want.get<bool>() != f->flag) return false;
+        ++compared;
+        break;
+      case Kind::kInt:
+        if (!IsInteger(want, f->number)) return false;
+        ++compared;
+        break;
+      case Kind::kInts: {
+        const int64_t n = SurelyEqualInts(want, f->ints);
+        if (n < 0) return false;
+        compared += n;
+        break;
+      }
+      case Kind::kIntLists:
+        if (!want.is_array() || want.size() != f->lists.size()) return false;
+        for (size_t i = 0; i < f->lists.size(); ++i) {
+          const int64_t n = SurelyEqualInts(want[i], f->lists[i]);
+          if (n < 0) return false;
+          compared += n;
+        }
+        break;
+      case Kind::kJson:  // what MatchExpect does at this key
+        if (MatchExpect(want, f->json, &compared)) return false;
+        break;
+    }
+  }
+  *fields += compared;
+  return true;
+}
+
+}  // namespace kvshard::replay

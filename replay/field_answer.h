@@ -1,0 +1,52 @@
+// An answer kept as typed fields (strings, bools, integers, integer lists and lists of them) until it must be
+// JSON: most records' expects are checked against the fields directly, without building and freeing a JSON value
+// per record; a mismatch, or an expect the fields cannot decide, takes the JSON path with the same verdict.
+#ifndef KVSHARD_REPLAY_FIELD_ANSWER_H_
+#define KVSHARD_REPLAY_FIELD_ANSWER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "core/trace.h"
+
+namespace kvshard::replay {
+
+// The top-level fields of one answer, in the order its JSON lists them.
+class FieldAnswer {
+ public:
+  void Add(const char* key, std::string value);
+  void Add(const char* key, bool value);
+  void Add(const char* key, int64_t value);
+  void Add(const char* key, std::vector<int64_t> value);
+  void Add(const char* key, std::vector<std::vector<int64_t>> value);
+  // Any other value (checked with MatchExpect on its own).
+  void Add(const char* key, Json value);
+
+  // The answer as JSON (what the op's JSON executor returns).
+  Json ToJson() const;
+  // True, with the scalars compared added to *fields, when every key of `expect` (an object) is a field equal to
+  // its value as MatchExpect compares them; false (nothing added) when that is not certain: a missing key, another
+  // type, a different value. MatchExpect against ToJson() then decides, so the verdict never depends on this.
+  bool SurelyMatches(const Json& expect, int64_t* fields) const;
+
+ private:
+  enum class Kind { kString, kBool, kInt, kInts, kIntLists, kJson };
+  struct Field {
+    const char* key;
+    Kind kind;
+    std::string text;
+    bool flag = false;
+    int64_t number = 0;
+    std::vector<int64_t> ints;
+    std::vector<std::vector<int64_t>> lists;
+    Json json;
+  };
+  const Field* Find(const std::string& key) const;
+  std::vector<Field> fields_;
+};
+
+}  // namespace kvshard::replay
+
+#endif  // KVSHARD_REPLAY_FIELD_ANSWER_H_
