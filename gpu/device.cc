@@ -26,25 +26,12 @@ std::string DeviceDescription(int ordinal) {
   return StrCat(prop.name, " (sm_", prop.major, prop.minor, ", ", prop.totalGlobalMem >> 30, " GiB)");
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) cudaFree(ptr_);
-}
+namespace internal {
 
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept : ptr_(other.ptr_), bytes_(other.bytes_) {
-  other.ptr_ = nullptr;
-  other.bytes_ = 0;
-}
+void FreeDeviceMemory(void* ptr) { cudaFree(ptr); }
+void FreePinnedMemory(void* ptr) { cudaFreeHost(ptr); }
 
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
-  if (this != &other) {
-    if (ptr_) cudaFree(ptr_);
-    ptr_ = other.ptr_;
-    bytes_ = other.bytes_;
-    other.ptr_ = nullptr;
-    other.bytes_ = 0;
-  }
-  return *this;
-}
+}  // namespace internal
 
 StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
   KVSHARD_NVTX_RANGE("kvshard.device.allocate");
@@ -53,26 +40,6 @@ StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
   KVSHARD_CUDA_CHECK(cudaMalloc(&buf.ptr_, bytes));
   buf.bytes_ = bytes;
   return buf;
-}
-
-PinnedBuffer::~PinnedBuffer() {
-  if (ptr_) cudaFreeHost(ptr_);
-}
-
-PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept : ptr_(other.ptr_), bytes_(other.bytes_) {
-  other.ptr_ = nullptr;
-  other.bytes_ = 0;
-}
-
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
-  if (this != &other) {
-    if (ptr_) cudaFreeHost(ptr_);
-    ptr_ = other.ptr_;
-    bytes_ = other.bytes_;
-    other.ptr_ = nullptr;
-    other.bytes_ = 0;
-  }
-  return *this;
 }
 
 StatusOr<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -17,18 +18,33 @@ int VisibleDeviceCount(std::string* why = nullptr);
 // "NVIDIA H200 (sm_90, 139 GiB)" for device `ordinal`.
 std::string DeviceDescription(int ordinal);
 
-// Owning device allocation (cudaMalloc/cudaFree) on the current device.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer();
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& other) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+namespace internal {
 
-  // Allocates `bytes` (0 allowed: no allocation).
-  static StatusOr<DeviceBuffer> Allocate(size_t bytes);
+// Frees what DeviceBuffer (cudaFree) and PinnedBuffer (cudaFreeHost) own.
+void FreeDeviceMemory(void* ptr);
+void FreePinnedMemory(void* ptr);
+
+// Move-only ownership of `bytes` at `ptr`, released by kFree: what DeviceBuffer and PinnedBuffer share.
+template <void (*kFree)(void*)>
+class OwnedMemory {
+ public:
+  OwnedMemory() = default;
+  ~OwnedMemory() {
+    if (ptr_) kFree(ptr_);
+  }
+  OwnedMemory(const OwnedMemory&) = delete;
+  OwnedMemory& operator=(const OwnedMemory&) = delete;
+  OwnedMemory(OwnedMemory&& other) noexcept
+      : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  OwnedMemory& operator=(OwnedMemory&& other) noexcept {
+    if (this != &other) {
+      if (ptr_) kFree(ptr_);
+      ptr_ = std::exchange(other.ptr_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
+
   void* data() const { return ptr_; }
   size_t bytes() const { return bytes_; }
   template <typename T>
@@ -36,30 +52,26 @@ class DeviceBuffer {
     return static_cast<T*>(ptr_);
   }
 
- private:
+ protected:
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
 };
 
+}  // namespace internal
+
+// Owning device allocation (cudaMalloc/cudaFree) on the current device.
+class DeviceBuffer : public internal::OwnedMemory<internal::FreeDeviceMemory> {
+ public:
+  // Allocates `bytes` (0 allowed: no allocation).
+  static StatusOr<DeviceBuffer> Allocate(size_t bytes);
+};
+
 // Owning page-locked host allocation (cudaHostAlloc/cudaFreeHost): asynchronous copies from and to it overlap with
 // the host's own work.
-class PinnedBuffer {
+class PinnedBuffer : public internal::OwnedMemory<internal::FreePinnedMemory> {
  public:
-  PinnedBuffer() = default;
-  ~PinnedBuffer();
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  PinnedBuffer(PinnedBuffer&& other) noexcept;
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
-
   // Allocates `bytes` (0 allowed: no allocation).
   static StatusOr<PinnedBuffer> Allocate(size_t bytes);
-  void* data() const { return ptr_; }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
 };
 
 // Makes *buffer hold at least `bytes` (reallocated, contents dropped, when smaller; at least doubling): the reused

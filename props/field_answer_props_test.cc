@@ -21,8 +21,7 @@ namespace {
 using replay::FieldAnswer;
 
 std::vector<int64_t> Ints() {
-  return *rc::gen::container<std::vector<int64_t>>(*rc::gen::inRange<size_t>(0, 5),
-                                                   rc::gen::inRange<int64_t>(-3, 40));
+  return *rc::gen::container<std::vector<int64_t>>(*rc::gen::inRange<size_t>(0, 5), rc::gen::inRange<int64_t>(-3, 40));
 }
 
 // A random answer: up to six fields of every kind, keys k0.. in order.
