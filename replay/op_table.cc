@@ -7,15 +7,6 @@
 #include "replay/replayer.h"
 
 namespace kvshard::replay {
-namespace {
-
-// A typed answer as the JSON the op table's `run` returns.
-StatusOr<Json> AsJson(StatusOr<FieldAnswer> answer) {
-  if (!answer.ok()) return answer.status();
-  return answer->ToJson();
-}
-
-}  // namespace
 
 // The op table. split's fields are the union over its modes (each mode checks its own required ones).
 const std::vector<ReplayOp>& Replayer::Ops() {
@@ -59,19 +50,19 @@ const std::vector<ReplayOp>& Replayer::Ops() {
         {"seq_lens", S::kIntList, true},
         {"rotation_bases", S::kBaseList, true},
         {"last_locs", S::kIntList, true}},
-       [](R& r, const Json& rec, const Json*) { return AsJson(r.RunAlloc(rec)); },
+       nullptr,
        nullptr,
        [](R& r, const Json& rec, const Json*) { return r.RunAlloc(rec); }},
       {"free",
        OpState::kAllocator,
        {{"locs", S::kIntList, false}, {"request", S::kInt, false}},
-       [](R& r, const Json& rec, const Json*) { return AsJson(r.RunFree(rec, false)); },
+       nullptr,
        nullptr,
        [](R& r, const Json& rec, const Json*) { return r.RunFree(rec, false); }},
       {"free_group",
        OpState::kAllocator,
        {{"frees", S::kFrees, true}},
-       [](R& r, const Json& rec, const Json*) { return AsJson(r.RunFree(rec, true)); },
+       nullptr,
        nullptr,
        [](R& r, const Json& rec, const Json*) { return r.RunFree(rec, true); }},
       {"match_prefix",
@@ -97,13 +88,13 @@ const std::vector<ReplayOp>& Replayer::Ops() {
       {"set_kv_buffer",
        OpState::kPipeline,
        {{"layer", S::kInt, true}, {"locs", S::kIntList, false}},
-       [](R& r, const Json& rec, const Json* only) { return AsJson(r.pool_->Write(rec, only)); },
+       nullptr,
        nullptr,
        [](R& r, const Json& rec, const Json* only) { return r.pool_->Write(rec, only); }},
       {"get_key_buffer",
        OpState::kPipeline,
        {{"layer", S::kInt, true}, {"locs", S::kIntList, false}},
-       [](R& r, const Json& rec, const Json* only) { return AsJson(r.pool_->Read(rec, only)); },
+       nullptr,
        nullptr,
        [](R& r, const Json& rec, const Json* only) { return r.pool_->Read(rec, only); }},
       {"end_shard_extend", OpState::kPipeline, {}, [](R& r, const Json&, const Json*) { return r.pool_->End(); }},

@@ -37,14 +37,15 @@ struct ReplayOp {
   OpState state;
   std::vector<FieldShape> fields;  // every key the record may carry besides "op", "expect" and "meta"
   // Runs a record whose fields have their shapes; the answer is what its expect is checked against. `only` (an
-  // object, may be null) names the top-level keys expect checks, so a large answer may leave out the rest.
+  // object, may be null) names the top-level keys expect checks, so a large answer may leave out the rest. Null for
+  // an op with run_fields (its answer's JSON is the fields').
   StatusOr<Json> (*run)(Replayer& replayer, const Json& rec, const Json* only);
   // The memory the record's answer needs, checked against --max-memory before `run` (replay/record_sizes.cc), for
   // the ops whose answer a few input bytes can make large (a length, not a list); null where the answer is within a
   // constant of the record's own line, which the line check already holds.
   Status (*size)(const Json& rec, const MemoryBudget& budget) = nullptr;
-  // The same answer as typed fields (replay/field_answer.h), for the frequent ops whose expect is then checked
-  // without building JSON; null where `run` is the only executor.
+  // The answer as typed fields (replay/field_answer.h), for the frequent ops whose expect is then checked without
+  // building JSON; null where `run` is the executor.
   StatusOr<FieldAnswer> (*run_fields)(Replayer& replayer, const Json& rec, const Json* only) = nullptr;
 };
 

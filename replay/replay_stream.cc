@@ -17,6 +17,15 @@ ReplayMismatch ModelMismatch(const TraceRecord& record, const std::string& messa
   return RecordMismatch(record, message.substr(0, colon), message.substr(colon + 2));
 }
 
+// A malformed expect.error is the record's own error, before anything runs.
+Status CheckExpectError(const TraceRecord& record) {
+  const Json* expect = record.json.contains("expect") ? &record.json.at("expect") : nullptr;
+  if (expect && expect->contains("error") && (!expect->at("error").is_string() || expect->size() != 1)) {
+    return AtLine(record.line, InvalidArgument("expect.error: must be the only key, a string"));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Replayer::Fail(ReplayMismatch mismatch) {
@@ -57,15 +66,6 @@ Status Replayer::Judge(const TraceRecord& record, const StatusOr<const ReplayOp*
   }
   if (expect) {
     if (auto m = MatchExpect(*expect, **got, fields)) return fail(ExpectValueMismatch(record, *m));
-  }
-  return Status::Ok();
-}
-
-// A malformed expect.error is the record's own error, before anything runs.
-Status CheckExpectError(const TraceRecord& record) {
-  const Json* expect = record.json.contains("expect") ? &record.json.at("expect") : nullptr;
-  if (expect && expect->contains("error") && (!expect->at("error").is_string() || expect->size() != 1)) {
-    return AtLine(record.line, InvalidArgument("expect.error: must be the only key, a string"));
   }
   return Status::Ok();
 }

@@ -212,6 +212,10 @@ StatusOr<Json> Replayer::Execute(const TraceRecord& record, const Json* only) {
 StatusOr<Json> Replayer::ExecuteOp(const ReplayOp& op, const TraceRecord& record, const Json* only,
                                    bool shape_checked) {
   KVSHARD_RETURN_IF_ERROR(BeginOp(op, record, shape_checked));
+  if (op.run == nullptr) {  // an op with typed fields: their JSON
+    KVSHARD_ASSIGN_OR_RETURN(FieldAnswer fields, op.run_fields(*this, record.json, only));
+    return fields.ToJson();
+  }
   return op.run(*this, record.json, only);
 }
 
