@@ -1,6 +1,7 @@
 // kvshard replay: runs a trace (docs/trace-format.md) through the reference model and reports the first
 // decision that differs from it, by line and field (exit 1), or a malformed line (exit 2); a truncated last record
 // (a recorder killed mid-write) is reported after every complete record was checked.
+#include <cstdio>
 #include <functional>
 #include <ostream>
 
@@ -40,10 +41,18 @@ void DeclareFlags(po::options_description& flags) {
   DeclareMaxMemoryFlag(flags);
 }
 
-void PrintSummary(const replay::ReplaySummary& s, int64_t rows, std::ostream& out) {
+void PrintSummary(const replay::ReplayReport& report, std::ostream& out) {
+  const replay::ReplaySummary& s = report.summary;
   out << "replayed " << s.records << " records, " << s.fields << " fields checked, ";
-  if (rows > 0) out << rows << " KV rows compared, ";
-  out << s.mismatches << " mismatches\n";
+  if (report.rows_compared > 0) out << report.rows_compared << " KV rows compared, ";
+  out << s.mismatches << " mismatches";
+  if (report.device_thread) {  // --backend diff: is the device or the reference the slower of the two?
+    char timing[128];
+    std::snprintf(timing, sizeof(timing), "; device thread busy %.2f s, the checking thread waited %.2f s for it",
+                  report.device_busy_seconds, report.device_waited_seconds);
+    out << timing;
+  }
+  out << "\n";
 }
 
 // The --json answer, written as the replay goes so that memory stays flat however many mismatches --keep-going
@@ -133,7 +142,7 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
     if (!keep_going && report.first) answer.Add(*report.first);
     answer.Finish(report, "");
   } else if (status.code() != StatusCode::kMismatch && (s.mismatches > 0 || !truncated)) {
-    PrintSummary(s, report.rows_compared, out);
+    PrintSummary(report, out);
   }
   if (status.code() == StatusCode::kMismatch) return status;  // the first one, without --keep-going
   if (s.mismatches > 0) {  // a verification failure wins over a truncated last record, which it still names

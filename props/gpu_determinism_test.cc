@@ -37,6 +37,10 @@ class RecordingPath : public replay::PoolDataPath {
     *log_ += (plan.ok() ? GatherPlanToJson(*plan).dump() : plan.status().ToString()) + "\n";
     return plan;
   }
+  Status CheckWrite(bool in_extend, const std::vector<int64_t>& locs,
+                    const std::vector<int64_t>& out_cache_loc) const override {
+    return inner_->CheckWrite(in_extend, locs, out_cache_loc);
+  }
   Status Write(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) override {
     return inner_->Write(layer, locs, rows);
   }

@@ -30,6 +30,7 @@ class GpuPoolPath : public PoolDataPath {
     for (Done* done : {&write_done_, &read_done_}) {
       for (cudaEvent_t e : done->events) cudaEventDestroy(e);
     }
+    for (cudaEvent_t e : order_) cudaEventDestroy(e);
   }
 
   Status Init() {
@@ -56,6 +57,16 @@ class GpuPoolPath : public PoolDataPath {
     KVSHARD_RETURN_IF_ERROR(gpu::PrefixGatherCanImplement(shape, comm_->size()));
     KVSHARD_ASSIGN_OR_RETURN(gather_, gpu::LayerAheadGather::Create(comm_.get(), shape));
     staging_.resize(comm_->local_ranks().size());
+    // Ranks emulated on one device share a write's rows and a read's locs and output: one copy each way instead
+    // of one per rank, the other ranks' streams ordered after it by events.
+    shared_device_ = true;
+    for (int i = 0; i < static_cast<int>(staging_.size()); ++i) shared_device_ &= comm_->device(i) == comm_->device(0);
+    for (size_t i = 0; i < staging_.size(); ++i) {
+      KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(static_cast<int>(i))));
+      cudaEvent_t e = nullptr;
+      KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      order_.push_back(e);
+    }
     return Status::Ok();
   }
 
@@ -86,14 +97,20 @@ class GpuPoolPath : public PoolDataPath {
     return plan;
   }
 
-  Status Write(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) override {
-    KVSHARD_NVTX_RANGE("kvshard.pool.write_layer");
-    const int64_t n = static_cast<int64_t>(locs.size());
-    if (active_ && locs != out_cache_loc_) {
+  Status CheckWrite(bool in_extend, const std::vector<int64_t>& locs,
+                    const std::vector<int64_t>& out_cache_loc) const override {
+    if (in_extend && locs != out_cache_loc) {
       return InvalidArgument(
           "locs: during an extend the GPU backend writes the batch's out_cache_loc only "
           "(leave locs out, or give exactly those slots)");
     }
+    return Status::Ok();
+  }
+
+  Status Write(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) override {
+    KVSHARD_NVTX_RANGE("kvshard.pool.write_layer");
+    const int64_t n = static_cast<int64_t>(locs.size());
+    KVSHARD_RETURN_IF_ERROR(CheckWrite(active_, locs, out_cache_loc_));
     // The staging buffers are reused: the last write's copies and kernels must be done with them.
     KVSHARD_RETURN_IF_ERROR(WaitForStaging(&write_done_));
     size_t bytes = 0;
@@ -108,11 +125,14 @@ class GpuPoolPath : public PoolDataPath {
     for (int i = 0; i < ranks; ++i) {
       KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
       const cudaStream_t s = gather_->compute_stream(i);
-      Staging& st = staging_[i];
-      KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&st.rows, staged));
-      if (staged > 0) {
-        KVSHARD_CUDA_CHECK(cudaMemcpyAsync(st.rows.data(), host_rows_.data(), staged, cudaMemcpyHostToDevice, s));
+      Staging& st = staging_[shared_device_ ? 0 : i];
+      if (i == 0 || !shared_device_) {
+        KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&st.rows, staged));
+        if (staged > 0) {
+          KVSHARD_CUDA_CHECK(cudaMemcpyAsync(st.rows.data(), host_rows_.data(), staged, cudaMemcpyHostToDevice, s));
+        }
       }
+      KVSHARD_RETURN_IF_ERROR(AfterRankZero(i));
       size_t offset = 0;
       for (const std::vector<uint8_t>& b : rows) {
         ptrs[i].push_back(st.rows.as<uint8_t>() + offset);
@@ -125,7 +145,8 @@ class GpuPoolPath : public PoolDataPath {
       const PlacementSpec spec{g_.shard_size, g_.page_size};
       for (int i = 0; i < ranks; ++i) {
         KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
-        const auto* d_locs = reinterpret_cast<const int64_t*>(staging_[i].rows.as<uint8_t>() + bytes);
+        const auto* d_locs =
+            reinterpret_cast<const int64_t*>(staging_[shared_device_ ? 0 : i].rows.as<uint8_t>() + bytes);
         for (size_t b = 0; b < g_.buffers.size(); ++b) {
           KVSHARD_RETURN_IF_ERROR(gpu::LaunchOwnerFilteredWrite(
               gather_->pool(i, layer, static_cast<int>(b)), gather_->shape().pool_rows, ptrs[i][b], d_locs, n, spec,
@@ -148,27 +169,46 @@ class GpuPoolPath : public PoolDataPath {
     if (m > 0) std::memcpy(host_locs_.data(), locs.data(), locs.size() * sizeof(int64_t));
     const int ranks = static_cast<int>(comm_->local_ranks().size());
     host_out_.resize(ranks);
+    const size_t rank_bytes = m * row_bytes;  // one rank's gathered rows of every buffer
     for (int i = 0; i < ranks; ++i) {
       KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
       const cudaStream_t s = gather_->compute_stream(i);
       Staging& st = staging_[i];
+      Staging& shared = staging_[shared_device_ ? 0 : i];  // the locs and the output (all ranks' when shared)
       KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&st.locs, 2 * m * sizeof(int64_t)));  // the locs, then their rows
-      KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&st.out, m * row_bytes));
-      KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_out_[i], m * row_bytes));
+      if (i == 0 || !shared_device_) {
+        KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&st.out, rank_bytes * (shared_device_ ? ranks : 1)));
+        KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_out_[i], rank_bytes * (shared_device_ ? ranks : 1)));
+      }
       if (m == 0) continue;
-      int64_t* d_locs = st.locs.as<int64_t>();
-      int64_t* d_rows = d_locs + m;
-      KVSHARD_CUDA_CHECK(cudaMemcpyAsync(d_locs, host_locs_.data(), m * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+      const int64_t* d_locs = shared.locs.as<int64_t>();
+      int64_t* d_rows = st.locs.as<int64_t>() + m;
+      if (i == 0 || !shared_device_) {
+        KVSHARD_CUDA_CHECK(
+            cudaMemcpyAsync(shared.locs.data(), host_locs_.data(), m * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+      }
+      KVSHARD_RETURN_IF_ERROR(AfterRankZero(i));
       KVSHARD_RETURN_IF_ERROR(
           gpu::LaunchTranslate(d_rows, d_locs, m, gather_->page_pos(i), gather_->shape().n_page_pos, g_.page_size, s));
-      size_t offset = 0;
+      size_t offset = shared_device_ ? i * rank_bytes : 0;
       for (size_t b = 0; b < g_.buffers.size(); ++b) {
         const int64_t width = g_.buffers[b].row_bytes;
-        KVSHARD_RETURN_IF_ERROR(gpu::LaunchGatherRows(st.out.as<uint8_t>() + offset, slots[i][b],
+        KVSHARD_RETURN_IF_ERROR(gpu::LaunchGatherRows(shared.out.as<uint8_t>() + offset, slots[i][b],
                                                       gather_->shape().scratch_rows(), d_rows, m, width, nullptr, s));
         offset += static_cast<size_t>(m * width);
       }
-      KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host_out_[i].data(), st.out.data(), m * row_bytes, cudaMemcpyDeviceToHost, s));
+      if (!shared_device_) {
+        KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host_out_[i].data(), st.out.data(), rank_bytes, cudaMemcpyDeviceToHost, s));
+      }
+    }
+    if (shared_device_ && m > 0) {  // rank 0's stream waits for every rank's gather, then copies all of them back
+      KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
+      for (int i = 1; i < ranks; ++i) {
+        KVSHARD_CUDA_CHECK(cudaEventRecord(order_[i], gather_->compute_stream(i)));
+        KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(gather_->compute_stream(0), order_[i], 0));
+      }
+      KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host_out_[0].data(), staging_[0].out.data(), rank_bytes * ranks,
+                                         cudaMemcpyDeviceToHost, gather_->compute_stream(0)));
     }
     KVSHARD_RETURN_IF_ERROR(RecordStaging(&read_done_));
     reading_ = true;
@@ -181,11 +221,17 @@ class GpuPoolPath : public PoolDataPath {
     if (!reading_) return FailedPrecondition("gpu: FinishRead without a StartRead");
     reading_ = false;
     std::vector<ref::BufferRows> out;
-    for (int i = 0; i < static_cast<int>(comm_->local_ranks().size()); ++i) {
-      // The compute stream waits on the gathered layer: the group's deadline.
-      KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(i, gather_->compute_stream(i)));
+    const int ranks = static_cast<int>(comm_->local_ranks().size());
+    size_t rank_bytes = 0;
+    for (const ref::PoolBuffer& b : g_.buffers) rank_bytes += static_cast<size_t>(read_rows_ * b.row_bytes);
+    for (int i = 0; i < ranks; ++i) {
+      // The compute stream waits on the gathered layer: the group's deadline. Shared: rank 0's copy waited for all.
+      if (i == 0 || !shared_device_) {
+        KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(i, gather_->compute_stream(i)));
+      }
       out.emplace_back();
-      const auto* host = static_cast<const uint8_t*>(host_out_[i].data());
+      const auto* host = shared_device_ ? static_cast<const uint8_t*>(host_out_[0].data()) + i * rank_bytes
+                                        : static_cast<const uint8_t*>(host_out_[i].data());
       for (const ref::PoolBuffer& b : g_.buffers) {
         const size_t bytes = static_cast<size_t>(read_rows_ * b.row_bytes);
         out.back().emplace_back(host, host + bytes);
@@ -217,6 +263,15 @@ class GpuPoolPath : public PoolDataPath {
     std::vector<cudaEvent_t> events;
     bool recorded = false;
   };
+
+  // Shared device: orders rank i's stream (i > 0) after what rank 0's stream was given so far (a copy all ranks
+  // read); else nothing.
+  Status AfterRankZero(int i) {
+    if (!shared_device_ || i == 0) return Status::Ok();
+    if (i == 1) KVSHARD_CUDA_CHECK(cudaEventRecord(order_[0], gather_->compute_stream(0)));
+    KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(gather_->compute_stream(i), order_[0], 0));
+    return Status::Ok();
+  }
 
   // Waits for everything issued (a read left unfinished included) on every rank; the group's deadline.
   Status Quiesce() {
@@ -273,8 +328,10 @@ class GpuPoolPath : public PoolDataPath {
   gpu::PinnedBuffer host_locs_;              // a read's locs
   std::vector<gpu::PinnedBuffer> host_out_;  // per local rank: a read's rows, copied back
   Done write_done_, read_done_;
-  bool reading_ = false;    // a StartRead waits for its FinishRead
-  bool in_flight_ = false;  // writes or reads were issued since the last Quiesce
+  bool shared_device_ = false;      // every local rank on one device (emulated ranks)
+  std::vector<cudaEvent_t> order_;  // per local rank: orders one rank's stream after another's
+  bool reading_ = false;            // a StartRead waits for its FinishRead
+  bool in_flight_ = false;          // writes or reads were issued since the last Quiesce
   int64_t read_rows_ = 0;
 };
 

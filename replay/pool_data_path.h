@@ -21,6 +21,13 @@ class PoolDataPath {
   virtual std::string Name() const = 0;
   // begin_shard_extend of `batch`: builds the path's own plan and returns it (errors as the reference's).
   virtual StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) = 0;
+  // Whether the path can write `locs` (in an extend whose chunk slots are `out_cache_loc`, or outside one): its
+  // rule for the record's error, checked before anything is written (thread-safe: uses only its arguments).
+  virtual Status CheckWrite(bool in_extend, const std::vector<int64_t>& locs,
+                            const std::vector<int64_t>& out_cache_loc) const {
+    (void)in_extend, (void)locs, (void)out_cache_loc;
+    return Status::Ok();
+  }
   // set_kv_buffer on every rank; rows[b] holds locs.size() * buffers[b].row_bytes bytes (copied before it returns;
   // the write itself may still be running: the next read or End waits for it).
   virtual Status Write(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) = 0;

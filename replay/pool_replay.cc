@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <utility>
 
 #include "replay/results.h"
@@ -15,6 +16,9 @@
 
 namespace kvshard::replay {
 namespace {
+
+// Payload bytes the device thread's queue may hold (a larger step waits for an empty queue).
+constexpr size_t kMaxQueuedBytes = size_t{64} << 20;
 
 // set_kv_buffer's answer: each rank's count of owned rows and, when `only` asks, SGLang's _get_write_plan of every
 // rank.
@@ -174,7 +178,7 @@ StatusOr<PoolGeometry> PoolGeometryFromJson(const Json& pool, int64_t shard_size
 }
 
 StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, Backend backend,
-                                                         std::unique_ptr<PoolDataPath> device) {
+                                                         std::unique_ptr<PoolDataPath> device, bool device_thread) {
   std::unique_ptr<PoolReplay> r(new PoolReplay(g, backend));
   const ref::ShardedPoolConfig config{g.shard_size,   g.page_size,  g.pages_per_rank, g.max_prefix_tokens,
                                       g.chunk_tokens, g.num_layers, g.row_words,      g.buffers};
@@ -186,7 +190,87 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
   r->baseline_.emplace(std::move(*baseline));
   if (backend != Backend::kRef && device == nullptr) return Internal("pool replay: no device data path");
   r->device_ = std::move(device);
+  if (backend == Backend::kDiff && device_thread) r->worker_ = std::make_unique<DeviceWorker>(kMaxQueuedBytes);
   return r;
+}
+
+Status PoolReplay::RunDeviceStep(size_t bytes, int64_t host_rows, std::function<Status()> step) {
+  if (!worker_) {
+    Status s = step();
+    if (!s.ok()) rows_compared_ -= host_rows;  // the record failed: its rows were not compared
+    return s;
+  }
+  const int64_t index = steps_++, host_before = rows_compared_ - host_rows;
+  worker_->Submit(bytes, [this, index, host_before, host_rows, step = std::move(step)] {
+    const int64_t device_before = device_rows_.load(std::memory_order_relaxed);
+    Status s = step();
+    if (s.ok()) return;
+    std::lock_guard<std::mutex> lock(findings_mu_);
+    findings_.push_back({index, std::move(s), host_before + device_before, host_rows});
+    found_.store(true, std::memory_order_release);
+  });
+  return Status::Ok();
+}
+
+std::vector<PoolReplay::DeviceFinding> PoolReplay::SettleDevice() {
+  if (!worker_) return {};
+  worker_->Settle();
+  std::lock_guard<std::mutex> lock(findings_mu_);
+  found_.store(false, std::memory_order_relaxed);
+  return std::exchange(findings_, {});
+}
+
+Status PoolReplay::DiffBegin(const ExtendBatch& batch, const std::vector<int64_t>& chunk, const GatherPlan& plan) {
+  StatusOr<GatherPlan> device_plan = device_->Begin(batch, chunk);
+  if (!device_plan.ok()) {
+    return Mismatch("diff: begin_shard_extend: the reference accepted the batch, ", device_->Name(),
+                    " failed: ", device_plan.status().message());
+  }
+  if (*device_plan == plan) return Status::Ok();
+  const Json want = GatherPlanToJson(plan), got = GatherPlanToJson(*device_plan);
+  for (const auto& [key, value] : want.items()) {
+    if (got.at(key) != value)
+      return Mismatch("diff: ", device_->Name(), " plan field ", key, " differs from the reference");
+  }
+  return Mismatch("diff: ", device_->Name(), " plan differs from the reference");
+}
+
+Status PoolReplay::DiffWrite(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) {
+  if (Status s = device_->Write(layer, locs, rows); !s.ok()) {
+    return Mismatch("diff: set_kv_buffer: the reference wrote layer ", layer, ", ", device_->Name(),
+                    " failed: ", s.message());
+  }
+  return Status::Ok();
+}
+
+Status PoolReplay::DiffRead(int64_t layer, const std::vector<int64_t>& locs,
+                            const std::vector<ref::BufferRows>& ref_rows, bool compare) {
+  StatusOr<std::vector<ref::BufferRows>> got = device_->Read(layer, locs);
+  if (!compare) return Status::Ok();  // the reference failed: the record's error is the reference's
+  if (!got.ok()) {
+    return Mismatch("diff: get_key_buffer: the reference read layer ", layer, ", ", device_->Name(),
+                    " failed: ", got.status().message());
+  }
+  for (size_t r = 0; r < ref_rows.size() && r < got->size(); ++r) {  // every byte of both paths
+    if ((*got)[r] != ref_rows[r]) {
+      const std::string what = FirstRowDiff((*got)[r], ref_rows[r], geometry_, locs);
+      return Mismatch("diff: layer ", layer, " rank ", r, ": ", device_->Name(), " read differs from the reference at ",
+                      what);
+    }
+  }
+  const int64_t rows = static_cast<int64_t>(locs.size() * ref_rows.size());
+  if (worker_) {
+    device_rows_.fetch_add(rows, std::memory_order_relaxed);
+  } else {
+    rows_compared_ += rows;
+  }
+  return Status::Ok();
+}
+
+Status PoolReplay::DiffEnd() {
+  Status s = device_->End();
+  if (s.ok() || s.code() == StatusCode::kMismatch) return s;  // the path's own "invariant: ..." as it says it
+  return Mismatch("diff: end_shard_extend: the reference ended the batch, ", device_->Name(), " failed: ", s.message());
 }
 
 StatusOr<Json> PoolReplay::Begin(const Json& rec, const Json* only) {
@@ -211,24 +295,8 @@ StatusOr<Json> PoolReplay::Begin(const Json& rec, const Json* only) {
   if (pool_) {
     KVSHARD_RETURN_IF_ERROR(pool_->BeginShardExtend(batch->requests));
     plan = pool_->plan();
-  }
-  if (device_) {
-    StatusOr<GatherPlan> device_plan = device_->Begin(*batch, chunk);
-    if (!device_plan.ok()) {
-      if (pool_)
-        return Mismatch("diff: begin_shard_extend: the reference accepted the batch, ", device_->Name(),
-                        " failed: ", device_plan.status().message());
-      return device_plan.status();
-    }
-    if (pool_ && !(*device_plan == plan)) {
-      const Json want = GatherPlanToJson(plan), got = GatherPlanToJson(*device_plan);
-      for (const auto& [key, value] : want.items()) {
-        if (got.at(key) != value)
-          return Mismatch("diff: ", device_->Name(), " plan field ", key, " differs from the reference");
-      }
-      return Mismatch("diff: ", device_->Name(), " plan differs from the reference");
-    }
-    if (!pool_) plan = std::move(*device_plan);
+  } else {  // --backend gpu: the device's plan is the answer
+    KVSHARD_ASSIGN_OR_RETURN(plan, device_->Begin(*batch, chunk));
   }
   active_ = true;
   ++epoch_;
@@ -238,12 +306,19 @@ StatusOr<Json> PoolReplay::Begin(const Json& rec, const Json* only) {
   Json j = GatherPlanToJson(plan);
   j["epoch"] = epoch_;
   j["out_cache_loc"] = out_cache_loc_;
+  if (pool_ && device_) {  // diff: the reference's batch stands whatever the device makes of it
+    const size_t bytes = out_cache_loc_.size() * sizeof(int64_t);
+    KVSHARD_RETURN_IF_ERROR(
+        RunDeviceStep(bytes, 0, [this, batch = std::move(*batch), chunk = out_cache_loc_, plan = std::move(plan)] {
+          return DiffBegin(batch, chunk, plan);
+        }));
+  }
   return j;
 }
 
 StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
   const int64_t layer = rec.at("layer").get<int64_t>();
-  const std::vector<int64_t> locs = rec.contains("locs") ? rec.at("locs").get<std::vector<int64_t>>() : out_cache_loc_;
+  std::vector<int64_t> locs = rec.contains("locs") ? rec.at("locs").get<std::vector<int64_t>>() : out_cache_loc_;
   if (!rec.contains("locs") && !active_) return InvalidArgument("locs: needed outside an extend (no out_cache_loc)");
   if (layer < 0 || layer >= geometry_.num_layers) {
     return InvalidArgument("layer: must be in [0, ", geometry_.num_layers, "), got ", layer);
@@ -255,8 +330,11 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
     }
   }
   ++generation_;
-  const ref::BufferRows rows = PayloadRows(geometry_, layer, locs, generation_);
-  if (device_) {  // first: the device writes while the host does
+  if (device_) {  // what the device path cannot write is the record's error, before anything is written
+    KVSHARD_RETURN_IF_ERROR(Annotate(device_->CheckWrite(active_, locs, out_cache_loc_), device_->Name(), ": "));
+  }
+  ref::BufferRows rows = PayloadRows(geometry_, layer, locs, generation_);
+  if (device_ && !pool_) {  // --backend gpu: the device writes while the host does
     if (Status s = device_->Write(layer, locs, rows); !s.ok()) {
       return Annotate(s, device_->Name(), ": ");
     }
@@ -266,6 +344,13 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
   FieldAnswer a = OwnerWritePlan(locs, geometry_.shard_size, geometry_.page_size, only);
   a.Add("staged", active_);
   a.Add("generation", generation_);
+  if (pool_ && device_) {
+    size_t bytes = locs.size() * sizeof(int64_t);
+    for (const std::vector<uint8_t>& b : rows) bytes += b.size();
+    KVSHARD_RETURN_IF_ERROR(RunDeviceStep(bytes, 0, [this, layer, locs = std::move(locs), rows = std::move(rows)] {
+      return DiffWrite(layer, locs, rows);
+    }));
+  }
   return a;
 }
 
@@ -277,7 +362,7 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
   if (layer < 0 || layer >= geometry_.num_layers) {
     return InvalidArgument("layer: must be in [0, ", geometry_.num_layers, "), got ", layer);
   }
-  const std::vector<int64_t> locs = rec.contains("locs") ? rec.at("locs").get<std::vector<int64_t>>() : batch_locs_;
+  std::vector<int64_t> locs = rec.contains("locs") ? rec.at("locs").get<std::vector<int64_t>>() : batch_locs_;
   const int64_t ps = geometry_.page_size, trash = page_pos_.empty() ? 0 : page_pos_.back();
   std::vector<int64_t> scratch_rows(locs.size());
   for (size_t i = 0; i < locs.size(); ++i) {
@@ -289,39 +374,46 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
     }
     scratch_rows[i] = page_pos_[page] * ps + locs[i] % ps;
   }
-  // The device read is issued first and collected last: the reference's and the baseline's reads run meanwhile.
-  const Status started = device_ ? device_->StartRead(layer, locs) : Status::Ok();
-  KVSHARD_ASSIGN_OR_RETURN(ref::BufferRows want, baseline_->ReadBuffers(layer, locs));
-  std::vector<ref::BufferRows> ref_rows, dev_rows;
+  // --backend gpu: the device read is issued first and collected last, the baseline's read runs meanwhile.
+  const bool gpu_only = device_ && !pool_;
+  const Status started = gpu_only ? device_->StartRead(layer, locs) : Status::Ok();
+  StatusOr<ref::BufferRows> want = baseline_->ReadBuffers(layer, locs);
+  StatusOr<std::vector<ref::BufferRows>> checked = std::vector<ref::BufferRows>();
   if (pool_) {
-    KVSHARD_ASSIGN_OR_RETURN(ref_rows, pool_->ReadBuffers(layer, locs));
+    checked = want.ok() ? pool_->ReadBuffers(layer, locs) : StatusOr<std::vector<ref::BufferRows>>(want.status());
+  } else if (gpu_only) {
+    checked = started.ok() ? device_->FinishRead() : StatusOr<std::vector<ref::BufferRows>>(started);
+    if (!checked.ok() && want.ok()) return Annotate(checked.status(), device_->Name(), ": ");
   }
-  if (device_) {
-    StatusOr<std::vector<ref::BufferRows>> got = started.ok() ? device_->FinishRead() : started;
-    if (!got.ok()) {
-      if (pool_)
-        return Mismatch("diff: get_key_buffer: the reference read layer ", layer, ", ", device_->Name(),
-                        " failed: ", got.status().message());
-      return Annotate(got.status(), device_->Name(), ": ");
+  if (!want.ok() || !checked.ok()) {
+    if (pool_ && device_) {  // diff: the device reads too, to stay in step; the record's error is the reference's
+      KVSHARD_RETURN_IF_ERROR(RunDeviceStep(0, 0, [this, layer, locs] { return DiffRead(layer, locs, {}, false); }));
     }
-    dev_rows = std::move(*got);
+    return !want.ok() ? want.status() : checked.status();
   }
-  for (size_t r = 0; r < ref_rows.size() && r < dev_rows.size(); ++r) {  // diff: every byte of both paths
-    if (dev_rows[r] != ref_rows[r]) {
-      const std::string what = FirstRowDiff(dev_rows[r], ref_rows[r], geometry_, locs);
-      return Mismatch("diff: layer ", layer, " rank ", r, ": ", device_->Name(), " read differs from the reference at ",
-                      what);
+  Status invariant = Status::Ok();
+  const int64_t host_before = rows_compared_;
+  for (size_t r = 0; r < checked->size(); ++r) {
+    if ((*checked)[r] != *want) {
+      const std::string what = FirstRowDiff((*checked)[r], *want, geometry_, locs);
+      invariant =
+          Mismatch("invariant: layer ", layer, " rank ", r, ": the sharded read differs from the unsharded pool at ",
+                   what, " (the prefix gather or the chunk staging of this layer is wrong or stale)");
+      break;
     }
+    rows_compared_ += static_cast<int64_t>(locs.size());
   }
-  const auto& checked = pool_ ? ref_rows : dev_rows;
-  for (size_t r = 0; r < checked.size(); ++r) {
-    if (checked[r] != want) {
-      const std::string what = FirstRowDiff(checked[r], want, geometry_, locs);
-      return Mismatch("invariant: layer ", layer, " rank ", r, ": the sharded read differs from the unsharded pool at ",
-                      what, " (the prefix gather or the chunk staging of this layer is wrong or stale)");
+  if (pool_ && device_) {  // diff: every byte of both paths (a difference is the record's first)
+    size_t bytes = locs.size() * sizeof(int64_t);
+    for (const ref::BufferRows& rank : *checked) {
+      for (const std::vector<uint8_t>& b : rank) bytes += b.size();
     }
-    rows_compared_ += static_cast<int64_t>(locs.size()) * (pool_ && device_ ? 2 : 1);
+    KVSHARD_RETURN_IF_ERROR(RunDeviceStep(bytes, rows_compared_ - host_before,
+                                          [this, layer, locs = std::move(locs), ref_rows = std::move(*checked)] {
+                                            return DiffRead(layer, locs, ref_rows, true);
+                                          }));
   }
+  KVSHARD_RETURN_IF_ERROR(invariant);
   FieldAnswer a;
   a.Add("slot", layer % 2);
   a.Add("scratch_rows", std::move(scratch_rows));
@@ -331,10 +423,11 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
 StatusOr<Json> PoolReplay::End() {
   if (!active_) return FailedPrecondition("end_shard_extend: no sharded extend in flight");
   if (pool_) pool_->EndShardExtend();
-  if (device_) KVSHARD_RETURN_IF_ERROR(device_->End());
+  if (device_ && !pool_) KVSHARD_RETURN_IF_ERROR(device_->End());
   active_ = false;
   out_cache_loc_.clear();
   batch_locs_.clear();
+  if (pool_ && device_) KVSHARD_RETURN_IF_ERROR(RunDeviceStep(0, 0, [this] { return DiffEnd(); }));
   return Json{{"op", "end_shard_extend"}};
 }
 

@@ -4,13 +4,17 @@
 #ifndef KVSHARD_REPLAY_POOL_REPLAY_H_
 #define KVSHARD_REPLAY_POOL_REPLAY_H_
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "replay/backend.h"
+#include "replay/device_worker.h"
 #include "replay/field_answer.h"
 #include "replay/pool_data_path.h"
 #include "core/gather_plan.h"
@@ -54,9 +58,11 @@ ref::BufferRows PayloadRows(const PoolGeometry& g, int64_t layer, const std::vec
 // The pipeline state of one trace.
 class PoolReplay {
  public:
-  // The reference pool (unless backend == kGpu) and `device` (required unless backend == kRef).
+  // The reference pool (unless backend == kGpu) and `device` (required unless backend == kRef). With kDiff and
+  // `device_thread`, the device's steps run on a thread of their own (DeviceWorker) while the host checks the
+  // reference, and what they find is taken by SettleDevice; else every step runs at its record.
   static StatusOr<std::unique_ptr<PoolReplay>> Create(const PoolGeometry& geometry, Backend backend,
-                                                      std::unique_ptr<PoolDataPath> device);
+                                                      std::unique_ptr<PoolDataPath> device, bool device_thread = false);
 
   // The pipeline records (docs/trace-format.md): each answer is what its expect is checked against. A read that
   // differs from the unsharded baseline, or (diff) between the paths, is a Mismatch "invariant: ..." / "diff: ...".
@@ -65,11 +71,39 @@ class PoolReplay {
   StatusOr<FieldAnswer> Read(const Json& rec, const Json* only);
   StatusOr<Json> End();
 
-  // Rows compared so far (reads against the baseline, and between paths in diff mode).
-  int64_t rows_compared() const { return rows_compared_; }
+  // Rows compared so far (reads against the baseline, and between paths in diff mode; with a device thread, the
+  // device's share as of its last finished step).
+  int64_t rows_compared() const { return rows_compared_ + device_rows_.load(std::memory_order_relaxed); }
+
+  // A difference a device step found on the device thread, reported when the replay settles.
+  struct DeviceFinding {
+    int64_t step = 0;          // the step's number (device_steps() before the record that submitted it)
+    Status status;             // a Mismatch: "diff: ...", or the device path's own "invariant: ..."
+    int64_t rows_at_stop = 0;  // rows_compared() of a replay that stops at the step's record
+    int64_t host_rows = 0;     // rows the host counted at that record (a record that fails counts none)
+  };
+  // Device steps submitted to the device thread so far (a pipeline record submits at most one).
+  int64_t device_steps() const { return steps_; }
+  // Device steps finished so far, and whether one of them found a difference (both cheap, any time).
+  int64_t device_steps_done() const { return worker_ ? worker_->done() : 0; }
+  bool device_found() const { return found_.load(std::memory_order_acquire); }
+  // The device thread's DeviceWorker (null without one), for its timings.
+  const DeviceWorker* device_worker() const { return worker_.get(); }
+  // Waits for every submitted device step and returns what they found since the last call, in step order.
+  std::vector<DeviceFinding> SettleDevice();
 
  private:
   PoolReplay(const PoolGeometry& g, Backend backend) : geometry_(g), backend_(backend) {}
+  // --backend diff: runs `step` (the device's call and its comparison with the reference's answer, OK or a
+  // Mismatch) at once, or on the device thread (then OK here). `host_rows`: rows the host counted for this record,
+  // uncounted when the step fails; `bytes`: the payload `step` holds.
+  Status RunDeviceStep(size_t bytes, int64_t host_rows, std::function<Status()> step);
+  // The device steps of --backend diff.
+  Status DiffBegin(const ExtendBatch& batch, const std::vector<int64_t>& chunk, const GatherPlan& plan);
+  Status DiffWrite(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows);
+  Status DiffRead(int64_t layer, const std::vector<int64_t>& locs, const std::vector<ref::BufferRows>& ref_rows,
+                  bool compare);
+  Status DiffEnd();
 
   PoolGeometry geometry_;
   Backend backend_;
@@ -77,12 +111,18 @@ class PoolReplay {
   std::optional<ref::UnshardedPool> baseline_;
   std::unique_ptr<PoolDataPath> device_;  // the GPU path (absent for kRef)
   bool active_ = false;
-  std::vector<int64_t> out_cache_loc_;  // the current extend's chunk slots (set_kv_buffer's default locs)
-  std::vector<int64_t> batch_locs_;     // every slot of the current extend (get_key_buffer's default locs)
-  std::vector<int64_t> page_pos_;       // the current plan's dense page_pos
-  int64_t epoch_ = 0;                   // extends begun so far
-  int64_t generation_ = 0;              // set_kv_buffer records so far
-  int64_t rows_compared_ = 0;
+  std::vector<int64_t> out_cache_loc_;    // the current extend's chunk slots (set_kv_buffer's default locs)
+  std::vector<int64_t> batch_locs_;       // every slot of the current extend (get_key_buffer's default locs)
+  std::vector<int64_t> page_pos_;         // the current plan's dense page_pos
+  int64_t epoch_ = 0;                     // extends begun so far
+  int64_t generation_ = 0;                // set_kv_buffer records so far
+  int64_t rows_compared_ = 0;             // by the host (and by device steps run at their record)
+  std::atomic<int64_t> device_rows_{0};   // by device steps on the device thread
+  int64_t steps_ = 0;                     // device steps submitted to the thread
+  std::mutex findings_mu_;                // guards findings_
+  std::vector<DeviceFinding> findings_;   // since the last SettleDevice
+  std::atomic<bool> found_{false};        // findings_ is not empty
+  std::unique_ptr<DeviceWorker> worker_;  // last: joined before the state its steps use goes
 };
 
 }  // namespace kvshard::replay

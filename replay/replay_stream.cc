@@ -1,6 +1,7 @@
 // A record's expect and invariant checks (Replayer::Replay, which fills the record's ReplayMismatch) and
 // ReplayStream over a whole trace, with a truncated last record reported after every complete one was checked.
 #include <istream>
+#include <optional>
 #include <utility>
 
 #include "replay/op_table.h"
@@ -94,6 +95,46 @@ void Replayer::Prepare(TraceRecord* record, bool run_stateless) const {
 }
 
 Status Replayer::Replay(const TraceRecord& record) {
+  const int64_t steps = pool_ ? pool_->device_steps() : 0, fields = summary_.fields;
+  Status status = ReplayRecord(record);
+  if (pool_ == nullptr || pool_->device_steps() == steps) return status;
+  // This record's device step runs on the device thread: keep what reporting its difference would need.
+  if (!pool_->device_found()) {
+    const int64_t done = pool_->device_steps_done();  // acquire: a finding before `done` is visible
+    while (!device_steps_.empty() && device_steps_.front().step < done && !pool_->device_found()) {
+      device_steps_.pop_front();
+    }
+  }
+  device_steps_.push_back({steps, RecordMismatch(record, "", ""), summary_.records, fields, summary_.fields});
+  return status;
+}
+
+std::vector<Replayer::DeviceMismatch> Replayer::SettleDevice() {
+  std::vector<DeviceMismatch> out;
+  if (pool_ == nullptr) return out;
+  for (PoolReplay::DeviceFinding& f : pool_->SettleDevice()) {
+    while (!device_steps_.empty() && device_steps_.front().step < f.step) device_steps_.pop_front();
+    if (device_steps_.empty() || device_steps_.front().step != f.step) continue;  // not a step of a record
+    const DeviceStepRecord& r = device_steps_.front();
+    DeviceMismatch d;
+    d.mismatch = r.at;
+    const std::string& message = f.status.message();
+    const size_t colon = message.find(": ");
+    d.mismatch.field = colon == std::string::npos ? "invariant" : message.substr(0, colon);
+    d.mismatch.detail = colon == std::string::npos ? message : message.substr(colon + 2);
+    d.records = r.records;
+    d.fields_before = r.fields_before;
+    d.record_fields = r.fields_after - r.fields_before;
+    d.rows_at_stop = f.rows_at_stop;
+    d.record_rows = f.host_rows;
+    out.push_back(std::move(d));
+    device_steps_.pop_front();
+  }
+  device_steps_.clear();  // every step submitted so far has run
+  return out;
+}
+
+Status Replayer::ReplayRecord(const TraceRecord& record) {
   ++summary_.records;
   auto* prepared = record.prepared && record.prepared->maker == this && record.prepared->line == record.line
                        ? static_cast<PreparedRecord*>(record.prepared.get())
@@ -157,11 +198,47 @@ Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport
   // The next records are parsed, shape-checked and (stateless ones) run and judged while this one is checked.
   const Replayer* prepare = replayer.get();
   TraceReadAhead records(&reader, [prepare](TraceRecord* record, bool ahead) { prepare->Prepare(record, ahead); });
+  // Counts one mismatch; false when the replay stops at it.
+  const auto count = [&](const ReplayMismatch& m) {
+    if (s.mismatches++ == 0) {
+      s.first_mismatch = MismatchText(m);
+      report->first = m;
+    }
+    if (on_mismatch) on_mismatch(m);
+    return static_cast<bool>(on_mismatch);
+  };
+  // The device thread's differences (--backend diff), each reported as its record's mismatch with the counts the
+  // record would have had if the device had answered at it: waits for the thread, then reports them before
+  // anything after them. A difference of the current record (line `line`) takes the place of its own outcome
+  // *status (a Mismatch or OK), as at its record a device difference comes first. False when the replay stops.
+  int64_t rows_adjust = 0;
+  std::optional<int64_t> rows_at_stop;
+  Status stopped_at = Status::Ok();
+  const auto settle = [&](int64_t line, Status* status) {
+    for (const Replayer::DeviceMismatch& d : replayer->SettleDevice()) {
+      if (d.mismatch.line == line && status != nullptr && (status->ok() || status->code() == StatusCode::kMismatch)) {
+        *status = Status::Ok();
+      }
+      if (!on_mismatch) {  // stop where the synchronous replay would have stopped
+        s.records = d.records;
+        s.fields = d.fields_before;
+        rows_at_stop = d.rows_at_stop;
+        count(d.mismatch);
+        stopped_at = Mismatch(MismatchText(d.mismatch));
+        return false;
+      }
+      s.fields -= d.record_fields;
+      rows_adjust -= d.record_rows;
+      count(d.mismatch);
+    }
+    return true;
+  };
   TraceRecord record;
   Status result = Status::Ok();
   while (result.ok()) {
     StatusOr<bool> more = records.Next(&record);
     if (!more.ok()) {
+      if (!settle(0, nullptr)) break;
       result = more.status();
       if (records.truncated_line() != 0) {  // every complete record was checked: say how that went
         report->truncated_line = records.truncated_line();
@@ -172,23 +249,24 @@ Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport
     }
     if (!*more) break;
     Status status = replayer->Replay(record);
+    if (status.ok() && !replayer->device_found()) continue;
+    if (!settle(record.line, &status)) break;
     if (status.ok()) continue;
     if (status.code() != StatusCode::kMismatch) {
       result = status;
       break;
     }
-    if (s.mismatches++ == 0) {
-      s.first_mismatch = status.message();
-      report->first = replayer->last_mismatch();
-    }
-    if (!on_mismatch) {
-      result = status;
-      break;
-    }
-    on_mismatch(replayer->last_mismatch());
+    if (!count(replayer->last_mismatch())) result = status;
   }
+  if (stopped_at.ok()) settle(0, nullptr);  // the last records' device steps
+  if (!stopped_at.ok()) result = stopped_at;
   report->summary = s;
-  report->rows_compared = replayer->rows_compared();
+  if (const DeviceWorker* worker = replayer->device_worker()) {
+    report->device_thread = true;
+    report->device_busy_seconds = worker->busy_seconds();
+    report->device_waited_seconds = worker->waited_seconds();
+  }
+  report->rows_compared = rows_at_stop ? *rows_at_stop : replayer->rows_compared() + rows_adjust;
   return result;
 }
 

@@ -188,7 +188,8 @@ StatusOr<std::unique_ptr<Replayer>> Replayer::Create(const Json& header, ReplayO
       if (!options.make_device) return Unavailable("--backend: the GPU backend is not built into this binary");
       KVSHARD_ASSIGN_OR_RETURN(device, options.make_device(*g));
     }
-    StatusOr<std::unique_ptr<PoolReplay>> pool = PoolReplay::Create(*g, options.backend, std::move(device));
+    StatusOr<std::unique_ptr<PoolReplay>> pool =
+        PoolReplay::Create(*g, options.backend, std::move(device), options.device_thread);
     if (!pool.ok()) return Annotate(pool.status(), "line 1: ");
     r->pool_ = std::move(*pool);
   }

@@ -4,6 +4,7 @@
 #define KVSHARD_REPLAY_REPLAYER_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <iosfwd>
 #include <memory>
@@ -62,6 +63,10 @@ struct ReplayOptions {
   // Also walk the whole radix cache after every allocator record (--full-invariants; the properties run it): by
   // default only what the record changed is checked.
   bool full_invariants = false;
+  // --backend diff: the device's steps on a thread of their own while the host checks the reference (their
+  // differences reported by ReplayStream, in trace order and with the same counts, as if found at their record);
+  // false: each at its record. A caller driving Replayer::Replay itself takes them with SettleDevice.
+  bool device_thread = true;
 };
 
 // What a trace header's allocator (N * (pages_per_rank + 1) logical pages) and pools (the sharded pool and
@@ -91,6 +96,23 @@ class Replayer {
   // record->prepared for Replay, which then gives the same result as without it.
   void Prepare(TraceRecord* record, bool run_stateless = true) const;
 
+  // A device difference of --backend diff found on the device thread: the mismatch of its record, and what a
+  // replay that stopped there, or went on, counts for it.
+  struct DeviceMismatch {
+    ReplayMismatch mismatch;
+    int64_t records = 0;        // summary().records at its record
+    int64_t fields_before = 0;  // summary().fields before its record (a failed record's fields are not counted)
+    int64_t record_fields = 0;  // fields its record counted meanwhile
+    int64_t rows_at_stop = 0;   // rows_compared() of a replay stopped at its record
+    int64_t record_rows = 0;    // rows the host counted at its record meanwhile
+  };
+  // Cheap: the device thread has found a difference since the last SettleDevice.
+  bool device_found() const { return pool_ && pool_->device_found(); }
+  // Waits for the device thread and returns its differences since the last call, in trace order.
+  std::vector<DeviceMismatch> SettleDevice();
+  // The device thread (null without one), for its timings.
+  const DeviceWorker* device_worker() const { return pool_ ? pool_->device_worker() : nullptr; }
+
   // The mismatch the last Replay returned.
   const ReplayMismatch& last_mismatch() const { return last_mismatch_; }
 
@@ -104,6 +126,8 @@ class Replayer {
   // The op table (one row per trace op) and a row by name (InvalidArgument "op: unknown op ..." naming them all).
   static const std::vector<ReplayOp>& Ops();
   static StatusOr<const ReplayOp*> FindOp(const std::string& name);
+  // Replay without the device thread's bookkeeping.
+  Status ReplayRecord(const TraceRecord& record);
   // Execute with the record's row already found (and, with shape_checked, its CheckRecord passed).
   StatusOr<Json> ExecuteOp(const ReplayOp& op, const TraceRecord& record, const Json* only, bool shape_checked = false);
   // What ExecuteOp checks before its executor runs (shape, the state the op needs); counts the record's kind.
@@ -181,6 +205,13 @@ class Replayer {
   std::vector<int64_t> freed_cached_;  // pages freed while the radix cache holds them (since the last check)
   ReplaySummary summary_;
   ReplayMismatch last_mismatch_;
+  // Records whose device step may still find a difference (dropped once their step finished without one).
+  struct DeviceStepRecord {
+    int64_t step = 0;
+    ReplayMismatch at;  // the record's line, op and meta
+    int64_t records = 0, fields_before = 0, fields_after = 0;
+  };
+  std::deque<DeviceStepRecord> device_steps_;
 };
 
 // What ReplayStream saw.
@@ -189,6 +220,10 @@ struct ReplayReport {
   int64_t rows_compared = 0;            // KV rows the pipeline records compared
   std::optional<ReplayMismatch> first;  // the first mismatch, when there was one
   int64_t truncated_line = 0;           // the line of a truncated last record (0: the trace ended whole)
+  // --backend diff's device thread: whether there was one, the seconds it ran device steps and the seconds the
+  // checking thread waited for it (queue full, or settling at a mismatch and at the end).
+  bool device_thread = false;
+  double device_busy_seconds = 0, device_waited_seconds = 0;
 };
 
 // Replays a whole trace from `in` (what `kvshard replay`, the trace properties and the trace fuzzer run): reads

@@ -1,0 +1,203 @@
+// `replay --backend diff` with the device's steps on a thread of their own (replay/device_worker.h) reports what
+// the same replay reports with every step at its record: a data path on the host (the reference pool, with faults
+// injected at drawn calls: a failed or altered plan, a failed write, a flipped byte or a failed read, a failed end
+// or the path's own invariant), on generated traces with or without a corrupted expect, gives the same end, the
+// same mismatches in the same order and the same counts (records, fields, mismatches, rows compared), stopping at
+// the first mismatch and with --keep-going.
+#include <chrono>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+
+#include "replay/pool_data_path.h"
+#include "replay/replayer.h"
+#include "replay/trace_gen.h"
+#include "core/status.h"
+#include "props/property.h"
+#include "props/rc_status.h"
+#include "props/trace_testing.h"
+
+namespace kvshard::props {
+namespace {
+
+enum class Fault { kFailBegin, kAlterPlan, kFailWrite, kFlipByte, kFailRead, kFailEnd, kEndInvariant };
+
+// The reference pool as a device data path, wrong where `faults` (call number -> fault) say; `delay_every`
+// sleeps a little at every such call, so the device thread falls behind the host by varying amounts.
+class FaultyHostPath : public replay::PoolDataPath {
+ public:
+  FaultyHostPath(ref::ShardedPool pool, std::map<int64_t, Fault> faults, int64_t delay_every)
+      : pool_(std::move(pool)), faults_(std::move(faults)), delay_every_(delay_every) {}
+
+  std::string Name() const override { return "host path (faults injected)"; }
+
+  StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>&) override {
+    const auto fault = Next();
+    if (fault == Fault::kFailBegin) return Internal("injected: begin failed");
+    KVSHARD_RETURN_IF_ERROR(pool_.BeginShardExtend(batch.requests));
+    GatherPlan plan = pool_.plan();
+    if (fault == Fault::kAlterPlan) ++plan.trash_page;
+    return plan;
+  }
+
+  Status Write(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) override {
+    if (Next() == Fault::kFailWrite) return Internal("injected: write failed");
+    return pool_.WriteBuffers(layer, locs, rows);
+  }
+
+  Status StartRead(int64_t layer, const std::vector<int64_t>& locs) override {
+    read_fault_ = Next();
+    layer_ = layer;
+    locs_ = locs;
+    return Status::Ok();
+  }
+
+  StatusOr<std::vector<ref::BufferRows>> FinishRead() override {
+    if (read_fault_ == Fault::kFailRead) return Internal("injected: read failed");
+    KVSHARD_ASSIGN_OR_RETURN(std::vector<ref::BufferRows> rows, pool_.ReadBuffers(layer_, locs_));
+    if (read_fault_ == Fault::kFlipByte) {
+      for (ref::BufferRows& rank : rows) {
+        for (std::vector<uint8_t>& buffer : rank) {
+          if (!buffer.empty()) {
+            buffer[buffer.size() / 2] ^= 0x10;
+            return rows;
+          }
+        }
+      }
+    }
+    return rows;
+  }
+
+  Status End() override {
+    const auto fault = Next();
+    pool_.EndShardExtend();
+    if (fault == Fault::kFailEnd) return Internal("injected: end failed");
+    if (fault == Fault::kEndInvariant) return Mismatch("invariant: injected: rows skipped");
+    return Status::Ok();
+  }
+
+ private:
+  // This call's fault (none: an unused value).
+  std::optional<Fault> Next() {
+    const int64_t call = calls_++;
+    if (delay_every_ > 0 && call % delay_every_ == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    const auto it = faults_.find(call);
+    if (it == faults_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  ref::ShardedPool pool_;
+  std::map<int64_t, Fault> faults_;
+  int64_t delay_every_ = 0;
+  int64_t calls_ = 0;
+  std::optional<Fault> read_fault_;
+  int64_t layer_ = 0;
+  std::vector<int64_t> locs_;
+};
+
+// Everything a replay reports.
+struct Outcome {
+  std::string status;  // code and message
+  int64_t records = 0, fields = 0, mismatches = 0, rows_compared = 0, truncated_line = 0;
+  std::string first_mismatch;
+  std::vector<std::string> reported;  // every mismatch passed on (--keep-going)
+  bool operator==(const Outcome&) const = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const Outcome& o) {
+  os << "status=" << o.status << " records=" << o.records << " fields=" << o.fields << " mismatches=" << o.mismatches
+     << " rows=" << o.rows_compared << " truncated=" << o.truncated_line << " first=" << o.first_mismatch;
+  for (const std::string& m : o.reported) os << "\n  " << m;
+  return os;
+}
+
+std::string ToString(const Outcome& o) {
+  std::ostringstream os;
+  os << o;
+  return os.str();
+}
+
+Outcome Run(const std::string& text, const std::map<int64_t, Fault>& faults, int64_t delay_every, bool device_thread,
+            bool keep_going) {
+  replay::ReplayOptions options = PropertyReplayOptions();
+  options.backend = replay::Backend::kDiff;
+  options.device_thread = device_thread;
+  options.make_device = [&](const replay::PoolGeometry& g) -> StatusOr<std::unique_ptr<replay::PoolDataPath>> {
+    const ref::ShardedPoolConfig config{g.shard_size,   g.page_size,  g.pages_per_rank, g.max_prefix_tokens,
+                                        g.chunk_tokens, g.num_layers, g.row_words,      g.buffers};
+    KVSHARD_ASSIGN_OR_RETURN(ref::ShardedPool pool, ref::ShardedPool::Create(config));
+    return std::unique_ptr<replay::PoolDataPath>(new FaultyHostPath(std::move(pool), faults, delay_every));
+  };
+  Outcome o;
+  std::istringstream in(text);
+  replay::ReplayReport report;
+  const Status s = keep_going ? replay::ReplayStream(in, options, &report,
+                                                     [&o](const replay::ReplayMismatch& m) {
+                                                       o.reported.push_back(replay::MismatchText(m));
+                                                     })
+                              : replay::ReplayStream(in, options, &report);
+  o.status = s.ok() ? "OK" : StrCat(static_cast<int>(s.code()), " ", s.message());
+  o.records = report.summary.records;
+  o.fields = report.summary.fields;
+  o.mismatches = report.summary.mismatches;
+  o.first_mismatch = report.summary.first_mismatch;
+  o.rows_compared = report.rows_compared;
+  o.truncated_line = report.truncated_line;
+  return o;
+}
+
+// Makes the first digit after a random record's "expect": another digit (no leading zero made).
+std::string CorruptOneExpect(const std::string& text) {
+  std::vector<size_t> starts;
+  for (size_t at = text.find("\"expect\":"); at != std::string::npos; at = text.find("\"expect\":", at + 1)) {
+    starts.push_back(at);
+  }
+  if (starts.empty()) return text;
+  const size_t at = starts[*rc::gen::inRange<size_t>(0, starts.size())];
+  const size_t digit = text.find_first_of("0123456789", at);
+  if (digit == std::string::npos || text.find('\n', at) < digit) return text;
+  std::string out = text;
+  out[digit] = out[digit] == '9' ? '8' : static_cast<char>(out[digit] + 1);
+  return out;
+}
+
+KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
+  replay::TraceGenOptions o = ArbitraryTraceGenOptions();
+  o.num_layers = *rc::gen::inRange<int64_t>(1, 4);
+  o.records = *rc::gen::inRange<int64_t>(1, 120);
+  std::ostringstream trace;
+  RC_ASSERT_OK(replay::GenerateTrace(o, trace));
+  std::string text = trace.str();
+  if (*rc::gen::arbitrary<bool>()) text = CorruptOneExpect(text);
+  std::map<int64_t, Fault> faults;
+  const int64_t n_faults = *rc::gen::inRange<int64_t>(0, 7);
+  for (int64_t i = 0; i < n_faults; ++i) {
+    faults[*rc::gen::inRange<int64_t>(0, 24)] =
+        *rc::gen::element(Fault::kFailBegin, Fault::kAlterPlan, Fault::kFailWrite, Fault::kFlipByte, Fault::kFailRead,
+                          Fault::kFailEnd, Fault::kEndInvariant);
+  }
+  const int64_t delay_every = *rc::gen::element<int64_t>(0, 1, 7);
+  for (const bool keep_going : {false, true}) {
+    const Outcome at_record = Run(text, faults, delay_every, /*device_thread=*/false, keep_going);
+    const Outcome threaded = Run(text, faults, delay_every, /*device_thread=*/true, keep_going);
+    RC_CLASSIFY(at_record.mismatches > 0, "mismatches");
+    RC_CLASSIFY(at_record.mismatches > 1, "several mismatches");
+    RC_CLASSIFY(at_record.first_mismatch.find(": diff: ") != std::string::npos, "a device difference first");
+    RC_CLASSIFY(at_record.first_mismatch.find(": invariant: injected") != std::string::npos, "the path's invariant");
+    if (!(at_record == threaded)) {
+      RC_FAIL(StrCat(keep_going ? "--keep-going" : "stop at the first", ": at each record:\n", ToString(at_record),
+                     "\nwith the device thread:\n", ToString(threaded)));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvshard::props

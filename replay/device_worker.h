@@ -1,0 +1,59 @@
+// A thread that runs a replay's device steps in the order they are submitted, so `replay --backend diff` checks
+// the reference on the host while the device path works through the same records (docs/trace-format.md, "Where
+// --backend diff reports a device difference"). The queue is bounded in bytes: memory stays flat in trace length.
+#ifndef KVSHARD_REPLAY_DEVICE_WORKER_H_
+#define KVSHARD_REPLAY_DEVICE_WORKER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace kvshard::replay {
+
+// One worker thread, steps run one at a time in submission order.
+class DeviceWorker {
+ public:
+  // Queued steps may hold up to `max_queued_bytes` of payload together (a larger step waits for an empty queue).
+  explicit DeviceWorker(size_t max_queued_bytes);
+  // Runs what is still queued, then joins.
+  ~DeviceWorker();
+  DeviceWorker(const DeviceWorker&) = delete;
+  DeviceWorker& operator=(const DeviceWorker&) = delete;
+
+  // Queues `step`, which holds `bytes` of payload; blocks while the queue is full.
+  void Submit(size_t bytes, std::function<void()> step);
+  // Waits until every step submitted so far has run.
+  void Settle();
+  // Steps that have run so far (acquire: what a step wrote before it finished is visible).
+  int64_t done() const { return done_.load(std::memory_order_acquire); }
+  // Seconds the worker spent running steps, and seconds callers of Submit and Settle spent waiting for it.
+  double busy_seconds() const { return busy_ns_.load(std::memory_order_relaxed) * 1e-9; }
+  double waited_seconds() const { return waited_ns_.load(std::memory_order_relaxed) * 1e-9; }
+
+ private:
+  struct Queued {
+    size_t bytes;
+    std::function<void()> step;
+  };
+  void Run();
+
+  const size_t max_queued_bytes_;
+  std::mutex mu_;
+  std::condition_variable changed_;  // a step was queued or finished, or the worker is asked to stop
+  std::deque<Queued> queue_;
+  size_t queued_bytes_ = 0;
+  int64_t submitted_ = 0;
+  std::atomic<int64_t> done_{0};
+  std::atomic<int64_t> busy_ns_{0}, waited_ns_{0};
+  bool stop_ = false;
+  std::thread thread_;  // last: started once the members it uses exist
+};
+
+}  // namespace kvshard::replay
+
+#endif  // KVSHARD_REPLAY_DEVICE_WORKER_H_
