@@ -14,8 +14,7 @@ int64_t NowNs() {
 
 }  // namespace
 
-DeviceWorker::DeviceWorker(size_t max_queued_bytes)
-    : max_queued_bytes_(max_queued_bytes), thread_([this] { Run(); }) {}
+DeviceWorker::DeviceWorker(size_t max_queued_bytes) : max_queued_bytes_(max_queued_bytes), thread_([this] { Run(); }) {}
 
 DeviceWorker::~DeviceWorker() {
   {
@@ -26,10 +25,37 @@ DeviceWorker::~DeviceWorker() {
   thread_.join();
 }
 
+void DeviceWorker::DestroySpent() {
+  std::vector<Queued> spent;
+  size_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    spent.swap(spent_);
+  }
+  for (const Queued& q : spent) bytes += q.bytes;
+  spent.clear();  // the payloads go here, on this thread
+  if (bytes == 0) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_bytes_ -= bytes;
+  }
+  changed_.notify_all();
+}
+
 void DeviceWorker::Submit(size_t bytes, std::function<void()> step) {
+  DestroySpent();
   std::unique_lock<std::mutex> lock(mu_);
-  const auto admits = [&] { return queue_.empty() || queued_bytes_ + bytes <= max_queued_bytes_; };
-  if (!admits()) {
+  // Spent steps count until destroyed: while the bound holds the submitter back, it destroys what ran meanwhile.
+  const auto admits = [&] {
+    return (queue_.empty() && spent_.empty()) || queued_bytes_ + bytes <= max_queued_bytes_ || !spent_.empty();
+  };
+  while (queued_bytes_ + bytes > max_queued_bytes_ && !(queue_.empty() && spent_.empty())) {
+    if (!spent_.empty()) {
+      lock.unlock();
+      DestroySpent();
+      lock.lock();
+      continue;
+    }
     const int64_t start = NowNs();
     changed_.wait(lock, admits);
     waited_ns_.fetch_add(NowNs() - start, std::memory_order_relaxed);
@@ -46,6 +72,8 @@ void DeviceWorker::Settle() {
   std::unique_lock<std::mutex> lock(mu_);
   changed_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == submitted_; });
   waited_ns_.fetch_add(NowNs() - start, std::memory_order_relaxed);
+  lock.unlock();
+  DestroySpent();
 }
 
 void DeviceWorker::Run() {
@@ -58,10 +86,9 @@ void DeviceWorker::Run() {
     lock.unlock();
     const int64_t start = NowNs();
     q.step();
-    q.step = nullptr;  // its payload goes before the queue admits more
     busy_ns_.fetch_add(NowNs() - start, std::memory_order_relaxed);
     lock.lock();
-    queued_bytes_ -= q.bytes;
+    spent_.push_back(std::move(q));  // destroyed by the submitting thread
     done_.fetch_add(1, std::memory_order_release);
     changed_.notify_all();
   }

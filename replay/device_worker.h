@@ -1,6 +1,9 @@
 // A thread that runs a replay's device steps in the order they are submitted, so `replay --backend diff` checks
 // the reference on the host while the device path works through the same records (docs/trace-format.md, "Where
 // --backend diff reports a device difference"). The queue is bounded in bytes: memory stays flat in trace length.
+// A step that ran is destroyed (its payload freed) on the submitting thread, at its next Submit or Settle: glibc
+// frees memory into the arena of the thread that allocated it, and a worker freeing the submitter's payloads
+// contends for that arena's lock with the submitter's own allocations.
 #ifndef KVSHARD_REPLAY_DEVICE_WORKER_H_
 #define KVSHARD_REPLAY_DEVICE_WORKER_H_
 
@@ -12,6 +15,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace kvshard::replay {
 
@@ -25,9 +29,10 @@ class DeviceWorker {
   DeviceWorker(const DeviceWorker&) = delete;
   DeviceWorker& operator=(const DeviceWorker&) = delete;
 
-  // Queues `step`, which holds `bytes` of payload; blocks while the queue is full.
+  // Queues `step`, which holds `bytes` of payload (counted until the step is destroyed here); blocks while the
+  // queue is full. Destroys the steps that ran since the last call.
   void Submit(size_t bytes, std::function<void()> step);
-  // Waits until every step submitted so far has run.
+  // Waits until every step submitted so far has run, and destroys them.
   void Settle();
   // Steps that have run so far (acquire: what a step wrote before it finished is visible).
   int64_t done() const { return done_.load(std::memory_order_acquire); }
@@ -41,11 +46,14 @@ class DeviceWorker {
     std::function<void()> step;
   };
   void Run();
+  // Destroys the steps that ran, outside the lock (their bytes leave the bound then).
+  void DestroySpent();
 
   const size_t max_queued_bytes_;
   std::mutex mu_;
   std::condition_variable changed_;  // a step was queued or finished, or the worker is asked to stop
   std::deque<Queued> queue_;
+  std::vector<Queued> spent_;  // ran, to be destroyed on the submitting thread
   size_t queued_bytes_ = 0;
   int64_t submitted_ = 0;
   std::atomic<int64_t> done_{0};

@@ -49,7 +49,7 @@ TEST(DeviceWorkerTest, TheByteBoundHoldsTheSubmitterBack) {
       if (in_queue > queued_peak) queued_peak = in_queue;
     }
     worker.Submit(1000, [&] { ++finished; });  // larger than the bound: runs once the queue is empty
-  }  // the destructor runs what is left
+  }                                            // the destructor runs what is left
   EXPECT_EQ(finished, 51);
   EXPECT_LE(queued_peak, 4) << "the queue held more than its 100 bytes allow (2 queued + 1 running + 1 racing)";
   EXPECT_EQ(running, 1);
