@@ -109,7 +109,7 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   options.full_invariants = flags.Bool("full-invariants");
 #ifdef KVSHARD_HAVE_CUDA
   const int gpus = static_cast<int>(flags.Int("gpus"));
-  options.make_device = [gpus](const replay::PoolGeometry& g) { return replay::CreateGpuPoolPath(g, gpus); };
+  options.make_device = [gpus](const replay::PoolGeometry& g) { return replay::MakeGpuPoolPath(g, gpus); };
 #endif
   const bool json = flags.Bool("json");
   const bool keep_going = flags.Bool("keep-going");

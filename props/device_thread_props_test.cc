@@ -34,8 +34,10 @@ enum class Fault { kFailBegin, kAlterPlan, kFailWrite, kFlipByte, kFailRead, kFa
 // sleeps a little at every such call, so the device thread falls behind the host by varying amounts.
 class FaultyHostPath : public replay::PoolDataPath {
  public:
-  FaultyHostPath(ref::ShardedPool pool, std::map<int64_t, Fault> faults, int64_t delay_every)
-      : pool_(std::move(pool)), faults_(std::move(faults)), delay_every_(delay_every) {}
+  FaultyHostPath(ref::ShardedPool pool, std::map<int64_t, Fault> faults, int64_t delay_every, bool start_fails = false)
+      : pool_(std::move(pool)), faults_(std::move(faults)), delay_every_(delay_every), start_fails_(start_fails) {}
+
+  Status Start() override { return start_fails_ ? Unavailable("injected: no device to start") : Status::Ok(); }
 
   std::string Name() const override { return "host path (faults injected)"; }
 
@@ -97,6 +99,7 @@ class FaultyHostPath : public replay::PoolDataPath {
   ref::ShardedPool pool_;
   std::map<int64_t, Fault> faults_;
   int64_t delay_every_ = 0;
+  bool start_fails_ = false;
   int64_t calls_ = 0;
   std::optional<Fault> read_fault_;
   int64_t layer_ = 0;
@@ -125,8 +128,8 @@ std::string ToString(const Outcome& o) {
   return os.str();
 }
 
-Outcome Run(const std::string& text, const std::map<int64_t, Fault>& faults, int64_t delay_every, bool device_thread,
-            bool keep_going) {
+Outcome RunReplay(const std::string& text, const std::map<int64_t, Fault>& faults, int64_t delay_every,
+                  bool device_thread, bool keep_going, bool start_fails = false) {
   replay::ReplayOptions options = PropertyReplayOptions();
   options.backend = replay::Backend::kDiff;
   options.device_thread = device_thread;
@@ -134,7 +137,7 @@ Outcome Run(const std::string& text, const std::map<int64_t, Fault>& faults, int
     const ref::ShardedPoolConfig config{g.shard_size,   g.page_size,  g.pages_per_rank, g.max_prefix_tokens,
                                         g.chunk_tokens, g.num_layers, g.row_words,      g.buffers};
     KVSHARD_ASSIGN_OR_RETURN(ref::ShardedPool pool, ref::ShardedPool::Create(config));
-    return std::unique_ptr<replay::PoolDataPath>(new FaultyHostPath(std::move(pool), faults, delay_every));
+    return std::unique_ptr<replay::PoolDataPath>(new FaultyHostPath(std::move(pool), faults, delay_every, start_fails));
   };
   Outcome o;
   std::istringstream in(text);
@@ -186,8 +189,8 @@ KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
   }
   const int64_t delay_every = *rc::gen::element<int64_t>(0, 1, 7);
   for (const bool keep_going : {false, true}) {
-    const Outcome at_record = Run(text, faults, delay_every, /*device_thread=*/false, keep_going);
-    const Outcome threaded = Run(text, faults, delay_every, /*device_thread=*/true, keep_going);
+    const Outcome at_record = RunReplay(text, faults, delay_every, /*device_thread=*/false, keep_going);
+    const Outcome threaded = RunReplay(text, faults, delay_every, /*device_thread=*/true, keep_going);
     RC_CLASSIFY(at_record.mismatches > 0, "mismatches");
     RC_CLASSIFY(at_record.mismatches > 1, "several mismatches");
     RC_CLASSIFY(at_record.first_mismatch.find(": diff: ") != std::string::npos, "a device difference first");
@@ -195,6 +198,25 @@ KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
     if (!(at_record == threaded)) {
       RC_FAIL(StrCat(keep_going ? "--keep-going" : "stop at the first", ": at each record:\n", ToString(at_record),
                      "\nwith the device thread:\n", ToString(threaded)));
+    }
+  }
+}
+
+// A path that cannot start ends the replay with its error, whether it starts at creation or on the device thread
+// (where the first records are checked meanwhile): exit 3's Unavailable, its message as the path gave it.
+TEST(DeviceThreadTest, APathThatCannotStartEndsTheReplayWithItsError) {
+  replay::TraceGenOptions o;
+  o.seed = 7;
+  o.records = 60;
+  o.num_layers = 2;
+  std::ostringstream trace;
+  ASSERT_TRUE(replay::GenerateTrace(o, trace).ok());
+  for (const bool device_thread : {false, true}) {
+    for (const bool keep_going : {false, true}) {
+      const Outcome out = RunReplay(trace.str(), {}, 0, device_thread, keep_going, /*start_fails=*/true);
+      EXPECT_EQ(out.status, StrCat(static_cast<int>(StatusCode::kUnavailable), " injected: no device to start"))
+          << "device_thread " << device_thread << " keep_going " << keep_going;
+      EXPECT_EQ(out.mismatches, 0);
     }
   }
 }

@@ -24,13 +24,27 @@ namespace {
 
 class GpuPoolPath : public PoolDataPath {
  public:
-  GpuPoolPath(const PoolGeometry& g, std::unique_ptr<gpu::RankGroup> comm) : g_(g), comm_(std::move(comm)) {}
+  GpuPoolPath(const PoolGeometry& g, int gpus) : g_(g), gpus_(gpus) {}
   ~GpuPoolPath() override {
     if (gather_ != nullptr) (void)Quiesce();  // the staging buffers outlive what uses them
     for (Done* done : {&write_done_, &read_done_}) {
       for (cudaEvent_t e : done->events) cudaEventDestroy(e);
     }
     for (cudaEvent_t e : order_) cudaEventDestroy(e);
+  }
+
+  // The rank group (device 0 for emulated ranks, an NCCL communicator for one GPU per rank), then Init.
+  Status Start() override {
+    std::string why;
+    const int visible = gpu::VisibleDeviceCount(&why);
+    if (visible == 0) return Unavailable("--backend: no CUDA device visible (", why, ")");
+    if (gpus_ <= 1) {
+      KVSHARD_ASSIGN_OR_RETURN(comm_, gpu::CreateEmulatedGroup(static_cast<int>(g_.shard_size), 0));
+    } else {
+      if (visible < gpus_) return Unavailable("--gpus: ", gpus_, " devices needed, ", visible, " visible");
+      KVSHARD_ASSIGN_OR_RETURN(comm_, gpu::CreateNcclGroup(gpus_));
+    }
+    return Init();
   }
 
   Status Init() {
@@ -70,10 +84,9 @@ class GpuPoolPath : public PoolDataPath {
     return Status::Ok();
   }
 
-  std::string Name() const override {
-    return comm_->Kind() == "emulated"
-               ? StrCat("gpu (", comm_->size(), " ranks emulated on device ", comm_->device(0), ")")
-               : StrCat("gpu (", comm_->Kind(), ", ", comm_->size(), " devices)");
+  std::string Name() const override {  // known before Start (the host names the path in its errors)
+    return gpus_ <= 1 ? StrCat("gpu (", g_.shard_size, " ranks emulated on device 0)")
+                      : StrCat("gpu (nccl, ", gpus_, " devices)");
   }
 
   StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) override {
@@ -318,7 +331,8 @@ class GpuPoolPath : public PoolDataPath {
   }
 
   PoolGeometry g_;
-  std::unique_ptr<gpu::RankGroup> comm_;
+  int gpus_ = 1;
+  std::unique_ptr<gpu::RankGroup> comm_;  // made by Start
   std::unique_ptr<gpu::DeviceGatherPlanner> planner_;
   std::unique_ptr<gpu::LayerAheadGather> gather_;
   std::vector<int64_t> out_cache_loc_;
@@ -337,24 +351,18 @@ class GpuPoolPath : public PoolDataPath {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<PoolDataPath>> CreateGpuPoolPath(const PoolGeometry& geometry, int gpus) {
-  std::string why;
-  const int visible = gpu::VisibleDeviceCount(&why);
-  if (visible == 0) return Unavailable("--backend: no CUDA device visible (", why, ")");
-  std::unique_ptr<gpu::RankGroup> comm;
-  if (gpus <= 1) {
-    KVSHARD_ASSIGN_OR_RETURN(comm, gpu::CreateEmulatedGroup(static_cast<int>(geometry.shard_size), 0));
-  } else {
-    if (gpus != geometry.shard_size) {
-      return InvalidArgument("--gpus: must be 1 (emulated ranks) or the trace's shard_size ", geometry.shard_size,
-                             ", got ", gpus);
-    }
-    if (visible < gpus) return Unavailable("--gpus: ", gpus, " devices needed, ", visible, " visible");
-    KVSHARD_ASSIGN_OR_RETURN(comm, gpu::CreateNcclGroup(gpus));
+StatusOr<std::unique_ptr<PoolDataPath>> MakeGpuPoolPath(const PoolGeometry& geometry, int gpus) {
+  if (gpus > 1 && gpus != geometry.shard_size) {
+    return InvalidArgument("--gpus: must be 1 (emulated ranks) or the trace's shard_size ", geometry.shard_size,
+                           ", got ", gpus);
   }
-  auto path = std::make_unique<GpuPoolPath>(geometry, std::move(comm));
-  KVSHARD_RETURN_IF_ERROR(path->Init());
-  return std::unique_ptr<PoolDataPath>(std::move(path));
+  return std::unique_ptr<PoolDataPath>(new GpuPoolPath(geometry, gpus));
+}
+
+StatusOr<std::unique_ptr<PoolDataPath>> CreateGpuPoolPath(const PoolGeometry& geometry, int gpus) {
+  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<PoolDataPath> path, MakeGpuPoolPath(geometry, gpus));
+  KVSHARD_RETURN_IF_ERROR(path->Start());
+  return path;
 }
 
 }  // namespace kvshard::replay

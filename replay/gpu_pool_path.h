@@ -14,6 +14,9 @@ namespace kvshard::replay {
 // A device data path for `geometry`: `gpus` <= 1 emulates the N ranks on device 0; gpus == N drives devices
 // 0..N-1 through one NCCL communicator. Unavailable without enough devices.
 StatusOr<std::unique_ptr<PoolDataPath>> CreateGpuPoolPath(const PoolGeometry& geometry, int gpus);
+// The same path not yet started: no CUDA call until its Start (which `replay --backend diff` runs on its device
+// thread, so the device's set-up overlaps the first records); only `gpus` is checked here.
+StatusOr<std::unique_ptr<PoolDataPath>> MakeGpuPoolPath(const PoolGeometry& geometry, int gpus);
 
 }  // namespace kvshard::replay
 

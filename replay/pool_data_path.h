@@ -17,7 +17,10 @@ namespace kvshard::replay {
 class PoolDataPath {
  public:
   virtual ~PoolDataPath() = default;
-  // "gpu (emulated, N ranks on device 0)" and the like, for messages.
+  // The set-up a path leaves out of its creation (a device context, its buffers): called once, before any call
+  // below, on the thread that makes them; an error ends the replay.
+  virtual Status Start() { return Status::Ok(); }
+  // "gpu (N ranks emulated on device 0)" and the like, for messages (known before Start).
   virtual std::string Name() const = 0;
   // begin_shard_extend of `batch`: builds the path's own plan and returns it (errors as the reference's).
   virtual StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) = 0;

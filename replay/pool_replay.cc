@@ -190,7 +190,15 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
   r->baseline_.emplace(std::move(*baseline));
   if (backend != Backend::kRef && device == nullptr) return Internal("pool replay: no device data path");
   r->device_ = std::move(device);
-  if (backend == Backend::kDiff && device_thread) r->worker_ = std::make_unique<DeviceWorker>(kMaxQueuedBytes);
+  if (backend == Backend::kDiff && device_thread) {
+    r->worker_ = std::make_unique<DeviceWorker>(kMaxQueuedBytes);
+    PoolReplay* self = r.get();
+    r->worker_->Submit(0, [self] {  // the device's set-up, while the host checks the first records
+      self->device_error_ = self->device_->Start();
+      self->device_started_ = self->device_error_.ok();
+      if (!self->device_started_) self->found_.store(true, std::memory_order_release);
+    });
+  }
   return r;
 }
 
@@ -202,6 +210,7 @@ Status PoolReplay::RunDeviceStep(size_t bytes, int64_t host_rows, std::function<
   }
   const int64_t index = steps_++, host_before = rows_compared_ - host_rows;
   worker_->Submit(bytes, [this, index, host_before, host_rows, step = std::move(step)] {
+    if (!device_started_) return;  // the replay ends with the Start error at the next settle
     const int64_t device_before = device_rows_.load(std::memory_order_relaxed);
     Status s = step();
     if (s.ok()) return;

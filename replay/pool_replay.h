@@ -4,6 +4,7 @@
 #ifndef KVSHARD_REPLAY_POOL_REPLAY_H_
 #define KVSHARD_REPLAY_POOL_REPLAY_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -82,13 +83,16 @@ class PoolReplay {
     int64_t rows_at_stop = 0;  // rows_compared() of a replay that stops at the step's record
     int64_t host_rows = 0;     // rows the host counted at that record (a record that fails counts none)
   };
-  // Device steps submitted to the device thread so far (a pipeline record submits at most one).
+  // Device steps submitted to the device thread so far (its first, the path's Start, not counted) (a pipeline record
+  // submits at most one).
   int64_t device_steps() const { return steps_; }
   // Device steps finished so far, and whether one of them found a difference (both cheap, any time).
-  int64_t device_steps_done() const { return worker_ ? worker_->done() : 0; }
+  int64_t device_steps_done() const { return worker_ ? std::max<int64_t>(worker_->done() - 1, 0) : 0; }  // less Start
   bool device_found() const { return found_.load(std::memory_order_acquire); }
   // The device thread's DeviceWorker (null without one), for its timings.
   const DeviceWorker* device_worker() const { return worker_.get(); }
+  // The device path's Start error on the device thread (OK until SettleDevice has seen one; no step runs after it).
+  const Status& device_error() const { return device_error_; }
   // Waits for every submitted device step and returns what they found since the last call, in step order.
   std::vector<DeviceFinding> SettleDevice();
 
@@ -121,7 +125,9 @@ class PoolReplay {
   int64_t steps_ = 0;                     // device steps submitted to the thread
   std::mutex findings_mu_;                // guards findings_
   std::vector<DeviceFinding> findings_;   // since the last SettleDevice
-  std::atomic<bool> found_{false};        // findings_ is not empty
+  std::atomic<bool> found_{false};        // findings_ is not empty, or the device path failed to start
+  Status device_error_;                   // written by the device thread's first step
+  bool device_started_ = false;           // read and written by the device thread only
   std::unique_ptr<DeviceWorker> worker_;  // last: joined before the state its steps use goes
 };
 

@@ -231,6 +231,10 @@ Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport
       rows_adjust -= d.record_rows;
       count(d.mismatch);
     }
+    if (Status e = replayer->device_error(); !e.ok()) {  // the device path could not start: nothing to diff against
+      stopped_at = e;
+      return false;
+    }
     return true;
   };
   TraceRecord record;

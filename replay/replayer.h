@@ -110,6 +110,8 @@ class Replayer {
   bool device_found() const { return pool_ && pool_->device_found(); }
   // Waits for the device thread and returns its differences since the last call, in trace order.
   std::vector<DeviceMismatch> SettleDevice();
+  // The device path's Start error on the device thread, once SettleDevice has seen it (OK otherwise).
+  Status device_error() const { return pool_ ? pool_->device_error() : Status::Ok(); }
   // The device thread (null without one), for its timings.
   const DeviceWorker* device_worker() const { return pool_ ? pool_->device_worker() : nullptr; }
 
