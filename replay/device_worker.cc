@@ -7,6 +7,10 @@
 namespace kvshard::replay {
 namespace {
 
+// An idle worker is woken once this many steps wait (or at a settle, a full queue, the first step): a wake-up is
+// a futex call on each side and, on a busy host, a context switch.
+constexpr size_t kWakeEvery = 16;
+
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -21,7 +25,7 @@ DeviceWorker::~DeviceWorker() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  changed_.notify_all();
+  work_.notify_all();
   thread_.join();
 }
 
@@ -35,11 +39,8 @@ void DeviceWorker::DestroySpent() {
   for (const Queued& q : spent) bytes += q.bytes;
   spent.clear();  // the payloads go here, on this thread
   if (bytes == 0) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queued_bytes_ -= bytes;
-  }
-  changed_.notify_all();
+  std::lock_guard<std::mutex> lock(mu_);
+  queued_bytes_ -= bytes;
 }
 
 void DeviceWorker::Submit(size_t bytes, std::function<void()> step) {
@@ -57,20 +58,28 @@ void DeviceWorker::Submit(size_t bytes, std::function<void()> step) {
       continue;
     }
     const int64_t start = NowNs();
-    changed_.wait(lock, admits);
+    if (worker_idle_) work_.notify_one();  // the queue is full: the worker must run now
+    host_waiting_ = true;
+    host_.wait(lock, admits);
+    host_waiting_ = false;
     waited_ns_.fetch_add(NowNs() - start, std::memory_order_relaxed);
   }
   queue_.push_back({bytes, std::move(step)});
   queued_bytes_ += bytes;
   ++submitted_;
+  const bool wake =
+      worker_idle_ && (submitted_ == 1 || queue_.size() >= kWakeEvery || queued_bytes_ >= max_queued_bytes_ / 4);
   lock.unlock();
-  changed_.notify_all();
+  if (wake) work_.notify_one();
 }
 
 void DeviceWorker::Settle() {
   const int64_t start = NowNs();
   std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == submitted_; });
+  if (worker_idle_ && !queue_.empty()) work_.notify_one();
+  host_waiting_ = true;
+  host_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == submitted_; });
+  host_waiting_ = false;
   waited_ns_.fetch_add(NowNs() - start, std::memory_order_relaxed);
   lock.unlock();
   DestroySpent();
@@ -79,7 +88,9 @@ void DeviceWorker::Settle() {
 void DeviceWorker::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    changed_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    worker_idle_ = true;
+    work_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    worker_idle_ = false;
     if (queue_.empty()) return;  // stop_, and nothing left to run
     Queued q = std::move(queue_.front());
     queue_.pop_front();
@@ -90,7 +101,7 @@ void DeviceWorker::Run() {
     lock.lock();
     spent_.push_back(std::move(q));  // destroyed by the submitting thread
     done_.fetch_add(1, std::memory_order_release);
-    changed_.notify_all();
+    if (host_waiting_) host_.notify_all();
   }
 }
 

@@ -51,7 +51,10 @@ class DeviceWorker {
 
   const size_t max_queued_bytes_;
   std::mutex mu_;
-  std::condition_variable changed_;  // a step was queued or finished, or the worker is asked to stop
+  std::condition_variable work_;  // the worker waits here: steps were queued, or it is asked to stop
+  std::condition_variable host_;  // the submitter waits here: a step finished
+  bool worker_idle_ = false;      // the worker waits on work_
+  bool host_waiting_ = false;     // the submitter waits on host_
   std::deque<Queued> queue_;
   std::vector<Queued> spent_;  // ran, to be destroyed on the submitting thread
   size_t queued_bytes_ = 0;

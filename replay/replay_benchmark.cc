@@ -1,6 +1,8 @@
 // kvshard replay's throughput on the reference backend: records per second for `kvshard gen` traces of each shape
 // (allocator records only; allocator and plan records; with the radix cache; the default radix + 2-layer pipeline),
-// each trace generated once in memory and replayed whole per iteration (reading, parsing, every check).
+// each trace generated once in memory and replayed whole per iteration (reading, parsing, every check). Two more
+// rows price `--backend diff`'s machinery without a GPU: the default trace with the reference pool as the "device"
+// (replay/host_pool_path.h), its steps on the device thread or each at its record.
 //   bazel run -c opt //replay:replay_benchmark -- --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <cstdint>
 #include <sstream>
@@ -9,6 +11,7 @@
 #include <benchmark/benchmark.h>
 
 #include "core/status.h"
+#include "replay/host_pool_path.h"
 #include "replay/replayer.h"
 #include "replay/trace_gen.h"
 
@@ -37,13 +40,23 @@ const std::string& Trace(Shape shape) {
   return text;
 }
 
-void BM_Replay(benchmark::State& state, Shape shape) {
+// Where the pipeline's second path runs: none (the reference backend), the host path on the device thread, or the
+// host path at each record.
+enum Second { kNone, kHostOnThread, kHostAtRecord };
+
+void BM_Replay(benchmark::State& state, Shape shape, Second second = kNone) {
   const std::string& text = Trace(shape);
+  ReplayOptions options;
+  if (second != kNone) {
+    options.backend = Backend::kDiff;
+    options.device_thread = second == kHostOnThread;
+    options.make_device = [](const PoolGeometry& g) { return CreateHostPoolPath(g); };
+  }
   int64_t records = 0;
   for (auto _ : state) {
     std::istringstream in(text);
     ReplayReport report;
-    const Status s = ReplayStream(in, ReplayOptions{}, &report);
+    const Status s = ReplayStream(in, options, &report);
     if (!s.ok()) {
       state.SkipWithError(s.message().c_str());
       return;
@@ -60,6 +73,12 @@ BENCHMARK_CAPTURE(BM_Replay, allocator_only, kAllocator)->UseRealTime()->Unit(be
 BENCHMARK_CAPTURE(BM_Replay, plans, kPlans)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Replay, radix, kRadix)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Replay, pipeline_default, kPipeline)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Replay, pipeline_diff_host_on_thread, kPipeline, kHostOnThread)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Replay, pipeline_diff_host_at_record, kPipeline, kHostAtRecord)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace kvshard::replay
