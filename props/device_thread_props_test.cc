@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include "replay/host_pool_path.h"
 #include "replay/pool_data_path.h"
 #include "replay/replayer.h"
 #include "replay/trace_gen.h"
@@ -30,48 +31,46 @@ namespace {
 
 enum class Fault { kFailBegin, kAlterPlan, kFailWrite, kFlipByte, kFailRead, kFailEnd, kEndInvariant };
 
-// The reference pool as a device data path, wrong where `faults` (call number -> fault) say; `delay_every`
-// sleeps a little at every such call, so the device thread falls behind the host by varying amounts.
+// The reference pool as a device data path (replay/host_pool_path.h), wrong where `faults` (call number -> fault)
+// say; `delay_every` sleeps a little at every such call, so the device thread falls behind the host by varying
+// amounts.
 class FaultyHostPath : public replay::PoolDataPath {
  public:
-  FaultyHostPath(ref::ShardedPool pool, std::map<int64_t, Fault> faults, int64_t delay_every, bool start_fails = false)
-      : pool_(std::move(pool)), faults_(std::move(faults)), delay_every_(delay_every), start_fails_(start_fails) {}
+  FaultyHostPath(std::unique_ptr<replay::PoolDataPath> inner, std::map<int64_t, Fault> faults, int64_t delay_every,
+                 bool start_fails)
+      : inner_(std::move(inner)), faults_(std::move(faults)), delay_every_(delay_every), start_fails_(start_fails) {}
 
-  Status Start() override { return start_fails_ ? Unavailable("injected: no device to start") : Status::Ok(); }
+  Status Start() override { return start_fails_ ? Unavailable("injected: no device to start") : inner_->Start(); }
 
   std::string Name() const override { return "host path (faults injected)"; }
 
-  StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>&) override {
+  StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) override {
     const auto fault = Next();
     if (fault == Fault::kFailBegin) return Internal("injected: begin failed");
-    KVSHARD_RETURN_IF_ERROR(pool_.BeginShardExtend(batch.requests));
-    GatherPlan plan = pool_.plan();
+    KVSHARD_ASSIGN_OR_RETURN(GatherPlan plan, inner_->Begin(batch, out_cache_loc));
     if (fault == Fault::kAlterPlan) ++plan.trash_page;
     return plan;
   }
 
   Status Write(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) override {
     if (Next() == Fault::kFailWrite) return Internal("injected: write failed");
-    return pool_.WriteBuffers(layer, locs, rows);
+    return inner_->Write(layer, locs, rows);
   }
 
   Status StartRead(int64_t layer, const std::vector<int64_t>& locs) override {
     read_fault_ = Next();
-    layer_ = layer;
-    locs_ = locs;
-    return Status::Ok();
+    return inner_->StartRead(layer, locs);
   }
 
   StatusOr<std::vector<ref::BufferRows>> FinishRead() override {
+    StatusOr<std::vector<ref::BufferRows>> rows = inner_->FinishRead();
     if (read_fault_ == Fault::kFailRead) return Internal("injected: read failed");
-    KVSHARD_ASSIGN_OR_RETURN(std::vector<ref::BufferRows> rows, pool_.ReadBuffers(layer_, locs_));
-    if (read_fault_ == Fault::kFlipByte) {
-      for (ref::BufferRows& rank : rows) {
-        for (std::vector<uint8_t>& buffer : rank) {
-          if (!buffer.empty()) {
-            buffer[buffer.size() / 2] ^= 0x10;
-            return rows;
-          }
+    if (!rows.ok() || read_fault_ != Fault::kFlipByte) return rows;
+    for (ref::BufferRows& rank : *rows) {
+      for (std::vector<uint8_t>& buffer : rank) {
+        if (!buffer.empty()) {
+          buffer[buffer.size() / 2] ^= 0x10;
+          return rows;
         }
       }
     }
@@ -80,7 +79,7 @@ class FaultyHostPath : public replay::PoolDataPath {
 
   Status End() override {
     const auto fault = Next();
-    pool_.EndShardExtend();
+    KVSHARD_RETURN_IF_ERROR(inner_->End());
     if (fault == Fault::kFailEnd) return Internal("injected: end failed");
     if (fault == Fault::kEndInvariant) return Mismatch("invariant: injected: rows skipped");
     return Status::Ok();
@@ -96,14 +95,12 @@ class FaultyHostPath : public replay::PoolDataPath {
     return it->second;
   }
 
-  ref::ShardedPool pool_;
+  std::unique_ptr<replay::PoolDataPath> inner_;
   std::map<int64_t, Fault> faults_;
   int64_t delay_every_ = 0;
   bool start_fails_ = false;
   int64_t calls_ = 0;
   std::optional<Fault> read_fault_;
-  int64_t layer_ = 0;
-  std::vector<int64_t> locs_;
 };
 
 // Everything a replay reports.
@@ -134,10 +131,9 @@ Outcome RunReplay(const std::string& text, const std::map<int64_t, Fault>& fault
   options.backend = replay::Backend::kDiff;
   options.device_thread = device_thread;
   options.make_device = [&](const replay::PoolGeometry& g) -> StatusOr<std::unique_ptr<replay::PoolDataPath>> {
-    const ref::ShardedPoolConfig config{g.shard_size,   g.page_size,  g.pages_per_rank, g.max_prefix_tokens,
-                                        g.chunk_tokens, g.num_layers, g.row_words,      g.buffers};
-    KVSHARD_ASSIGN_OR_RETURN(ref::ShardedPool pool, ref::ShardedPool::Create(config));
-    return std::unique_ptr<replay::PoolDataPath>(new FaultyHostPath(std::move(pool), faults, delay_every, start_fails));
+    KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<replay::PoolDataPath> inner, replay::CreateHostPoolPath(g));
+    return std::unique_ptr<replay::PoolDataPath>(
+        new FaultyHostPath(std::move(inner), faults, delay_every, start_fails));
   };
   Outcome o;
   std::istringstream in(text);

@@ -47,9 +47,6 @@ void DeviceWorker::Submit(size_t bytes, std::function<void()> step) {
   DestroySpent();
   std::unique_lock<std::mutex> lock(mu_);
   // Spent steps count until destroyed: while the bound holds the submitter back, it destroys what ran meanwhile.
-  const auto admits = [&] {
-    return (queue_.empty() && spent_.empty()) || queued_bytes_ + bytes <= max_queued_bytes_ || !spent_.empty();
-  };
   while (queued_bytes_ + bytes > max_queued_bytes_ && !(queue_.empty() && spent_.empty())) {
     if (!spent_.empty()) {
       lock.unlock();
@@ -60,7 +57,7 @@ void DeviceWorker::Submit(size_t bytes, std::function<void()> step) {
     const int64_t start = NowNs();
     if (worker_idle_) work_.notify_one();  // the queue is full: the worker must run now
     host_waiting_ = true;
-    host_.wait(lock, admits);
+    host_.wait(lock, [&] { return !spent_.empty() || queue_.empty(); });  // a step ran
     host_waiting_ = false;
     waited_ns_.fetch_add(NowNs() - start, std::memory_order_relaxed);
   }

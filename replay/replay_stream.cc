@@ -10,12 +10,17 @@
 namespace kvshard::replay {
 namespace {
 
-// A Mismatch an executor or an invariant check returned: "invariant: <what>" or "diff: <what>" (the leading word is
-// the field these messages are built with).
-ReplayMismatch ModelMismatch(const TraceRecord& record, const std::string& message) {
+// `at` (a record's line, op and meta) as the Mismatch an executor, an invariant check or a device step returned:
+// "invariant: <what>" or "diff: <what>" (the leading word is the field these messages are built with).
+ReplayMismatch WithModelMessage(ReplayMismatch at, const std::string& message) {
   const size_t colon = message.find(": ");
-  if (colon == std::string::npos) return RecordMismatch(record, "invariant", message);
-  return RecordMismatch(record, message.substr(0, colon), message.substr(colon + 2));
+  at.field = colon == std::string::npos ? "invariant" : message.substr(0, colon);
+  at.detail = colon == std::string::npos ? message : message.substr(colon + 2);
+  return at;
+}
+
+ReplayMismatch ModelMismatch(const TraceRecord& record, const std::string& message) {
+  return WithModelMessage(RecordMismatch(record, "", ""), message);
 }
 
 // A malformed expect.error is the record's own error, before anything runs.
@@ -117,11 +122,7 @@ std::vector<Replayer::DeviceMismatch> Replayer::SettleDevice() {
     if (device_steps_.empty() || device_steps_.front().step != f.step) continue;  // not a step of a record
     const DeviceStepRecord& r = device_steps_.front();
     DeviceMismatch d;
-    d.mismatch = r.at;
-    const std::string& message = f.status.message();
-    const size_t colon = message.find(": ");
-    d.mismatch.field = colon == std::string::npos ? "invariant" : message.substr(0, colon);
-    d.mismatch.detail = colon == std::string::npos ? message : message.substr(colon + 2);
+    d.mismatch = WithModelMessage(r.at, f.status.message());
     d.records = r.records;
     d.fields_before = r.fields_before;
     d.record_fields = r.fields_after - r.fields_before;
