@@ -15,6 +15,7 @@
 #include "gpu/collective.h"
 #include "gpu/nccl_api.h"
 #include "gpu/nvtx.h"
+#include "gpu/copy_blocks.h"
 #include "gpu/stall_kernel.h"
 
 namespace kvshard::gpu {
@@ -274,16 +275,14 @@ class EmulatedGroup : public Waiter {
     KVSHARD_NVTX_RANGE("kvshard.collective.all_gather_in_place");
     KVSHARD_RETURN_IF_ERROR(CheckArgs(bufs.size(), streams.size()));
     KVSHARD_RETURN_IF_ERROR(Begin("all_gather_in_place", bytes));
-    KVSHARD_RETURN_IF_ERROR(Arrive(streams));
+    std::vector<BlockCopy> copies;
     for (int r = 0; r < n_; ++r) {
       for (int s = 0; s < n_; ++s) {
-        if (s == r || bytes == 0) continue;
-        KVSHARD_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(bufs[r]) + s * bytes,
-                                           static_cast<const char*>(bufs[s]) + s * bytes, bytes,
-                                           cudaMemcpyDeviceToDevice, streams[r]));
+        if (s != r)
+          copies.push_back({static_cast<const char*>(bufs[s]) + s * bytes, static_cast<char*>(bufs[r]) + s * bytes});
       }
     }
-    return Barrier(streams);
+    return CopyAfterAll(copies, bytes, streams);
   }
 
   Status AllGather(const std::vector<const void*>& send, const std::vector<void*>& recv, size_t bytes,
@@ -292,15 +291,11 @@ class EmulatedGroup : public Waiter {
     KVSHARD_RETURN_IF_ERROR(CheckArgs(send.size(), streams.size()));
     KVSHARD_RETURN_IF_ERROR(CheckArgs(recv.size(), streams.size()));
     KVSHARD_RETURN_IF_ERROR(Begin("all_gather", bytes));
-    KVSHARD_RETURN_IF_ERROR(Arrive(streams));
+    std::vector<BlockCopy> copies;
     for (int r = 0; r < n_; ++r) {
-      for (int s = 0; s < n_; ++s) {
-        if (bytes == 0) continue;
-        KVSHARD_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(recv[r]) + s * bytes, send[s], bytes,
-                                           cudaMemcpyDeviceToDevice, streams[r]));
-      }
+      for (int s = 0; s < n_; ++s) copies.push_back({send[s], static_cast<char*>(recv[r]) + s * bytes});
     }
-    return Barrier(streams);
+    return CopyAfterAll(copies, bytes, streams);
   }
 
  protected:
@@ -315,19 +310,18 @@ class EmulatedGroup : public Waiter {
     for (int i = 0; i < n; ++i) r[i] = i;
     return r;
   }
-  // The stalled rank's stream first waits for a flag nobody sets; then the entry barrier.
-  Status Arrive(const std::vector<cudaStream_t>& streams) {
+  // A collective's data movement, ordered as a real one: the stalled rank's stream first waits for a flag nobody
+  // sets; stream 0 waits for every stream's work so far and runs every copy in one launch; every other stream then
+  // waits for stream 0 (3 (n - 1) + 2 calls instead of a copy per pair and two full barriers).
+  Status CopyAfterAll(const std::vector<BlockCopy>& copies, size_t bytes, const std::vector<cudaStream_t>& streams) {
     if (stalled_ >= 0) KVSHARD_RETURN_IF_ERROR(LaunchStall(d_flag_, streams[stalled_]));
-    return Barrier(streams);
-  }
-  // Every stream waits for every other stream's work so far (what a real collective implies).
-  Status Barrier(const std::vector<cudaStream_t>& streams) {
-    for (int r = 0; r < n_; ++r) KVSHARD_CUDA_CHECK(cudaEventRecord(events_[r], streams[r]));
-    for (int r = 0; r < n_; ++r) {
-      for (int s = 0; s < n_; ++s) {
-        if (s != r) KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(streams[r], events_[s], 0));
-      }
+    for (int r = 1; r < n_; ++r) {
+      KVSHARD_CUDA_CHECK(cudaEventRecord(events_[r], streams[r]));
+      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(streams[0], events_[r], 0));
     }
+    KVSHARD_RETURN_IF_ERROR(LaunchCopyBlocks(copies, bytes, streams[0]));
+    KVSHARD_CUDA_CHECK(cudaEventRecord(events_[0], streams[0]));
+    for (int r = 1; r < n_; ++r) KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(streams[r], events_[0], 0));
     return Status::Ok();
   }
   int n_, device_, stalled_;

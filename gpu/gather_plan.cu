@@ -7,6 +7,7 @@
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "gpu/gather_plan.h"
@@ -216,10 +217,15 @@ Status DeviceGatherPlanner::Upload(const ExtendBatch& batch, cudaStream_t stream
   batch_ = batch;
   // Buffers reused batch after batch (grown when a batch needs more): no allocation and free per batch.
   if (pages.empty()) pages.push_back(0);
-  KVSHARD_RETURN_IF_ERROR(Reserve(&pages_, pages.size() * sizeof(int64_t)));
-  KVSHARD_RETURN_IF_ERROR(CopyToDevice(pages_.data(), pages.data(), pages.size() * sizeof(int64_t)));
-  KVSHARD_RETURN_IF_ERROR(Reserve(&req_meta_, meta.size() * sizeof(int64_t)));
-  KVSHARD_RETURN_IF_ERROR(CopyToDevice(req_meta_.data(), meta.data(), meta.size() * sizeof(int64_t)));
+  const size_t page_bytes = pages.size() * sizeof(int64_t), meta_bytes = meta.size() * sizeof(int64_t);
+  KVSHARD_RETURN_IF_ERROR(Reserve(&pages_, page_bytes));
+  KVSHARD_RETURN_IF_ERROR(Reserve(&req_meta_, meta_bytes));
+  KVSHARD_RETURN_IF_ERROR(Reserve(&upload_, page_bytes + meta_bytes));  // the stream is idle (synchronized above)
+  std::memcpy(upload_.data(), pages.data(), page_bytes);
+  std::memcpy(static_cast<char*>(upload_.data()) + page_bytes, meta.data(), meta_bytes);
+  KVSHARD_CUDA_CHECK(cudaMemcpyAsync(pages_.data(), upload_.data(), page_bytes, cudaMemcpyHostToDevice, stream));
+  KVSHARD_CUDA_CHECK(cudaMemcpyAsync(req_meta_.data(), static_cast<char*>(upload_.data()) + page_bytes, meta_bytes,
+                                     cudaMemcpyHostToDevice, stream));
   KVSHARD_RETURN_IF_ERROR(Reserve(&send_pages_, std::max<int64_t>(1, n * block_pages_) * 8));
   KVSHARD_RETURN_IF_ERROR(Reserve(&send_rows_, std::max<int64_t>(1, block_pages_ * ps) * 8));
   const int64_t need = n_prefix_refs_ + n_chunk_;
@@ -288,6 +294,10 @@ Status DeviceGatherPlanner::Finish(cudaStream_t stream) {
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   int64_t st[kStateWords];
   KVSHARD_RETURN_IF_ERROR(CopyToHost(st, state_.data(), sizeof(st)));
+  return CheckState(st);
+}
+
+Status DeviceGatherPlanner::CheckState(const int64_t* st) const {
   const int64_t b = static_cast<int64_t>(batch_.requests.size());
   const int64_t n = batch_.shard_size, ps = batch_.page_size;
   const int64_t cyclic = st[kFirstCyclic];
@@ -337,8 +347,20 @@ Status DeviceGatherPlanner::Finish(cudaStream_t stream) {
 
 StatusOr<GatherPlan> DeviceGatherPlanner::Download(cudaStream_t stream) {
   KVSHARD_NVTX_RANGE("kvshard.plan.download");
-  KVSHARD_RETURN_IF_ERROR(Finish(stream));
   const int64_t n = batch_.shard_size, ps = batch_.page_size;
+  // One pinned buffer: the state words, then page_pos (int32), then the send pages (int64, 8-byte aligned).
+  const size_t state_bytes = kStateWords * sizeof(int64_t), pos_bytes = page_pos_size_ * sizeof(int32_t);
+  const size_t send_at = state_bytes + (pos_bytes + 7) / 8 * 8, send_bytes = n * block_pages_ * sizeof(int64_t);
+  KVSHARD_RETURN_IF_ERROR(Reserve(&download_, send_at + send_bytes));
+  auto* host = static_cast<char*>(download_.data());
+  KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host, state_.data(), state_bytes, cudaMemcpyDeviceToHost, stream));
+  KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host + state_bytes, page_pos_.data(), pos_bytes, cudaMemcpyDeviceToHost, stream));
+  if (send_bytes > 0) {
+    KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host + send_at, send_pages_.data(), send_bytes, cudaMemcpyDeviceToHost, stream));
+  }
+  KVSHARD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  KVSHARD_RETURN_IF_ERROR(CheckState(reinterpret_cast<const int64_t*>(host)));
   GatherPlan plan;
   plan.shard_size = n;
   plan.page_size = ps;
@@ -347,18 +369,18 @@ StatusOr<GatherPlan> DeviceGatherPlanner::Download(cudaStream_t stream) {
   plan.chunk_base_page = batch_.max_prefix_tokens / ps;
   plan.trash_page = trash_page_;
   plan.page_pos_size = page_pos_size_;
-  KVSHARD_ASSIGN_OR_RETURN(std::vector<int32_t> pos, gpu::Download<int32_t>(page_pos_.data(), page_pos_size_));
+  const auto* pos = reinterpret_cast<const int32_t*>(host + state_bytes);
   for (int64_t p = 0; p < page_pos_size_; ++p) {
     if (pos[p] != trash_page_) {
       plan.mapped_pages.push_back(p);
       plan.mapped_scratch_pages.push_back(pos[p]);
     }
   }
-  KVSHARD_ASSIGN_OR_RETURN(std::vector<int64_t> send, gpu::Download<int64_t>(send_pages_.data(), n * block_pages_));
+  const auto* send = reinterpret_cast<const int64_t*>(host + send_at);
   for (int64_t r = 0; r < n; ++r) {
     RankSend rs;
     rs.rank = r;
-    rs.send_local_pages.assign(send.begin() + r * block_pages_, send.begin() + (r + 1) * block_pages_);
+    rs.send_local_pages.assign(send + r * block_pages_, send + (r + 1) * block_pages_);
     for (int64_t p : rs.send_local_pages) {
       for (int64_t k = 0; k < ps; ++k) rs.send_rows.push_back(p * ps + k);
     }

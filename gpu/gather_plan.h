@@ -25,7 +25,8 @@ class DeviceGatherPlanner {
   // Sizes the device buffers for batches of this geometry (page_pos_size entries, filled with the trash page).
   static StatusOr<std::unique_ptr<DeviceGatherPlanner>> Create(const ExtendBatch& geometry);
 
-  // Uploads the batch's page rows (as req_to_token would already be on the device), untimed.
+  // Uploads the batch's page rows (as req_to_token would already be on the device), untimed: one pinned staging
+  // buffer, copied asynchronously on `stream` (the copies are ordered before Launch's kernels on that stream).
   Status Upload(const ExtendBatch& batch, cudaStream_t stream);
   // Builds the plan of the uploaded batch on `stream` without a host round trip: page_pos, send pages of
   // every rank, and the send rows of `send_rank`. Errors are detected on the device; call Finish to see them.
@@ -33,7 +34,8 @@ class DeviceGatherPlanner {
   // Synchronizes and returns the build's status: SGLang's errors ("page-aligned", "cyclic", "capacity", and
   // non-fresh chunk pages) with the same first-failing request as the reference.
   Status Finish(cudaStream_t stream);
-  // Downloads the plan as the reference's GatherPlan (send_rows expanded for every rank) for diffing.
+  // Finish, then the plan as the reference's GatherPlan (send_rows expanded for every rank) for diffing: the build's
+  // state, page_pos and send pages come back in one synchronization of `stream`.
   StatusOr<GatherPlan> Download(cudaStream_t stream);
 
   // Device page_pos (int32, page_pos_size entries) and send rows of `send_rank` (block_pages * ps entries).
@@ -44,6 +46,8 @@ class DeviceGatherPlanner {
 
  private:
   DeviceGatherPlanner() = default;
+  // The build's errors from its state words (kStateWords int64, copied back after the build).
+  Status CheckState(const int64_t* state) const;
   ExtendBatch geometry_;  // requests empty
   ExtendBatch batch_;     // the uploaded batch (host copy of its metadata)
   int64_t page_pos_size_ = 0;
@@ -62,6 +66,8 @@ class DeviceGatherPlanner {
   DeviceBuffer scan_temp_;   // CUB scan storage
   int64_t keys_ = 0;         // shard_size * (pages_per_rank + 2)
   int64_t capacity_pages_ = 0;
+  PinnedBuffer upload_;    // Upload's pages then req_meta (reused; the stream is synchronized before refilling it)
+  PinnedBuffer download_;  // Download's state words, page_pos and send pages
 };
 
 }  // namespace kvshard::gpu

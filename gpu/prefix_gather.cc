@@ -31,7 +31,8 @@ struct LayerAheadGather::Rank {
   DeviceBuffer page_pos;
   DeviceBuffer send_rows;
   DeviceBuffer chunk_locs;
-  DeviceBuffer bad;  // int64 counter
+  DeviceBuffer bad;       // int64 counter
+  PinnedBuffer bad_host;  // BadRows' copy of it
   // The batch's write plan (SGLang's _get_write_plan), built once per epoch on the device.
   DeviceBuffer owned_idx, local_rows, owned_count, plan_temp;
   ~Rank() {
@@ -164,6 +165,7 @@ StatusOr<std::unique_ptr<LayerAheadGather>> LayerAheadGather::Create(RankGroup* 
                              DeviceBuffer::Allocate(std::max<int64_t>(1, shape.n_page_pos) * sizeof(int32_t)));
     KVSHARD_ASSIGN_OR_RETURN(r->bad, DeviceBuffer::Allocate(sizeof(int64_t)));
     KVSHARD_CUDA_CHECK(cudaMemset(r->bad.data(), 0, sizeof(int64_t)));
+    KVSHARD_ASSIGN_OR_RETURN(r->bad_host, PinnedBuffer::Allocate(sizeof(int64_t)));
     g->state_.push_back(std::move(r));
   }
   for (auto& r : g->state_) {
@@ -399,17 +401,22 @@ StatusOr<std::vector<std::vector<void*>>> LayerAheadGather::AcquireBuffersForRea
 
 StatusOr<int64_t> LayerAheadGather::BadRows() {
   KVSHARD_NVTX_RANGE("kvshard.gather.bad_rows");
+  // Each compute stream waits for its rank's pack and gather streams and copies the counter back; one wait per rank
+  // under the group's deadline then drains every stream that may wait on a collective.
+  for (const std::unique_ptr<Rank>& rp : state_) {
+    Rank* r = rp.get();
+    KVSHARD_CUDA_CHECK(cudaSetDevice(r->device));
+    for (cudaStream_t earlier : {r->pack, r->gather}) {
+      KVSHARD_CUDA_CHECK(cudaEventRecord(r->compute_done, earlier));
+      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r->compute, r->compute_done, 0));
+    }
+    KVSHARD_CUDA_CHECK(
+        cudaMemcpyAsync(r->bad_host.data(), r->bad.data(), sizeof(int64_t), cudaMemcpyDeviceToHost, r->compute));
+  }
   int64_t total = 0;
   for (size_t i = 0; i < state_.size(); ++i) {
-    Rank& r = *state_[i];
-    KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
-    // Every stream that may wait on a collective is drained under the group's deadline.
-    for (cudaStream_t s : {r.pack, r.gather, r.compute}) {
-      KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(static_cast<int>(i), s));
-    }
-    int64_t v = 0;
-    KVSHARD_RETURN_IF_ERROR(CopyToHost(&v, r.bad.data(), sizeof(v)));
-    total += v;
+    KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(static_cast<int>(i), state_[i]->compute));
+    total += *state_[i]->bad_host.as<int64_t>();
   }
   return total;
 }
