@@ -118,10 +118,11 @@ Impl ImplFlag(const Flags& flags) { return flags.String("impl") == "fast" ? Impl
 
 po::typed_value<std::string>* BackendValue() { return Choice({"ref", "gpu", "diff"})->default_value("ref"); }
 
-StatusOr<Backend> BackendFlag(const Flags& flags) {
+StatusOr<Backend> BackendFlag(const Flags& flags, bool check_device) {
   const std::string& b = flags.String("backend");
   if (b == "ref") return Backend::kRef;
-  KVSHARD_RETURN_IF_ERROR(GpuAvailable("--backend " + b));
+  if (!GpuBuilt()) return Unavailable("--backend ", b, ": GPU support not built (no CUDA toolkit found at build time)");
+  if (check_device) KVSHARD_RETURN_IF_ERROR(GpuAvailable("--backend " + b));
   return b == "gpu" ? Backend::kGpu : Backend::kDiff;
 }
 

@@ -119,9 +119,10 @@ po::typed_value<std::string>* ImplValue();
 Impl ImplFlag(const Flags& flags);
 // The --backend flag's value type: ref|gpu|diff, default ref.
 po::typed_value<std::string>* BackendValue();
-// The --backend choice; gpu/diff fail (exit 3) with a clear line when GPU support is not built or no device
-// is visible.
-StatusOr<Backend> BackendFlag(const Flags& flags);
+// The --backend choice; gpu/diff fail (exit 3) with a clear line when GPU support is not built or, with
+// `check_device`, when no device is visible (the caller that passes false runs GpuAvailable itself, say on a
+// thread of its own while it reads its input).
+StatusOr<Backend> BackendFlag(const Flags& flags, bool check_device = true);
 
 // True when this binary was built with the CUDA backend.
 bool GpuBuilt();

@@ -3,7 +3,9 @@
 // (a recorder killed mid-write) is reported after every complete record was checked.
 #include <cstdio>
 #include <functional>
+#include <future>
 #include <ostream>
+#include <system_error>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -99,7 +101,19 @@ class JsonAnswer {
 
 Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   replay::ReplayOptions options;
-  KVSHARD_ASSIGN_OR_RETURN(options.backend, BackendFlag(flags));
+  // --backend diff initializes the CUDA driver on the device thread while the host replays: the check that a
+  // device is visible runs on a thread of its own too, and its error, if any, is the command's.
+  KVSHARD_ASSIGN_OR_RETURN(options.backend, BackendFlag(flags, /*check_device=*/false));
+  std::future<Status> device_check;
+  if (options.backend == replay::Backend::kDiff) {
+    try {
+      device_check = std::async(std::launch::async, [] { return GpuAvailable("--backend diff"); });
+    } catch (const std::system_error&) {  // no thread to be had: check here
+      KVSHARD_RETURN_IF_ERROR(GpuAvailable("--backend diff"));
+    }
+  } else if (options.backend == replay::Backend::kGpu) {
+    KVSHARD_RETURN_IF_ERROR(GpuAvailable("--backend gpu"));
+  }
   if (options.backend == replay::Backend::kRef && flags.Given("gpus")) {
     return InvalidArgument("--gpus: does not apply to --backend ref (the GPUs of --backend gpu or diff)");
   }
@@ -132,6 +146,7 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
 #endif
   replay::ReplayReport report;
   const Status status = replay::ReplayStream(in, options, &report, on_mismatch);
+  if (device_check.valid()) KVSHARD_RETURN_IF_ERROR(device_check.get());
   const replay::ReplaySummary& s = report.summary;
   const bool truncated = report.truncated_line != 0;  // status is then the truncation, every complete record checked
   if (!status.ok() && status.code() != StatusCode::kMismatch && !truncated) {  // a malformed trace

@@ -55,8 +55,9 @@ void CheckInPlace(gpu::RankGroup& g, int64_t bytes) {
 
 TEST(GpuCollective, EmulatedAllGatherInPlace) {
   KVSHARD_REQUIRE_GPUS(1);
-  for (int n : {1, 2, 3, 4, 8}) {
-    for (int64_t bytes : {int64_t{4}, int64_t{1152}, int64_t{1} << 20}) {
+  // 9 ranks: 72 block copies, more than one LaunchCopyBlocks launch; odd sizes: the byte-wise path.
+  for (int n : {1, 2, 3, 4, 8, 9}) {
+    for (int64_t bytes : {int64_t{4}, int64_t{1152}, int64_t{1} << 20, int64_t{1000003}}) {
       auto g = gpu::CreateEmulatedGroup(n, 0);
       ASSERT_TRUE(g.ok()) << g.status().ToString();
       CheckInPlace(**g, bytes);

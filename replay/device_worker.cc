@@ -7,9 +7,10 @@
 namespace kvshard::replay {
 namespace {
 
-// An idle worker is woken once this many steps wait (or at a settle, a full queue, the first step): a wake-up is
-// a futex call on each side and, on a busy host, a context switch.
-constexpr size_t kWakeEvery = 16;
+// Steps are handed over (one lock, at most one wake-up of an idle worker) once this many are pending, or at a
+// settle, at a quarter of the bound, at the first step: a contended lock moves its cache line between the cores,
+// and a wake-up is a futex call on each side and, on a busy host, a context switch.
+constexpr size_t kHandOverEvery = 16;
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -21,6 +22,7 @@ int64_t NowNs() {
 DeviceWorker::DeviceWorker(size_t max_queued_bytes) : max_queued_bytes_(max_queued_bytes), thread_([this] { Run(); }) {}
 
 DeviceWorker::~DeviceWorker() {
+  HandOver();
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -44,33 +46,46 @@ void DeviceWorker::DestroySpent() {
 }
 
 void DeviceWorker::Submit(size_t bytes, std::function<void()> step) {
+  pending_.push_back({bytes, std::move(step)});
+  pending_bytes_ += bytes;
+  if (submitted_total_++ == 0 || pending_.size() >= kHandOverEvery || pending_bytes_ >= max_queued_bytes_ / 4) {
+    HandOver();
+  }
+}
+
+void DeviceWorker::HandOver() {
+  if (pending_.empty()) return;
   DestroySpent();
   std::unique_lock<std::mutex> lock(mu_);
-  // Spent steps count until destroyed: while the bound holds the submitter back, it destroys what ran meanwhile.
-  while (queued_bytes_ + bytes > max_queued_bytes_ && !(queue_.empty() && spent_.empty())) {
-    if (!spent_.empty()) {
-      lock.unlock();
-      DestroySpent();
-      lock.lock();
-      continue;
+  for (Queued& q : pending_) {
+    // Spent steps count until destroyed: while the bound holds the submitter back, it destroys what ran meanwhile.
+    while (queued_bytes_ + q.bytes > max_queued_bytes_ && !(queue_.empty() && spent_.empty())) {
+      if (!spent_.empty()) {
+        lock.unlock();
+        DestroySpent();
+        lock.lock();
+        continue;
+      }
+      const int64_t start = NowNs();
+      if (worker_idle_) work_.notify_one();  // the queue is full: the worker must run now
+      host_waiting_ = true;
+      host_.wait(lock, [&] { return !spent_.empty() || queue_.empty(); });  // a step ran
+      host_waiting_ = false;
+      waited_ns_.fetch_add(NowNs() - start, std::memory_order_relaxed);
     }
-    const int64_t start = NowNs();
-    if (worker_idle_) work_.notify_one();  // the queue is full: the worker must run now
-    host_waiting_ = true;
-    host_.wait(lock, [&] { return !spent_.empty() || queue_.empty(); });  // a step ran
-    host_waiting_ = false;
-    waited_ns_.fetch_add(NowNs() - start, std::memory_order_relaxed);
+    queued_bytes_ += q.bytes;
+    queue_.push_back(std::move(q));
+    ++submitted_;
   }
-  queue_.push_back({bytes, std::move(step)});
-  queued_bytes_ += bytes;
-  ++submitted_;
-  const bool wake =
-      worker_idle_ && (submitted_ == 1 || queue_.size() >= kWakeEvery || queued_bytes_ >= max_queued_bytes_ / 4);
+  pending_.clear();
+  pending_bytes_ = 0;
+  const bool wake = worker_idle_;
   lock.unlock();
   if (wake) work_.notify_one();
 }
 
 void DeviceWorker::Settle() {
+  HandOver();
   const int64_t start = NowNs();
   std::unique_lock<std::mutex> lock(mu_);
   if (worker_idle_ && !queue_.empty()) work_.notify_one();

@@ -1,9 +1,10 @@
 // A thread that runs a replay's device steps in the order they are submitted, so `replay --backend diff` checks
 // the reference on the host while the device path works through the same records (docs/trace-format.md, "Where
 // --backend diff reports a device difference"). The queue is bounded in bytes: memory stays flat in trace length.
-// A step that ran is destroyed (its payload freed) on the submitting thread, at its next Submit or Settle: glibc
+// A step that ran is destroyed (its payload freed) on the submitting thread, when it next hands steps over: glibc
 // frees memory into the arena of the thread that allocated it, and a worker freeing the submitter's payloads
-// contends for that arena's lock with the submitter's own allocations.
+// contends for that arena's lock with the submitter's own allocations. Steps are handed over in groups (16 steps,
+// a quarter of the bound, the first step, or a Settle): one lock and at most one wake-up per group.
 #ifndef KVSHARD_REPLAY_DEVICE_WORKER_H_
 #define KVSHARD_REPLAY_DEVICE_WORKER_H_
 
@@ -22,19 +23,21 @@ namespace kvshard::replay {
 // One worker thread, steps run one at a time in submission order.
 class DeviceWorker {
  public:
-  // Queued steps may hold up to `max_queued_bytes` of payload together (a larger step waits for an empty queue).
+  // Queued steps may hold up to `max_queued_bytes` of payload together (a larger step waits for an empty queue), plus
+  // the group not handed over yet (less than a quarter of that, or 16 steps).
   explicit DeviceWorker(size_t max_queued_bytes);
-  // Runs what is still queued, then joins.
+  // Hands over and runs what is still pending or queued, then joins.
   ~DeviceWorker();
   DeviceWorker(const DeviceWorker&) = delete;
   DeviceWorker& operator=(const DeviceWorker&) = delete;
 
-  // Queues `step`, which holds `bytes` of payload (counted until the step is destroyed here); blocks while the
-  // queue is full. Destroys the steps that ran since the last call.
+  // Adds `step`, which holds `bytes` of payload (counted until the step is destroyed here), to the pending group;
+  // hands the group over when it is due, blocking while the queue is full and destroying the steps that ran.
   void Submit(size_t bytes, std::function<void()> step);
-  // Waits until every step submitted so far has run, and destroys them.
+  // Hands over what is pending, waits until every step submitted so far has run, and destroys them.
   void Settle();
-  // Steps that have run so far (acquire: what a step wrote before it finished is visible).
+  // Steps that have run so far (acquire: what a step wrote before it finished is visible); every one of them was
+  // handed over, so a caller counting its submissions may see fewer done until it settles.
   int64_t done() const { return done_.load(std::memory_order_acquire); }
   // Seconds the worker spent running steps, and seconds callers of Submit and Settle spent waiting for it.
   double busy_seconds() const { return busy_ns_.load(std::memory_order_relaxed) * 1e-9; }
@@ -48,6 +51,8 @@ class DeviceWorker {
   void Run();
   // Destroys the steps that ran, outside the lock (their bytes leave the bound then).
   void DestroySpent();
+  // Moves the pending group into the queue in order (each step waiting for room), then wakes an idle worker.
+  void HandOver();
 
   const size_t max_queued_bytes_;
   std::mutex mu_;
@@ -57,8 +62,12 @@ class DeviceWorker {
   bool host_waiting_ = false;     // the submitter waits on host_
   std::deque<Queued> queue_;
   std::vector<Queued> spent_;  // ran, to be destroyed on the submitting thread
+  // The submitting thread's own: steps not handed over yet, their bytes, and every step it submitted.
+  std::vector<Queued> pending_;
+  size_t pending_bytes_ = 0;
+  int64_t submitted_total_ = 0;
   size_t queued_bytes_ = 0;
-  int64_t submitted_ = 0;
+  int64_t submitted_ = 0;  // handed over
   std::atomic<int64_t> done_{0};
   std::atomic<int64_t> busy_ns_{0}, waited_ns_{0};
   bool stop_ = false;

@@ -55,6 +55,44 @@ TEST(DeviceWorkerTest, TheByteBoundHoldsTheSubmitterBack) {
   EXPECT_EQ(running, 1);
 }
 
+// The first step is handed over at once (the device's set-up starts early), later ones in groups of 16.
+TEST(DeviceWorkerTest, StepsAreHandedOverInGroups) {
+  DeviceWorker worker(1 << 20);
+  std::atomic<int> ran{0};
+  const auto wait_for = [&](int n) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (ran < n && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  worker.Submit(8, [&] { ++ran; });
+  wait_for(1);
+  EXPECT_EQ(ran, 1) << "the first step was not handed over";
+  for (int i = 0; i < 15; ++i) worker.Submit(8, [&] { ++ran; });  // 15 pending: not handed over yet
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(ran, 1) << "steps ran before their group was handed over";
+  EXPECT_EQ(worker.done(), 1);
+  worker.Submit(8, [&] { ++ran; });  // the 16th pending step hands the group over
+  wait_for(17);
+  EXPECT_EQ(ran, 17);
+  worker.Submit(8, [&] { ++ran; });
+  worker.Settle();  // hands over what is pending
+  EXPECT_EQ(ran, 18);
+  EXPECT_EQ(worker.done(), 18);
+}
+
+// A large step hands its group over at once: a quarter of the bound.
+TEST(DeviceWorkerTest, AGroupOfAQuarterOfTheBoundIsHandedOver) {
+  DeviceWorker worker(1000);
+  std::atomic<int> ran{0};
+  worker.Submit(1, [&] { ++ran; });
+  worker.Submit(100, [&] { ++ran; });
+  worker.Submit(200, [&] { ++ran; });  // 300 of 1000 pending: handed over
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (ran < 3 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(ran, 3);
+}
+
 TEST(DeviceWorkerTest, SettleWithNothingSubmittedReturns) {
   DeviceWorker worker(1);
   worker.Settle();
