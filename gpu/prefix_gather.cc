@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "gpu/device.h"
 #include "gpu/kv_ops.h"
@@ -31,8 +32,10 @@ struct LayerAheadGather::Rank {
   DeviceBuffer page_pos;
   DeviceBuffer send_rows;
   DeviceBuffer chunk_locs;
-  DeviceBuffer bad;       // int64 counter
-  PinnedBuffer bad_host;  // BadRows' copy of it
+  DeviceBuffer bad;                // int64 counter
+  PinnedBuffer bad_host;           // BadRows' copy of it
+  cudaEvent_t uploaded = nullptr;  // after this rank's copies out of plan_upload_
+  bool uploading = false;          // `uploaded` was recorded since the last wait for it
   // The batch's write plan (SGLang's _get_write_plan), built once per epoch on the device.
   DeviceBuffer owned_idx, local_rows, owned_count, plan_temp;
   ~Rank() {
@@ -41,6 +44,7 @@ struct LayerAheadGather::Rank {
       if (e) cudaEventDestroy(e);
     }
     if (compute_done) cudaEventDestroy(compute_done);
+    if (uploaded) cudaEventDestroy(uploaded);
     for (cudaEvent_t e : packed) {
       if (e) cudaEventDestroy(e);
     }
@@ -141,6 +145,7 @@ StatusOr<std::unique_ptr<LayerAheadGather>> LayerAheadGather::Create(RankGroup* 
     KVSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&r->gather, cudaStreamNonBlocking));
     for (auto& e : r->ready) KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&r->compute_done, cudaEventDisableTiming));
+    KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&r->uploaded, cudaEventDisableTiming));
     KVSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&r->pack, cudaStreamNonBlocking));
     for (auto& e : r->packed) KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     KVSHARD_ASSIGN_OR_RETURN(r->owned_count, DeviceBuffer::Allocate(sizeof(int64_t)));
@@ -202,6 +207,30 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
     }
   }
   KVSHARD_RETURN_IF_ERROR(IssueGathers(INT64_MAX));  // a previous batch that was not ended
+  // The plan's bytes go through one pinned buffer, laid out [page_pos | chunk_locs | send rows of local rank 0, 1,
+  // ...]: each rank copies its parts from there. The last batch's copies must be done with it first (they are
+  // ordered after that batch's work, so a stalled collective holds them: wait under the group's deadline).
+  for (size_t i = 0; i < state_.size(); ++i) {
+    Rank& r = *state_[i];
+    if (!r.uploading) continue;
+    KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
+    const cudaError_t state = cudaEventQuery(r.uploaded);
+    if (state == cudaErrorNotReady) {
+      KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(static_cast<int>(i), r.compute));
+    } else {
+      KVSHARD_CUDA_CHECK(state);
+    }
+    r.uploading = false;
+  }
+  const size_t pos_bytes = page_pos.size() * sizeof(int32_t), pos_room = (pos_bytes + 7) / 8 * 8;
+  const size_t loc_bytes = chunk_locs.size() * sizeof(int64_t);
+  size_t staged = pos_room + loc_bytes;
+  for (const std::vector<int64_t>& rows : send_rows) staged += rows.size() * sizeof(int64_t);
+  KVSHARD_RETURN_IF_ERROR(Reserve(&plan_upload_, staged));
+  auto* upload = static_cast<char*>(plan_upload_.data());
+  std::memcpy(upload, page_pos.data(), pos_bytes);
+  if (loc_bytes > 0) std::memcpy(upload + pos_room, chunk_locs.data(), loc_bytes);
+  size_t send_at = pos_room + loc_bytes;
   for (size_t i = 0; i < state_.size(); ++i) {
     Rank& r = *state_[i];
     KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
@@ -211,7 +240,7 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
     // (its old memory freed) needs that work finished on the host first.
     const int64_t n = static_cast<int64_t>(chunk_locs.size());
     KVSHARD_ASSIGN_OR_RETURN(size_t temp_bytes, WritePlanTempBytes(n));
-    const size_t send_bytes = send_rows[i].size() * sizeof(int64_t), loc_bytes = n * sizeof(int64_t);
+    const size_t send_bytes = send_rows[i].size() * sizeof(int64_t);
     if (r.send_rows.bytes() < send_bytes || r.chunk_locs.bytes() < loc_bytes || r.owned_idx.bytes() < loc_bytes ||
         r.local_rows.bytes() < loc_bytes || r.plan_temp.bytes() < temp_bytes) {
       KVSHARD_CUDA_CHECK(cudaStreamSynchronize(r.pack));
@@ -227,17 +256,19 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
       KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, earlier));
       KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.compute, r.compute_done, 0));
     }
-    // From pageable memory an asynchronous copy stages the bytes before it returns: the vectors may go.
-    KVSHARD_CUDA_CHECK(cudaMemcpyAsync(r.page_pos.data(), page_pos.data(), page_pos.size() * sizeof(int32_t),
-                                       cudaMemcpyHostToDevice, r.compute));
+    if (send_bytes > 0) std::memcpy(upload + send_at, send_rows[i].data(), send_bytes);
+    KVSHARD_CUDA_CHECK(cudaMemcpyAsync(r.page_pos.data(), upload, pos_bytes, cudaMemcpyHostToDevice, r.compute));
     if (send_bytes > 0) {
       KVSHARD_CUDA_CHECK(
-          cudaMemcpyAsync(r.send_rows.data(), send_rows[i].data(), send_bytes, cudaMemcpyHostToDevice, r.compute));
+          cudaMemcpyAsync(r.send_rows.data(), upload + send_at, send_bytes, cudaMemcpyHostToDevice, r.compute));
     }
+    send_at += send_bytes;
     if (loc_bytes > 0) {
       KVSHARD_CUDA_CHECK(
-          cudaMemcpyAsync(r.chunk_locs.data(), chunk_locs.data(), loc_bytes, cudaMemcpyHostToDevice, r.compute));
+          cudaMemcpyAsync(r.chunk_locs.data(), upload + pos_room, loc_bytes, cudaMemcpyHostToDevice, r.compute));
     }
+    KVSHARD_CUDA_CHECK(cudaEventRecord(r.uploaded, r.compute));
+    r.uploading = true;
     KVSHARD_RETURN_IF_ERROR(LaunchBuildWritePlan(
         r.chunk_locs.as<int64_t>(), n, {comm_->size(), shape_.page_size}, r.rank, r.owned_idx.as<int64_t>(),
         r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>(), r.plan_temp.data(), temp_bytes, r.compute));

@@ -15,6 +15,7 @@
 #include "core/spec.h"
 #include "core/status.h"
 #include "gpu/collective.h"
+#include "gpu/device.h"
 #include "gpu/stream.h"
 
 namespace kvshard::gpu {
@@ -114,7 +115,8 @@ class LayerAheadGather {
   bool trace_ = false;
   struct TraceEvents;
   std::vector<std::unique_ptr<TraceEvents>>
-      trace_events_;  // layers packed whose all-gather is not issued yet (at most two)
+      trace_events_;          // layers packed whose all-gather is not issued yet (at most two)
+  PinnedBuffer plan_upload_;  // BeginExtend's page_pos, chunk locs and send rows, copied to every rank from here
 };
 
 // A per-layer compute stand-in for benchmarks: `blocks` blocks (0 = one per SM) for about `ns` nanoseconds,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -172,7 +173,7 @@ class GpuPoolPath : public PoolDataPath {
 
   Status StartRead(int64_t layer, const std::vector<int64_t>& locs) override {
     KVSHARD_NVTX_RANGE("kvshard.pool.start_read");
-    if (reading_) KVSHARD_RETURN_IF_ERROR(FinishRead().status());  // a read left unfinished (its caller failed)
+    if (reading_) KVSHARD_RETURN_IF_ERROR(FinishReadSpans().status());  // a read left unfinished (its caller failed)
     KVSHARD_ASSIGN_OR_RETURN(auto slots, gather_->AcquireBuffersForRead(layer));
     const int64_t m = static_cast<int64_t>(locs.size());
     size_t row_bytes = 0;  // of every buffer together
@@ -230,10 +231,21 @@ class GpuPoolPath : public PoolDataPath {
   }
 
   StatusOr<std::vector<ref::BufferRows>> FinishRead() override {
+    KVSHARD_ASSIGN_OR_RETURN(std::vector<RowSpans> spans, FinishReadSpans());
+    std::vector<ref::BufferRows> out;
+    for (const RowSpans& rank : spans) {
+      out.emplace_back();
+      for (std::span<const uint8_t> b : rank) out.back().emplace_back(b.begin(), b.end());
+    }
+    return out;
+  }
+
+  // The rows stay in the pinned buffers they were copied back into (reused by the next read).
+  StatusOr<std::vector<RowSpans>> FinishReadSpans() override {
     KVSHARD_NVTX_RANGE("kvshard.pool.finish_read");
     if (!reading_) return FailedPrecondition("gpu: FinishRead without a StartRead");
     reading_ = false;
-    std::vector<ref::BufferRows> out;
+    std::vector<RowSpans> out;
     const int ranks = static_cast<int>(comm_->local_ranks().size());
     size_t rank_bytes = 0;
     for (const ref::PoolBuffer& b : g_.buffers) rank_bytes += static_cast<size_t>(read_rows_ * b.row_bytes);
@@ -247,7 +259,7 @@ class GpuPoolPath : public PoolDataPath {
                                         : static_cast<const uint8_t*>(host_out_[i].data());
       for (const ref::PoolBuffer& b : g_.buffers) {
         const size_t bytes = static_cast<size_t>(read_rows_ * b.row_bytes);
-        out.back().emplace_back(host, host + bytes);
+        out.back().emplace_back(host, bytes);
         host += bytes;
       }
     }
@@ -288,7 +300,7 @@ class GpuPoolPath : public PoolDataPath {
 
   // Waits for everything issued (a read left unfinished included) on every rank; the group's deadline.
   Status Quiesce() {
-    if (reading_) KVSHARD_RETURN_IF_ERROR(FinishRead().status());
+    if (reading_) KVSHARD_RETURN_IF_ERROR(FinishReadSpans().status());
     if (!in_flight_) return Status::Ok();
     for (int i = 0; i < static_cast<int>(comm_->local_ranks().size()); ++i) {
       KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(i, gather_->compute_stream(i)));

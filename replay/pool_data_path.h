@@ -4,6 +4,7 @@
 #define KVSHARD_REPLAY_POOL_DATA_PATH_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,18 @@ class PoolDataPath {
   // between (a write before it may still be running too); an error of either ends the read.
   virtual Status StartRead(int64_t layer, const std::vector<int64_t>& locs) = 0;
   virtual StatusOr<std::vector<ref::BufferRows>> FinishRead() = 0;
+  // FinishRead's rows as spans ([rank][buffer]) into memory the path owns until its next StartRead: a path whose
+  // rows already sit in buffers of its own overrides it to skip FinishRead's copies (this one keeps FinishRead's).
+  using RowSpans = std::vector<std::span<const uint8_t>>;
+  virtual StatusOr<std::vector<RowSpans>> FinishReadSpans() {
+    KVSHARD_ASSIGN_OR_RETURN(held_rows_, FinishRead());
+    std::vector<RowSpans> spans;
+    for (const ref::BufferRows& rank : held_rows_) {
+      spans.emplace_back();
+      for (const std::vector<uint8_t>& b : rank) spans.back().emplace_back(b);
+    }
+    return spans;
+  }
   // StartRead then FinishRead.
   StatusOr<std::vector<ref::BufferRows>> Read(int64_t layer, const std::vector<int64_t>& locs) {
     KVSHARD_RETURN_IF_ERROR(StartRead(layer, locs));
@@ -46,6 +59,9 @@ class PoolDataPath {
   }
   // end_shard_extend on every rank, once everything issued before it finished.
   virtual Status End() = 0;
+
+ private:
+  std::vector<ref::BufferRows> held_rows_;  // what the default FinishReadSpans points into
 };
 
 }  // namespace kvshard::replay

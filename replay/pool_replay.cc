@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -254,15 +255,24 @@ Status PoolReplay::DiffWrite(int64_t layer, const std::vector<int64_t>& locs, co
 
 Status PoolReplay::DiffRead(int64_t layer, const std::vector<int64_t>& locs,
                             const std::vector<ref::BufferRows>& ref_rows, bool compare) {
-  StatusOr<std::vector<ref::BufferRows>> got = device_->Read(layer, locs);
+  const Status started = device_->StartRead(layer, locs);
+  StatusOr<std::vector<PoolDataPath::RowSpans>> got =
+      started.ok() ? device_->FinishReadSpans() : StatusOr<std::vector<PoolDataPath::RowSpans>>(started);
   if (!compare) return Status::Ok();  // the reference failed: the record's error is the reference's
   if (!got.ok()) {
     return Mismatch("diff: get_key_buffer: the reference read layer ", layer, ", ", device_->Name(),
                     " failed: ", got.status().message());
   }
-  for (size_t r = 0; r < ref_rows.size() && r < got->size(); ++r) {  // every byte of both paths
-    if ((*got)[r] != ref_rows[r]) {
-      const std::string what = FirstRowDiff((*got)[r], ref_rows[r], geometry_, locs);
+  for (size_t r = 0; r < ref_rows.size() && r < got->size(); ++r) {  // every byte of both paths, where they lie
+    const PoolDataPath::RowSpans& rank = (*got)[r];
+    bool same = rank.size() == ref_rows[r].size();
+    for (size_t b = 0; same && b < rank.size(); ++b) {
+      same = std::equal(rank[b].begin(), rank[b].end(), ref_rows[r][b].begin(), ref_rows[r][b].end());
+    }
+    if (!same) {
+      ref::BufferRows rows;
+      for (std::span<const uint8_t> b : rank) rows.emplace_back(b.begin(), b.end());
+      const std::string what = FirstRowDiff(rows, ref_rows[r], geometry_, locs);
       return Mismatch("diff: layer ", layer, " rank ", r, ": ", device_->Name(), " read differs from the reference at ",
                       what);
     }
