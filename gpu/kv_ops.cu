@@ -1,6 +1,9 @@
 // Row-mover kernels of the sharded KV pool: one thread group per row, vectorized by the widest aligned access.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
 
@@ -113,6 +116,41 @@ __global__ void LocalRowsKernel(int64_t* __restrict__ local_rows, const int64_t*
     const int64_t loc = locs[owned_idx[j]];
     local_rows[j] = (loc / lps) * ps + loc % ps;
   }
+}
+
+constexpr int kPlanThreads = 512;
+constexpr int kMaxPlansPerLaunch = 32;  // the plans' pointers travel as kernel parameters (about 1 KB)
+
+struct WritePlansArgs {
+  const int64_t* locs;
+  int64_t n, lps, ps;
+  int64_t rank[kMaxPlansPerLaunch];
+  int64_t* owned_idx[kMaxPlansPerLaunch];
+  int64_t* local_rows[kMaxPlansPerLaunch];
+  int64_t* count[kMaxPlansPerLaunch];
+};
+
+// Block p builds plan p: tiles of kPlanThreads locs, a block scan of the owned flags places each owned position.
+__global__ void WritePlansKernel(WritePlansArgs a) {
+  using Scan = cub::BlockScan<int, kPlanThreads>;
+  __shared__ typename Scan::TempStorage temp;
+  const int p = blockIdx.x;
+  const OwnedBy owned_by{a.locs, a.lps, a.ps, a.rank[p]};
+  int64_t base = 0;
+  for (int64_t start = 0; start < a.n; start += kPlanThreads) {
+    const int64_t i = start + threadIdx.x;
+    const int owned = i < a.n && owned_by(i) ? 1 : 0;
+    int at = 0, total = 0;
+    Scan(temp).ExclusiveSum(owned, at, total);
+    if (owned) {
+      const int64_t loc = a.locs[i];
+      a.owned_idx[p][base + at] = i;
+      a.local_rows[p][base + at] = (loc / a.lps) * a.ps + loc % a.ps;
+    }
+    base += total;
+    __syncthreads();  // the scan's storage is reused by the next tile
+  }
+  if (threadIdx.x == 0) *a.count[p] = base;
 }
 
 template <typename V>
@@ -233,6 +271,31 @@ Status LaunchBuildWritePlan(const int64_t* locs, int64_t n, const PlacementSpec&
   LocalRowsKernel<<<PersistentBlocks(n, 1, kThreads), kThreads, 0, stream>>>(local_rows, owned_idx, locs, count,
                                                                              spec.logical_page_size(), spec.page_size);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status LaunchBuildWritePlans(const int64_t* locs, int64_t n, const PlacementSpec& spec,
+                             const std::vector<WritePlanOut>& plans, cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.kv.build_write_plans");
+  if (n < 0 || n > kMaxWritePlansLocs) return InvalidArgument("n: must be in [0, ", kMaxWritePlansLocs, "], got ", n);
+  KVSHARD_RETURN_IF_ERROR(ValidatePlacementSpec(spec));
+  for (const WritePlanOut& plan : plans) KVSHARD_RETURN_IF_ERROR(ValidateRank(plan.rank, spec.shard_size));
+  for (size_t at = 0; at < plans.size(); at += kMaxPlansPerLaunch) {
+    const size_t count = std::min<size_t>(kMaxPlansPerLaunch, plans.size() - at);
+    WritePlansArgs a{};
+    a.locs = locs;
+    a.n = n;
+    a.lps = spec.logical_page_size();
+    a.ps = spec.page_size;
+    for (size_t k = 0; k < count; ++k) {
+      a.rank[k] = plans[at + k].rank;
+      a.owned_idx[k] = plans[at + k].owned_idx;
+      a.local_rows[k] = plans[at + k].local_rows;
+      a.count[k] = plans[at + k].count;
+    }
+    WritePlansKernel<<<static_cast<unsigned>(count), kPlanThreads, 0, stream>>>(a);
+    KVSHARD_CUDA_CHECK(cudaGetLastError());
+  }
   return Status::Ok();
 }
 

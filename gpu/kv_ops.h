@@ -6,6 +6,7 @@
 #define KVSHARD_GPU_KV_OPS_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "core/spec.h"
 #include "core/status.h"
@@ -42,6 +43,20 @@ StatusOr<size_t> WritePlanTempBytes(int64_t n);
 // local_rows = their local_index; *count (device) = how many. Built once per batch and reused every layer.
 Status LaunchBuildWritePlan(const int64_t* locs, int64_t n, const PlacementSpec& spec, int64_t rank, int64_t* owned_idx,
                             int64_t* local_rows, int64_t* count, void* temp, size_t temp_bytes, cudaStream_t stream);
+// One rank's write plan: where LaunchBuildWritePlans puts it (device memory, n entries each, and the count).
+struct WritePlanOut {
+  int64_t rank = 0;
+  int64_t* owned_idx = nullptr;
+  int64_t* local_rows = nullptr;
+  int64_t* count = nullptr;
+};
+// The largest batch LaunchBuildWritePlans takes (one block per rank scans it; beyond, LaunchBuildWritePlan per rank).
+inline constexpr int64_t kMaxWritePlansLocs = int64_t{1} << 16;
+// LaunchBuildWritePlan's plan for every rank of `plans` (all on the current device) in one launch, one block per
+// rank (ranks emulated on one device: one launch a batch instead of a device-wide selection per rank); n at most
+// kMaxWritePlansLocs.
+Status LaunchBuildWritePlans(const int64_t* locs, int64_t n, const PlacementSpec& spec,
+                             const std::vector<WritePlanOut>& plans, cudaStream_t stream);
 // ScatterRowsKernel: dst[dst_idx[j]] = src[src_idx[j]] for j < *count (count read on the device, <= max_count).
 Status LaunchScatterRows(void* dst, int64_t dst_rows, const void* src, int64_t src_rows, const int64_t* src_idx,
                          const int64_t* dst_idx, const int64_t* count, int64_t max_count, int64_t row_bytes,

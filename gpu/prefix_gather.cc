@@ -177,6 +177,8 @@ StatusOr<std::unique_ptr<LayerAheadGather>> LayerAheadGather::Create(RankGroup* 
     KVSHARD_CUDA_CHECK(cudaSetDevice(r->device));
     KVSHARD_CUDA_CHECK(cudaDeviceSynchronize());
   }
+  g->shared_device_ = true;
+  for (auto& r : g->state_) g->shared_device_ &= r->device == g->state_[0]->device;
   return g;
 }
 
@@ -231,6 +233,10 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
   std::memcpy(upload, page_pos.data(), pos_bytes);
   if (loc_bytes > 0) std::memcpy(upload + pos_room, chunk_locs.data(), loc_bytes);
   size_t send_at = pos_room + loc_bytes;
+  const int64_t n = static_cast<int64_t>(chunk_locs.size());
+  KVSHARD_ASSIGN_OR_RETURN(const size_t temp_bytes, WritePlanTempBytes(n));
+  // Ranks emulated on one device get their write plans from one launch on local rank 0's compute stream.
+  const bool one_plan_launch = shared_device_ && state_.size() > 1 && n <= kMaxWritePlansLocs;
   for (size_t i = 0; i < state_.size(); ++i) {
     Rank& r = *state_[i];
     KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
@@ -238,8 +244,6 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
     // on the device: the compute stream waits for the pack and gather streams and uploads on its own order, so the
     // host does not wait here (the next read or end waits, with the group's deadline). Only a buffer that must grow
     // (its old memory freed) needs that work finished on the host first.
-    const int64_t n = static_cast<int64_t>(chunk_locs.size());
-    KVSHARD_ASSIGN_OR_RETURN(size_t temp_bytes, WritePlanTempBytes(n));
     const size_t send_bytes = send_rows[i].size() * sizeof(int64_t);
     if (r.send_rows.bytes() < send_bytes || r.chunk_locs.bytes() < loc_bytes || r.owned_idx.bytes() < loc_bytes ||
         r.local_rows.bytes() < loc_bytes || r.plan_temp.bytes() < temp_bytes) {
@@ -269,9 +273,30 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
     }
     KVSHARD_CUDA_CHECK(cudaEventRecord(r.uploaded, r.compute));
     r.uploading = true;
+    if (one_plan_launch) continue;
     KVSHARD_RETURN_IF_ERROR(LaunchBuildWritePlan(
         r.chunk_locs.as<int64_t>(), n, {comm_->size(), shape_.page_size}, r.rank, r.owned_idx.as<int64_t>(),
         r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>(), r.plan_temp.data(), temp_bytes, r.compute));
+  }
+  if (one_plan_launch) {
+    // Rank 0's stream waits for every rank's uploads and earlier use of its plan buffers (the last batch's
+    // scatters), builds every plan from its own copy of the chunk locs, and every other rank waits for it.
+    Rank& first = *state_[0];
+    KVSHARD_CUDA_CHECK(cudaSetDevice(first.device));
+    std::vector<WritePlanOut> plans;
+    for (size_t i = 0; i < state_.size(); ++i) {
+      Rank& r = *state_[i];
+      plans.push_back({r.rank, r.owned_idx.as<int64_t>(), r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>()});
+      if (i == 0) continue;
+      KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, r.compute));
+      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(first.compute, r.compute_done, 0));
+    }
+    KVSHARD_RETURN_IF_ERROR(LaunchBuildWritePlans(first.chunk_locs.as<int64_t>(), n, {comm_->size(), shape_.page_size},
+                                                  plans, first.compute));
+    KVSHARD_CUDA_CHECK(cudaEventRecord(first.compute_done, first.compute));
+    for (size_t i = 1; i < state_.size(); ++i) {
+      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(state_[i]->compute, first.compute_done, 0));
+    }
   }
   n_chunk_locs_ = static_cast<int64_t>(chunk_locs.size());
   ++epoch_;

@@ -115,8 +115,9 @@ class LayerAheadGather {
   bool trace_ = false;
   struct TraceEvents;
   std::vector<std::unique_ptr<TraceEvents>>
-      trace_events_;          // layers packed whose all-gather is not issued yet (at most two)
-  PinnedBuffer plan_upload_;  // BeginExtend's page_pos, chunk locs and send rows, copied to every rank from here
+      trace_events_;            // layers packed whose all-gather is not issued yet (at most two)
+  bool shared_device_ = false;  // every local rank on one device (emulated ranks)
+  PinnedBuffer plan_upload_;    // BeginExtend's page_pos, chunk locs and send rows, copied to every rank from here
 };
 
 // A per-layer compute stand-in for benchmarks: `blocks` blocks (0 = one per SM) for about `ns` nanoseconds,

@@ -83,6 +83,64 @@ TEST(GpuKvOps, OwnerFilteredWriteMatchesReference) {
   EXPECT_TRUE(ok);
 }
 
+// The write plans of every emulated rank in one launch (LaunchBuildWritePlans) are each rank's plan: owned positions
+// ascending and their local rows, for batches of one tile and of several, empty ones, negative locs (padding), and
+// more plans than one launch takes.
+TEST(GpuKvOps, WritePlansInOneLaunchAreEachRanksPlan) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const bool ok = rc::check("write plans, one launch == per rank", [] {
+    const PlacementSpec spec = *GenPlacementSpec();
+    const int64_t pages_per_rank = *rc::gen::inRange<int64_t>(1, 40);
+    const int64_t slots = pages_per_rank * spec.logical_page_size();
+    const int64_t n = *rc::gen::oneOf(rc::gen::just<int64_t>(0), rc::gen::inRange<int64_t>(1, 600),
+                                      rc::gen::inRange<int64_t>(600, 5000));
+    std::vector<int64_t> locs(n);
+    for (int64_t& loc : locs) loc = *rc::gen::inRange<int64_t>(-1, slots);
+    // Every rank, or (past one launch's 32) every rank several times over.
+    const int64_t copies = *rc::gen::element<int64_t>(1, 1, 5);
+    std::vector<int64_t> ranks;
+    for (int64_t c = 0; c < copies; ++c) {
+      for (int64_t r = 0; r < spec.shard_size; ++r) ranks.push_back(r);
+    }
+    const auto p = RC_VALUE(ref::Placement::Create(spec));
+    auto d_locs = RC_VALUE(gpu::Upload(locs.empty() ? std::vector<int64_t>{0} : locs));
+    std::vector<gpu::DeviceBuffer> buffers;
+    std::vector<gpu::WritePlanOut> plans;
+    for (int64_t rank : ranks) {
+      buffers.push_back(RC_VALUE(gpu::Upload(std::vector<int64_t>(std::max<int64_t>(1, n), -7))));
+      buffers.push_back(RC_VALUE(gpu::Upload(std::vector<int64_t>(std::max<int64_t>(1, n), -7))));
+      buffers.push_back(RC_VALUE(gpu::Upload(std::vector<int64_t>{-1})));
+      const size_t b = buffers.size();
+      plans.push_back({rank, buffers[b - 3].as<int64_t>(), buffers[b - 2].as<int64_t>(), buffers[b - 1].as<int64_t>()});
+    }
+    RC_ASSERT_OK(gpu::LaunchBuildWritePlans(d_locs.as<int64_t>(), n, spec, plans, nullptr));
+    RC_ASSERT_OK(gpu::SyncStream(nullptr));
+    for (size_t k = 0; k < plans.size(); ++k) {
+      std::vector<int64_t> want_idx, want_rows;
+      for (int64_t i = 0; i < n; ++i) {
+        if (locs[i] >= 0 && p.LocalMask(locs[i], plans[k].rank)) {
+          want_idx.push_back(i);
+          want_rows.push_back(p.LocalIndex(locs[i]));
+        }
+      }
+      const int64_t count = RC_VALUE(gpu::Download<int64_t>(plans[k].count, 1))[0];
+      RC_ASSERT(count == static_cast<int64_t>(want_idx.size()));
+      RC_ASSERT(RC_VALUE(gpu::Download<int64_t>(plans[k].owned_idx, count)) == want_idx);
+      RC_ASSERT(RC_VALUE(gpu::Download<int64_t>(plans[k].local_rows, count)) == want_rows);
+    }
+  });
+  EXPECT_TRUE(ok);
+}
+
+TEST(GpuKvOps, LaunchBuildWritePlansRefusesWhatItCannotTake) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const PlacementSpec spec{4, 2};
+  EXPECT_EQ(gpu::LaunchBuildWritePlans(nullptr, gpu::kMaxWritePlansLocs + 1, spec, {}, nullptr).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpu::LaunchBuildWritePlans(nullptr, 0, spec, {{4, nullptr, nullptr, nullptr}}, nullptr).code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(GpuKvOps, GatherRowsAndOutOfRangeIndicesAreCounted) {
   KVSHARD_REQUIRE_GPUS(1);
   const bool ok = rc::check("index_select gather == host", [] {
