@@ -1,7 +1,8 @@
 // NCCL and emulated RankGroup implementations. Every wait is a poll loop with a deadline (Waiter): NCCL
 // communicators are nonblocking, so comm set-up and ncclGroupEnd return at once and are polled with
 // ncclCommGetAsyncError, and stream completion is polled with cudaStreamQuery; on timeout the group aborts.
-// Host code (the C++ toolchain, not nvcc): the emulated group's stall kernel is gpu/stall_kernel.cu.
+// Host code (the C++ toolchain, not nvcc): the emulated group's kernels are gpu/stall_kernel.cu and
+// gpu/copy_blocks.cu.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,9 +14,9 @@
 #include <utility>
 
 #include "gpu/collective.h"
+#include "gpu/copy_blocks.h"
 #include "gpu/nccl_api.h"
 #include "gpu/nvtx.h"
-#include "gpu/copy_blocks.h"
 #include "gpu/stall_kernel.h"
 
 namespace kvshard::gpu {

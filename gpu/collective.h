@@ -80,7 +80,8 @@ StatusOr<NcclId> NewNcclId();
 StatusOr<std::unique_ptr<RankGroup>> CreateNcclRankGroup(const NcclId& id, int rank, int n, int device,
                                                          int64_t timeout_ms = 0);
 
-// n ranks emulated on one device by device-to-device copies with full barriers around each collective.
+// n ranks emulated on one device: each collective's copies are one launch on rank 0's stream, after every rank's
+// stream's work so far and before any rank's next work (the ordering a real collective gives).
 StatusOr<std::unique_ptr<RankGroup>> CreateEmulatedGroup(int n, int device, int64_t timeout_ms = 0);
 
 // For tests: an emulated group whose rank `stalled_rank` never arrives. Its contribution to every collective waits

@@ -460,14 +460,14 @@ StatusOr<int64_t> LayerAheadGather::BadRows() {
   // Each compute stream waits for its rank's pack and gather streams and copies the counter back; one wait per rank
   // under the group's deadline then drains every stream that may wait on a collective.
   for (const std::unique_ptr<Rank>& rp : state_) {
-    Rank* r = rp.get();
-    KVSHARD_CUDA_CHECK(cudaSetDevice(r->device));
-    for (cudaStream_t earlier : {r->pack, r->gather}) {
-      KVSHARD_CUDA_CHECK(cudaEventRecord(r->compute_done, earlier));
-      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r->compute, r->compute_done, 0));
+    Rank& r = *rp;
+    KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
+    for (cudaStream_t earlier : {r.pack, r.gather}) {
+      KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, earlier));
+      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.compute, r.compute_done, 0));
     }
     KVSHARD_CUDA_CHECK(
-        cudaMemcpyAsync(r->bad_host.data(), r->bad.data(), sizeof(int64_t), cudaMemcpyDeviceToHost, r->compute));
+        cudaMemcpyAsync(r.bad_host.data(), r.bad.data(), sizeof(int64_t), cudaMemcpyDeviceToHost, r.compute));
   }
   int64_t total = 0;
   for (size_t i = 0; i < state_.size(); ++i) {
