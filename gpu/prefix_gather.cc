@@ -234,9 +234,13 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
   if (loc_bytes > 0) std::memcpy(upload + pos_room, chunk_locs.data(), loc_bytes);
   size_t send_at = pos_room + loc_bytes;
   const int64_t n = static_cast<int64_t>(chunk_locs.size());
-  KVSHARD_ASSIGN_OR_RETURN(const size_t temp_bytes, WritePlanTempBytes(n));
-  // Ranks emulated on one device get their write plans from one launch on local rank 0's compute stream.
+  // Ranks emulated on one device get their write plans from one launch on local rank 0's compute stream (no CUB
+  // selection, so no temporary storage); other groups build one per rank.
   const bool one_plan_launch = shared_device_ && state_.size() > 1 && n <= kMaxWritePlansLocs;
+  size_t temp_bytes = 0;
+  if (!one_plan_launch) {
+    KVSHARD_ASSIGN_OR_RETURN(temp_bytes, WritePlanTempBytes(n));
+  }
   for (size_t i = 0; i < state_.size(); ++i) {
     Rank& r = *state_[i];
     KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));

@@ -48,9 +48,8 @@ void DeviceWorker::DestroySpent() {
 void DeviceWorker::Submit(size_t bytes, std::function<void()> step) {
   pending_.push_back({bytes, std::move(step)});
   pending_bytes_ += bytes;
-  if (submitted_total_++ == 0 || pending_.size() >= kHandOverEvery || pending_bytes_ >= max_queued_bytes_ / 4) {
-    HandOver();
-  }
+  const bool first = !std::exchange(any_submitted_, true);
+  if (first || pending_.size() >= kHandOverEvery || pending_bytes_ >= max_queued_bytes_ / 4) HandOver();
 }
 
 void DeviceWorker::HandOver() {

@@ -62,10 +62,10 @@ class DeviceWorker {
   bool host_waiting_ = false;     // the submitter waits on host_
   std::deque<Queued> queue_;
   std::vector<Queued> spent_;  // ran, to be destroyed on the submitting thread
-  // The submitting thread's own: steps not handed over yet, their bytes, and every step it submitted.
+  // The submitting thread's own: steps not handed over yet, their bytes, and whether any step was submitted.
   std::vector<Queued> pending_;
   size_t pending_bytes_ = 0;
-  int64_t submitted_total_ = 0;
+  bool any_submitted_ = false;
   size_t queued_bytes_ = 0;
   int64_t submitted_ = 0;  // handed over
   std::atomic<int64_t> done_{0};
