@@ -1,7 +1,8 @@
 // CP batch rerange of c.opt.batch ragged requests (cp = 8, ps = 64) whose gathered rows total the payload: the
-// device rerange (segment table and row index from the device split table, then the index gather; with a
-// preallocated and a stream-ordered scratch), and one cudaMemcpyAsync per non-empty segment (SGLang's torch path),
-// against gather_rows of the same run (else the copy), each checked against the original request-order rows.
+// device rerange per call (one launch while batch x 2cp <= 6,144 segments, else segment table and row index from
+// the device split table, then the index gather; with a preallocated and a stream-ordered scratch), per batch
+// (table once, a gather per layer), and one cudaMemcpyAsync per non-empty segment (SGLang's torch path), against
+// gather_rows of the same run (else the copy), each checked against the original request-order rows.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -87,8 +88,8 @@ Status BenchRerange(BenchContext& c, int64_t bytes) {
     BenchRow r = MakeRow(kOps[variant], total * rb, us, 2.0 * total * rb, limit, limit_bw, CountWrongRows(got, x, rb));
     char pc[32];
     std::snprintf(pc, sizeof(pc), "%.1f", pct_copy(us));
-    static const char* const kNotes[] = {"table + index + gather per call, preallocated scratch",
-                                         "table + index + gather per call, scratch from cudaMallocAsync",
+    static const char* const kNotes[] = {"per call, preallocated scratch (one launch up to 6,144 segments)",
+                                         "per call, scratch from cudaMallocAsync (none up to 6,144 segments)",
                                          "table + index once per batch, one gather per layer, per layer"};
     r.note = std::to_string(reqs) + " requests, cp=8, ps=64; " + kNotes[variant] +
              (variant == 2 ? " (" + std::to_string(layers) + " layers)" : std::string()) + "; " + pc + " % of copy";

@@ -21,13 +21,16 @@ Status BatchRerangeCanImplement(int64_t batch, int64_t cp, int64_t max_rank_toke
 // per-row source index (total_rows int64 words).
 size_t BatchRerangeTempBytes(int64_t batch, int64_t cp, int64_t total_rows);
 
-// The batch rerange as an index gather, three launches on `stream`: RerangeTableKernel derives every segment's
-// output row and gathered source row from the device split table (scans; no host-built index),
-// RerangeIndexKernel expands it into one source row per output row, and LaunchGatherRows copies the rows.
+// The batch rerange on `stream`. Up to 6,144 segments (batch x 2cp) it is one launch, RerangeDirectKernel: every
+// block scans the device split table into the whole segment table in shared memory, then copies its rows. Past
+// that, three launches: RerangeTableKernel derives every segment's output row and gathered source row (scans; no
+// host-built index), RerangeIndexKernel expands it into one source row per output row, and LaunchGatherRows
+// copies the rows.
 // `gathered` is the rank-major all-gather buffer (cp blocks of max_rank_token rows; rank r's block holds, per
 // request, its valid segment r then 2cp-1-r); `splits` is the device array of the valid split lists (batch x 2cp,
 // request-major). out[i] = gathered[src(i)] in request order, total_rows = sum(splits). `temp` holds
-// BatchRerangeTempBytes(batch, cp, total_rows) bytes and must stay untouched until the launches complete.
+// BatchRerangeTempBytes(batch, cp, total_rows) bytes (the one-launch path leaves it unused) and must stay untouched
+// until the launches complete.
 Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits, int64_t batch, int64_t cp,
                           int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, int64_t* bad, void* temp,
                           size_t temp_bytes, cudaStream_t stream);

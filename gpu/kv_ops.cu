@@ -199,7 +199,7 @@ Status LaunchGatherRows(void* out, const void* in, int64_t in_rows, const int64_
     using V = typename VecOf<kB>::T;
     const int64_t vecs = row_bytes / kB;
     const int group = GroupSizeFor(vecs);
-    launched = LaunchWithOverlap(GatherRowsKernel<V>, PersistentBlocks(n, group, kThreads), kThreads, stream,
+    launched = LaunchWithOverlap(GatherRowsKernel<V>, PersistentBlocks(n, group, kThreads), kThreads, 0, stream,
                                  overlap == LaunchOverlap::kProgrammatic, static_cast<V*>(out),
                                  static_cast<const V*>(in), in_rows, index, n, vecs, group, bad);
   });

@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <utility>
 
 #include <cub/block/block_scan.cuh>
 
@@ -22,6 +24,17 @@ constexpr int kThreads = 256;
 constexpr int kTableThreads = 256;
 constexpr int kTableItems = 16;  // entries per thread per pass of the table kernel: 4,096 (256 x 2cp at cp 8) in one
 constexpr int kTile = kTableThreads * kTableItems;
+// The one-launch per-call rerange: a block of 768 threads per SM (80 registers), each with the batch's whole
+// segment table (2S + 1 int64 words and their spacing, Slot below: 103 KiB at the limit) in shared memory.
+constexpr int kDirectThreads = 768;
+constexpr int kDirectItems = 8;  // 6,144 entries per thread block: each scan in one pass
+constexpr int64_t kDirectMaxSegments = int64_t{kDirectThreads} * kDirectItems;
+
+// Where table entry s sits in shared memory: one spare word after every 16 and every 128 entries, so that a warp's
+// blocked accesses (8 consecutive entries a thread) and its rank-major ones (a thread's entries 2cp apart; 16 at
+// cp 8) fall in distinct banks (a 16-way conflict without).
+__host__ __device__ constexpr int Slot(int s) { return s + (s >> 4) + (s >> 7); }
+constexpr size_t kDirectMaxShared = (Slot(kDirectMaxSegments) + 1 + Slot(kDirectMaxSegments - 1) + 1) * sizeof(int64_t);
 
 using TableScan = cub::BlockScan<int64_t, kTableThreads>;
 
@@ -126,6 +139,142 @@ __global__ void RerangeIndexKernel(const int64_t* __restrict__ seg_out, const in
   }
 }
 
+// The per-call rerange in one launch, for batches whose segment table fits in shared memory (S = batch * 2cp <=
+// kDirectMaxSegments): every block builds the whole table itself (the same two scans as RerangeTableKernel, each
+// one block-wide pass from the split lists into shared memory: no table kernel, no per-row index, no grid-wide
+// synchronisation), then copies its rows as GatherRowsKernel does, finding each row's segment by a binary search
+// in shared memory (from the last row's segment) while the previous row's loads are in flight. Rows the table does not
+// cover, or whose source falls outside the gathered buffer, are never copied (as the index kernel's -1); block 0 counts
+// bad as RerangeTableKernel does. Indices below S fit in int (S <= 6,144).
+template <typename V>
+__global__ void __launch_bounds__(kDirectThreads, 1)
+    RerangeDirectKernel(V* __restrict__ out, const V* __restrict__ in, const int64_t* __restrict__ splits, int batch,
+                        int cp, int64_t m, int64_t total_rows, int64_t vecs, int group, int64_t* bad) {
+  using Scan = cub::BlockScan<int64_t, kDirectThreads>;
+  __shared__ typename Scan::TempStorage scan_temp;
+  extern __shared__ int64_t table[];  // seg_out [S + 1], then seg_src [S], both at Slot(s)
+  const int segs = 2 * cp, segments = batch * segs, entries = cp * batch;
+  int64_t* seg_out = table;
+  int64_t* seg_src = table + Slot(segments) + 1;
+  const int first = static_cast<int>(threadIdx.x) * kDirectItems;
+  int64_t v[kDirectItems], x[kDirectItems];
+  WaitForPreviousGrid();  // the split lists may be the previous kernel's output
+  // Request-major: seg_out[Slot(s)] = output row of segment s. A split is then the difference of two neighbours (exact,
+  // also where the sums wrap), read from shared memory from here on.
+  if (first + kDirectItems <= segments && reinterpret_cast<uintptr_t>(splits) % alignof(longlong2) == 0) {
+#pragma unroll
+    for (int j = 0; j < kDirectItems / 2; ++j) {  // 16-byte loads: a thread's entries are consecutive
+      const longlong2 pair = reinterpret_cast<const longlong2*>(splits + first)[j];
+      v[2 * j] = pair.x;
+      v[2 * j + 1] = pair.y;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kDirectItems; ++j) v[j] = first + j < segments ? splits[first + j] : 0;
+  }
+  int64_t total = 0;
+  Scan(scan_temp).ExclusiveSum(v, x, total);
+#pragma unroll
+  for (int j = 0; j < kDirectItems; ++j) {
+    if (first + j < segments) seg_out[Slot(first + j)] = x[j];
+  }
+  if (threadIdx.x == 0) seg_out[Slot(segments)] = total;
+  __syncthreads();
+  auto split = [&](int s) { return seg_out[Slot(s + 1)] - seg_out[Slot(s)]; };
+  // Rank-major: entry e = r * batch + q is rank r's rows of request q, the two segments q * segs + r and
+  // q * segs + segs - 1 - r; x[j] becomes its exclusive prefix, and each rank's first entry (its base) goes to
+  // seg_src at segs - 1 - r, request 0's second-segment slot of rank r, until the end.
+  const int r0 = first / batch, q0 = first - r0 * batch;
+  {
+    int r = r0, q = q0;
+#pragma unroll
+    for (int j = 0; j < kDirectItems; ++j) {
+      v[j] = first + j < entries ? split(q * segs + r) + split(q * segs + segs - 1 - r) : 0;
+      if (++q == batch) q = 0, ++r;
+    }
+  }
+  int64_t rank_rows_total = 0;
+  Scan(scan_temp).ExclusiveSum(v, x, rank_rows_total);
+  {
+    int r = r0, q = q0;
+#pragma unroll
+    for (int j = 0; j < kDirectItems; ++j) {
+      if (first + j < entries) {
+        seg_src[Slot(q * segs + r)] = x[j];
+        if (q == 0) seg_src[Slot(segs - 1 - r)] = x[j];
+      }
+      if (++q == batch) q = 0, ++r;
+    }
+  }
+  __syncthreads();
+  if (blockIdx.x == 0 && bad) {
+    if (threadIdx.x == 0 && total != total_rows) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
+    for (int r = threadIdx.x; r < cp; r += blockDim.x) {
+      const int64_t next = r + 1 < cp ? seg_src[Slot(segs - 2 - r)] : rank_rows_total;
+      if (next - seg_src[Slot(segs - 1 - r)] > m) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
+    }
+  }
+  // Requests 1.. first (they read the bases), then request 0 (whose slots hold them).
+  {
+    int r = r0, q = q0;
+#pragma unroll
+    for (int j = 0; j < kDirectItems; ++j) {
+      if (first + j < entries && q > 0) {
+        const int64_t from = r * m + (seg_src[Slot(q * segs + r)] - seg_src[Slot(segs - 1 - r)]);
+        seg_src[Slot(q * segs + r)] = from;
+        seg_src[Slot(q * segs + segs - 1 - r)] = from + split(q * segs + r);
+      }
+      if (++q == batch) q = 0, ++r;
+    }
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < cp; r += blockDim.x) {
+    seg_src[Slot(r)] = r * m;
+    seg_src[Slot(segs - 1 - r)] = r * m + split(r);
+  }
+  __syncthreads();
+  // Copy, rows dealt round robin to the row groups (as GatherRowsKernel: the rows in flight at any time are
+  // neighbours). A row's source is looked up while the loads of the group's previous row are in flight.
+  const int64_t in_rows = cp * m;
+  const int64_t per_block = blockDim.x / group, stride = gridDim.x * per_block;
+  const int lane = static_cast<int>(threadIdx.x % group);
+  int k = 0;  // rows only grow, so each search starts at the last row's segment
+  auto source = [&](int64_t i) -> int64_t {
+    if (i >= total_rows) return -1;
+    for (int n = segments - k; n > 1;) {  // the last k' >= k whose segment starts at or before row i
+      const int half = n / 2;
+      if (seg_out[Slot(k + half)] <= i)
+        k += half, n -= half;
+      else
+        n = half;
+    }
+    if (seg_out[Slot(k)] > i || i >= seg_out[Slot(k + 1)]) return -1;
+    const int64_t src = seg_src[Slot(k)] + (i - seg_out[Slot(k)]);
+    return src >= 0 && src < in_rows ? src : -1;
+  };
+  int64_t i = blockIdx.x * per_block + threadIdx.x / group;
+  int64_t src = source(i);
+  for (; i < total_rows; i += stride) {
+    if (src < 0) {
+      src = source(i + stride);
+      continue;
+    }
+    V* dst = out + i * vecs;
+    const V* from = in + src * vecs;
+    V r[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (lane + j * group < vecs) r[j] = from[lane + j * group];
+    }
+    src = source(i + stride);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (lane + j * group < vecs) dst[lane + j * group] = r[j];
+    }
+    if (vecs > 4 * group) CopyRow(dst + 4 * group, from + 4 * group, vecs - 4 * group, lane, group);
+  }
+}
+
 }  // namespace
 
 Status BatchRerangeCanImplement(int64_t batch, int64_t cp, int64_t max_rank_token, int64_t row_bytes) {
@@ -175,7 +324,7 @@ Status LaunchBuildRerangeTable(const int64_t* splits, int64_t batch, int64_t cp,
   if (total_rows == 0) return Status::Ok();
   const int64_t blocks = std::min<int64_t>((total_rows + kThreads - 1) / kThreads, int64_t{1} << 20);
   // Resident while the table kernel runs (programmatic dependent launch on sm_90+), waiting in the kernel for it.
-  KVSHARD_CUDA_CHECK(LaunchWithOverlap(RerangeIndexKernel, static_cast<unsigned>(blocks), kThreads, stream, true,
+  KVSHARD_CUDA_CHECK(LaunchWithOverlap(RerangeIndexKernel, static_cast<unsigned>(blocks), kThreads, 0, stream, true,
                                        t.seg_out, t.seg_src, segments, total_rows, cp * max_rank_token, t.index));
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
@@ -193,12 +342,71 @@ Status LaunchRerangeFromTable(void* out, const void* gathered, const void* table
   return LaunchGatherRows(out, gathered, cp * max_rank_token, t.index, total_rows, row_bytes, nullptr, stream);
 }
 
+namespace {
+
+// Launches RerangeDirectKernel (batch * 2cp <= kDirectMaxSegments): one block per 512 / group rows up to as many as
+// fit on the device at once, each building the table in shared memory first.
+Status LaunchRerangeDirect(void* out, const void* gathered, const int64_t* splits, int64_t batch, int64_t cp,
+                           int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, int64_t* bad,
+                           cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.cp.rerange_direct");
+  const int segments = static_cast<int>(batch * 2 * cp);
+  const size_t shared = static_cast<size_t>(Slot(segments) + 1 + Slot(segments - 1) + 1) * sizeof(int64_t);
+  cudaError_t launched = cudaSuccess;
+  DispatchVector(RowVectorBytes(row_bytes, out, gathered), [&]<int kB>() {
+    using V = typename VecOf<kB>::T;
+    static const cudaError_t opted_in = cudaFuncSetAttribute(
+        RerangeDirectKernel<V>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kDirectMaxShared));
+    if (opted_in != cudaSuccess) {
+      launched = opted_in;
+      return;
+    }
+    // Blocks resident on the device at the largest table (one per SM), asked once.
+    static const std::pair<cudaError_t, int> resident = [] {
+      int dev = 0, sms = 0, per_sm = 0;
+      cudaError_t e = cudaGetDevice(&dev);
+      if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+      if (e == cudaSuccess) {
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, RerangeDirectKernel<V>, kDirectThreads,
+                                                          kDirectMaxShared);
+      }
+      return std::make_pair(e, std::max(sms, 1) * std::max(per_sm, 1));
+    }();
+    if (resident.first != cudaSuccess) {
+      launched = resident.first;
+      return;
+    }
+    const int64_t vecs = row_bytes / kB;
+    const int group = GroupSizeFor(vecs);
+    const int64_t rows_per_block = kDirectThreads / group;
+    const int64_t blocks =
+        std::min<int64_t>((total_rows + rows_per_block - 1) / rows_per_block, int64_t{resident.second});
+    launched =
+        LaunchWithOverlap(RerangeDirectKernel<V>, static_cast<unsigned>(blocks), kDirectThreads, shared, stream, true,
+                          static_cast<V*>(out), static_cast<const V*>(gathered), splits, static_cast<int>(batch),
+                          static_cast<int>(cp), max_rank_token, total_rows, vecs, group, bad);
+  });
+  KVSHARD_CUDA_CHECK(launched);
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+bool FitsDirect(int64_t batch, int64_t cp) { return batch * 2 * cp <= kDirectMaxSegments; }
+
+}  // namespace
+
 Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits, int64_t batch, int64_t cp,
                           int64_t max_rank_token, int64_t total_rows, int64_t row_bytes, int64_t* bad, void* temp,
                           size_t temp_bytes, cudaStream_t stream) {
   KVSHARD_RETURN_IF_ERROR(BatchRerangeCanImplement(batch, cp, max_rank_token, row_bytes));
   KVSHARD_RETURN_IF_ERROR(CpRowSizeCheck(total_rows, row_bytes));
   if (total_rows == 0) return Status::Ok();
+  if (FitsDirect(batch, cp)) {
+    if (temp_bytes < BatchRerangeTempBytes(batch, cp, total_rows)) {
+      return InvalidArgument("temp_bytes: need ", BatchRerangeTempBytes(batch, cp, total_rows), ", got ", temp_bytes);
+    }
+    return LaunchRerangeDirect(out, gathered, splits, batch, cp, max_rank_token, total_rows, row_bytes, bad, stream);
+  }
   KVSHARD_RETURN_IF_ERROR(
       LaunchBuildRerangeTable(splits, batch, cp, max_rank_token, total_rows, bad, temp, temp_bytes, stream));
   // The gather right behind the index kernel, resident early and waiting for it (as the index kernel waits for
@@ -213,6 +421,10 @@ Status LaunchBatchRerange(void* out, const void* gathered, const int64_t* splits
                           cudaStream_t stream) {
   KVSHARD_RETURN_IF_ERROR(BatchRerangeCanImplement(batch, cp, max_rank_token, row_bytes));
   if (total_rows == 0) return CpRowSizeCheck(total_rows, row_bytes);
+  if (FitsDirect(batch, cp)) {
+    KVSHARD_RETURN_IF_ERROR(CpRowSizeCheck(total_rows, row_bytes));
+    return LaunchRerangeDirect(out, gathered, splits, batch, cp, max_rank_token, total_rows, row_bytes, bad, stream);
+  }
   const size_t bytes = BatchRerangeTempBytes(batch, cp, total_rows);
   void* temp = nullptr;
   KVSHARD_CUDA_CHECK(cudaMallocAsync(&temp, bytes, stream));

@@ -105,11 +105,11 @@ __device__ __forceinline__ void AllowNextGrid() {
 #endif
 }
 
-// Launches kernel<<<grid, threads, 0, stream>>>(args...), with programmatic stream serialization when `overlap`
-// asks for it and the device supports it (compute capability 9.0 and later), else as a plain launch.
+// Launches kernel<<<grid, threads, shared_bytes, stream>>>(args...), with programmatic stream serialization when
+// `overlap` asks for it and the device supports it (compute capability 9.0 and later), else as a plain launch.
 template <typename... Params, typename... Args>
-cudaError_t LaunchWithOverlap(void (*kernel)(Params...), unsigned grid, unsigned threads, cudaStream_t stream,
-                              bool overlap, Args&&... args) {
+cudaError_t LaunchWithOverlap(void (*kernel)(Params...), unsigned grid, unsigned threads, size_t shared_bytes,
+                              cudaStream_t stream, bool overlap, Args&&... args) {
   static const bool supported = [] {
     int dev = 0, major = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) return false;
@@ -119,6 +119,7 @@ cudaError_t LaunchWithOverlap(void (*kernel)(Params...), unsigned grid, unsigned
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(grid);
   config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
   cudaLaunchAttribute attribute[1];
   if (overlap && supported) {

@@ -188,17 +188,18 @@ TEST(GpuCpOps, RoundRobinSplitAndRestoreMatchReference) {
 }
 
 // The rerange of one ragged batch (seeded) against the reference, bit-exact; returns the seed on failure.
-void ExpectLargeRerangeMatches(int64_t batch, int64_t cp, int64_t ps, int64_t max_extend, uint32_t seed) {
+void ExpectLargeRerangeMatches(int64_t batch, int64_t cp, int64_t ps, int64_t max_extend, uint32_t seed,
+                               int64_t row_bytes = 16) {
   std::mt19937 rng(seed);
   CPBatchCase c;
   c.cp_size = cp;
   c.page_size = ps;
-  c.row_bytes = 16;
+  c.row_bytes = row_bytes;
   for (int64_t q = 0; q < batch; ++q) {
     c.extend_lens.push_back(1 + static_cast<int64_t>(rng() % max_extend));
     c.prefix_lens.push_back(ps * static_cast<int64_t>(rng() % 3));
   }
-  const std::string what = StrCat("batch=", batch, " cp=", cp, " ps=", ps, " seed=", seed);
+  const std::string what = StrCat("batch=", batch, " cp=", cp, " ps=", ps, " row_bytes=", row_bytes, " seed=", seed);
   const HostTensor x = Payload(c.extend_lens, c.row_bytes);
   std::vector<HostTensor> locals;
   CPSharedKVBatchPlan plan0;
@@ -237,6 +238,17 @@ TEST(GpuCpOps, RerangeMatchesReferencePastTheOldLimits) {
     }
   }
   for (int64_t cp : {1024, 2048, 16384}) ExpectLargeRerangeMatches(2, cp, 2, 4 * cp, static_cast<uint32_t>(cp));
+}
+
+// The per-call rerange is one launch while the batch's segment table (batch x 2cp entries) fits in shared memory
+// (up to 6,144 segments) and three launches past it: both sides of that line match the reference, as do rows
+// longer than one pass of a row group (4,104 bytes: 513 8-byte vectors, 32 threads) and odd rows (1-byte vectors).
+TEST(GpuCpOps, PerCallRerangeMatchesReferenceOnBothSidesOfTheSharedMemoryTable) {
+  KVSHARD_REQUIRE_GPUS(1);
+  for (int64_t row_bytes : {1152, 4104, 4097}) ExpectLargeRerangeMatches(64, 8, 16, 100, 7, row_bytes);
+  for (int64_t batch : {384, 385}) ExpectLargeRerangeMatches(batch, 8, 16, 200, static_cast<uint32_t>(batch));
+  for (int64_t batch : {3072, 3073}) ExpectLargeRerangeMatches(batch, 1, 16, 40, static_cast<uint32_t>(batch));
+  for (int64_t cp : {1536, 1537}) ExpectLargeRerangeMatches(2, cp, 2, 4 * cp, static_cast<uint32_t>(cp));
 }
 
 TEST(GpuCpOps, RerangeCanImplementAcceptsWhatTheReferenceAccepts) {
