@@ -178,6 +178,44 @@ __global__ void TranslateKernel(int64_t* __restrict__ out, const int64_t* __rest
   }
 }
 
+// The jobs of LaunchGatherRowsRanks and LaunchTranslateGatherRanks, passed by value (blockIdx.y picks one).
+struct GatherRowsJobs {
+  GatherRowsJob job[kMaxRankJobs];
+};
+struct TranslateGatherJobs {
+  TranslateGatherJob job[kMaxRankJobs];
+};
+
+template <typename V>
+__global__ void GatherRowsRanksKernel(GatherRowsJobs jobs, int64_t n, int64_t vecs, int group) {
+  const GatherRowsJob& job = jobs.job[blockIdx.y];
+  const GroupPos g = MyGroup(group);
+  const auto* in = static_cast<const V*>(job.in);
+  auto* out = static_cast<V*>(job.out);
+  for (int64_t i = g.id; i < n; i += g.count) {
+    const int64_t src = job.index[i];
+    if (src < 0 || src >= job.in_rows) {
+      if (job.bad && g.lane == 0) atomicAdd(reinterpret_cast<unsigned long long*>(job.bad), 1ull);
+      continue;
+    }
+    CopyRow(out + i * vecs, in + src * vecs, vecs, g.lane, group);
+  }
+}
+
+template <typename V>
+__global__ void TranslateGatherRanksKernel(TranslateGatherJobs jobs, const int64_t* __restrict__ locs, int64_t n,
+                                           int64_t ps, int64_t vecs, int group) {
+  const TranslateGatherJob& job = jobs.job[blockIdx.y];
+  const GroupPos g = MyGroup(group);
+  const auto* in = static_cast<const V*>(job.in);
+  auto* out = static_cast<V*>(job.out);
+  for (int64_t i = g.id; i < n; i += g.count) {
+    const int64_t src = TranslateOne(locs[i], job.page_pos, job.n_page_pos, ps);
+    if (src < 0 || src >= job.in_rows) continue;
+    CopyRow(out + i * vecs, in + src * vecs, vecs, g.lane, group);
+  }
+}
+
 }  // namespace
 
 Status RowOpCanImplement(int64_t n, int64_t row_bytes, int64_t in_rows, int64_t out_rows) {
@@ -325,6 +363,77 @@ Status LaunchTranslate(int64_t* out, const int64_t* locs, int64_t n, const int32
   if (n == 0) return Status::Ok();
   TranslateKernel<<<PersistentBlocks(n, 1, kThreads), kThreads, 0, stream>>>(out, locs, n, page_pos, n_page_pos,
                                                                              page_size);
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+namespace {
+
+// The widest vector (16, 8, 4, 2 or 1 bytes) dividing row_bytes and every job's out and in.
+template <typename Job>
+int RanksVectorBytes(const std::vector<Job>& jobs, int64_t row_bytes) {
+  uint64_t bits = static_cast<uint64_t>(row_bytes);
+  for (const Job& j : jobs) bits |= reinterpret_cast<uintptr_t>(j.out) | reinterpret_cast<uintptr_t>(j.in);
+  for (int v = 16; v > 1; v /= 2) {
+    if (bits % v == 0) return v;
+  }
+  return 1;
+}
+
+// Blocks per job: about what one gather of all the jobs' rows would take, shared out among them.
+int BlocksPerJob(int64_t n, int jobs, int group) {
+  return std::max(1, PersistentBlocks(n * jobs, group, kThreads) / jobs);
+}
+
+}  // namespace
+
+Status LaunchGatherRowsRanks(const std::vector<GatherRowsJob>& jobs, int64_t n, int64_t row_bytes,
+                             cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.kv.gather_rows_ranks");
+  if (jobs.size() > static_cast<size_t>(kMaxRankJobs)) {
+    return InvalidArgument("jobs: at most ", kMaxRankJobs, " in one launch, got ", jobs.size());
+  }
+  GatherRowsJobs packed;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, jobs[j].in_rows, n));
+    packed.job[j] = jobs[j];
+  }
+  if (n == 0 || jobs.empty()) return Status::Ok();
+  const int ranks = static_cast<int>(jobs.size());
+  DispatchVector(RanksVectorBytes(jobs, row_bytes), [&]<int kB>() {
+    using V = typename VecOf<kB>::T;
+    const int64_t vecs = row_bytes / kB;
+    const int group = GroupSizeFor(vecs);
+    GatherRowsRanksKernel<V><<<dim3(static_cast<unsigned>(BlocksPerJob(n, ranks, group)), static_cast<unsigned>(ranks)),
+                               kThreads, 0, stream>>>(packed, n, vecs, group);
+  });
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status LaunchTranslateGatherRanks(const std::vector<TranslateGatherJob>& jobs, const int64_t* locs, int64_t n,
+                                  int64_t page_size, int64_t row_bytes, cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.kv.translate_gather_ranks");
+  if (jobs.size() > static_cast<size_t>(kMaxRankJobs)) {
+    return InvalidArgument("jobs: at most ", kMaxRankJobs, " in one launch, got ", jobs.size());
+  }
+  if (page_size < 1) return InvalidArgument("page_size: must be >= 1, got ", page_size);
+  TranslateGatherJobs packed;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, std::max<int64_t>(jobs[j].in_rows, 0), n));
+    packed.job[j] = jobs[j];
+  }
+  if (n < 0) return InvalidArgument("n: must be >= 0, got ", n);
+  if (n == 0 || jobs.empty()) return Status::Ok();
+  const int ranks = static_cast<int>(jobs.size());
+  DispatchVector(RanksVectorBytes(jobs, row_bytes), [&]<int kB>() {
+    using V = typename VecOf<kB>::T;
+    const int64_t vecs = row_bytes / kB;
+    const int group = GroupSizeFor(vecs);
+    TranslateGatherRanksKernel<V>
+        <<<dim3(static_cast<unsigned>(BlocksPerJob(n, ranks, group)), static_cast<unsigned>(ranks)), kThreads, 0,
+           stream>>>(packed, locs, n, page_size, vecs, group);
+  });
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }

@@ -66,6 +66,35 @@ Status LaunchScatterRows(void* dst, int64_t dst_rows, const void* src, int64_t s
 Status LaunchTranslate(int64_t* out, const int64_t* locs, int64_t n, const int32_t* page_pos, int64_t n_page_pos,
                        int64_t page_size, cudaStream_t stream);
 
+// One rank's part of LaunchGatherRowsRanks: LaunchGatherRows's out, in, in_rows, index and bad.
+struct GatherRowsJob {
+  void* out = nullptr;
+  const void* in = nullptr;
+  int64_t in_rows = 0;
+  const int64_t* index = nullptr;
+  int64_t* bad = nullptr;
+};
+// The most jobs one LaunchGatherRowsRanks or LaunchTranslateGatherRanks takes.
+inline constexpr int kMaxRankJobs = 32;
+// LaunchGatherRows for every job of `jobs` (all on the current device, n rows of row_bytes each) in one launch:
+// ranks emulated on one device pack a layer's send blocks with one launch instead of one per rank.
+Status LaunchGatherRowsRanks(const std::vector<GatherRowsJob>& jobs, int64_t n, int64_t row_bytes, cudaStream_t stream);
+
+// One rank's part of LaunchTranslateGatherRanks: its scratch (in, in_rows rows), its page_pos table and where its
+// rows go.
+struct TranslateGatherJob {
+  void* out = nullptr;
+  const void* in = nullptr;
+  int64_t in_rows = 0;
+  const int32_t* page_pos = nullptr;
+  int64_t n_page_pos = 0;
+};
+// LaunchTranslate then LaunchGatherRows (bad = nullptr) for every job of `jobs` (all on the current device, rows of
+// row_bytes) over the same n locs, in one launch: out[i] = in[translate(locs[i])], rows whose translation is -1 or
+// past in_rows left as they are. Ranks emulated on one device read a layer with one launch instead of two per rank.
+Status LaunchTranslateGatherRanks(const std::vector<TranslateGatherJob>& jobs, const int64_t* locs, int64_t n,
+                                  int64_t page_size, int64_t row_bytes, cudaStream_t stream);
+
 }  // namespace kvshard::gpu
 
 #endif  // KVSHARD_GPU_KV_OPS_H_

@@ -319,6 +319,41 @@ Status LayerAheadGather::Pack(int64_t layer) {
   const int which = static_cast<int>(layer % 2);
   if (resident_[which] == std::make_pair(layer, epoch_)) return Status::Ok();
   const int64_t block_rows = block_pages_ * shape_.page_size;
+  if (shared_device_ && state_.size() > 1 && state_.size() <= static_cast<size_t>(kMaxRankJobs)) {
+    // Ranks emulated on one device: rank 0's pack stream waits for every rank's compute work so far (as each
+    // rank's own pack stream would), packs every rank's send block with one launch a buffer, and every rank's
+    // packed event is recorded after it. Later uploads into a rank's send rows stay ordered after the pack: its
+    // gather stream waits for the packed event and BeginExtend's uploads for the gather stream.
+    Rank& first = *state_[0];
+    KVSHARD_CUDA_CHECK(cudaSetDevice(first.device));
+    for (auto& rp : state_) {
+      KVSHARD_CUDA_CHECK(cudaEventRecord(rp->compute_done, rp->compute));
+      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(first.pack, rp->compute_done, 0));
+    }
+    const std::vector<int64_t> widths = shape_.buffers();
+    int64_t row_sum = 0;
+    for (int64_t w : widths) row_sum += w;
+    TraceBegin(StrCat("pack L", layer), first.pack);
+    int64_t offset = 0;
+    for (size_t b = 0; b < widths.size(); ++b) {
+      std::vector<GatherRowsJob> jobs;
+      for (size_t i = 0; i < state_.size(); ++i) {
+        Rank& r = *state_[i];
+        char* block = widths.size() == 1
+                          ? static_cast<char*>(r.slots[which][0].data()) + r.rank * block_rows * widths[0]
+                          : static_cast<char*>(r.staging[which].data()) + r.rank * block_rows * row_sum;
+        jobs.push_back({block + offset, pool(static_cast<int>(i), layer, static_cast<int>(b)), shape_.pool_rows,
+                        r.send_rows.as<int64_t>(), r.bad.as<int64_t>()});
+      }
+      KVSHARD_RETURN_IF_ERROR(LaunchGatherRowsRanks(jobs, block_rows, widths[b], first.pack));
+      offset += block_rows * widths[b];
+    }
+    TraceEnd(first.pack);
+    for (auto& rp : state_) KVSHARD_CUDA_CHECK(cudaEventRecord(rp->packed[which], first.pack));
+    resident_[which] = {layer, epoch_};
+    pending_.push_back(layer);
+    return Status::Ok();
+  }
   for (size_t i = 0; i < state_.size(); ++i) {
     Rank& r = *state_[i];
     KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));

@@ -171,6 +171,107 @@ TEST(GpuKvOps, GatherRowsAndOutOfRangeIndicesAreCounted) {
   EXPECT_TRUE(ok);
 }
 
+// Every emulated rank's pack in one launch: each job's rows and bad count are LaunchGatherRows's for it, out-of-range
+// indices (negative, past in_rows) skipped and counted on that job's counter.
+TEST(GpuKvOps, GatherRowsRanksIsEachRanksGather) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const bool ok = rc::check("gather of every rank, one launch == per rank", [] {
+    const int64_t row_bytes = *rc::gen::element<int64_t>(1, 3, 8, 16, 48, 1152);
+    const int jobs = *rc::gen::inRange(1, 9);
+    const int64_t n = *rc::gen::oneOf(rc::gen::just<int64_t>(0), rc::gen::inRange<int64_t>(1, 300));
+    std::vector<gpu::DeviceBuffer> keep;
+    std::vector<gpu::GatherRowsJob> launch;
+    std::vector<std::vector<uint8_t>> want;
+    std::vector<int64_t> want_bad;
+    for (int j = 0; j < jobs; ++j) {
+      const int64_t in_rows = *rc::gen::inRange<int64_t>(1, 200);
+      std::vector<int64_t> index(std::max<int64_t>(1, n));
+      for (int64_t& x : index) x = *rc::gen::inRange<int64_t>(-2, in_rows + 3);
+      std::vector<int64_t> slots(in_rows);
+      for (int64_t i = 0; i < in_rows; ++i) slots[i] = j * 100000 + i;
+      const std::vector<uint8_t> before(std::max<int64_t>(1, n) * row_bytes, static_cast<uint8_t>(0x50 + j));
+      keep.push_back(RC_VALUE(gpu::Upload(MakeRows(slots, row_bytes, 5))));
+      const void* d_in = keep.back().data();
+      keep.push_back(RC_VALUE(gpu::Upload(index)));
+      const int64_t* d_index = keep.back().as<int64_t>();
+      auto d_want = RC_VALUE(gpu::Upload(before));
+      auto d_want_bad = RC_VALUE(gpu::Upload(std::vector<int64_t>{0}));
+      RC_ASSERT_OK(gpu::LaunchGatherRows(d_want.data(), d_in, in_rows, d_index, n, row_bytes, d_want_bad.as<int64_t>(),
+                                         nullptr));
+      want.push_back(RC_VALUE(gpu::Download<uint8_t>(d_want.data(), before.size())));
+      want_bad.push_back(RC_VALUE(gpu::Download<int64_t>(d_want_bad.data(), 1))[0]);
+      keep.push_back(RC_VALUE(gpu::Upload(before)));
+      void* d_out = keep.back().data();
+      keep.push_back(RC_VALUE(gpu::Upload(std::vector<int64_t>{0})));
+      launch.push_back({d_out, d_in, in_rows, d_index, keep.back().as<int64_t>()});
+    }
+    RC_ASSERT_OK(gpu::LaunchGatherRowsRanks(launch, n, row_bytes, nullptr));
+    RC_ASSERT_OK(gpu::SyncStream(nullptr));
+    for (int j = 0; j < jobs; ++j) {
+      const auto got = RC_VALUE(gpu::Download<uint8_t>(launch[j].out, want[j].size()));
+      RC_ASSERT_OK(CompareRows(got, want[j], row_bytes, "gather of every rank"));
+      RC_ASSERT(RC_VALUE(gpu::Download<int64_t>(launch[j].bad, 1))[0] == want_bad[j]);
+    }
+    launch.resize(gpu::kMaxRankJobs + 1, launch[0]);
+    RC_ASSERT(gpu::LaunchGatherRowsRanks(launch, n, row_bytes, nullptr).code() == StatusCode::kInvalidArgument);
+  });
+  EXPECT_TRUE(ok);
+}
+
+// Every emulated rank's read of a layer in one launch: each job's rows are what LaunchTranslate then
+// LaunchGatherRows give for that rank (its own page_pos and scratch), bit for bit, rows whose translation misses
+// (negative locs, pages past page_pos, the trash page's rows past the scratch) left as they were; odd row sizes
+// take narrower vectors; more jobs than one launch takes are refused.
+TEST(GpuKvOps, TranslateGatherRanksIsEachRanksTranslateThenGather) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const bool ok = rc::check("translate + gather of every rank, one launch == per rank", [] {
+    const int64_t ps = *rc::gen::element<int64_t>(1, 2, 16, 64);
+    const int64_t pages = *rc::gen::inRange<int64_t>(1, 12);
+    const int64_t scratch_pages = *rc::gen::inRange<int64_t>(1, 10);
+    const int64_t row_bytes = *rc::gen::element<int64_t>(1, 3, 8, 16, 48, 1152);
+    const int jobs = *rc::gen::inRange(1, 9);
+    const int64_t n = *rc::gen::oneOf(rc::gen::just<int64_t>(0), rc::gen::inRange<int64_t>(1, 300));
+    std::vector<int64_t> locs(n);
+    for (int64_t& loc : locs) loc = *rc::gen::inRange<int64_t>(-2, (pages + 1) * ps);  // past page_pos too
+    auto d_locs = RC_VALUE(gpu::Upload(locs.empty() ? std::vector<int64_t>{0} : locs));
+    std::vector<gpu::DeviceBuffer> keep;
+    std::vector<gpu::TranslateGatherJob> launch;
+    std::vector<std::vector<uint8_t>> want;
+    for (int j = 0; j < jobs; ++j) {
+      std::vector<int32_t> page_pos(pages);
+      // Slots up to one page past the scratch: those rows are past in_rows and never read.
+      for (int32_t& pos : page_pos) pos = *rc::gen::inRange<int32_t>(0, static_cast<int32_t>(scratch_pages + 1));
+      std::vector<int64_t> slots(scratch_pages * ps);
+      for (size_t i = 0; i < slots.size(); ++i) slots[i] = j * 100000 + static_cast<int64_t>(i);
+      const auto scratch = MakeRows(slots, row_bytes, 3);
+      std::vector<uint8_t> before(std::max<int64_t>(1, n) * row_bytes, static_cast<uint8_t>(0xa0 + j));
+      keep.push_back(RC_VALUE(gpu::Upload(page_pos)));
+      const int32_t* d_pos = keep.back().as<int32_t>();
+      keep.push_back(RC_VALUE(gpu::Upload(scratch)));
+      const void* d_scratch = keep.back().data();
+      // The per-rank way: translate into an index, then the index gather.
+      auto d_index = RC_VALUE(gpu::DeviceBuffer::Allocate(std::max<int64_t>(1, n) * sizeof(int64_t)));
+      auto d_want = RC_VALUE(gpu::Upload(before));
+      RC_ASSERT_OK(gpu::LaunchTranslate(d_index.as<int64_t>(), d_locs.as<int64_t>(), n, d_pos, pages, ps, nullptr));
+      RC_ASSERT_OK(gpu::LaunchGatherRows(d_want.data(), d_scratch, scratch_pages * ps, d_index.as<int64_t>(), n,
+                                         row_bytes, nullptr, nullptr));
+      want.push_back(RC_VALUE(gpu::Download<uint8_t>(d_want.data(), before.size())));
+      keep.push_back(RC_VALUE(gpu::Upload(before)));
+      launch.push_back({keep.back().data(), d_scratch, scratch_pages * ps, d_pos, pages});
+    }
+    RC_ASSERT_OK(gpu::LaunchTranslateGatherRanks(launch, d_locs.as<int64_t>(), n, ps, row_bytes, nullptr));
+    RC_ASSERT_OK(gpu::SyncStream(nullptr));
+    for (int j = 0; j < jobs; ++j) {
+      const auto got = RC_VALUE(gpu::Download<uint8_t>(launch[j].out, want[j].size()));
+      RC_ASSERT_OK(CompareRows(got, want[j], row_bytes, "translate + gather of every rank"));
+    }
+    launch.resize(gpu::kMaxRankJobs + 1, launch[0]);
+    RC_ASSERT(gpu::LaunchTranslateGatherRanks(launch, d_locs.as<int64_t>(), n, ps, row_bytes, nullptr).code() ==
+              StatusCode::kInvalidArgument);
+  });
+  EXPECT_TRUE(ok);
+}
+
 TEST(GpuKvOps, CanImplementRejectsBadSizes) {
   EXPECT_FALSE(gpu::RowOpCanImplement(-1, 8, 1, 1).ok());
   EXPECT_FALSE(gpu::RowOpCanImplement(1, 0, 1, 1).ok());

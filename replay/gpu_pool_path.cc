@@ -184,45 +184,29 @@ class GpuPoolPath : public PoolDataPath {
     const int ranks = static_cast<int>(comm_->local_ranks().size());
     host_out_.resize(ranks);
     const size_t rank_bytes = m * row_bytes;  // one rank's gathered rows of every buffer
+    if (shared_device_ && m > 0) return StartSharedRead(slots, m, rank_bytes);
+    // Ranks on devices of their own (or nothing to read): each reads its own rows on its stream.
     for (int i = 0; i < ranks; ++i) {
       KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
       const cudaStream_t s = gather_->compute_stream(i);
       Staging& st = staging_[i];
-      Staging& shared = staging_[shared_device_ ? 0 : i];  // the locs and the output (all ranks' when shared)
       KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&st.locs, 2 * m * sizeof(int64_t)));  // the locs, then their rows
-      if (i == 0 || !shared_device_) {
-        KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&st.out, rank_bytes * (shared_device_ ? ranks : 1)));
-        KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_out_[i], rank_bytes * (shared_device_ ? ranks : 1)));
-      }
+      KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&st.out, rank_bytes));
+      KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_out_[i], rank_bytes));
       if (m == 0) continue;
-      const int64_t* d_locs = shared.locs.as<int64_t>();
       int64_t* d_rows = st.locs.as<int64_t>() + m;
-      if (i == 0 || !shared_device_) {
-        KVSHARD_CUDA_CHECK(
-            cudaMemcpyAsync(shared.locs.data(), host_locs_.data(), m * sizeof(int64_t), cudaMemcpyHostToDevice, s));
-      }
-      KVSHARD_RETURN_IF_ERROR(AfterRankZero(i));
-      KVSHARD_RETURN_IF_ERROR(
-          gpu::LaunchTranslate(d_rows, d_locs, m, gather_->page_pos(i), gather_->shape().n_page_pos, g_.page_size, s));
-      size_t offset = shared_device_ ? i * rank_bytes : 0;
+      KVSHARD_CUDA_CHECK(
+          cudaMemcpyAsync(st.locs.data(), host_locs_.data(), m * sizeof(int64_t), cudaMemcpyHostToDevice, s));
+      KVSHARD_RETURN_IF_ERROR(gpu::LaunchTranslate(d_rows, st.locs.as<int64_t>(), m, gather_->page_pos(i),
+                                                   gather_->shape().n_page_pos, g_.page_size, s));
+      size_t offset = 0;
       for (size_t b = 0; b < g_.buffers.size(); ++b) {
         const int64_t width = g_.buffers[b].row_bytes;
-        KVSHARD_RETURN_IF_ERROR(gpu::LaunchGatherRows(shared.out.as<uint8_t>() + offset, slots[i][b],
+        KVSHARD_RETURN_IF_ERROR(gpu::LaunchGatherRows(st.out.as<uint8_t>() + offset, slots[i][b],
                                                       gather_->shape().scratch_rows(), d_rows, m, width, nullptr, s));
         offset += static_cast<size_t>(m * width);
       }
-      if (!shared_device_) {
-        KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host_out_[i].data(), st.out.data(), rank_bytes, cudaMemcpyDeviceToHost, s));
-      }
-    }
-    if (shared_device_ && m > 0) {  // rank 0's stream waits for every rank's gather, then copies all of them back
-      KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
-      for (int i = 1; i < ranks; ++i) {
-        KVSHARD_CUDA_CHECK(cudaEventRecord(order_[i], gather_->compute_stream(i)));
-        KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(gather_->compute_stream(0), order_[i], 0));
-      }
-      KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host_out_[0].data(), staging_[0].out.data(), rank_bytes * ranks,
-                                         cudaMemcpyDeviceToHost, gather_->compute_stream(0)));
+      KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host_out_[i].data(), st.out.data(), rank_bytes, cudaMemcpyDeviceToHost, s));
     }
     KVSHARD_RETURN_IF_ERROR(RecordStaging(&read_done_));
     reading_ = true;
@@ -288,6 +272,51 @@ class GpuPoolPath : public PoolDataPath {
     std::vector<cudaEvent_t> events;
     bool recorded = false;
   };
+
+  // StartRead with every local rank on one device: rank 0's stream waits for every rank's stream (each waited for
+  // its layer's all-gather), copies the locs up, reads every rank's rows with one launch a buffer
+  // (LaunchTranslateGatherRanks), copies all of them back, and every other rank's stream waits for it (their
+  // scratch slots are not reused before the read is done).
+  Status StartSharedRead(const std::vector<std::vector<void*>>& slots, int64_t m, size_t rank_bytes) {
+    const int ranks = static_cast<int>(comm_->local_ranks().size());
+    KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
+    const cudaStream_t s0 = gather_->compute_stream(0);
+    for (int i = 0; i < ranks; ++i) {
+      KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&staging_[i].locs, 2 * m * sizeof(int64_t)));
+    }
+    KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&staging_[0].out, rank_bytes * ranks));
+    KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_out_[0], rank_bytes * ranks));
+    const int64_t* d_locs = staging_[0].locs.as<int64_t>();
+    KVSHARD_CUDA_CHECK(
+        cudaMemcpyAsync(staging_[0].locs.data(), host_locs_.data(), m * sizeof(int64_t), cudaMemcpyHostToDevice, s0));
+    for (int i = 1; i < ranks; ++i) {
+      KVSHARD_CUDA_CHECK(cudaEventRecord(order_[i], gather_->compute_stream(i)));
+      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(s0, order_[i], 0));
+    }
+    size_t offset = 0;  // buffer b of rank i lands at i * rank_bytes + (the widths of the buffers before b) * m
+    for (size_t b = 0; b < g_.buffers.size(); ++b) {
+      const int64_t width = g_.buffers[b].row_bytes;
+      std::vector<gpu::TranslateGatherJob> jobs;
+      for (int i = 0; i < ranks; ++i) {
+        jobs.push_back({staging_[0].out.as<uint8_t>() + i * rank_bytes + offset, slots[i][b],
+                        gather_->shape().scratch_rows(), gather_->page_pos(i), gather_->shape().n_page_pos});
+      }
+      for (size_t first = 0; first < jobs.size(); first += gpu::kMaxRankJobs) {
+        const size_t last = std::min(jobs.size(), first + gpu::kMaxRankJobs);
+        KVSHARD_RETURN_IF_ERROR(gpu::LaunchTranslateGatherRanks({jobs.begin() + first, jobs.begin() + last}, d_locs, m,
+                                                                g_.page_size, width, s0));
+      }
+      offset += static_cast<size_t>(m * width);
+    }
+    KVSHARD_CUDA_CHECK(
+        cudaMemcpyAsync(host_out_[0].data(), staging_[0].out.data(), rank_bytes * ranks, cudaMemcpyDeviceToHost, s0));
+    KVSHARD_CUDA_CHECK(cudaEventRecord(order_[0], s0));
+    for (int i = 1; i < ranks; ++i) KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(gather_->compute_stream(i), order_[0], 0));
+    KVSHARD_RETURN_IF_ERROR(RecordStaging(&read_done_));
+    reading_ = true;
+    read_rows_ = m;
+    return Status::Ok();
+  }
 
   // Shared device: orders rank i's stream (i > 0) after what rank 0's stream was given so far (a copy all ranks
   // read); else nothing.
