@@ -31,16 +31,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Group id, lane and group count of the calling thread in a persistent grid of row groups.
-struct GroupPos {
-  int64_t id, count;
-  int lane;
-};
-__device__ __forceinline__ GroupPos MyGroup(int group) {
-  const int64_t per_block = blockDim.x / group;
-  return {blockIdx.x * per_block + threadIdx.x / group, gridDim.x * per_block, static_cast<int>(threadIdx.x % group)};
-}
-
 template <typename V>
 __global__ void GatherRowsKernel(V* __restrict__ out, const V* __restrict__ in, int64_t in_rows,
                                  const int64_t* __restrict__ index, int64_t n, int64_t vecs, int group, int64_t* bad) {
@@ -75,13 +65,6 @@ __global__ void OwnerWriteKernel(V* __restrict__ pool, int64_t pool_rows, const 
     }
     CopyRow(pool + row * vecs, rows + i * vecs, vecs, g.lane, group);
   }
-}
-
-__device__ __forceinline__ int64_t TranslateOne(int64_t loc, const int32_t* page_pos, int64_t n_page_pos, int64_t ps) {
-  if (loc < 0) return -1;
-  const int64_t page = loc / ps;
-  if (page >= n_page_pos) return -1;
-  return int64_t{page_pos[page]} * ps + loc % ps;
 }
 
 template <typename V>
@@ -175,44 +158,6 @@ __global__ void TranslateKernel(int64_t* __restrict__ out, const int64_t* __rest
                                 const int32_t* __restrict__ page_pos, int64_t n_page_pos, int64_t ps) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     out[i] = TranslateOne(locs[i], page_pos, n_page_pos, ps);
-  }
-}
-
-// The jobs of LaunchGatherRowsRanks and LaunchTranslateGatherRanks, passed by value (blockIdx.y picks one).
-struct GatherRowsJobs {
-  GatherRowsJob job[kMaxRankJobs];
-};
-struct TranslateGatherJobs {
-  TranslateGatherJob job[kMaxRankJobs];
-};
-
-template <typename V>
-__global__ void GatherRowsRanksKernel(GatherRowsJobs jobs, int64_t n, int64_t vecs, int group) {
-  const GatherRowsJob& job = jobs.job[blockIdx.y];
-  const GroupPos g = MyGroup(group);
-  const auto* in = static_cast<const V*>(job.in);
-  auto* out = static_cast<V*>(job.out);
-  for (int64_t i = g.id; i < n; i += g.count) {
-    const int64_t src = job.index[i];
-    if (src < 0 || src >= job.in_rows) {
-      if (job.bad && g.lane == 0) atomicAdd(reinterpret_cast<unsigned long long*>(job.bad), 1ull);
-      continue;
-    }
-    CopyRow(out + i * vecs, in + src * vecs, vecs, g.lane, group);
-  }
-}
-
-template <typename V>
-__global__ void TranslateGatherRanksKernel(TranslateGatherJobs jobs, const int64_t* __restrict__ locs, int64_t n,
-                                           int64_t ps, int64_t vecs, int group) {
-  const TranslateGatherJob& job = jobs.job[blockIdx.y];
-  const GroupPos g = MyGroup(group);
-  const auto* in = static_cast<const V*>(job.in);
-  auto* out = static_cast<V*>(job.out);
-  for (int64_t i = g.id; i < n; i += g.count) {
-    const int64_t src = TranslateOne(locs[i], job.page_pos, job.n_page_pos, ps);
-    if (src < 0 || src >= job.in_rows) continue;
-    CopyRow(out + i * vecs, in + src * vecs, vecs, g.lane, group);
   }
 }
 
@@ -363,77 +308,6 @@ Status LaunchTranslate(int64_t* out, const int64_t* locs, int64_t n, const int32
   if (n == 0) return Status::Ok();
   TranslateKernel<<<PersistentBlocks(n, 1, kThreads), kThreads, 0, stream>>>(out, locs, n, page_pos, n_page_pos,
                                                                              page_size);
-  KVSHARD_CUDA_CHECK(cudaGetLastError());
-  return Status::Ok();
-}
-
-namespace {
-
-// The widest vector (16, 8, 4, 2 or 1 bytes) dividing row_bytes and every job's out and in.
-template <typename Job>
-int RanksVectorBytes(const std::vector<Job>& jobs, int64_t row_bytes) {
-  uint64_t bits = static_cast<uint64_t>(row_bytes);
-  for (const Job& j : jobs) bits |= reinterpret_cast<uintptr_t>(j.out) | reinterpret_cast<uintptr_t>(j.in);
-  for (int v = 16; v > 1; v /= 2) {
-    if (bits % v == 0) return v;
-  }
-  return 1;
-}
-
-// Blocks per job: about what one gather of all the jobs' rows would take, shared out among them.
-int BlocksPerJob(int64_t n, int jobs, int group) {
-  return std::max(1, PersistentBlocks(n * jobs, group, kThreads) / jobs);
-}
-
-}  // namespace
-
-Status LaunchGatherRowsRanks(const std::vector<GatherRowsJob>& jobs, int64_t n, int64_t row_bytes,
-                             cudaStream_t stream) {
-  KVSHARD_NVTX_RANGE("kvshard.kv.gather_rows_ranks");
-  if (jobs.size() > static_cast<size_t>(kMaxRankJobs)) {
-    return InvalidArgument("jobs: at most ", kMaxRankJobs, " in one launch, got ", jobs.size());
-  }
-  GatherRowsJobs packed;
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, jobs[j].in_rows, n));
-    packed.job[j] = jobs[j];
-  }
-  if (n == 0 || jobs.empty()) return Status::Ok();
-  const int ranks = static_cast<int>(jobs.size());
-  DispatchVector(RanksVectorBytes(jobs, row_bytes), [&]<int kB>() {
-    using V = typename VecOf<kB>::T;
-    const int64_t vecs = row_bytes / kB;
-    const int group = GroupSizeFor(vecs);
-    GatherRowsRanksKernel<V><<<dim3(static_cast<unsigned>(BlocksPerJob(n, ranks, group)), static_cast<unsigned>(ranks)),
-                               kThreads, 0, stream>>>(packed, n, vecs, group);
-  });
-  KVSHARD_CUDA_CHECK(cudaGetLastError());
-  return Status::Ok();
-}
-
-Status LaunchTranslateGatherRanks(const std::vector<TranslateGatherJob>& jobs, const int64_t* locs, int64_t n,
-                                  int64_t page_size, int64_t row_bytes, cudaStream_t stream) {
-  KVSHARD_NVTX_RANGE("kvshard.kv.translate_gather_ranks");
-  if (jobs.size() > static_cast<size_t>(kMaxRankJobs)) {
-    return InvalidArgument("jobs: at most ", kMaxRankJobs, " in one launch, got ", jobs.size());
-  }
-  if (page_size < 1) return InvalidArgument("page_size: must be >= 1, got ", page_size);
-  TranslateGatherJobs packed;
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, std::max<int64_t>(jobs[j].in_rows, 0), n));
-    packed.job[j] = jobs[j];
-  }
-  if (n < 0) return InvalidArgument("n: must be >= 0, got ", n);
-  if (n == 0 || jobs.empty()) return Status::Ok();
-  const int ranks = static_cast<int>(jobs.size());
-  DispatchVector(RanksVectorBytes(jobs, row_bytes), [&]<int kB>() {
-    using V = typename VecOf<kB>::T;
-    const int64_t vecs = row_bytes / kB;
-    const int group = GroupSizeFor(vecs);
-    TranslateGatherRanksKernel<V>
-        <<<dim3(static_cast<unsigned>(BlocksPerJob(n, ranks, group)), static_cast<unsigned>(ranks)), kThreads, 0,
-           stream>>>(packed, locs, n, page_size, vecs, group);
-  });
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }

@@ -80,6 +80,29 @@ inline constexpr int kMaxRankJobs = 32;
 // ranks emulated on one device pack a layer's send blocks with one launch instead of one per rank.
 Status LaunchGatherRowsRanks(const std::vector<GatherRowsJob>& jobs, int64_t n, int64_t row_bytes, cudaStream_t stream);
 
+// One rank's part of LaunchWriteChunkRanks: LaunchStageChunk's (scratch, page_pos, chunk locs) and LaunchScatterRows's
+// (pool, write plan) arguments for the same rows.
+struct WriteChunkJob {
+  const void* rows = nullptr;
+  void* scratch = nullptr;
+  int64_t scratch_rows = 0;
+  const int64_t* chunk_locs = nullptr;
+  const int32_t* page_pos = nullptr;
+  int64_t n_page_pos = 0;
+  void* pool = nullptr;
+  int64_t pool_rows = 0;
+  const int64_t* owned_idx = nullptr;
+  const int64_t* local_rows = nullptr;
+  const int64_t* owned_count = nullptr;
+  int64_t* bad = nullptr;
+};
+// For every job of `jobs` (all on the current device, n chunk rows of row_bytes each), in one launch, what
+// LaunchStageChunk(scratch, ..., rows, chunk_locs, n, page_pos, ...) and LaunchScatterRows(pool, ..., rows, n,
+// owned_idx, local_rows, owned_count, n, ...) do, with the same bad counts: ranks emulated on one device write a
+// layer's chunk with one launch instead of two per rank. The two halves of a job write different memory.
+Status LaunchWriteChunkRanks(const std::vector<WriteChunkJob>& jobs, int64_t n, int64_t page_size, int64_t row_bytes,
+                             cudaStream_t stream);
+
 // One rank's part of LaunchTranslateGatherRanks: its scratch (in, in_rows rows), its page_pos table and where its
 // rows go.
 struct TranslateGatherJob {

@@ -444,6 +444,35 @@ Status LayerAheadGather::WriteLayerBuffers(int64_t layer, const std::vector<std:
   const std::vector<int64_t> widths = shape_.buffers();
   for (size_t i = 0; i < state_.size(); ++i) {
     if (rows[i].size() != widths.size()) return InvalidArgument("rows[", i, "]: expected ", widths.size(), " buffers");
+  }
+  if (shared_device_ && state_.size() > 1 && state_.size() <= static_cast<size_t>(kMaxRankJobs)) {
+    // Ranks emulated on one device: rank 0's compute stream waits for every rank's, stages and scatters every
+    // rank's rows with one launch a buffer, and every rank's compute stream waits for it.
+    Rank& first = *state_[0];
+    KVSHARD_CUDA_CHECK(cudaSetDevice(first.device));
+    for (size_t i = 1; i < state_.size(); ++i) {
+      KVSHARD_CUDA_CHECK(cudaEventRecord(state_[i]->compute_done, state_[i]->compute));
+      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(first.compute, state_[i]->compute_done, 0));
+    }
+    for (size_t b = 0; b < widths.size(); ++b) {
+      std::vector<WriteChunkJob> jobs;
+      for (size_t i = 0; i < state_.size(); ++i) {
+        Rank& r = *state_[i];
+        jobs.push_back({rows[i][b], r.slots[layer % 2][b].data(), shape_.scratch_rows(), r.chunk_locs.as<int64_t>(),
+                        r.page_pos.as<int32_t>(), shape_.n_page_pos,
+                        pool(static_cast<int>(i), layer, static_cast<int>(b)), shape_.pool_rows,
+                        r.owned_idx.as<int64_t>(), r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>(),
+                        r.bad.as<int64_t>()});
+      }
+      KVSHARD_RETURN_IF_ERROR(LaunchWriteChunkRanks(jobs, n_chunk_locs_, shape_.page_size, widths[b], first.compute));
+    }
+    KVSHARD_CUDA_CHECK(cudaEventRecord(first.compute_done, first.compute));
+    for (size_t i = 1; i < state_.size(); ++i) {
+      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(state_[i]->compute, first.compute_done, 0));
+    }
+    return Status::Ok();
+  }
+  for (size_t i = 0; i < state_.size(); ++i) {
     Rank& r = *state_[i];
     KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
     for (size_t b = 0; b < widths.size(); ++b) {

@@ -72,6 +72,25 @@ __device__ __forceinline__ void CopyRow(V* __restrict__ dst, const V* __restrict
   }
 }
 
+// Group id, lane and group count of the calling thread in a persistent grid of row groups (blockIdx.x).
+struct GroupPos {
+  int64_t id, count;
+  int lane;
+};
+__device__ __forceinline__ GroupPos MyGroup(int group) {
+  const int64_t per_block = blockDim.x / group;
+  return {blockIdx.x * per_block + threadIdx.x / group, gridDim.x * per_block, static_cast<int>(threadIdx.x % group)};
+}
+
+// SGLang's translate_loc_to_scratch for one loc: page_pos[loc / ps] * ps + loc % ps, or -1 for a negative loc or a
+// page past page_pos.
+__device__ __forceinline__ int64_t TranslateOne(int64_t loc, const int32_t* page_pos, int64_t n_page_pos, int64_t ps) {
+  if (loc < 0) return -1;
+  const int64_t page = loc / ps;
+  if (page >= n_page_pos) return -1;
+  return int64_t{page_pos[page]} * ps + loc % ps;
+}
+
 // Zero-fills one row.
 template <typename V>
 __device__ __forceinline__ void ZeroRow(V* __restrict__ dst, int64_t vecs, int lane, int group) {

@@ -1,5 +1,9 @@
 // Differential tests of the pool row movers: owner-filtered write vs the reference placement, index_select
-// gather and translate/stage vs host arithmetic; bit-exact. Skip without a GPU.
+// gather and translate/stage vs host arithmetic, and the one-launch movers of emulated ranks vs their per-rank
+// launches; bit-exact. Skip without a GPU.
+#include <algorithm>
+#include <random>
+
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
@@ -214,6 +218,100 @@ TEST(GpuKvOps, GatherRowsRanksIsEachRanksGather) {
     }
     launch.resize(gpu::kMaxRankJobs + 1, launch[0]);
     RC_ASSERT(gpu::LaunchGatherRowsRanks(launch, n, row_bytes, nullptr).code() == StatusCode::kInvalidArgument);
+  });
+  EXPECT_TRUE(ok);
+}
+
+// Every emulated rank's write of a layer's chunk in one launch: each job's scratch and pool are what
+// LaunchStageChunk then LaunchScatterRows leave for it, and its bad count theirs (locs that translate to nothing or
+// past the scratch; plan entries past the rows or the pool; a count past n).
+TEST(GpuKvOps, WriteChunkRanksIsEachRanksStageThenScatter) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const bool ok = rc::check("stage + scatter of every rank, one launch == per rank", [] {
+    const int64_t ps = *rc::gen::element<int64_t>(1, 2, 16);
+    const int64_t pages = *rc::gen::inRange<int64_t>(1, 10);
+    const int64_t scratch_rows = *rc::gen::inRange<int64_t>(1, 10) * ps;
+    const int64_t pool_rows = *rc::gen::inRange<int64_t>(1, 200);
+    const int64_t row_bytes = *rc::gen::element<int64_t>(1, 3, 8, 16, 48, 1152);
+    const int jobs = *rc::gen::inRange(1, 9);
+    const int64_t n = *rc::gen::oneOf(rc::gen::just<int64_t>(0), rc::gen::inRange<int64_t>(1, 200));
+    std::vector<int64_t> ids(std::max<int64_t>(1, n));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
+    auto d_rows = RC_VALUE(gpu::Upload(MakeRows(ids, row_bytes, 9)));
+    std::vector<gpu::DeviceBuffer> keep;
+    std::vector<gpu::WriteChunkJob> launch;
+    std::vector<std::vector<uint8_t>> want_scratch, want_pool;
+    std::vector<int64_t> want_bad;
+    const auto upload = [&](auto values) -> const void* {
+      keep.push_back(RC_VALUE(gpu::Upload(values)));
+      return keep.back().data();
+    };
+    // Every row written at most once (two writes of one row would race, in both shapes): valid locs, scratch pages
+    // and pool rows are drawn without replacement; the rest are misses (-1, a page past page_pos, a scratch page or
+    // pool row past the end), skipped and counted.
+    std::mt19937_64 rng(*rc::gen::arbitrary<uint64_t>());
+    const auto distinct = [&](int64_t size) {
+      std::vector<int64_t> v(size);
+      for (int64_t i = 0; i < size; ++i) v[i] = i;
+      std::shuffle(v.begin(), v.end(), rng);
+      return v;
+    };
+    for (int j = 0; j < jobs; ++j) {
+      std::vector<int64_t> locs(std::max<int64_t>(1, n)), owned(std::max<int64_t>(1, n)), local(owned.size());
+      const std::vector<int64_t> slots = distinct(pages * ps), rows_left = distinct(pool_rows);
+      size_t next_slot = 0, next_row = 0;
+      for (int64_t& loc : locs) {
+        const int kind = *rc::gen::inRange(0, 5);
+        loc = kind == 0 ? -1 : kind == 1 ? pages * ps : next_slot < slots.size() ? slots[next_slot++] : -1;
+      }
+      for (int64_t& x : owned) x = *rc::gen::inRange<int64_t>(-1, n + 2);
+      for (int64_t& x : local) {
+        const int kind = *rc::gen::inRange(0, 5);
+        x = kind == 0 ? -1 : kind == 1 ? pool_rows : next_row < rows_left.size() ? rows_left[next_row++] : -1;
+      }
+      const int64_t count = *rc::gen::inRange<int64_t>(0, n + 3);  // past n: only n entries are read
+      std::vector<int32_t> page_pos(pages);                        // distinct scratch pages, some past the scratch
+      const std::vector<int64_t> scratch_pages = distinct(pages + scratch_rows / ps);
+      for (int64_t k = 0; k < pages; ++k) page_pos[k] = static_cast<int32_t>(scratch_pages[k]);
+      const std::vector<uint8_t> scratch0(scratch_rows * row_bytes, static_cast<uint8_t>(0x30 + j));
+      const std::vector<uint8_t> pool0(pool_rows * row_bytes, static_cast<uint8_t>(0x60 + j));
+      gpu::WriteChunkJob job;
+      job.rows = d_rows.data();
+      job.scratch_rows = scratch_rows;
+      job.chunk_locs = static_cast<const int64_t*>(upload(locs));
+      job.page_pos = static_cast<const int32_t*>(upload(page_pos));
+      job.n_page_pos = pages;
+      job.pool_rows = pool_rows;
+      job.owned_idx = static_cast<const int64_t*>(upload(owned));
+      job.local_rows = static_cast<const int64_t*>(upload(local));
+      job.owned_count = static_cast<const int64_t*>(upload(std::vector<int64_t>{count}));
+      // The per-rank way, into copies of the same starting memory.
+      auto s = RC_VALUE(gpu::Upload(scratch0));
+      auto p = RC_VALUE(gpu::Upload(pool0));
+      auto bad = RC_VALUE(gpu::Upload(std::vector<int64_t>{0}));
+      RC_ASSERT_OK(gpu::LaunchStageChunk(s.data(), scratch_rows, job.rows, job.chunk_locs, n, job.page_pos, pages, ps,
+                                         row_bytes, bad.as<int64_t>(), nullptr));
+      RC_ASSERT_OK(gpu::LaunchScatterRows(p.data(), pool_rows, job.rows, n, job.owned_idx, job.local_rows,
+                                          job.owned_count, n, row_bytes, bad.as<int64_t>(), nullptr));
+      want_scratch.push_back(RC_VALUE(gpu::Download<uint8_t>(s.data(), scratch0.size())));
+      want_pool.push_back(RC_VALUE(gpu::Download<uint8_t>(p.data(), pool0.size())));
+      want_bad.push_back(RC_VALUE(gpu::Download<int64_t>(bad.data(), 1))[0]);
+      job.scratch = const_cast<void*>(upload(scratch0));
+      job.pool = const_cast<void*>(upload(pool0));
+      job.bad = static_cast<int64_t*>(const_cast<void*>(upload(std::vector<int64_t>{0})));
+      launch.push_back(job);
+    }
+    RC_ASSERT_OK(gpu::LaunchWriteChunkRanks(launch, n, ps, row_bytes, nullptr));
+    RC_ASSERT_OK(gpu::SyncStream(nullptr));
+    for (int j = 0; j < jobs; ++j) {
+      RC_ASSERT_OK(CompareRows(RC_VALUE(gpu::Download<uint8_t>(launch[j].scratch, want_scratch[j].size())),
+                               want_scratch[j], row_bytes, "staged chunk of every rank"));
+      RC_ASSERT_OK(CompareRows(RC_VALUE(gpu::Download<uint8_t>(launch[j].pool, want_pool[j].size())), want_pool[j],
+                               row_bytes, "scattered rows of every rank"));
+      RC_ASSERT(RC_VALUE(gpu::Download<int64_t>(launch[j].bad, 1))[0] == want_bad[j]);
+    }
+    launch.resize(gpu::kMaxRankJobs + 1, launch[0]);
+    RC_ASSERT(gpu::LaunchWriteChunkRanks(launch, n, ps, row_bytes, nullptr).code() == StatusCode::kInvalidArgument);
   });
   EXPECT_TRUE(ok);
 }

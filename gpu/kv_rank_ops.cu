@@ -1,0 +1,201 @@
+// The pool row movers of ranks emulated on one device, one launch for every rank (a grid row per rank's job):
+// LaunchGatherRowsRanks (packs), LaunchWriteChunkRanks (chunk staging and owner scatter), LaunchTranslateGatherRanks
+// (reads). Each does what the per-rank launches of kv_ops.cu do, job by job.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "gpu/kv_ops.h"
+#include "gpu/nvtx.h"
+#include "gpu/row_copy.cuh"
+
+namespace kvshard::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+
+// The jobs of LaunchGatherRowsRanks and LaunchTranslateGatherRanks, passed by value (blockIdx.y picks one).
+struct GatherRowsJobs {
+  GatherRowsJob job[kMaxRankJobs];
+};
+struct WriteChunkJobs {
+  WriteChunkJob job[kMaxRankJobs];
+};
+struct TranslateGatherJobs {
+  TranslateGatherJob job[kMaxRankJobs];
+};
+
+template <typename V>
+__global__ void GatherRowsRanksKernel(GatherRowsJobs jobs, int64_t n, int64_t vecs, int group) {
+  const GatherRowsJob& job = jobs.job[blockIdx.y];
+  const GroupPos g = MyGroup(group);
+  const auto* in = static_cast<const V*>(job.in);
+  auto* out = static_cast<V*>(job.out);
+  for (int64_t i = g.id; i < n; i += g.count) {
+    const int64_t src = job.index[i];
+    if (src < 0 || src >= job.in_rows) {
+      if (job.bad && g.lane == 0) atomicAdd(reinterpret_cast<unsigned long long*>(job.bad), 1ull);
+      continue;
+    }
+    CopyRow(out + i * vecs, in + src * vecs, vecs, g.lane, group);
+  }
+}
+
+// blockIdx.y < jobs: job y's chunk staging (StageChunkKernel's loop); else job y - jobs's scatter
+// (ScatterRowsKernel's).
+template <typename V>
+__global__ void WriteChunkRanksKernel(WriteChunkJobs jobs, int jobs_count, int64_t n, int64_t ps, int64_t vecs,
+                                      int group) {
+  const bool stage = static_cast<int>(blockIdx.y) < jobs_count;
+  const WriteChunkJob& job = jobs.job[stage ? blockIdx.y : blockIdx.y - jobs_count];
+  const GroupPos g = MyGroup(group);
+  const auto* rows = static_cast<const V*>(job.rows);
+  if (stage) {
+    auto* scratch = static_cast<V*>(job.scratch);
+    for (int64_t i = g.id; i < n; i += g.count) {
+      const int64_t row = TranslateOne(job.chunk_locs[i], job.page_pos, job.n_page_pos, ps);
+      if (row < 0 || row >= job.scratch_rows) {
+        if (job.bad && g.lane == 0) atomicAdd(reinterpret_cast<unsigned long long*>(job.bad), 1ull);
+        continue;
+      }
+      CopyRow(scratch + row * vecs, rows + i * vecs, vecs, g.lane, group);
+    }
+    return;
+  }
+  auto* pool = static_cast<V*>(job.pool);
+  const int64_t c = *job.owned_count;
+  const int64_t count = c < n ? c : n;
+  for (int64_t j = g.id; j < count; j += g.count) {
+    const int64_t s = job.owned_idx[j], d = job.local_rows[j];
+    if (s < 0 || s >= n || d < 0 || d >= job.pool_rows) {
+      if (job.bad && g.lane == 0) atomicAdd(reinterpret_cast<unsigned long long*>(job.bad), 1ull);
+      continue;
+    }
+    CopyRow(pool + d * vecs, rows + s * vecs, vecs, g.lane, group);
+  }
+}
+
+template <typename V>
+__global__ void TranslateGatherRanksKernel(TranslateGatherJobs jobs, const int64_t* __restrict__ locs, int64_t n,
+                                           int64_t ps, int64_t vecs, int group) {
+  const TranslateGatherJob& job = jobs.job[blockIdx.y];
+  const GroupPos g = MyGroup(group);
+  const auto* in = static_cast<const V*>(job.in);
+  auto* out = static_cast<V*>(job.out);
+  for (int64_t i = g.id; i < n; i += g.count) {
+    const int64_t src = TranslateOne(locs[i], job.page_pos, job.n_page_pos, ps);
+    if (src < 0 || src >= job.in_rows) continue;
+    CopyRow(out + i * vecs, in + src * vecs, vecs, g.lane, group);
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// The widest vector (16, 8, 4, 2 or 1 bytes) dividing row_bytes and every job's out and in.
+template <typename Job>
+int RanksVectorBytes(const std::vector<Job>& jobs, int64_t row_bytes) {
+  uint64_t bits = static_cast<uint64_t>(row_bytes);
+  for (const Job& j : jobs) bits |= reinterpret_cast<uintptr_t>(j.out) | reinterpret_cast<uintptr_t>(j.in);
+  for (int v = 16; v > 1; v /= 2) {
+    if (bits % v == 0) return v;
+  }
+  return 1;
+}
+
+// Blocks per job: about what one gather of all the jobs' rows would take, shared out among them.
+int BlocksPerJob(int64_t n, int jobs, int group) {
+  return std::max(1, PersistentBlocks(n * jobs, group, kThreads) / jobs);
+}
+
+}  // namespace
+
+Status LaunchGatherRowsRanks(const std::vector<GatherRowsJob>& jobs, int64_t n, int64_t row_bytes,
+                             cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.kv.gather_rows_ranks");
+  if (jobs.size() > static_cast<size_t>(kMaxRankJobs)) {
+    return InvalidArgument("jobs: at most ", kMaxRankJobs, " in one launch, got ", jobs.size());
+  }
+  GatherRowsJobs packed;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, jobs[j].in_rows, n));
+    packed.job[j] = jobs[j];
+  }
+  if (n == 0 || jobs.empty()) return Status::Ok();
+  const int ranks = static_cast<int>(jobs.size());
+  DispatchVector(RanksVectorBytes(jobs, row_bytes), [&]<int kB>() {
+    using V = typename VecOf<kB>::T;
+    const int64_t vecs = row_bytes / kB;
+    const int group = GroupSizeFor(vecs);
+    GatherRowsRanksKernel<V><<<dim3(static_cast<unsigned>(BlocksPerJob(n, ranks, group)), static_cast<unsigned>(ranks)),
+                               kThreads, 0, stream>>>(packed, n, vecs, group);
+  });
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status LaunchWriteChunkRanks(const std::vector<WriteChunkJob>& jobs, int64_t n, int64_t page_size, int64_t row_bytes,
+                             cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.kv.write_chunk_ranks");
+  if (jobs.size() > static_cast<size_t>(kMaxRankJobs)) {
+    return InvalidArgument("jobs: at most ", kMaxRankJobs, " in one launch, got ", jobs.size());
+  }
+  if (page_size < 1) return InvalidArgument("page_size: must be >= 1, got ", page_size);
+  WriteChunkJobs packed;
+  uint64_t bits = static_cast<uint64_t>(row_bytes);  // the vector width must divide every job's addresses
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, n, jobs[j].scratch_rows));
+    KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, n, jobs[j].pool_rows));
+    packed.job[j] = jobs[j];
+    bits |= reinterpret_cast<uintptr_t>(jobs[j].rows) | reinterpret_cast<uintptr_t>(jobs[j].scratch) |
+            reinterpret_cast<uintptr_t>(jobs[j].pool);
+  }
+  if (n == 0 || jobs.empty()) return Status::Ok();
+  int vec_bytes = 1;
+  for (int v = 16; v > 1 && vec_bytes == 1; v /= 2) {
+    if (bits % v == 0) vec_bytes = v;
+  }
+  const int ranks = static_cast<int>(jobs.size());
+  DispatchVector(vec_bytes, [&]<int kB>() {
+    using V = typename VecOf<kB>::T;
+    const int64_t vecs = row_bytes / kB;
+    const int group = GroupSizeFor(vecs);
+    WriteChunkRanksKernel<V>
+        <<<dim3(static_cast<unsigned>(BlocksPerJob(n, 2 * ranks, group)), static_cast<unsigned>(2 * ranks)), kThreads,
+           0, stream>>>(packed, ranks, n, page_size, vecs, group);
+  });
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status LaunchTranslateGatherRanks(const std::vector<TranslateGatherJob>& jobs, const int64_t* locs, int64_t n,
+                                  int64_t page_size, int64_t row_bytes, cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.kv.translate_gather_ranks");
+  if (jobs.size() > static_cast<size_t>(kMaxRankJobs)) {
+    return InvalidArgument("jobs: at most ", kMaxRankJobs, " in one launch, got ", jobs.size());
+  }
+  if (page_size < 1) return InvalidArgument("page_size: must be >= 1, got ", page_size);
+  TranslateGatherJobs packed;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, std::max<int64_t>(jobs[j].in_rows, 0), n));
+    packed.job[j] = jobs[j];
+  }
+  if (n < 0) return InvalidArgument("n: must be >= 0, got ", n);
+  if (n == 0 || jobs.empty()) return Status::Ok();
+  const int ranks = static_cast<int>(jobs.size());
+  DispatchVector(RanksVectorBytes(jobs, row_bytes), [&]<int kB>() {
+    using V = typename VecOf<kB>::T;
+    const int64_t vecs = row_bytes / kB;
+    const int group = GroupSizeFor(vecs);
+    TranslateGatherRanksKernel<V>
+        <<<dim3(static_cast<unsigned>(BlocksPerJob(n, ranks, group)), static_cast<unsigned>(ranks)), kThreads, 0,
+           stream>>>(packed, locs, n, page_size, vecs, group);
+  });
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+}  // namespace kvshard::gpu
