@@ -1,0 +1,186 @@
+// LayerAheadGather's per-layer data movement: packing a layer's send blocks (pack stream), its in-place
+// all-gather and split per buffer (gather stream), and writing a layer's chunk into the scratch slot and the owners'
+// pools (compute stream). Ranks emulated on one device take one launch a buffer for all of them (kv_rank_ops.cu).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/kv_ops.h"
+#include "gpu/nvtx.h"
+#include "gpu/prefix_gather.h"
+#include "gpu/prefix_gather_rank.h"
+
+namespace kvshard::gpu {
+
+Status LayerAheadGather::Pack(int64_t layer) {
+  KVSHARD_NVTX_RANGE("kvshard.gather.pack");
+  if (layer >= shape_.layers) return Status::Ok();
+  const int which = static_cast<int>(layer % 2);
+  if (resident_[which] == std::make_pair(layer, epoch_)) return Status::Ok();
+  const int64_t block_rows = block_pages_ * shape_.page_size;
+  if (shared_device_ && state_.size() > 1 && state_.size() <= static_cast<size_t>(kMaxRankJobs)) {
+    // Ranks emulated on one device: rank 0's pack stream waits for every rank's compute work so far (as each
+    // rank's own pack stream would), packs every rank's send block with one launch a buffer, and every rank's
+    // packed event is recorded after it. Later uploads into a rank's send rows stay ordered after the pack: its
+    // gather stream waits for the packed event and BeginExtend's uploads for the gather stream.
+    Rank& first = *state_[0];
+    KVSHARD_CUDA_CHECK(cudaSetDevice(first.device));
+    for (auto& rp : state_) {
+      KVSHARD_CUDA_CHECK(cudaEventRecord(rp->compute_done, rp->compute));
+      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(first.pack, rp->compute_done, 0));
+    }
+    const std::vector<int64_t> widths = shape_.buffers();
+    int64_t row_sum = 0;
+    for (int64_t w : widths) row_sum += w;
+    TraceBegin(StrCat("pack L", layer), first.pack);
+    int64_t offset = 0;
+    for (size_t b = 0; b < widths.size(); ++b) {
+      std::vector<GatherRowsJob> jobs;
+      for (size_t i = 0; i < state_.size(); ++i) {
+        Rank& r = *state_[i];
+        char* block = widths.size() == 1
+                          ? static_cast<char*>(r.slots[which][0].data()) + r.rank * block_rows * widths[0]
+                          : static_cast<char*>(r.staging[which].data()) + r.rank * block_rows * row_sum;
+        jobs.push_back({block + offset, pool(static_cast<int>(i), layer, static_cast<int>(b)), shape_.pool_rows,
+                        r.send_rows.as<int64_t>(), r.bad.as<int64_t>()});
+      }
+      KVSHARD_RETURN_IF_ERROR(LaunchGatherRowsRanks(jobs, block_rows, widths[b], first.pack));
+      offset += block_rows * widths[b];
+    }
+    TraceEnd(first.pack);
+    for (auto& rp : state_) KVSHARD_CUDA_CHECK(cudaEventRecord(rp->packed[which], first.pack));
+    resident_[which] = {layer, epoch_};
+    pending_.push_back(layer);
+    return Status::Ok();
+  }
+  for (size_t i = 0; i < state_.size(); ++i) {
+    Rank& r = *state_[i];
+    KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
+    // Order after all compute work enqueued so far: the slot's previous readers (layer - 2, which waited for
+    // that layer's all-gather) and the pool writes.
+    KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, r.compute));
+    KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.pack, r.compute_done, 0));
+    const std::vector<int64_t> widths = shape_.buffers();
+    int64_t row_sum = 0;
+    for (int64_t w : widths) row_sum += w;
+    if (i == 0) TraceBegin(StrCat("pack L", layer), r.pack);
+    // One buffer: the block sits in place in the scratch tensor. Several: the rank's packed block of the
+    // staging region holds [buffer 0's block rows | buffer 1's | ...].
+    char* block = widths.size() == 1 ? static_cast<char*>(r.slots[which][0].data()) + r.rank * block_rows * widths[0]
+                                     : static_cast<char*>(r.staging[which].data()) + r.rank * block_rows * row_sum;
+    for (size_t b = 0; b < widths.size(); ++b) {
+      KVSHARD_RETURN_IF_ERROR(LaunchGatherRows(block, pool(static_cast<int>(i), layer, static_cast<int>(b)),
+                                               shape_.pool_rows, r.send_rows.as<int64_t>(), block_rows, widths[b],
+                                               r.bad.as<int64_t>(), r.pack));
+      block += block_rows * widths[b];
+    }
+    if (i == 0) TraceEnd(r.pack);
+    KVSHARD_CUDA_CHECK(cudaEventRecord(r.packed[which], r.pack));
+  }
+  resident_[which] = {layer, epoch_};
+  pending_.push_back(layer);
+  return Status::Ok();
+}
+
+Status LayerAheadGather::IssueGathers(int64_t upto) {
+  KVSHARD_NVTX_RANGE("kvshard.gather.issue");
+  const std::vector<int64_t> widths = shape_.buffers();
+  int64_t row_sum = 0;
+  for (int64_t w : widths) row_sum += w;
+  const int64_t block_rows = block_pages_ * shape_.page_size;
+  while (!pending_.empty() && pending_.front() <= upto) {
+    const int which = static_cast<int>(pending_.front() % 2);
+    std::vector<void*> bufs;
+    std::vector<cudaStream_t> streams;
+    for (auto& rp : state_) {
+      KVSHARD_CUDA_CHECK(cudaSetDevice(rp->device));
+      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(rp->gather, rp->packed[which], 0));
+      bufs.push_back(widths.size() == 1 ? rp->slots[which][0].data() : rp->staging[which].data());
+      streams.push_back(rp->gather);
+    }
+    // In place: each rank's send block already sits at its rank's offset of the region.
+    TraceBegin(StrCat("all-gather L", pending_.front()), state_[0]->gather);
+    KVSHARD_RETURN_IF_ERROR(comm_->AllGatherInPlace(bufs, block_rows * row_sum, streams));
+    TraceEnd(state_[0]->gather);
+    for (auto& rp : state_) {
+      KVSHARD_CUDA_CHECK(cudaSetDevice(rp->device));
+      if (widths.size() > 1) {  // split: rank q's rows of buffer b -> scratch_b[q * block_rows ...]
+        int64_t offset = 0;
+        for (size_t b = 0; b < widths.size(); ++b) {
+          const size_t width = block_rows * widths[b];
+          KVSHARD_CUDA_CHECK(cudaMemcpy2DAsync(
+              rp->slots[which][b].data(), width, static_cast<char*>(rp->staging[which].data()) + offset,
+              block_rows * row_sum, width, comm_->size(), cudaMemcpyDeviceToDevice, rp->gather));
+          offset += width;
+        }
+      }
+      KVSHARD_CUDA_CHECK(cudaEventRecord(rp->ready[which], rp->gather));
+    }
+    pending_.erase(pending_.begin());
+  }
+  return Status::Ok();
+}
+
+Status LayerAheadGather::WriteLayer(int64_t layer, const std::vector<const void*>& rows) {
+  if (shape_.buffers().size() != 1) return InvalidArgument("rows: this pool has several buffers (WriteLayerBuffers)");
+  std::vector<std::vector<const void*>> per_buffer;
+  for (const void* p : rows) per_buffer.push_back({p});
+  return WriteLayerBuffers(layer, per_buffer);
+}
+
+Status LayerAheadGather::WriteLayerBuffers(int64_t layer, const std::vector<std::vector<const void*>>& rows) {
+  KVSHARD_NVTX_RANGE("kvshard.gather.write_layer");
+  if (!active_) return FailedPrecondition("sharded pool write outside an active sharded extend batch");
+  if (layer < 0 || layer >= shape_.layers)
+    return InvalidArgument("layer: must be in [0, ", shape_.layers, "), got ", layer);
+  if (rows.size() != state_.size()) return InvalidArgument("rows: expected one buffer per local rank");
+  const std::vector<int64_t> widths = shape_.buffers();
+  for (size_t i = 0; i < state_.size(); ++i) {
+    if (rows[i].size() != widths.size()) return InvalidArgument("rows[", i, "]: expected ", widths.size(), " buffers");
+  }
+  if (shared_device_ && state_.size() > 1 && state_.size() <= static_cast<size_t>(kMaxRankJobs)) {
+    // Ranks emulated on one device: rank 0's compute stream waits for every rank's, stages and scatters every
+    // rank's rows with one launch a buffer, and every rank's compute stream waits for it.
+    Rank& first = *state_[0];
+    KVSHARD_CUDA_CHECK(cudaSetDevice(first.device));
+    for (size_t i = 1; i < state_.size(); ++i) {
+      KVSHARD_CUDA_CHECK(cudaEventRecord(state_[i]->compute_done, state_[i]->compute));
+      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(first.compute, state_[i]->compute_done, 0));
+    }
+    for (size_t b = 0; b < widths.size(); ++b) {
+      std::vector<WriteChunkJob> jobs;
+      for (size_t i = 0; i < state_.size(); ++i) {
+        Rank& r = *state_[i];
+        jobs.push_back({rows[i][b], r.slots[layer % 2][b].data(), shape_.scratch_rows(), r.chunk_locs.as<int64_t>(),
+                        r.page_pos.as<int32_t>(), shape_.n_page_pos,
+                        pool(static_cast<int>(i), layer, static_cast<int>(b)), shape_.pool_rows,
+                        r.owned_idx.as<int64_t>(), r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>(),
+                        r.bad.as<int64_t>()});
+      }
+      KVSHARD_RETURN_IF_ERROR(LaunchWriteChunkRanks(jobs, n_chunk_locs_, shape_.page_size, widths[b], first.compute));
+    }
+    KVSHARD_CUDA_CHECK(cudaEventRecord(first.compute_done, first.compute));
+    for (size_t i = 1; i < state_.size(); ++i) {
+      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(state_[i]->compute, first.compute_done, 0));
+    }
+    return Status::Ok();
+  }
+  for (size_t i = 0; i < state_.size(); ++i) {
+    Rank& r = *state_[i];
+    KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
+    for (size_t b = 0; b < widths.size(); ++b) {
+      KVSHARD_RETURN_IF_ERROR(LaunchStageChunk(
+          r.slots[layer % 2][b].data(), shape_.scratch_rows(), rows[i][b], r.chunk_locs.as<int64_t>(), n_chunk_locs_,
+          r.page_pos.as<int32_t>(), shape_.n_page_pos, shape_.page_size, widths[b], r.bad.as<int64_t>(), r.compute));
+      KVSHARD_RETURN_IF_ERROR(LaunchScatterRows(pool(static_cast<int>(i), layer, static_cast<int>(b)), shape_.pool_rows,
+                                                rows[i][b], n_chunk_locs_, r.owned_idx.as<int64_t>(),
+                                                r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>(), n_chunk_locs_,
+                                                widths[b], r.bad.as<int64_t>(), r.compute));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvshard::gpu
