@@ -95,20 +95,34 @@ __global__ void TranslateGatherRanksKernel(TranslateGatherJobs jobs, const int64
 
 namespace {
 
-// The widest vector (16, 8, 4, 2 or 1 bytes) dividing row_bytes and every job's out and in.
-template <typename Job>
-int RanksVectorBytes(const std::vector<Job>& jobs, int64_t row_bytes) {
-  uint64_t bits = static_cast<uint64_t>(row_bytes);
-  for (const Job& j : jobs) bits |= reinterpret_cast<uintptr_t>(j.out) | reinterpret_cast<uintptr_t>(j.in);
+// The widest vector (16, 8, 4, 2 or 1 bytes) dividing `bits` (a row size or'ed with every address it moves).
+int WidestVector(uint64_t bits) {
   for (int v = 16; v > 1; v /= 2) {
     if (bits % v == 0) return v;
   }
   return 1;
 }
 
-// Blocks per job: about what one gather of all the jobs' rows would take, shared out among them.
-int BlocksPerJob(int64_t n, int jobs, int group) {
-  return std::max(1, PersistentBlocks(n * jobs, group, kThreads) / jobs);
+// Checks what every launcher checks: at most kMaxRankJobs jobs, n >= 0.
+Status CheckJobs(size_t jobs, int64_t n) {
+  if (jobs > static_cast<size_t>(kMaxRankJobs)) {
+    return InvalidArgument("jobs: at most ", kMaxRankJobs, " in one launch, got ", jobs);
+  }
+  if (n < 0) return InvalidArgument("n: must be >= 0, got ", n);
+  return Status::Ok();
+}
+
+// Calls launch.template operator()<V>(grid, vecs, group) for the vector type of vec_bytes, with `grid_rows` grid rows
+// of about the blocks one gather of all their rows would take, shared out among them.
+template <typename Launch>
+void LaunchOverRanks(int vec_bytes, int64_t row_bytes, int64_t n, int grid_rows, Launch&& launch) {
+  DispatchVector(vec_bytes, [&]<int kB>() {
+    using V = typename VecOf<kB>::T;
+    const int64_t vecs = row_bytes / kB;
+    const int group = GroupSizeFor(vecs);
+    const int per_row = std::max(1, PersistentBlocks(n * grid_rows, group, kThreads) / grid_rows);
+    launch.template operator()<V>(dim3(static_cast<unsigned>(per_row), static_cast<unsigned>(grid_rows)), vecs, group);
+  });
 }
 
 }  // namespace
@@ -116,23 +130,19 @@ int BlocksPerJob(int64_t n, int jobs, int group) {
 Status LaunchGatherRowsRanks(const std::vector<GatherRowsJob>& jobs, int64_t n, int64_t row_bytes,
                              cudaStream_t stream) {
   KVSHARD_NVTX_RANGE("kvshard.kv.gather_rows_ranks");
-  if (jobs.size() > static_cast<size_t>(kMaxRankJobs)) {
-    return InvalidArgument("jobs: at most ", kMaxRankJobs, " in one launch, got ", jobs.size());
-  }
+  KVSHARD_RETURN_IF_ERROR(CheckJobs(jobs.size(), n));
   GatherRowsJobs packed;
+  uint64_t bits = static_cast<uint64_t>(row_bytes);
   for (size_t j = 0; j < jobs.size(); ++j) {
     KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, jobs[j].in_rows, n));
     packed.job[j] = jobs[j];
+    bits |= reinterpret_cast<uintptr_t>(jobs[j].out) | reinterpret_cast<uintptr_t>(jobs[j].in);
   }
   if (n == 0 || jobs.empty()) return Status::Ok();
-  const int ranks = static_cast<int>(jobs.size());
-  DispatchVector(RanksVectorBytes(jobs, row_bytes), [&]<int kB>() {
-    using V = typename VecOf<kB>::T;
-    const int64_t vecs = row_bytes / kB;
-    const int group = GroupSizeFor(vecs);
-    GatherRowsRanksKernel<V><<<dim3(static_cast<unsigned>(BlocksPerJob(n, ranks, group)), static_cast<unsigned>(ranks)),
-                               kThreads, 0, stream>>>(packed, n, vecs, group);
-  });
+  LaunchOverRanks(WidestVector(bits), row_bytes, n, static_cast<int>(jobs.size()),
+                  [&]<typename V>(dim3 grid, int64_t vecs, int group) {
+                    GatherRowsRanksKernel<V><<<grid, kThreads, 0, stream>>>(packed, n, vecs, group);
+                  });
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }
@@ -140,12 +150,10 @@ Status LaunchGatherRowsRanks(const std::vector<GatherRowsJob>& jobs, int64_t n, 
 Status LaunchWriteChunkRanks(const std::vector<WriteChunkJob>& jobs, int64_t n, int64_t page_size, int64_t row_bytes,
                              cudaStream_t stream) {
   KVSHARD_NVTX_RANGE("kvshard.kv.write_chunk_ranks");
-  if (jobs.size() > static_cast<size_t>(kMaxRankJobs)) {
-    return InvalidArgument("jobs: at most ", kMaxRankJobs, " in one launch, got ", jobs.size());
-  }
+  KVSHARD_RETURN_IF_ERROR(CheckJobs(jobs.size(), n));
   if (page_size < 1) return InvalidArgument("page_size: must be >= 1, got ", page_size);
   WriteChunkJobs packed;
-  uint64_t bits = static_cast<uint64_t>(row_bytes);  // the vector width must divide every job's addresses
+  uint64_t bits = static_cast<uint64_t>(row_bytes);
   for (size_t j = 0; j < jobs.size(); ++j) {
     KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, n, jobs[j].scratch_rows));
     KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, n, jobs[j].pool_rows));
@@ -154,18 +162,9 @@ Status LaunchWriteChunkRanks(const std::vector<WriteChunkJob>& jobs, int64_t n, 
             reinterpret_cast<uintptr_t>(jobs[j].pool);
   }
   if (n == 0 || jobs.empty()) return Status::Ok();
-  int vec_bytes = 1;
-  for (int v = 16; v > 1 && vec_bytes == 1; v /= 2) {
-    if (bits % v == 0) vec_bytes = v;
-  }
   const int ranks = static_cast<int>(jobs.size());
-  DispatchVector(vec_bytes, [&]<int kB>() {
-    using V = typename VecOf<kB>::T;
-    const int64_t vecs = row_bytes / kB;
-    const int group = GroupSizeFor(vecs);
-    WriteChunkRanksKernel<V>
-        <<<dim3(static_cast<unsigned>(BlocksPerJob(n, 2 * ranks, group)), static_cast<unsigned>(2 * ranks)), kThreads,
-           0, stream>>>(packed, ranks, n, page_size, vecs, group);
+  LaunchOverRanks(WidestVector(bits), row_bytes, n, 2 * ranks, [&]<typename V>(dim3 grid, int64_t vecs, int group) {
+    WriteChunkRanksKernel<V><<<grid, kThreads, 0, stream>>>(packed, ranks, n, page_size, vecs, group);
   });
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
@@ -174,26 +173,21 @@ Status LaunchWriteChunkRanks(const std::vector<WriteChunkJob>& jobs, int64_t n, 
 Status LaunchTranslateGatherRanks(const std::vector<TranslateGatherJob>& jobs, const int64_t* locs, int64_t n,
                                   int64_t page_size, int64_t row_bytes, cudaStream_t stream) {
   KVSHARD_NVTX_RANGE("kvshard.kv.translate_gather_ranks");
-  if (jobs.size() > static_cast<size_t>(kMaxRankJobs)) {
-    return InvalidArgument("jobs: at most ", kMaxRankJobs, " in one launch, got ", jobs.size());
-  }
+  KVSHARD_RETURN_IF_ERROR(CheckJobs(jobs.size(), n));
   if (page_size < 1) return InvalidArgument("page_size: must be >= 1, got ", page_size);
   TranslateGatherJobs packed;
+  uint64_t bits = static_cast<uint64_t>(row_bytes);
   for (size_t j = 0; j < jobs.size(); ++j) {
     KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, std::max<int64_t>(jobs[j].in_rows, 0), n));
     packed.job[j] = jobs[j];
+    bits |= reinterpret_cast<uintptr_t>(jobs[j].out) | reinterpret_cast<uintptr_t>(jobs[j].in);
   }
-  if (n < 0) return InvalidArgument("n: must be >= 0, got ", n);
   if (n == 0 || jobs.empty()) return Status::Ok();
-  const int ranks = static_cast<int>(jobs.size());
-  DispatchVector(RanksVectorBytes(jobs, row_bytes), [&]<int kB>() {
-    using V = typename VecOf<kB>::T;
-    const int64_t vecs = row_bytes / kB;
-    const int group = GroupSizeFor(vecs);
-    TranslateGatherRanksKernel<V>
-        <<<dim3(static_cast<unsigned>(BlocksPerJob(n, ranks, group)), static_cast<unsigned>(ranks)), kThreads, 0,
-           stream>>>(packed, locs, n, page_size, vecs, group);
-  });
+  LaunchOverRanks(WidestVector(bits), row_bytes, n, static_cast<int>(jobs.size()),
+                  [&]<typename V>(dim3 grid, int64_t vecs, int group) {
+                    TranslateGatherRanksKernel<V>
+                        <<<grid, kThreads, 0, stream>>>(packed, locs, n, page_size, vecs, group);
+                  });
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }

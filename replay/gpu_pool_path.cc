@@ -281,9 +281,7 @@ class GpuPoolPath : public PoolDataPath {
     const int ranks = static_cast<int>(comm_->local_ranks().size());
     KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
     const cudaStream_t s0 = gather_->compute_stream(0);
-    for (int i = 0; i < ranks; ++i) {
-      KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&staging_[i].locs, 2 * m * sizeof(int64_t)));
-    }
+    KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&staging_[0].locs, m * sizeof(int64_t)));
     KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&staging_[0].out, rank_bytes * ranks));
     KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_out_[0], rank_bytes * ranks));
     const int64_t* d_locs = staging_[0].locs.as<int64_t>();
