@@ -74,7 +74,7 @@ struct GatherRowsJob {
   const int64_t* index = nullptr;
   int64_t* bad = nullptr;
 };
-// The most jobs one LaunchGatherRowsRanks or LaunchTranslateGatherRanks takes.
+// The most jobs one LaunchGatherRowsRanks, LaunchWriteChunkRanks or LaunchTranslateGatherRanks takes.
 inline constexpr int kMaxRankJobs = 32;
 // LaunchGatherRows for every job of `jobs` (all on the current device, n rows of row_bytes each) in one launch:
 // ranks emulated on one device pack a layer's send blocks with one launch instead of one per rank.
