@@ -20,6 +20,15 @@ Status LayerAheadGather::Pack(int64_t layer) {
   const int which = static_cast<int>(layer % 2);
   if (resident_[which] == std::make_pair(layer, epoch_)) return Status::Ok();
   const int64_t block_rows = block_pages_ * shape_.page_size;
+  const std::vector<int64_t> widths = shape_.buffers();
+  int64_t row_sum = 0;
+  for (int64_t w : widths) row_sum += w;
+  // Rank r's send block. One buffer: it sits in place in the scratch tensor. Several: the rank's packed block of
+  // the staging region holds [buffer 0's block rows | buffer 1's | ...].
+  const auto send_block = [&](Rank& r) {
+    return widths.size() == 1 ? static_cast<char*>(r.slots[which][0].data()) + r.rank * block_rows * widths[0]
+                              : static_cast<char*>(r.staging[which].data()) + r.rank * block_rows * row_sum;
+  };
   if (shared_device_ && state_.size() > 1 && state_.size() <= static_cast<size_t>(kMaxRankJobs)) {
     // Ranks emulated on one device: rank 0's pack stream waits for every rank's compute work so far (as each
     // rank's own pack stream would), packs every rank's send block with one launch a buffer, and every rank's
@@ -31,19 +40,13 @@ Status LayerAheadGather::Pack(int64_t layer) {
       KVSHARD_CUDA_CHECK(cudaEventRecord(rp->compute_done, rp->compute));
       KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(first.pack, rp->compute_done, 0));
     }
-    const std::vector<int64_t> widths = shape_.buffers();
-    int64_t row_sum = 0;
-    for (int64_t w : widths) row_sum += w;
     TraceBegin(StrCat("pack L", layer), first.pack);
     int64_t offset = 0;
     for (size_t b = 0; b < widths.size(); ++b) {
       std::vector<GatherRowsJob> jobs;
       for (size_t i = 0; i < state_.size(); ++i) {
         Rank& r = *state_[i];
-        char* block = widths.size() == 1
-                          ? static_cast<char*>(r.slots[which][0].data()) + r.rank * block_rows * widths[0]
-                          : static_cast<char*>(r.staging[which].data()) + r.rank * block_rows * row_sum;
-        jobs.push_back({block + offset, pool(static_cast<int>(i), layer, static_cast<int>(b)), shape_.pool_rows,
+        jobs.push_back({send_block(r) + offset, pool(static_cast<int>(i), layer, static_cast<int>(b)), shape_.pool_rows,
                         r.send_rows.as<int64_t>(), r.bad.as<int64_t>()});
       }
       KVSHARD_RETURN_IF_ERROR(LaunchGatherRowsRanks(jobs, block_rows, widths[b], first.pack));
@@ -51,33 +54,25 @@ Status LayerAheadGather::Pack(int64_t layer) {
     }
     TraceEnd(first.pack);
     for (auto& rp : state_) KVSHARD_CUDA_CHECK(cudaEventRecord(rp->packed[which], first.pack));
-    resident_[which] = {layer, epoch_};
-    pending_.push_back(layer);
-    return Status::Ok();
-  }
-  for (size_t i = 0; i < state_.size(); ++i) {
-    Rank& r = *state_[i];
-    KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
-    // Order after all compute work enqueued so far: the slot's previous readers (layer - 2, which waited for
-    // that layer's all-gather) and the pool writes.
-    KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, r.compute));
-    KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.pack, r.compute_done, 0));
-    const std::vector<int64_t> widths = shape_.buffers();
-    int64_t row_sum = 0;
-    for (int64_t w : widths) row_sum += w;
-    if (i == 0) TraceBegin(StrCat("pack L", layer), r.pack);
-    // One buffer: the block sits in place in the scratch tensor. Several: the rank's packed block of the
-    // staging region holds [buffer 0's block rows | buffer 1's | ...].
-    char* block = widths.size() == 1 ? static_cast<char*>(r.slots[which][0].data()) + r.rank * block_rows * widths[0]
-                                     : static_cast<char*>(r.staging[which].data()) + r.rank * block_rows * row_sum;
-    for (size_t b = 0; b < widths.size(); ++b) {
-      KVSHARD_RETURN_IF_ERROR(LaunchGatherRows(block, pool(static_cast<int>(i), layer, static_cast<int>(b)),
-                                               shape_.pool_rows, r.send_rows.as<int64_t>(), block_rows, widths[b],
-                                               r.bad.as<int64_t>(), r.pack));
-      block += block_rows * widths[b];
+  } else {
+    for (size_t i = 0; i < state_.size(); ++i) {
+      Rank& r = *state_[i];
+      KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
+      // Order after all compute work enqueued so far: the slot's previous readers (layer - 2, which waited for
+      // that layer's all-gather) and the pool writes.
+      KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, r.compute));
+      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.pack, r.compute_done, 0));
+      if (i == 0) TraceBegin(StrCat("pack L", layer), r.pack);
+      char* block = send_block(r);
+      for (size_t b = 0; b < widths.size(); ++b) {
+        KVSHARD_RETURN_IF_ERROR(LaunchGatherRows(block, pool(static_cast<int>(i), layer, static_cast<int>(b)),
+                                                 shape_.pool_rows, r.send_rows.as<int64_t>(), block_rows, widths[b],
+                                                 r.bad.as<int64_t>(), r.pack));
+        block += block_rows * widths[b];
+      }
+      if (i == 0) TraceEnd(r.pack);
+      KVSHARD_CUDA_CHECK(cudaEventRecord(r.packed[which], r.pack));
     }
-    if (i == 0) TraceEnd(r.pack);
-    KVSHARD_CUDA_CHECK(cudaEventRecord(r.packed[which], r.pack));
   }
   resident_[which] = {layer, epoch_};
   pending_.push_back(layer);
