@@ -48,7 +48,7 @@ void PrintSummary(const replay::ReplayReport& report, std::ostream& out) {
   out << "replayed " << s.records << " records, " << s.fields << " fields checked, ";
   if (report.rows_compared > 0) out << report.rows_compared << " KV rows compared, ";
   out << s.mismatches << " mismatches";
-  if (report.device_thread) {  // --backend diff: is the device or the reference the slower of the two?
+  if (report.device_thread) {  // --backend gpu|diff: is the device or the host the slower of the two?
     char timing[128];
     std::snprintf(timing, sizeof(timing), "; device thread busy %.2f s, the checking thread waited %.2f s for it",
                   report.device_busy_seconds, report.device_waited_seconds);
@@ -101,18 +101,17 @@ class JsonAnswer {
 
 Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   replay::ReplayOptions options;
-  // --backend diff initializes the CUDA driver on the device thread while the host replays: the check that a
+  // --backend gpu|diff initializes the CUDA driver on the device thread while the host replays: the check that a
   // device is visible runs on a thread of its own too, and its error, if any, is the command's.
   KVSHARD_ASSIGN_OR_RETURN(options.backend, BackendFlag(flags, /*check_device=*/false));
   std::future<Status> device_check;
-  if (options.backend == replay::Backend::kDiff) {
+  if (options.backend != replay::Backend::kRef) {
+    const char* flag = options.backend == replay::Backend::kDiff ? "--backend diff" : "--backend gpu";
     try {
-      device_check = std::async(std::launch::async, [] { return GpuAvailable("--backend diff"); });
+      device_check = std::async(std::launch::async, [flag] { return GpuAvailable(flag); });
     } catch (const std::system_error&) {  // no thread to be had: check here
-      KVSHARD_RETURN_IF_ERROR(GpuAvailable("--backend diff"));
+      KVSHARD_RETURN_IF_ERROR(GpuAvailable(flag));
     }
-  } else if (options.backend == replay::Backend::kGpu) {
-    KVSHARD_RETURN_IF_ERROR(GpuAvailable("--backend gpu"));
   }
   if (options.backend == replay::Backend::kRef && flags.Given("gpus")) {
     return InvalidArgument("--gpus: does not apply to --backend ref (the GPUs of --backend gpu or diff)");

@@ -1,9 +1,10 @@
-// `replay --backend diff` with the device's steps on a thread of their own (replay/device_worker.h) reports what
+// `replay --backend diff|gpu` with the device's steps on a thread of their own (replay/device_worker.h) reports what
 // the same replay reports with every step at its record: a data path on the host (the reference pool, with faults
-// injected at drawn calls: a failed or altered plan, a failed write, a flipped byte or a failed read, a failed end
-// or the path's own invariant), on generated traces with or without a corrupted expect, gives the same end, the
-// same mismatches in the same order and the same counts (records, fields, mismatches, rows compared), stopping at
-// the first mismatch and with --keep-going.
+// injected at drawn calls: a failed or altered plan, a failed install, a failed write, a flipped byte or a failed
+// read, a failed end or the path's own invariant), on generated traces with or without a corrupted expect, gives
+// the same end, the same mismatches in the same order and the same counts (records, fields, mismatches, rows
+// compared), stopping at the first mismatch and with --keep-going. Under gpu the path's plan is made on the
+// checking thread and every read is checked against the unsharded baseline on the device thread.
 #include <chrono>
 #include <map>
 #include <optional>
@@ -29,11 +30,13 @@
 namespace kvshard::props {
 namespace {
 
-enum class Fault { kFailBegin, kAlterPlan, kFailWrite, kFlipByte, kFailRead, kFailEnd, kEndInvariant };
+// kFailBegin and kAlterPlan are Plan's faults, the others those of the calls the device thread makes.
+enum class Fault { kFailBegin, kAlterPlan, kFailInstall, kFailWrite, kFlipByte, kFailRead, kFailEnd, kEndInvariant };
 
 // The reference pool as a device data path (replay/host_pool_path.h), wrong where `faults` (call number -> fault)
 // say; `delay_every` sleeps a little at every such call, so the device thread falls behind the host by varying
-// amounts.
+// amounts. Plan calls are numbered apart from the others (under --backend gpu it runs on the checking thread, the
+// others on the device thread), so a fault lands on the same call whichever thread makes it.
 class FaultyHostPath : public replay::PoolDataPath {
  public:
   FaultyHostPath(std::unique_ptr<replay::PoolDataPath> inner, std::map<int64_t, Fault> faults, int64_t delay_every,
@@ -44,12 +47,17 @@ class FaultyHostPath : public replay::PoolDataPath {
 
   std::string Name() const override { return "host path (faults injected)"; }
 
-  StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) override {
-    const auto fault = Next();
+  StatusOr<GatherPlan> Plan(const ExtendBatch& batch) override {
+    const auto fault = Next(&plan_calls_);
     if (fault == Fault::kFailBegin) return Internal("injected: begin failed");
-    KVSHARD_ASSIGN_OR_RETURN(GatherPlan plan, inner_->Begin(batch, out_cache_loc));
+    KVSHARD_ASSIGN_OR_RETURN(GatherPlan plan, inner_->Plan(batch));
     if (fault == Fault::kAlterPlan) ++plan.trash_page;
     return plan;
+  }
+
+  Status Install(const ExtendBatch& batch, const GatherPlan& plan, const std::vector<int64_t>& out_cache_loc) override {
+    if (Next() == Fault::kFailInstall) return Internal("injected: install failed");
+    return inner_->Install(batch, plan, out_cache_loc);
   }
 
   Status Write(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) override {
@@ -86,12 +94,15 @@ class FaultyHostPath : public replay::PoolDataPath {
   }
 
  private:
-  // This call's fault (none: an unused value).
-  std::optional<Fault> Next() {
-    const int64_t call = calls_++;
+  // This call's fault (none: an unused value, or a fault of the other kind of call).
+  std::optional<Fault> Next(int64_t* calls = nullptr) {
+    const bool plan = calls != nullptr;
+    const int64_t call = plan ? (*calls)++ : calls_++;
     if (delay_every_ > 0 && call % delay_every_ == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
     const auto it = faults_.find(call);
     if (it == faults_.end()) return std::nullopt;
+    const bool plan_fault = it->second == Fault::kFailBegin || it->second == Fault::kAlterPlan;
+    if (plan != plan_fault) return std::nullopt;
     return it->second;
   }
 
@@ -99,7 +110,8 @@ class FaultyHostPath : public replay::PoolDataPath {
   std::map<int64_t, Fault> faults_;
   int64_t delay_every_ = 0;
   bool start_fails_ = false;
-  int64_t calls_ = 0;
+  int64_t calls_ = 0;       // the device thread's calls (all of them at the record)
+  int64_t plan_calls_ = 0;  // Plan's
   std::optional<Fault> read_fault_;
 };
 
@@ -125,10 +137,10 @@ std::string ToString(const Outcome& o) {
   return os.str();
 }
 
-Outcome RunReplay(const std::string& text, const std::map<int64_t, Fault>& faults, int64_t delay_every,
-                  bool device_thread, bool keep_going, bool start_fails = false) {
+Outcome RunReplay(replay::Backend backend, const std::string& text, const std::map<int64_t, Fault>& faults,
+                  int64_t delay_every, bool device_thread, bool keep_going, bool start_fails = false) {
   replay::ReplayOptions options = PropertyReplayOptions();
-  options.backend = replay::Backend::kDiff;
+  options.backend = backend;
   options.device_thread = device_thread;
   options.make_device = [&](const replay::PoolGeometry& g) -> StatusOr<std::unique_ptr<replay::PoolDataPath>> {
     KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<replay::PoolDataPath> inner, replay::CreateHostPoolPath(g));
@@ -180,16 +192,20 @@ KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
   const int64_t n_faults = *rc::gen::inRange<int64_t>(0, 7);
   for (int64_t i = 0; i < n_faults; ++i) {
     faults[*rc::gen::inRange<int64_t>(0, 24)] =
-        *rc::gen::element(Fault::kFailBegin, Fault::kAlterPlan, Fault::kFailWrite, Fault::kFlipByte, Fault::kFailRead,
-                          Fault::kFailEnd, Fault::kEndInvariant);
+        *rc::gen::element(Fault::kFailBegin, Fault::kAlterPlan, Fault::kFailInstall, Fault::kFailWrite,
+                          Fault::kFlipByte, Fault::kFailRead, Fault::kFailEnd, Fault::kEndInvariant);
   }
   const int64_t delay_every = *rc::gen::element<int64_t>(0, 1, 7);
+  const replay::Backend backend = *rc::gen::element(replay::Backend::kDiff, replay::Backend::kGpu);
+  RC_CLASSIFY(backend == replay::Backend::kGpu, "--backend gpu");
   for (const bool keep_going : {false, true}) {
-    const Outcome at_record = RunReplay(text, faults, delay_every, /*device_thread=*/false, keep_going);
-    const Outcome threaded = RunReplay(text, faults, delay_every, /*device_thread=*/true, keep_going);
+    const Outcome at_record = RunReplay(backend, text, faults, delay_every, /*device_thread=*/false, keep_going);
+    const Outcome threaded = RunReplay(backend, text, faults, delay_every, /*device_thread=*/true, keep_going);
     RC_CLASSIFY(at_record.mismatches > 0, "mismatches");
     RC_CLASSIFY(at_record.mismatches > 1, "several mismatches");
     RC_CLASSIFY(at_record.first_mismatch.find(": diff: ") != std::string::npos, "a device difference first");
+    RC_CLASSIFY(at_record.first_mismatch.find(": invariant: layer") != std::string::npos, "a read differs first");
+    RC_CLASSIFY(at_record.first_mismatch.find("failed") != std::string::npos, "a failed device call first");
     RC_CLASSIFY(at_record.first_mismatch.find(": invariant: injected") != std::string::npos, "the path's invariant");
     if (!(at_record == threaded)) {
       RC_FAIL(StrCat(keep_going ? "--keep-going" : "stop at the first", ": at each record:\n", ToString(at_record),
@@ -207,12 +223,15 @@ TEST(DeviceThreadTest, APathThatCannotStartEndsTheReplayWithItsError) {
   o.num_layers = 2;
   std::ostringstream trace;
   ASSERT_TRUE(replay::GenerateTrace(o, trace).ok());
-  for (const bool device_thread : {false, true}) {
-    for (const bool keep_going : {false, true}) {
-      const Outcome out = RunReplay(trace.str(), {}, 0, device_thread, keep_going, /*start_fails=*/true);
-      EXPECT_EQ(out.status, StrCat(static_cast<int>(StatusCode::kUnavailable), " injected: no device to start"))
-          << "device_thread " << device_thread << " keep_going " << keep_going;
-      EXPECT_EQ(out.mismatches, 0);
+  for (const replay::Backend backend : {replay::Backend::kDiff, replay::Backend::kGpu}) {
+    for (const bool device_thread : {false, true}) {
+      for (const bool keep_going : {false, true}) {
+        const Outcome out = RunReplay(backend, trace.str(), {}, 0, device_thread, keep_going, /*start_fails=*/true);
+        EXPECT_EQ(out.status, StrCat(static_cast<int>(StatusCode::kUnavailable), " injected: no device to start"))
+            << "gpu " << (backend == replay::Backend::kGpu) << " device_thread " << device_thread << " keep_going "
+            << keep_going;
+        EXPECT_EQ(out.mismatches, 0);
+      }
     }
   }
 }

@@ -27,15 +27,22 @@
 namespace kvshard::props {
 namespace {
 
-// A GPU pool path that appends every plan it builds and every row it reads to `log`.
+// A GPU pool path that appends every plan it builds to `plans` and every row it reads (and every error) to `log`:
+// under --backend gpu, Plan runs on the checking thread and the other calls on the device thread.
 class RecordingPath : public replay::PoolDataPath {
  public:
-  RecordingPath(std::unique_ptr<replay::PoolDataPath> inner, std::string* log) : inner_(std::move(inner)), log_(log) {}
+  RecordingPath(std::unique_ptr<replay::PoolDataPath> inner, std::string* plans, std::string* log)
+      : inner_(std::move(inner)), plans_(plans), log_(log) {}
   std::string Name() const override { return inner_->Name(); }
-  StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) override {
-    StatusOr<GatherPlan> plan = inner_->Begin(batch, out_cache_loc);
-    *log_ += (plan.ok() ? GatherPlanToJson(*plan).dump() : plan.status().ToString()) + "\n";
+  StatusOr<GatherPlan> Plan(const ExtendBatch& batch) override {
+    StatusOr<GatherPlan> plan = inner_->Plan(batch);
+    *plans_ += (plan.ok() ? GatherPlanToJson(*plan).dump() : plan.status().ToString()) + "\n";
     return plan;
+  }
+  Status Install(const ExtendBatch& batch, const GatherPlan& plan, const std::vector<int64_t>& out_cache_loc) override {
+    const Status s = inner_->Install(batch, plan, out_cache_loc);
+    if (!s.ok()) *log_ += s.ToString() + "\n";
+    return s;
   }
   Status CheckWrite(bool in_extend, const std::vector<int64_t>& locs,
                     const std::vector<int64_t>& out_cache_loc) const override {
@@ -66,6 +73,7 @@ class RecordingPath : public replay::PoolDataPath {
 
  private:
   std::unique_ptr<replay::PoolDataPath> inner_;
+  std::string* plans_;
   std::string* log_;
 };
 
@@ -124,20 +132,21 @@ TEST(GpuDeterminism, PoolPipelineOnTheEmulatedGroupRepeats) {
         o.num_layers = *rc::gen::inRange<int64_t>(1, 4);
         std::ostringstream trace;
         RC_ASSERT_OK(replay::GenerateTrace(o, trace));
-        std::string logs[2];
-        for (std::string& log : logs) {
+        std::string plans[2], logs[2];
+        for (int run = 0; run < 2; ++run) {
           replay::ReplayOptions options;
           options.backend = replay::Backend::kGpu;
           options.make_device =
-              [&log](const replay::PoolGeometry& g) -> StatusOr<std::unique_ptr<replay::PoolDataPath>> {
+              [&plans, &logs, run](const replay::PoolGeometry& g) -> StatusOr<std::unique_ptr<replay::PoolDataPath>> {
             KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<replay::PoolDataPath> path,
                                      replay::CreateGpuPoolPath(g, /*gpus=*/1));
-            return std::unique_ptr<replay::PoolDataPath>(new RecordingPath(std::move(path), &log));
+            return std::unique_ptr<replay::PoolDataPath>(new RecordingPath(std::move(path), &plans[run], &logs[run]));
           };
           ReplayCounts counts;
           RC_ASSERT_OK(ReplayTraceText(trace.str(), options, &counts));
         }
-        RC_CLASSIFY(!logs[0].empty(), "plans and rows recorded");
+        RC_CLASSIFY(!plans[0].empty() && !logs[0].empty(), "plans and rows recorded");
+        RC_ASSERT(plans[0] == plans[1]);
         RC_ASSERT(logs[0] == logs[1]);
       },
       rc::detail::configuration().testParams));

@@ -1,6 +1,6 @@
-// A thread that runs a replay's device steps in the order they are submitted, so `replay --backend diff` checks
-// the reference on the host while the device path works through the same records (docs/trace-format.md, "Where
-// --backend diff reports a device difference"). The queue is bounded in bytes: memory stays flat in trace length.
+// A thread that runs a replay's device steps in the order they are submitted, so `replay --backend gpu|diff`
+// check on the host while the device path works through the same records (docs/trace-format.md, "Where
+// --backend gpu|diff report a device difference"). The queue is bounded in bytes: memory stays flat in trace length.
 // A step that ran is destroyed (its payload freed) on the submitting thread, when it next hands steps over: glibc
 // frees memory into the arena of the thread that allocated it, and a worker freeing the submitter's payloads
 // contends for that arena's lock with the submitter's own allocations. Steps are handed over in groups (16 steps,

@@ -32,6 +32,7 @@ class GpuPoolPath : public PoolDataPath {
       for (cudaEvent_t e : done->events) cudaEventDestroy(e);
     }
     for (cudaEvent_t e : order_) cudaEventDestroy(e);
+    if (plan_stream_ != nullptr) cudaStreamDestroy(plan_stream_);
   }
 
   // The rank group (device 0 for emulated ranks, an NCCL communicator for one GPU per rank), then Init.
@@ -58,6 +59,7 @@ class GpuPoolPath : public PoolDataPath {
     geometry.chunk_tokens = g_.chunk_tokens;
     KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
     KVSHARD_ASSIGN_OR_RETURN(planner_, gpu::DeviceGatherPlanner::Create(geometry));
+    KVSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&plan_stream_, cudaStreamNonBlocking));
     gpu::PrefixGatherShape shape;
     shape.layers = g_.num_layers;
     shape.page_size = g_.page_size;
@@ -90,14 +92,22 @@ class GpuPoolPath : public PoolDataPath {
                       : StrCat("gpu (nccl, ", gpus_, " devices)");
   }
 
-  StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) override {
-    KVSHARD_NVTX_RANGE("kvshard.pool.begin_extend");
+  // On the planner's own stream (never another call's): the replay's checking thread plans the next batch while
+  // the device thread still moves this one's rows.
+  StatusOr<GatherPlan> Plan(const ExtendBatch& batch) override {
+    KVSHARD_NVTX_RANGE("kvshard.pool.plan");
     KVSHARD_RETURN_IF_ERROR(gpu::GatherPlanCanImplement(batch));
+    KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
+    KVSHARD_RETURN_IF_ERROR(planner_->Upload(batch, plan_stream_));
+    KVSHARD_RETURN_IF_ERROR(planner_->Launch(0, plan_stream_));
+    return planner_->Download(plan_stream_);
+  }
+
+  Status Install(const ExtendBatch& batch, const GatherPlan& plan, const std::vector<int64_t>& out_cache_loc) override {
+    (void)batch;
+    KVSHARD_NVTX_RANGE("kvshard.pool.begin_extend");
     KVSHARD_RETURN_IF_ERROR(Quiesce());  // a begin without an end: the last batch's work reads what this replaces
     KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
-    KVSHARD_RETURN_IF_ERROR(planner_->Upload(batch, nullptr));
-    KVSHARD_RETURN_IF_ERROR(planner_->Launch(0, nullptr));
-    KVSHARD_ASSIGN_OR_RETURN(GatherPlan plan, planner_->Download(nullptr));
     // Every rank installs the device plan (page_pos mirrored, its own send rows); page_pos is the downloaded plan's.
     std::vector<int32_t> page_pos(plan.page_pos_size, static_cast<int32_t>(plan.trash_page));
     for (size_t k = 0; k < plan.mapped_pages.size(); ++k) {
@@ -108,7 +118,7 @@ class GpuPoolPath : public PoolDataPath {
     KVSHARD_RETURN_IF_ERROR(gather_->BeginExtend(plan.block_pages, page_pos, send, out_cache_loc));
     out_cache_loc_ = out_cache_loc;
     active_ = true;
-    return plan;
+    return Status::Ok();
   }
 
   Status CheckWrite(bool in_extend, const std::vector<int64_t>& locs,
@@ -373,6 +383,7 @@ class GpuPoolPath : public PoolDataPath {
   int gpus_ = 1;
   std::unique_ptr<gpu::RankGroup> comm_;  // made by Start
   std::unique_ptr<gpu::DeviceGatherPlanner> planner_;
+  cudaStream_t plan_stream_ = nullptr;  // Plan's alone (device 0)
   std::unique_ptr<gpu::LayerAheadGather> gather_;
   std::vector<int64_t> out_cache_loc_;
   bool active_ = false;

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "cpu_ref/gather_plan.h"
 #include "cpu_ref/sharded_pool.h"
 
 namespace kvshard::replay {
@@ -16,9 +17,16 @@ class HostPoolPath : public PoolDataPath {
 
   std::string Name() const override { return "host path"; }
 
-  StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>&) override {
-    KVSHARD_RETURN_IF_ERROR(pool_.BeginShardExtend(batch.requests));
-    return pool_.plan();
+  // A planner of its own: Plan touches nothing the other calls use (it may run on another thread).
+  StatusOr<GatherPlan> Plan(const ExtendBatch& batch) override {
+    GatherPlan plan;
+    KVSHARD_RETURN_IF_ERROR(planner_.Build(batch, &plan));
+    return plan;
+  }
+
+  // The pool installs the plan its own planner builds for `batch` (the same reference code as Plan's).
+  Status Install(const ExtendBatch& batch, const GatherPlan&, const std::vector<int64_t>&) override {
+    return pool_.BeginShardExtend(batch.requests);
   }
 
   Status Write(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) override {
@@ -39,6 +47,7 @@ class HostPoolPath : public PoolDataPath {
 
  private:
   ref::ShardedPool pool_;
+  ref::GatherPlanner planner_;  // Plan's, apart from the pool's
   StatusOr<std::vector<ref::BufferRows>> read_ = std::vector<ref::BufferRows>();
 };
 

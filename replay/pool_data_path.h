@@ -23,8 +23,19 @@ class PoolDataPath {
   virtual Status Start() { return Status::Ok(); }
   // "gpu (N ranks emulated on device 0)" and the like, for messages (known before Start).
   virtual std::string Name() const = 0;
-  // begin_shard_extend of `batch`: builds the path's own plan and returns it (errors as the reference's).
-  virtual StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) = 0;
+  // begin_shard_extend of `batch`, in two halves. Plan builds the path's own plan (errors as the reference's): it
+  // may run on another thread than every other call, while they run (not before Start returned; one Plan at a time).
+  virtual StatusOr<GatherPlan> Plan(const ExtendBatch& batch) = 0;
+  // Install makes `plan` (Plan's answer for `batch`) every rank's plan, with the chunk slots `out_cache_loc`; a
+  // begin while an extend is in flight replaces it (SGLang's begin_shard_extend has no guard).
+  virtual Status Install(const ExtendBatch& batch, const GatherPlan& plan,
+                         const std::vector<int64_t>& out_cache_loc) = 0;
+  // Plan then Install.
+  StatusOr<GatherPlan> Begin(const ExtendBatch& batch, const std::vector<int64_t>& out_cache_loc) {
+    KVSHARD_ASSIGN_OR_RETURN(GatherPlan plan, Plan(batch));
+    KVSHARD_RETURN_IF_ERROR(Install(batch, plan, out_cache_loc));
+    return plan;
+  }
   // Whether the path can write `locs` (in an extend whose chunk slots are `out_cache_loc`, or outside one): its
   // rule for the record's error, checked before anything is written (thread-safe: uses only its arguments).
   virtual Status CheckWrite(bool in_extend, const std::vector<int64_t>& locs,

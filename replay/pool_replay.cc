@@ -191,7 +191,7 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
   r->baseline_.emplace(std::move(*baseline));
   if (backend != Backend::kRef && device == nullptr) return Internal("pool replay: no device data path");
   r->device_ = std::move(device);
-  if (backend == Backend::kDiff && device_thread) {
+  if (backend != Backend::kRef && device_thread) {
     r->worker_ = std::make_unique<DeviceWorker>(kMaxQueuedBytes);
     PoolReplay* self = r.get();
     r->worker_->Submit(0, [self] {  // the device's set-up, while the host checks the first records
@@ -212,11 +212,12 @@ Status PoolReplay::RunDeviceStep(size_t bytes, int64_t host_rows, std::function<
   const int64_t index = steps_++, host_before = rows_compared_ - host_rows;
   worker_->Submit(bytes, [this, index, host_before, host_rows, step = std::move(step)] {
     if (!device_started_) return;  // the replay ends with the Start error at the next settle
-    const int64_t device_before = device_rows_.load(std::memory_order_relaxed);
     Status s = step();
     if (s.ok()) return;
+    // A gpu read counts the ranks it compared before the one that differs, as at its record.
+    const int64_t device_rows = device_rows_.load(std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(findings_mu_);
-    findings_.push_back({index, std::move(s), host_before + device_before, host_rows});
+    findings_.push_back({index, std::move(s), host_before + device_rows, host_rows});
     found_.store(true, std::memory_order_release);
   });
   return Status::Ok();
@@ -230,7 +231,19 @@ std::vector<PoolReplay::DeviceFinding> PoolReplay::SettleDevice() {
   return std::exchange(findings_, {});
 }
 
-Status PoolReplay::DiffBegin(const ExtendBatch& batch, const std::vector<int64_t>& chunk, const GatherPlan& plan) {
+Status PoolReplay::AwaitDeviceStart() {
+  if (!worker_ || start_awaited_) return Status::Ok();
+  worker_->Settle();  // the path's Start (and any decode write before the first extend)
+  start_awaited_ = true;
+  return device_started_ ? Status::Ok() : device_error_;  // the replay stops with it at this record's settle
+}
+
+Status PoolReplay::DeviceBegin(const ExtendBatch& batch, const std::vector<int64_t>& chunk, const GatherPlan& plan) {
+  if (!pool_) {  // --backend gpu: the plan (the record's answer) came from the device, its installation is left
+    const Status s = device_->Install(batch, plan, chunk);
+    if (s.ok()) return s;
+    return Mismatch("invariant: begin_shard_extend: ", device_->Name(), " failed to install its plan: ", s.message());
+  }
   StatusOr<GatherPlan> device_plan = device_->Begin(batch, chunk);
   if (!device_plan.ok()) {
     return Mismatch("diff: begin_shard_extend: the reference accepted the batch, ", device_->Name(),
@@ -245,50 +258,76 @@ Status PoolReplay::DiffBegin(const ExtendBatch& batch, const std::vector<int64_t
   return Mismatch("diff: ", device_->Name(), " plan differs from the reference");
 }
 
-Status PoolReplay::DiffWrite(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) {
+Status PoolReplay::DeviceWrite(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) {
   if (Status s = device_->Write(layer, locs, rows); !s.ok()) {
+    if (!pool_)
+      return Mismatch("invariant: set_kv_buffer: ", device_->Name(), " failed to write layer ", layer, ": ",
+                      s.message());
     return Mismatch("diff: set_kv_buffer: the reference wrote layer ", layer, ", ", device_->Name(),
                     " failed: ", s.message());
   }
   return Status::Ok();
 }
 
-Status PoolReplay::DiffRead(int64_t layer, const std::vector<int64_t>& locs,
-                            const std::vector<ref::BufferRows>& ref_rows, bool compare) {
+Status PoolReplay::DeviceRead(int64_t layer, const std::vector<int64_t>& locs,
+                              const std::vector<ref::BufferRows>& ref_rows, const ref::BufferRows& baseline,
+                              bool compare) {
   const Status started = device_->StartRead(layer, locs);
   StatusOr<std::vector<PoolDataPath::RowSpans>> got =
       started.ok() ? device_->FinishReadSpans() : StatusOr<std::vector<PoolDataPath::RowSpans>>(started);
-  if (!compare) return Status::Ok();  // the reference failed: the record's error is the reference's
+  if (!compare) return Status::Ok();  // the host failed: the record's error is the host's
+  const auto count = [this](int64_t rows) {
+    if (worker_) {
+      device_rows_.fetch_add(rows, std::memory_order_relaxed);
+    } else {
+      rows_compared_ += rows;
+    }
+  };
+  const auto same = [](const PoolDataPath::RowSpans& rank, const ref::BufferRows& want) {
+    if (rank.size() != want.size()) return false;
+    for (size_t b = 0; b < rank.size(); ++b) {
+      if (!std::equal(rank[b].begin(), rank[b].end(), want[b].begin(), want[b].end())) return false;
+    }
+    return true;
+  };
+  const auto first_diff = [&](const PoolDataPath::RowSpans& rank, const ref::BufferRows& want) {
+    ref::BufferRows rows;
+    for (std::span<const uint8_t> b : rank) rows.emplace_back(b.begin(), b.end());
+    return FirstRowDiff(rows, want, geometry_, locs);
+  };
+  if (!pool_) {  // --backend gpu: each rank's read against the unsharded baseline, as the host checks the reference
+    if (!got.ok()) {
+      return Mismatch("invariant: get_key_buffer: ", device_->Name(), " failed to read layer ", layer, ": ",
+                      got.status().message());
+    }
+    for (size_t r = 0; r < got->size(); ++r) {
+      if (!same((*got)[r], baseline)) {
+        return Mismatch("invariant: layer ", layer, " rank ", r,
+                        ": the sharded read differs from the unsharded pool at ", first_diff((*got)[r], baseline),
+                        " (the prefix gather or the chunk staging of this layer is wrong or stale)");
+      }
+      count(static_cast<int64_t>(locs.size()));
+    }
+    return Status::Ok();
+  }
   if (!got.ok()) {
     return Mismatch("diff: get_key_buffer: the reference read layer ", layer, ", ", device_->Name(),
                     " failed: ", got.status().message());
   }
   for (size_t r = 0; r < ref_rows.size() && r < got->size(); ++r) {  // every byte of both paths, where they lie
-    const PoolDataPath::RowSpans& rank = (*got)[r];
-    bool same = rank.size() == ref_rows[r].size();
-    for (size_t b = 0; same && b < rank.size(); ++b) {
-      same = std::equal(rank[b].begin(), rank[b].end(), ref_rows[r][b].begin(), ref_rows[r][b].end());
-    }
-    if (!same) {
-      ref::BufferRows rows;
-      for (std::span<const uint8_t> b : rank) rows.emplace_back(b.begin(), b.end());
-      const std::string what = FirstRowDiff(rows, ref_rows[r], geometry_, locs);
+    if (!same((*got)[r], ref_rows[r])) {
       return Mismatch("diff: layer ", layer, " rank ", r, ": ", device_->Name(), " read differs from the reference at ",
-                      what);
+                      first_diff((*got)[r], ref_rows[r]));
     }
   }
-  const int64_t rows = static_cast<int64_t>(locs.size() * ref_rows.size());
-  if (worker_) {
-    device_rows_.fetch_add(rows, std::memory_order_relaxed);
-  } else {
-    rows_compared_ += rows;
-  }
+  count(static_cast<int64_t>(locs.size() * ref_rows.size()));
   return Status::Ok();
 }
 
-Status PoolReplay::DiffEnd() {
+Status PoolReplay::DeviceEnd() {
   Status s = device_->End();
   if (s.ok() || s.code() == StatusCode::kMismatch) return s;  // the path's own "invariant: ..." as it says it
+  if (!pool_) return Mismatch("invariant: end_shard_extend: ", device_->Name(), " failed: ", s.message());
   return Mismatch("diff: end_shard_extend: the reference ended the batch, ", device_->Name(), " failed: ", s.message());
 }
 
@@ -314,8 +353,9 @@ StatusOr<Json> PoolReplay::Begin(const Json& rec, const Json* only) {
   if (pool_) {
     KVSHARD_RETURN_IF_ERROR(pool_->BeginShardExtend(batch->requests));
     plan = pool_->plan();
-  } else {  // --backend gpu: the device's plan is the answer
-    KVSHARD_ASSIGN_OR_RETURN(plan, device_->Begin(*batch, chunk));
+  } else {  // --backend gpu: the device's plan is the answer (its installation is a device step below)
+    KVSHARD_RETURN_IF_ERROR(AwaitDeviceStart());
+    KVSHARD_ASSIGN_OR_RETURN(plan, device_->Plan(*batch));
   }
   active_ = true;
   ++epoch_;
@@ -325,11 +365,11 @@ StatusOr<Json> PoolReplay::Begin(const Json& rec, const Json* only) {
   Json j = GatherPlanToJson(plan);
   j["epoch"] = epoch_;
   j["out_cache_loc"] = out_cache_loc_;
-  if (pool_ && device_) {  // diff: the reference's batch stands whatever the device makes of it
+  if (device_) {  // diff: the reference's batch stands whatever the device makes of it; gpu: installs the plan
     const size_t bytes = out_cache_loc_.size() * sizeof(int64_t);
     KVSHARD_RETURN_IF_ERROR(
         RunDeviceStep(bytes, 0, [this, batch = std::move(*batch), chunk = out_cache_loc_, plan = std::move(plan)] {
-          return DiffBegin(batch, chunk, plan);
+          return DeviceBegin(batch, chunk, plan);
         }));
   }
   return j;
@@ -353,21 +393,16 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
     KVSHARD_RETURN_IF_ERROR(Annotate(device_->CheckWrite(active_, locs, out_cache_loc_), device_->Name(), ": "));
   }
   ref::BufferRows rows = PayloadRows(geometry_, layer, locs, generation_);
-  if (device_ && !pool_) {  // --backend gpu: the device writes while the host does
-    if (Status s = device_->Write(layer, locs, rows); !s.ok()) {
-      return Annotate(s, device_->Name(), ": ");
-    }
-  }
   KVSHARD_RETURN_IF_ERROR(baseline_->WriteBuffers(layer, locs, rows));
   if (pool_) KVSHARD_RETURN_IF_ERROR(pool_->WriteBuffers(layer, locs, rows));
   FieldAnswer a = OwnerWritePlan(locs, geometry_.shard_size, geometry_.page_size, only);
   a.Add("staged", active_);
   a.Add("generation", generation_);
-  if (pool_ && device_) {
+  if (device_) {
     size_t bytes = locs.size() * sizeof(int64_t);
     for (const std::vector<uint8_t>& b : rows) bytes += b.size();
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(bytes, 0, [this, layer, locs = std::move(locs), rows = std::move(rows)] {
-      return DiffWrite(layer, locs, rows);
+      return DeviceWrite(layer, locs, rows);
     }));
   }
   return a;
@@ -393,20 +428,15 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
     }
     scratch_rows[i] = page_pos_[page] * ps + locs[i] % ps;
   }
-  // --backend gpu: the device read is issued first and collected last, the baseline's read runs meanwhile.
-  const bool gpu_only = device_ && !pool_;
-  const Status started = gpu_only ? device_->StartRead(layer, locs) : Status::Ok();
   StatusOr<ref::BufferRows> want = baseline_->ReadBuffers(layer, locs);
   StatusOr<std::vector<ref::BufferRows>> checked = std::vector<ref::BufferRows>();
   if (pool_) {
     checked = want.ok() ? pool_->ReadBuffers(layer, locs) : StatusOr<std::vector<ref::BufferRows>>(want.status());
-  } else if (gpu_only) {
-    checked = started.ok() ? device_->FinishRead() : StatusOr<std::vector<ref::BufferRows>>(started);
-    if (!checked.ok() && want.ok()) return Annotate(checked.status(), device_->Name(), ": ");
   }
   if (!want.ok() || !checked.ok()) {
-    if (pool_ && device_) {  // diff: the device reads too, to stay in step; the record's error is the reference's
-      KVSHARD_RETURN_IF_ERROR(RunDeviceStep(0, 0, [this, layer, locs] { return DiffRead(layer, locs, {}, false); }));
+    if (device_) {  // the device reads too, to stay in step; the record's error is the host's
+      KVSHARD_RETURN_IF_ERROR(
+          RunDeviceStep(0, 0, [this, layer, locs] { return DeviceRead(layer, locs, {}, {}, false); }));
     }
     return !want.ok() ? want.status() : checked.status();
   }
@@ -422,14 +452,18 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
     }
     rows_compared_ += static_cast<int64_t>(locs.size());
   }
-  if (pool_ && device_) {  // diff: every byte of both paths (a difference is the record's first)
+  if (device_) {  // diff: every byte of both paths (a difference is the record's first); gpu: the device's read
     size_t bytes = locs.size() * sizeof(int64_t);
     for (const ref::BufferRows& rank : *checked) {
       for (const std::vector<uint8_t>& b : rank) bytes += b.size();
     }
+    if (!pool_) {
+      for (const std::vector<uint8_t>& b : *want) bytes += b.size();
+    }
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(bytes, rows_compared_ - host_before,
-                                          [this, layer, locs = std::move(locs), ref_rows = std::move(*checked)] {
-                                            return DiffRead(layer, locs, ref_rows, true);
+                                          [this, layer, locs = std::move(locs), ref_rows = std::move(*checked),
+                                           baseline = pool_ ? ref::BufferRows() : std::move(*want)] {
+                                            return DeviceRead(layer, locs, ref_rows, baseline, true);
                                           }));
   }
   KVSHARD_RETURN_IF_ERROR(invariant);
@@ -442,11 +476,10 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
 StatusOr<Json> PoolReplay::End() {
   if (!active_) return FailedPrecondition("end_shard_extend: no sharded extend in flight");
   if (pool_) pool_->EndShardExtend();
-  if (device_ && !pool_) KVSHARD_RETURN_IF_ERROR(device_->End());
   active_ = false;
   out_cache_loc_.clear();
   batch_locs_.clear();
-  if (pool_ && device_) KVSHARD_RETURN_IF_ERROR(RunDeviceStep(0, 0, [this] { return DiffEnd(); }));
+  if (device_) KVSHARD_RETURN_IF_ERROR(RunDeviceStep(0, 0, [this] { return DeviceEnd(); }));
   return Json{{"op", "end_shard_extend"}};
 }
 

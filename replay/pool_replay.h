@@ -59,9 +59,10 @@ ref::BufferRows PayloadRows(const PoolGeometry& g, int64_t layer, const std::vec
 // The pipeline state of one trace.
 class PoolReplay {
  public:
-  // The reference pool (unless backend == kGpu) and `device` (required unless backend == kRef). With kDiff and
-  // `device_thread`, the device's steps run on a thread of their own (DeviceWorker) while the host checks the
-  // reference, and what they find is taken by SettleDevice; else every step runs at its record.
+  // The reference pool (unless backend == kGpu) and `device` (required unless backend == kRef). With `device_thread`,
+  // the device's steps run on a thread of their own (DeviceWorker) while the host checks the reference (diff) or
+  // the baseline (gpu: only the plan, the answer of begin_shard_extend, is made on the checking thread), and what
+  // they find is taken by SettleDevice; else every step runs at its record.
   static StatusOr<std::unique_ptr<PoolReplay>> Create(const PoolGeometry& geometry, Backend backend,
                                                       std::unique_ptr<PoolDataPath> device, bool device_thread = false);
 
@@ -98,16 +99,21 @@ class PoolReplay {
 
  private:
   PoolReplay(const PoolGeometry& g, Backend backend) : geometry_(g), backend_(backend) {}
-  // --backend diff: runs `step` (the device's call and its comparison with the reference's answer, OK or a
-  // Mismatch) at once, or on the device thread (then OK here). `host_rows`: rows the host counted for this record,
+  // --backend gpu|diff: runs `step` (the device's call, compared with the reference's answer or the baseline: OK or
+  // a Mismatch) at once, or on the device thread (then OK here). `host_rows`: rows the host counted for this record,
   // uncounted when the step fails; `bytes`: the payload `step` holds.
   Status RunDeviceStep(size_t bytes, int64_t host_rows, std::function<Status()> step);
-  // The device steps of --backend diff.
-  Status DiffBegin(const ExtendBatch& batch, const std::vector<int64_t>& chunk, const GatherPlan& plan);
-  Status DiffWrite(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows);
-  Status DiffRead(int64_t layer, const std::vector<int64_t>& locs, const std::vector<ref::BufferRows>& ref_rows,
-                  bool compare);
-  Status DiffEnd();
+  // --backend gpu with a device thread: waits, at the first begin_shard_extend, for the path's Start (its Plan
+  // runs on this thread); the Start error when it failed.
+  Status AwaitDeviceStart();
+  // The device steps: diff runs every call and compares it with the reference's answer (`plan`, `ref_rows`); gpu
+  // installs its own plan, writes, and compares each rank's read with the unsharded `baseline`. A failed call is a
+  // Mismatch ("diff: ..." or "invariant: ...").
+  Status DeviceBegin(const ExtendBatch& batch, const std::vector<int64_t>& chunk, const GatherPlan& plan);
+  Status DeviceWrite(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows);
+  Status DeviceRead(int64_t layer, const std::vector<int64_t>& locs, const std::vector<ref::BufferRows>& ref_rows,
+                    const ref::BufferRows& baseline, bool compare);
+  Status DeviceEnd();
 
   PoolGeometry geometry_;
   Backend backend_;
@@ -127,7 +133,8 @@ class PoolReplay {
   std::vector<DeviceFinding> findings_;   // since the last SettleDevice
   std::atomic<bool> found_{false};        // findings_ is not empty, or the device path failed to start
   Status device_error_;                   // written by the device thread's first step
-  bool device_started_ = false;           // read and written by the device thread only
+  bool device_started_ = false;           // written by the device thread's first step (read after a settle)
+  bool start_awaited_ = false;            // AwaitDeviceStart waited
   std::unique_ptr<DeviceWorker> worker_;  // last: joined before the state its steps use goes
 };
 

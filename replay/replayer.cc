@@ -187,8 +187,8 @@ StatusOr<std::unique_ptr<Replayer>> Replayer::Create(const Json& header, ReplayO
     if (options.backend != Backend::kRef) {
       if (!options.make_device) return Unavailable("--backend: the GPU backend is not built into this binary");
       KVSHARD_ASSIGN_OR_RETURN(device, options.make_device(*g));
-      // Under diff with a device thread the path starts there, while the first records are checked.
-      if (options.backend != Backend::kDiff || !options.device_thread) KVSHARD_RETURN_IF_ERROR(device->Start());
+      // With a device thread the path starts there, while the first records are checked.
+      if (!options.device_thread) KVSHARD_RETURN_IF_ERROR(device->Start());
     }
     StatusOr<std::unique_ptr<PoolReplay>> pool =
         PoolReplay::Create(*g, options.backend, std::move(device), options.device_thread);

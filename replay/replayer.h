@@ -63,9 +63,9 @@ struct ReplayOptions {
   // Also walk the whole radix cache after every allocator record (--full-invariants; the properties run it): by
   // default only what the record changed is checked.
   bool full_invariants = false;
-  // --backend diff: the device's steps on a thread of their own while the host checks the reference (their
-  // differences reported by ReplayStream, in trace order and with the same counts, as if found at their record);
-  // false: each at its record. A caller driving Replayer::Replay itself takes them with SettleDevice.
+  // --backend gpu|diff: the device's steps on a thread of their own while the host checks the reference or the
+  // baseline (their differences reported by ReplayStream, in trace order and with the same counts, as if found at
+  // their record); false: each at its record. A caller driving Replayer::Replay itself takes them with SettleDevice.
   bool device_thread = true;
 };
 
@@ -222,7 +222,7 @@ struct ReplayReport {
   int64_t rows_compared = 0;            // KV rows the pipeline records compared
   std::optional<ReplayMismatch> first;  // the first mismatch, when there was one
   int64_t truncated_line = 0;           // the line of a truncated last record (0: the trace ended whole)
-  // --backend diff's device thread: whether there was one, the seconds it ran device steps and the seconds the
+  // --backend gpu|diff's device thread: whether there was one, the seconds it ran device steps and the seconds the
   // checking thread waited for it (queue full, or settling at a mismatch and at the end).
   bool device_thread = false;
   double device_busy_seconds = 0, device_waited_seconds = 0;
