@@ -313,16 +313,23 @@ class EmulatedGroup : public Waiter {
   }
   // A collective's data movement, ordered as a real one: the stalled rank's stream first waits for a flag nobody
   // sets; stream 0 waits for every stream's work so far and runs every copy in one launch; every other stream then
-  // waits for stream 0 (3 (n - 1) + 2 calls instead of a copy per pair and two full barriers).
+  // waits for stream 0 (3 (n - 1) + 2 calls instead of a copy per pair and two full barriers; none between ranks
+  // that share one stream).
   Status CopyAfterAll(const std::vector<BlockCopy>& copies, size_t bytes, const std::vector<cudaStream_t>& streams) {
     if (stalled_ >= 0) KVSHARD_RETURN_IF_ERROR(LaunchStall(d_flag_, streams[stalled_]));
+    bool one_stream = true;  // every rank on stream 0: program order is the order, no event needed
     for (int r = 1; r < n_; ++r) {
+      if (streams[r] == streams[0]) continue;
+      one_stream = false;
       KVSHARD_CUDA_CHECK(cudaEventRecord(events_[r], streams[r]));
       KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(streams[0], events_[r], 0));
     }
     KVSHARD_RETURN_IF_ERROR(LaunchCopyBlocks(copies, bytes, streams[0]));
+    if (one_stream) return Status::Ok();
     KVSHARD_CUDA_CHECK(cudaEventRecord(events_[0], streams[0]));
-    for (int r = 1; r < n_; ++r) KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(streams[r], events_[0], 0));
+    for (int r = 1; r < n_; ++r) {
+      if (streams[r] != streams[0]) KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(streams[r], events_[0], 0));
+    }
     return Status::Ok();
   }
   int n_, device_, stalled_;

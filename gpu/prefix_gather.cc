@@ -100,17 +100,27 @@ StatusOr<std::vector<LayerAheadGather::TraceSpan>> LayerAheadGather::TakeTrace()
 StatusOr<std::unique_ptr<LayerAheadGather>> LayerAheadGather::Create(RankGroup* comm, const PrefixGatherShape& shape) {
   KVSHARD_RETURN_IF_ERROR(PrefixGatherCanImplement(shape, comm->size()));
   std::unique_ptr<LayerAheadGather> g(new LayerAheadGather(comm, shape));
+  g->one_stream_ = shape.one_stream;
+  for (size_t i = 0; i < g->ranks_.size(); ++i) g->one_stream_ &= comm->device(static_cast<int>(i)) == comm->device(0);
   for (size_t i = 0; i < g->ranks_.size(); ++i) {
     auto r = std::make_unique<Rank>();
     r->device = comm->device(static_cast<int>(i));
     r->rank = g->ranks_[i];
     KVSHARD_CUDA_CHECK(cudaSetDevice(r->device));
-    KVSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&r->compute, cudaStreamNonBlocking));
-    KVSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&r->gather, cudaStreamNonBlocking));
+    if (g->one_stream_ && i > 0) {
+      r->compute = r->gather = r->pack = g->state_[0]->compute;
+      r->owns_streams = false;
+    } else {
+      KVSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&r->compute, cudaStreamNonBlocking));
+      r->gather = r->pack = r->compute;
+      if (!g->one_stream_) {
+        KVSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&r->gather, cudaStreamNonBlocking));
+        KVSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&r->pack, cudaStreamNonBlocking));
+      }
+    }
     for (auto& e : r->ready) KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&r->compute_done, cudaEventDisableTiming));
     KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&r->uploaded, cudaEventDisableTiming));
-    KVSHARD_CUDA_CHECK(cudaStreamCreateWithFlags(&r->pack, cudaStreamNonBlocking));
     for (auto& e : r->packed) KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     KVSHARD_ASSIGN_OR_RETURN(r->owned_count, DeviceBuffer::Allocate(sizeof(int64_t)));
     int64_t row_sum = 0;
@@ -224,10 +234,7 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
       KVSHARD_RETURN_IF_ERROR(Reserve(&r.local_rows, loc_bytes));
       KVSHARD_RETURN_IF_ERROR(Reserve(&r.plan_temp, temp_bytes));
     }
-    for (cudaStream_t earlier : {r.pack, r.gather}) {
-      KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, earlier));
-      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.compute, r.compute_done, 0));
-    }
+    KVSHARD_RETURN_IF_ERROR(AfterPackAndGather(r));
     if (send_bytes > 0) std::memcpy(upload + send_at, send_rows[i].data(), send_bytes);
     KVSHARD_CUDA_CHECK(cudaMemcpyAsync(r.page_pos.data(), upload, pos_bytes, cudaMemcpyHostToDevice, r.compute));
     if (send_bytes > 0) {
@@ -239,8 +246,10 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
       KVSHARD_CUDA_CHECK(
           cudaMemcpyAsync(r.chunk_locs.data(), upload + pos_room, loc_bytes, cudaMemcpyHostToDevice, r.compute));
     }
-    KVSHARD_CUDA_CHECK(cudaEventRecord(r.uploaded, r.compute));
-    r.uploading = true;
+    if (!one_stream_ || i + 1 == state_.size()) {  // one stream: once, after every rank's copies
+      KVSHARD_CUDA_CHECK(cudaEventRecord(r.uploaded, r.compute));
+      r.uploading = true;
+    }
     if (one_plan_launch) continue;
     KVSHARD_RETURN_IF_ERROR(LaunchBuildWritePlan(
         r.chunk_locs.as<int64_t>(), n, {comm_->size(), shape_.page_size}, r.rank, r.owned_idx.as<int64_t>(),
@@ -255,16 +264,11 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
     for (size_t i = 0; i < state_.size(); ++i) {
       Rank& r = *state_[i];
       plans.push_back({r.rank, r.owned_idx.as<int64_t>(), r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>()});
-      if (i == 0) continue;
-      KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, r.compute));
-      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(first.compute, r.compute_done, 0));
     }
+    KVSHARD_RETURN_IF_ERROR(JoinComputeStreams());
     KVSHARD_RETURN_IF_ERROR(LaunchBuildWritePlans(first.chunk_locs.as<int64_t>(), n, {comm_->size(), shape_.page_size},
                                                   plans, first.compute));
-    KVSHARD_CUDA_CHECK(cudaEventRecord(first.compute_done, first.compute));
-    for (size_t i = 1; i < state_.size(); ++i) {
-      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(state_[i]->compute, first.compute_done, 0));
-    }
+    KVSHARD_RETURN_IF_ERROR(ForkComputeStreams());
   }
   n_chunk_locs_ = static_cast<int64_t>(chunk_locs.size());
   ++epoch_;
@@ -311,7 +315,7 @@ StatusOr<std::vector<std::vector<void*>>> LayerAheadGather::AcquireBuffersForRea
   std::vector<std::vector<void*>> slots;
   for (auto& rp : state_) {
     KVSHARD_CUDA_CHECK(cudaSetDevice(rp->device));
-    if (block_pages_ > 0) KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(rp->compute, rp->ready[which], 0));
+    if (block_pages_ > 0 && !one_stream_) KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(rp->compute, rp->ready[which], 0));
     slots.emplace_back();
     for (DeviceBuffer& b : rp->slots[which]) slots.back().push_back(b.data());
   }
@@ -325,19 +329,46 @@ StatusOr<int64_t> LayerAheadGather::BadRows() {
   for (const std::unique_ptr<Rank>& rp : state_) {
     Rank& r = *rp;
     KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
-    for (cudaStream_t earlier : {r.pack, r.gather}) {
-      KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, earlier));
-      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.compute, r.compute_done, 0));
-    }
+    KVSHARD_RETURN_IF_ERROR(AfterPackAndGather(r));
     KVSHARD_CUDA_CHECK(
         cudaMemcpyAsync(r.bad_host.data(), r.bad.data(), sizeof(int64_t), cudaMemcpyDeviceToHost, r.compute));
   }
-  int64_t total = 0;
   for (size_t i = 0; i < state_.size(); ++i) {
+    if (one_stream_ && i > 0) break;  // one stream: rank 0's wait drained every copy
     KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(static_cast<int>(i), state_[i]->compute));
-    total += *state_[i]->bad_host.as<int64_t>();
   }
+  int64_t total = 0;
+  for (const std::unique_ptr<Rank>& rp : state_) total += *rp->bad_host.as<int64_t>();
   return total;
+}
+
+Status LayerAheadGather::AfterPackAndGather(Rank& r) {
+  for (cudaStream_t earlier : {r.pack, r.gather}) {
+    if (earlier == r.compute) continue;
+    KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, earlier));
+    KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.compute, r.compute_done, 0));
+  }
+  return Status::Ok();
+}
+
+Status LayerAheadGather::JoinComputeStreams() {
+  Rank& first = *state_[0];
+  for (size_t i = 1; i < state_.size(); ++i) {
+    if (state_[i]->compute == first.compute) continue;
+    KVSHARD_CUDA_CHECK(cudaEventRecord(state_[i]->compute_done, state_[i]->compute));
+    KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(first.compute, state_[i]->compute_done, 0));
+  }
+  return Status::Ok();
+}
+
+Status LayerAheadGather::ForkComputeStreams() {
+  Rank& first = *state_[0];
+  if (one_stream_ || state_.size() == 1) return Status::Ok();
+  KVSHARD_CUDA_CHECK(cudaEventRecord(first.compute_done, first.compute));
+  for (size_t i = 1; i < state_.size(); ++i) {
+    KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(state_[i]->compute, first.compute_done, 0));
+  }
+  return Status::Ok();
 }
 
 Status LaunchComputeStandIn(int64_t ns, bool busy, cudaStream_t stream, int blocks) {

@@ -30,6 +30,9 @@ struct PrefixGatherShape {
   int64_t row_bytes = 0;                  // the one-buffer form's row width (used when buffer_row_bytes is empty)
   int64_t n_page_pos = 0;                 // logical pages covered by page_pos
   std::vector<int64_t> buffer_row_bytes;  // per-layer buffers' row widths (SGLang's _gather_pairs), in order
+  // Local ranks on one device share one stream for packs, all-gathers and compute (replay's data path: its answers
+  // do not depend on overlap, and one stream needs no event between streams); ignored across devices.
+  bool one_stream = false;
   int64_t scratch_rows() const { return max_prefix_tokens + chunk_tokens + page_size; }
   // The buffers' row widths: buffer_row_bytes, or {row_bytes}.
   std::vector<int64_t> buffers() const {
@@ -53,6 +56,8 @@ class LayerAheadGather {
   void* pool(int i, int64_t layer, int buffer = 0) const;
   // Local rank i's compute stream (writes and reads are ordered on it).
   cudaStream_t compute_stream(int i) const;
+  // Every local rank's every stream is one stream (shape.one_stream, ranks on one device).
+  bool one_stream() const { return one_stream_; }
 
   // Installs a batch plan mirrored on every rank: block_pages, page_pos (n_page_pos entries) and each local
   // rank's send rows (block_pages * page_size local pool rows), plus the batch's chunk locs (out_cache_loc).
@@ -98,6 +103,12 @@ class LayerAheadGather {
   LayerAheadGather(RankGroup* comm, const PrefixGatherShape& shape);
   // Packs `layer`'s send block into its slot (pack stream, after all compute work so far); marks it resident.
   Status Pack(int64_t layer);
+  // Orders `r`'s compute stream after its pack and gather streams' work so far (nothing for one stream).
+  Status AfterPackAndGather(Rank& r);
+  // Local rank 0's compute stream after every rank's compute work so far, and every rank's after rank 0's
+  // (nothing where they are one stream).
+  Status JoinComputeStreams();
+  Status ForkComputeStreams();
   // Issues the in-place all-gathers of packed layers <= upto, in layer order, and records their ready events:
   // one all-gather per layer; with several buffers it gathers the packed blocks, then splits them per buffer.
   Status IssueGathers(int64_t upto);
@@ -117,6 +128,7 @@ class LayerAheadGather {
   std::vector<std::unique_ptr<TraceEvents>>
       trace_events_;            // layers packed whose all-gather is not issued yet (at most two)
   bool shared_device_ = false;  // every local rank on one device (emulated ranks)
+  bool one_stream_ = false;     // ... and all of them on local rank 0's compute stream
   PinnedBuffer plan_upload_;    // BeginExtend's page_pos, chunk locs and send rows, copied to every rank from here
 };
 

@@ -37,6 +37,7 @@ Status LayerAheadGather::Pack(int64_t layer) {
     Rank& first = *state_[0];
     KVSHARD_CUDA_CHECK(cudaSetDevice(first.device));
     for (auto& rp : state_) {
+      if (rp->compute == first.pack) continue;
       KVSHARD_CUDA_CHECK(cudaEventRecord(rp->compute_done, rp->compute));
       KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(first.pack, rp->compute_done, 0));
     }
@@ -53,15 +54,19 @@ Status LayerAheadGather::Pack(int64_t layer) {
       offset += block_rows * widths[b];
     }
     TraceEnd(first.pack);
-    for (auto& rp : state_) KVSHARD_CUDA_CHECK(cudaEventRecord(rp->packed[which], first.pack));
+    for (auto& rp : state_) {
+      if (rp->gather != first.pack) KVSHARD_CUDA_CHECK(cudaEventRecord(rp->packed[which], first.pack));
+    }
   } else {
     for (size_t i = 0; i < state_.size(); ++i) {
       Rank& r = *state_[i];
       KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
       // Order after all compute work enqueued so far: the slot's previous readers (layer - 2, which waited for
       // that layer's all-gather) and the pool writes.
-      KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, r.compute));
-      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.pack, r.compute_done, 0));
+      if (r.pack != r.compute) {
+        KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, r.compute));
+        KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.pack, r.compute_done, 0));
+      }
       if (i == 0) TraceBegin(StrCat("pack L", layer), r.pack);
       char* block = send_block(r);
       for (size_t b = 0; b < widths.size(); ++b) {
@@ -71,7 +76,7 @@ Status LayerAheadGather::Pack(int64_t layer) {
         block += block_rows * widths[b];
       }
       if (i == 0) TraceEnd(r.pack);
-      KVSHARD_CUDA_CHECK(cudaEventRecord(r.packed[which], r.pack));
+      if (r.gather != r.pack) KVSHARD_CUDA_CHECK(cudaEventRecord(r.packed[which], r.pack));
     }
   }
   resident_[which] = {layer, epoch_};
@@ -91,7 +96,7 @@ Status LayerAheadGather::IssueGathers(int64_t upto) {
     std::vector<cudaStream_t> streams;
     for (auto& rp : state_) {
       KVSHARD_CUDA_CHECK(cudaSetDevice(rp->device));
-      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(rp->gather, rp->packed[which], 0));
+      if (!one_stream_) KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(rp->gather, rp->packed[which], 0));
       bufs.push_back(widths.size() == 1 ? rp->slots[which][0].data() : rp->staging[which].data());
       streams.push_back(rp->gather);
     }
@@ -111,7 +116,7 @@ Status LayerAheadGather::IssueGathers(int64_t upto) {
           offset += width;
         }
       }
-      KVSHARD_CUDA_CHECK(cudaEventRecord(rp->ready[which], rp->gather));
+      if (!one_stream_) KVSHARD_CUDA_CHECK(cudaEventRecord(rp->ready[which], rp->gather));
     }
     pending_.erase(pending_.begin());
   }
@@ -140,10 +145,7 @@ Status LayerAheadGather::WriteLayerBuffers(int64_t layer, const std::vector<std:
     // rank's rows with one launch a buffer, and every rank's compute stream waits for it.
     Rank& first = *state_[0];
     KVSHARD_CUDA_CHECK(cudaSetDevice(first.device));
-    for (size_t i = 1; i < state_.size(); ++i) {
-      KVSHARD_CUDA_CHECK(cudaEventRecord(state_[i]->compute_done, state_[i]->compute));
-      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(first.compute, state_[i]->compute_done, 0));
-    }
+    KVSHARD_RETURN_IF_ERROR(JoinComputeStreams());
     for (size_t b = 0; b < widths.size(); ++b) {
       std::vector<WriteChunkJob> jobs;
       for (size_t i = 0; i < state_.size(); ++i) {
@@ -156,11 +158,7 @@ Status LayerAheadGather::WriteLayerBuffers(int64_t layer, const std::vector<std:
       }
       KVSHARD_RETURN_IF_ERROR(LaunchWriteChunkRanks(jobs, n_chunk_locs_, shape_.page_size, widths[b], first.compute));
     }
-    KVSHARD_CUDA_CHECK(cudaEventRecord(first.compute_done, first.compute));
-    for (size_t i = 1; i < state_.size(); ++i) {
-      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(state_[i]->compute, first.compute_done, 0));
-    }
-    return Status::Ok();
+    return ForkComputeStreams();
   }
   for (size_t i = 0; i < state_.size(); ++i) {
     Rank& r = *state_[i];

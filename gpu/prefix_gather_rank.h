@@ -19,6 +19,7 @@ struct LayerAheadGather::Rank {
   cudaStream_t compute = nullptr;
   cudaStream_t gather = nullptr;
   cudaStream_t pack = nullptr;  // send-row packing, so packing layer l+1 overlaps the all-gather of layer l
+  bool owns_streams = true;     // false: rank 0's one stream (one_stream), destroyed there
   cudaEvent_t packed[2] = {nullptr, nullptr};  // per slot: its send block is packed
   cudaEvent_t ready[2] = {nullptr, nullptr};
   cudaEvent_t compute_done = nullptr;
@@ -44,9 +45,10 @@ struct LayerAheadGather::Rank {
     for (cudaEvent_t e : packed) {
       if (e) cudaEventDestroy(e);
     }
-    if (pack) cudaStreamDestroy(pack);
+    if (!owns_streams) return;
+    if (pack && pack != compute) cudaStreamDestroy(pack);
+    if (gather && gather != compute) cudaStreamDestroy(gather);
     if (compute) cudaStreamDestroy(compute);
-    if (gather) cudaStreamDestroy(gather);
   }
 };
 

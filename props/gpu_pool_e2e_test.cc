@@ -2,9 +2,9 @@
 // a stream of extend batches; the device gather plan must equal the reference plan; every layer's KV rows
 // (values encode layer, slot and the round that wrote them) are written through the owner filter and chunk
 // staging, the layer-ahead gather assembles the prefix, and every prefix and chunk row read through translate
-// must equal what an unsharded pool holds. Multi-buffer pools (seed 000's MHA K/V of different widths, MLA
-// latent, MLA + indexer tensors; values also encode the buffer) gather every pair in one all-gather per layer.
-// Skips without a GPU.
+// must equal what an unsharded pool holds, with every rank on streams of its own or (replay's) all on one stream.
+// Multi-buffer pools (seed 000's MHA K/V of different widths, MLA latent, MLA + indexer tensors; values also encode
+// the buffer) gather every pair in one all-gather per layer. Skips without a GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -47,7 +47,7 @@ std::vector<uint8_t> RowsFor(const std::vector<int64_t>& locs, int64_t key, int6
 
 // Runs `rounds` extend batches of `reqs` requests on group `comm`; returns the first mismatch as a status.
 Status RunStream(gpu::RankGroup& comm, int64_t ps, int64_t pages_per_rank, int64_t reqs, int64_t rounds,
-                 const std::vector<int64_t>& widths, uint64_t seed) {
+                 const std::vector<int64_t>& widths, uint64_t seed, bool one_stream = false) {
   const int64_t n = comm.size();
   std::mt19937_64 rng(seed);
   ref::AllocatorConfig ac;
@@ -70,6 +70,7 @@ Status RunStream(gpu::RankGroup& comm, int64_t ps, int64_t pages_per_rank, int64
   shape.row_bytes = widths[0];
   if (widths.size() > 1) shape.buffer_row_bytes = widths;
   shape.n_page_pos = n * (pages_per_rank + 2);
+  shape.one_stream = one_stream;
   KVSHARD_ASSIGN_OR_RETURN(auto gather, gpu::LayerAheadGather::Create(&comm, shape));
   KVSHARD_CUDA_CHECK(cudaSetDevice(comm.device(0)));
   KVSHARD_ASSIGN_OR_RETURN(auto planner, gpu::DeviceGatherPlanner::Create(geometry));
@@ -194,11 +195,14 @@ TEST(GpuPoolE2E, EmulatedRanksMatchUnshardedReads) {
     const int64_t reqs = *rc::gen::inRange<int64_t>(1, 5);
     const int64_t row_bytes = *rc::gen::element<int64_t>(4, 64, 1152);
     const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+    const bool one_stream = *rc::gen::arbitrary<bool>();  // replay's: every rank on one stream
+    RC_CLASSIFY(one_stream, "one stream");
     auto comm = RC_VALUE(gpu::CreateEmulatedGroup(n, 0));
-    const Status s = RunStream(*comm, ps, /*pages_per_rank=*/6 * reqs + 4, reqs, /*rounds=*/4, {row_bytes}, seed);
+    const Status s =
+        RunStream(*comm, ps, /*pages_per_rank=*/6 * reqs + 4, reqs, /*rounds=*/4, {row_bytes}, seed, one_stream);
     if (!s.ok()) {
       std::cerr << "N=" << n << " ps=" << ps << " reqs=" << reqs << " row_bytes=" << row_bytes << " seed=" << seed
-                << ": " << s.ToString() << "\n";
+                << " one_stream=" << one_stream << ": " << s.ToString() << "\n";
       RC_FAIL(s.ToString());
     }
   });
@@ -240,11 +244,13 @@ TEST(GpuPoolE2E, EmulatedMultiBufferPoolsMatchUnshardedReads) {
         {1024, 512}, {256, 256}, {576, 132, 4}, {8, 5}, {37, 1, 3, 64}};
     const std::vector<int64_t>& widths = kWidths[*rc::gen::inRange<size_t>(0, kWidths.size())];
     const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+    const bool one_stream = *rc::gen::arbitrary<bool>();
+    RC_CLASSIFY(one_stream, "one stream");
     auto comm = RC_VALUE(gpu::CreateEmulatedGroup(n, 0));
-    const Status s = RunStream(*comm, ps, 6 * reqs + 4, reqs, 4, widths, seed);
+    const Status s = RunStream(*comm, ps, 6 * reqs + 4, reqs, 4, widths, seed, one_stream);
     if (!s.ok()) {
       std::cerr << "N=" << n << " ps=" << ps << " reqs=" << reqs << " widths=" << rc::toString(widths)
-                << " seed=" << seed << ": " << s.ToString() << "\n";
+                << " seed=" << seed << " one_stream=" << one_stream << ": " << s.ToString() << "\n";
       RC_FAIL(s.ToString());
     }
   });

@@ -71,6 +71,7 @@ class GpuPoolPath : public PoolDataPath {
       for (const ref::PoolBuffer& b : g_.buffers) shape.buffer_row_bytes.push_back(b.row_bytes);
     }
     shape.n_page_pos = planner_->page_pos_size();
+    shape.one_stream = true;  // ranks emulated on one device: one stream, no events between ranks' streams
     KVSHARD_RETURN_IF_ERROR(gpu::PrefixGatherCanImplement(shape, comm_->size()));
     KVSHARD_ASSIGN_OR_RETURN(gather_, gpu::LayerAheadGather::Create(comm_.get(), shape));
     staging_.resize(comm_->local_ranks().size());
@@ -297,7 +298,7 @@ class GpuPoolPath : public PoolDataPath {
     const int64_t* d_locs = staging_[0].locs.as<int64_t>();
     KVSHARD_CUDA_CHECK(
         cudaMemcpyAsync(staging_[0].locs.data(), host_locs_.data(), m * sizeof(int64_t), cudaMemcpyHostToDevice, s0));
-    for (int i = 1; i < ranks; ++i) {
+    for (int i = 1; i < StreamCount(); ++i) {
       KVSHARD_CUDA_CHECK(cudaEventRecord(order_[i], gather_->compute_stream(i)));
       KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(s0, order_[i], 0));
     }
@@ -318,18 +319,23 @@ class GpuPoolPath : public PoolDataPath {
     }
     KVSHARD_CUDA_CHECK(
         cudaMemcpyAsync(host_out_[0].data(), staging_[0].out.data(), rank_bytes * ranks, cudaMemcpyDeviceToHost, s0));
-    KVSHARD_CUDA_CHECK(cudaEventRecord(order_[0], s0));
-    for (int i = 1; i < ranks; ++i) KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(gather_->compute_stream(i), order_[0], 0));
+    if (StreamCount() > 1) KVSHARD_CUDA_CHECK(cudaEventRecord(order_[0], s0));
+    for (int i = 1; i < StreamCount(); ++i) {
+      KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(gather_->compute_stream(i), order_[0], 0));
+    }
     KVSHARD_RETURN_IF_ERROR(RecordStaging(&read_done_));
     reading_ = true;
     read_rows_ = m;
     return Status::Ok();
   }
 
+  // Local ranks 0 .. StreamCount() - 1 have streams of their own; the others share rank 0's (one stream).
+  int StreamCount() const { return gather_->one_stream() ? 1 : static_cast<int>(comm_->local_ranks().size()); }
+
   // Shared device: orders rank i's stream (i > 0) after what rank 0's stream was given so far (a copy all ranks
   // read); else nothing.
   Status AfterRankZero(int i) {
-    if (!shared_device_ || i == 0) return Status::Ok();
+    if (!shared_device_ || i == 0 || gather_->one_stream()) return Status::Ok();
     if (i == 1) KVSHARD_CUDA_CHECK(cudaEventRecord(order_[0], gather_->compute_stream(0)));
     KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(gather_->compute_stream(i), order_[0], 0));
     return Status::Ok();
@@ -339,7 +345,7 @@ class GpuPoolPath : public PoolDataPath {
   Status Quiesce() {
     if (reading_) KVSHARD_RETURN_IF_ERROR(FinishReadSpans().status());
     if (!in_flight_) return Status::Ok();
-    for (int i = 0; i < static_cast<int>(comm_->local_ranks().size()); ++i) {
+    for (int i = 0; i < StreamCount(); ++i) {
       KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(i, gather_->compute_stream(i)));
     }
     in_flight_ = false;
@@ -363,7 +369,7 @@ class GpuPoolPath : public PoolDataPath {
 
   // Records on every compute stream that the work issued so far is what uses the staging buffers of *done.
   Status RecordStaging(Done* done) {
-    const int ranks = static_cast<int>(comm_->local_ranks().size());
+    const int ranks = StreamCount();
     for (int i = static_cast<int>(done->events.size()); i < ranks; ++i) {
       KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
       cudaEvent_t e = nullptr;
