@@ -214,6 +214,47 @@ KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
   }
 }
 
+// Drops a random set_kv_buffer record: a later read of its layer's scratch slot can then hold another layer's
+// staged rows, which the read's check must see (unchanged when the trace has none).
+std::string DropOneWrite(const std::string& text) {
+  std::vector<size_t> starts;
+  for (size_t at = text.find("{\"op\":\"set_kv_buffer\""); at != std::string::npos;
+       at = text.find("{\"op\":\"set_kv_buffer\"", at + 1)) {
+    starts.push_back(at);
+  }
+  if (starts.empty()) return text;
+  const size_t at = starts[*rc::gen::inRange<size_t>(0, starts.size())];
+  const size_t end = text.find('\n', at);
+  return text.substr(0, at) + (end == std::string::npos ? "" : text.substr(end + 1));
+}
+
+// --backend gpu checks a read against the last write of each slot (PoolReplay's last_write_) where ref checks it
+// against the unsharded pool's rows: on the reference pool as the device path, both give the same verdicts, texts
+// and counts, on traces with a dropped write (stale scratch rows) or a corrupted expect, stopping and with
+// --keep-going, with the device thread or without.
+KVSHARD_PROP(DeviceThreadProps, GpuBackendOnTheReferencePathReportsWhatRefReports, ()) {
+  replay::TraceGenOptions o = ArbitraryTraceGenOptions();
+  o.num_layers = *rc::gen::inRange<int64_t>(1, 5);
+  o.records = *rc::gen::inRange<int64_t>(1, 150);
+  std::ostringstream trace;
+  RC_ASSERT_OK(replay::GenerateTrace(o, trace));
+  std::string text = trace.str();
+  if (*rc::gen::arbitrary<bool>()) text = DropOneWrite(text);
+  if (*rc::gen::arbitrary<bool>()) text = CorruptOneExpect(text);
+  const bool device_thread = *rc::gen::arbitrary<bool>();
+  for (const bool keep_going : {false, true}) {
+    const Outcome ref = RunReplay(replay::Backend::kRef, text, {}, 0, false, keep_going);
+    const Outcome gpu = RunReplay(replay::Backend::kGpu, text, {}, 0, device_thread, keep_going);
+    RC_CLASSIFY(ref.first_mismatch.find(": invariant: layer") != std::string::npos, "a read differs first");
+    RC_CLASSIFY(ref.mismatches > 0, "mismatches");
+    RC_CLASSIFY(ref.rows_compared > 0, "rows compared");
+    if (!(ref == gpu)) {
+      RC_FAIL(StrCat(keep_going ? "--keep-going" : "stop at the first", ": ref:\n", ToString(ref), "\ngpu:\n",
+                     ToString(gpu)));
+    }
+  }
+}
+
 // A path that cannot start ends the replay with its error, whether it starts at creation or on the device thread
 // (where the first records are checked meanwhile): exit 3's Unavailable, its message as the path gave it.
 TEST(DeviceThreadTest, APathThatCannotStartEndsTheReplayWithItsError) {

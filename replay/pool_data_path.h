@@ -4,6 +4,7 @@
 #define KVSHARD_REPLAY_POOL_DATA_PATH_H_
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -70,6 +71,31 @@ class PoolDataPath {
   }
   // end_shard_extend on every rank, once everything issued before it finished.
   virtual Status End() = 0;
+
+  // Rows made and checked where the path keeps its rows (no row crosses to the host): whether the path has
+  // WriteMade and ReadChecked (asked after Start). `replay --backend gpu` uses them where it can; for a path
+  // without them it makes and checks the same rows on its device thread.
+  virtual bool MakesRows() const { return false; }
+  // set_kv_buffer of the payload rows of (layer, locs, generation) (PayloadRows of replay/pool_replay.h, from the
+  // payload seed of the path's geometry), made by the path.
+  virtual Status WriteMade(int64_t layer, const std::vector<int64_t>& locs, int64_t generation) {
+    (void)layer, (void)locs, (void)generation;
+    return Internal("this data path does not make rows");
+  }
+  // The first byte where a rank's read differs from the payload: rank, buffer, byte in that buffer's rows (row
+  // byte / row_bytes), and the row of that buffer that holds it as read.
+  struct RowDifference {
+    int64_t rank = 0, buffer = 0, byte = 0;
+    std::vector<uint8_t> got_row;
+  };
+  // get_key_buffer(layer) then every buffer's rows at translate_loc_to_scratch(locs) on every rank, each compared
+  // with the payload of (layer, locs[i], generations[i]) (the generation of the last write of the slot; 0: never
+  // written, zero bytes): the first difference (rank, then buffer, then byte), or none.
+  virtual StatusOr<std::optional<RowDifference>> ReadChecked(int64_t layer, const std::vector<int64_t>& locs,
+                                                             const std::vector<uint32_t>& generations) {
+    (void)layer, (void)locs, (void)generations;
+    return Internal("this data path does not check rows");
+  }
 
  private:
   std::vector<ref::BufferRows> held_rows_;  // what the default FinishReadSpans points into

@@ -12,6 +12,7 @@
 #include "replay/results.h"
 #include "core/pool_json.h"
 #include "core/hash.h"
+#include "core/payload.h"
 #include "core/spec.h"
 #include "cpu_ref/gather_plan.h"
 
@@ -41,42 +42,37 @@ FieldAnswer OwnerWritePlan(const std::vector<int64_t>& locs, int64_t n, int64_t 
   return a;
 }
 
-// The first difference of two reads (every buffer), as text: "locs[i] (slot S) word w: got X, expected Y" in
-// the one-buffer word form, else "... buffer NAME byte j: ..."; empty when equal.
+// Byte `i` of buffer b's rows where a read differs, as text: "locs[r] (slot S) word w: got X, expected Y" in the
+// one-buffer word form, else "locs[r] (slot S) buffer NAME byte j: got X, expected Y"; `got_row` and `want_row`
+// are the row (r = i / row_bytes) that holds it.
+std::string RowDiffText(const PoolGeometry& g, const std::vector<int64_t>& locs, size_t b, size_t i,
+                        std::span<const uint8_t> got_row, std::span<const uint8_t> want_row) {
+  const size_t width = static_cast<size_t>(g.buffers[b].row_bytes), row = i / width, j = i % width;
+  if (!g.explicit_buffers) {  // words, as before buffers existed
+    const size_t word = j / 4;
+    uint32_t x = 0, y = 0;
+    for (int k = 3; k >= 0; --k) {
+      x = x << 8 | got_row[word * 4 + k];
+      y = y << 8 | want_row[word * 4 + k];
+    }
+    return StrCat("locs[", row, "] (slot ", locs[row], ") word ", word, ": got ", x, ", expected ", y);
+  }
+  return StrCat("locs[", row, "] (slot ", locs[row], ") buffer ", g.buffers[b].name, " byte ", j, ": got ",
+                static_cast<int>(got_row[j]), ", expected ", static_cast<int>(want_row[j]));
+}
+
+// The first difference of two reads (every buffer), as RowDiffText says it; empty when equal.
 std::string FirstRowDiff(const ref::BufferRows& got, const ref::BufferRows& want, const PoolGeometry& g,
                          const std::vector<int64_t>& locs) {
   for (size_t b = 0; b < want.size(); ++b) {
     if (got[b] == want[b]) continue;
     size_t i = 0;
     while (got[b][i] == want[b][i]) ++i;
-    if (!g.explicit_buffers) {  // words, as before buffers existed
-      const size_t word = i / 4, w = static_cast<size_t>(g.row_words);
-      uint32_t x = 0, y = 0;
-      for (int k = 3; k >= 0; --k) {
-        x = x << 8 | got[b][word * 4 + k];
-        y = y << 8 | want[b][word * 4 + k];
-      }
-      return StrCat("locs[", word / w, "] (slot ", locs[word / w], ") word ", word % w, ": got ", x, ", expected ", y);
-    }
-    const size_t width = static_cast<size_t>(g.buffers[b].row_bytes);
-    return StrCat("locs[", i / width, "] (slot ", locs[i / width], ") buffer ", g.buffers[b].name, " byte ", i % width,
-                  ": got ", static_cast<int>(got[b][i]), ", expected ", static_cast<int>(want[b][i]));
+    const size_t width = static_cast<size_t>(g.buffers[b].row_bytes), at = i / width * width;
+    return RowDiffText(g, locs, b, i, std::span<const uint8_t>(got[b]).subspan(at, width),
+                       std::span<const uint8_t>(want[b]).subspan(at, width));
   }
   return "";
-}
-
-}  // namespace
-
-namespace {
-
-// PayloadWord's hash of (seed, layer, loc), which every word of a slot's row shares.
-uint64_t PayloadSlotHash(uint64_t seed, uint64_t layer_hash, int64_t loc) {
-  return Mix64(Mix64(seed ^ layer_hash) ^ static_cast<uint64_t>(loc));
-}
-
-uint32_t PayloadWordOf(uint64_t slot_hash, int64_t generation, int64_t word) {
-  return static_cast<uint32_t>(
-      Mix64(slot_hash ^ (static_cast<uint64_t>(generation) << 20 | static_cast<uint64_t>(word))));
 }
 
 }  // namespace
@@ -85,8 +81,11 @@ uint32_t PayloadWord(uint64_t seed, int64_t layer, int64_t loc, int64_t generati
   return PayloadWordOf(PayloadSlotHash(seed, Mix64(static_cast<uint64_t>(layer)), loc), generation, word);
 }
 
-ref::BufferRows PayloadRows(const PoolGeometry& g, int64_t layer, const std::vector<int64_t>& locs,
-                            int64_t generation) {
+namespace {
+
+// PayloadRows(Of): with `unwritten_zero`, generation 0 is zero bytes.
+ref::BufferRows MakePayloadRows(const PoolGeometry& g, int64_t layer, const std::vector<int64_t>& locs,
+                                const std::function<int64_t(size_t)>& generation_of, bool unwritten_zero) {
   // A slot's row is computed once, a word at a time (its hash prefix once per slot), then cut into the buffers.
   int64_t slot_bytes = 0;
   for (const ref::PoolBuffer& b : g.buffers) slot_bytes += b.row_bytes;
@@ -96,9 +95,10 @@ ref::BufferRows PayloadRows(const PoolGeometry& g, int64_t layer, const std::vec
   for (const ref::PoolBuffer& b : g.buffers) rows.emplace_back(locs.size() * static_cast<size_t>(b.row_bytes));
   std::vector<uint8_t> slot_row(static_cast<size_t>(words) * 4);
   for (size_t i = 0; i < locs.size(); ++i) {
+    const int64_t generation = generation_of(i);
     const uint64_t slot_hash = PayloadSlotHash(g.payload_seed, layer_hash, locs[i]);
     for (int64_t w = 0; w < words; ++w) {
-      const uint32_t x = PayloadWordOf(slot_hash, generation, w);
+      const uint32_t x = unwritten_zero && generation == 0 ? 0 : PayloadWordOf(slot_hash, generation, w);
       for (int k = 0; k < 4; ++k) slot_row[w * 4 + k] = static_cast<uint8_t>(x >> (8 * k));  // low byte first
     }
     int64_t offset = 0;  // of the buffer in the slot's concatenated row
@@ -109,6 +109,19 @@ ref::BufferRows PayloadRows(const PoolGeometry& g, int64_t layer, const std::vec
     }
   }
   return rows;
+}
+
+}  // namespace
+
+ref::BufferRows PayloadRows(const PoolGeometry& g, int64_t layer, const std::vector<int64_t>& locs,
+                            int64_t generation) {
+  return MakePayloadRows(
+      g, layer, locs, [generation](size_t) { return generation; }, false);
+}
+
+ref::BufferRows PayloadRowsOf(const PoolGeometry& g, int64_t layer, const std::vector<int64_t>& locs,
+                              const std::function<int64_t(size_t)>& generation_of) {
+  return MakePayloadRows(g, layer, locs, generation_of, true);
 }
 
 const std::vector<std::string>& PoolHeaderKeys() {
@@ -188,7 +201,11 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
   if (backend != Backend::kGpu) r->pool_.emplace(std::move(*pool));
   auto baseline = ref::UnshardedPool::Create(config);
   if (!baseline.ok()) return InvalidArgument("pool.", baseline.status().message());
-  r->baseline_.emplace(std::move(*baseline));
+  if (backend != Backend::kGpu) {
+    r->baseline_.emplace(std::move(*baseline));
+  } else {  // its rows are PayloadRows of each slot's last write: that generation is all a read needs
+    r->last_write_.assign(static_cast<size_t>(g.num_layers * g.shard_size * (g.pages_per_rank + 1) * g.page_size), 0);
+  }
   if (backend != Backend::kRef && device == nullptr) return Internal("pool replay: no device data path");
   r->device_ = std::move(device);
   if (backend != Backend::kRef && device_thread) {
@@ -258,69 +275,109 @@ Status PoolReplay::DeviceBegin(const ExtendBatch& batch, const std::vector<int64
   return Mismatch("diff: ", device_->Name(), " plan differs from the reference");
 }
 
-Status PoolReplay::DeviceWrite(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) {
-  if (Status s = device_->Write(layer, locs, rows); !s.ok()) {
-    if (!pool_)
-      return Mismatch("invariant: set_kv_buffer: ", device_->Name(), " failed to write layer ", layer, ": ",
-                      s.message());
-    return Mismatch("diff: set_kv_buffer: the reference wrote layer ", layer, ", ", device_->Name(),
-                    " failed: ", s.message());
+Status PoolReplay::DeviceWrite(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows,
+                               int64_t generation) {
+  Status s = Status::Ok();
+  if (device_->MakesRows()) {
+    s = device_->WriteMade(layer, locs, generation);
+  } else if (pool_) {
+    s = device_->Write(layer, locs, rows);
+  } else {  // --backend gpu, a path that takes rows: made here, on the device thread
+    s = device_->Write(layer, locs, PayloadRows(geometry_, layer, locs, generation));
   }
-  return Status::Ok();
+  if (s.ok()) return s;
+  if (!pool_) {
+    return Mismatch("invariant: set_kv_buffer: ", device_->Name(), " failed to write layer ", layer, ": ", s.message());
+  }
+  return Mismatch("diff: set_kv_buffer: the reference wrote layer ", layer, ", ", device_->Name(),
+                  " failed: ", s.message());
 }
 
-Status PoolReplay::DeviceRead(int64_t layer, const std::vector<int64_t>& locs,
-                              const std::vector<ref::BufferRows>& ref_rows, const ref::BufferRows& baseline,
-                              bool compare) {
+void PoolReplay::CountDeviceRows(int64_t rows) {
+  if (worker_) {
+    device_rows_.fetch_add(rows, std::memory_order_relaxed);
+  } else {
+    rows_compared_ += rows;
+  }
+}
+
+namespace {
+
+// Whether a rank's read (spans per buffer) is `want`, byte for byte.
+bool SameRows(const PoolDataPath::RowSpans& rank, const ref::BufferRows& want) {
+  if (rank.size() != want.size()) return false;
+  for (size_t b = 0; b < rank.size(); ++b) {
+    if (!std::equal(rank[b].begin(), rank[b].end(), want[b].begin(), want[b].end())) return false;
+  }
+  return true;
+}
+
+std::string FirstSpanDiff(const PoolDataPath::RowSpans& rank, const ref::BufferRows& want, const PoolGeometry& g,
+                          const std::vector<int64_t>& locs) {
+  ref::BufferRows rows;
+  for (std::span<const uint8_t> b : rank) rows.emplace_back(b.begin(), b.end());
+  return FirstRowDiff(rows, want, g, locs);
+}
+
+std::string SharedReadDiffers(int64_t layer, size_t rank, const std::string& where) {
+  return StrCat("invariant: layer ", layer, " rank ", rank, ": the sharded read differs from the unsharded pool at ",
+                where, " (the prefix gather or the chunk staging of this layer is wrong or stale)");
+}
+
+}  // namespace
+
+Status PoolReplay::DiffRead(int64_t layer, const std::vector<int64_t>& locs,
+                            const std::vector<ref::BufferRows>& ref_rows, bool compare) {
   const Status started = device_->StartRead(layer, locs);
   StatusOr<std::vector<PoolDataPath::RowSpans>> got =
       started.ok() ? device_->FinishReadSpans() : StatusOr<std::vector<PoolDataPath::RowSpans>>(started);
-  if (!compare) return Status::Ok();  // the host failed: the record's error is the host's
-  const auto count = [this](int64_t rows) {
-    if (worker_) {
-      device_rows_.fetch_add(rows, std::memory_order_relaxed);
-    } else {
-      rows_compared_ += rows;
-    }
-  };
-  const auto same = [](const PoolDataPath::RowSpans& rank, const ref::BufferRows& want) {
-    if (rank.size() != want.size()) return false;
-    for (size_t b = 0; b < rank.size(); ++b) {
-      if (!std::equal(rank[b].begin(), rank[b].end(), want[b].begin(), want[b].end())) return false;
-    }
-    return true;
-  };
-  const auto first_diff = [&](const PoolDataPath::RowSpans& rank, const ref::BufferRows& want) {
-    ref::BufferRows rows;
-    for (std::span<const uint8_t> b : rank) rows.emplace_back(b.begin(), b.end());
-    return FirstRowDiff(rows, want, geometry_, locs);
-  };
-  if (!pool_) {  // --backend gpu: each rank's read against the unsharded baseline, as the host checks the reference
-    if (!got.ok()) {
-      return Mismatch("invariant: get_key_buffer: ", device_->Name(), " failed to read layer ", layer, ": ",
-                      got.status().message());
-    }
-    for (size_t r = 0; r < got->size(); ++r) {
-      if (!same((*got)[r], baseline)) {
-        return Mismatch("invariant: layer ", layer, " rank ", r,
-                        ": the sharded read differs from the unsharded pool at ", first_diff((*got)[r], baseline),
-                        " (the prefix gather or the chunk staging of this layer is wrong or stale)");
-      }
-      count(static_cast<int64_t>(locs.size()));
-    }
-    return Status::Ok();
-  }
+  if (!compare) return Status::Ok();  // the reference failed: the record's error is the reference's
   if (!got.ok()) {
     return Mismatch("diff: get_key_buffer: the reference read layer ", layer, ", ", device_->Name(),
                     " failed: ", got.status().message());
   }
   for (size_t r = 0; r < ref_rows.size() && r < got->size(); ++r) {  // every byte of both paths, where they lie
-    if (!same((*got)[r], ref_rows[r])) {
+    if (!SameRows((*got)[r], ref_rows[r])) {
       return Mismatch("diff: layer ", layer, " rank ", r, ": ", device_->Name(), " read differs from the reference at ",
-                      first_diff((*got)[r], ref_rows[r]));
+                      FirstSpanDiff((*got)[r], ref_rows[r], geometry_, locs));
     }
   }
-  count(static_cast<int64_t>(locs.size() * ref_rows.size()));
+  CountDeviceRows(static_cast<int64_t>(locs.size() * ref_rows.size()));
+  return Status::Ok();
+}
+
+Status PoolReplay::GpuRead(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& generations) {
+  const auto failed = [&](const Status& s) {
+    return Mismatch("invariant: get_key_buffer: ", device_->Name(), " failed to read layer ", layer, ": ", s.message());
+  };
+  const int64_t m = static_cast<int64_t>(locs.size());
+  if (device_->MakesRows()) {  // compared where the rows are: only a difference comes back
+    StatusOr<std::optional<PoolDataPath::RowDifference>> d = device_->ReadChecked(layer, locs, generations);
+    if (!d.ok()) return failed(d.status());
+    if (!d->has_value()) {
+      CountDeviceRows(m * geometry_.shard_size);
+      return Status::Ok();
+    }
+    const PoolDataPath::RowDifference& at = **d;
+    CountDeviceRows(m * at.rank);  // the ranks before it matched
+    const size_t b = static_cast<size_t>(at.buffer),
+                 row = static_cast<size_t>(at.byte / geometry_.buffers[b].row_bytes);
+    const ref::BufferRows want = PayloadRowsOf(geometry_, layer, {locs[row]}, [&](size_t) { return generations[row]; });
+    return Mismatch(
+        SharedReadDiffers(layer, static_cast<size_t>(at.rank),
+                          RowDiffText(geometry_, locs, b, static_cast<size_t>(at.byte), at.got_row, want[b])));
+  }
+  const Status started = device_->StartRead(layer, locs);  // a path that gives its rows: checked here
+  StatusOr<std::vector<PoolDataPath::RowSpans>> got =
+      started.ok() ? device_->FinishReadSpans() : StatusOr<std::vector<PoolDataPath::RowSpans>>(started);
+  if (!got.ok()) return failed(got.status());
+  const ref::BufferRows want = PayloadRowsOf(geometry_, layer, locs, [&](size_t i) { return generations[i]; });
+  for (size_t r = 0; r < got->size(); ++r) {
+    if (!SameRows((*got)[r], want)) {
+      return Mismatch(SharedReadDiffers(layer, r, FirstSpanDiff((*got)[r], want, geometry_, locs)));
+    }
+    CountDeviceRows(m);
+  }
   return Status::Ok();
 }
 
@@ -388,22 +445,33 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
       return InvalidArgument("locs[", i, "]: must be a slot of the pool, in [0, ", slots, "), got ", locs[i]);
     }
   }
+  if (!baseline_ && generation_ >= int64_t{UINT32_MAX}) {
+    return OutOfRange("set_kv_buffer: more than ", UINT32_MAX,
+                      " writes (--backend gpu keeps a slot's last write in 32 bits)");
+  }
   ++generation_;
   if (device_) {  // what the device path cannot write is the record's error, before anything is written
     KVSHARD_RETURN_IF_ERROR(Annotate(device_->CheckWrite(active_, locs, out_cache_loc_), device_->Name(), ": "));
   }
-  ref::BufferRows rows = PayloadRows(geometry_, layer, locs, generation_);
-  KVSHARD_RETURN_IF_ERROR(baseline_->WriteBuffers(layer, locs, rows));
-  if (pool_) KVSHARD_RETURN_IF_ERROR(pool_->WriteBuffers(layer, locs, rows));
+  ref::BufferRows rows;  // the host's rows (none under gpu: the last write of each slot is what a read is checked by)
+  if (baseline_) {
+    rows = PayloadRows(geometry_, layer, locs, generation_);
+    KVSHARD_RETURN_IF_ERROR(baseline_->WriteBuffers(layer, locs, rows));
+    if (pool_) KVSHARD_RETURN_IF_ERROR(pool_->WriteBuffers(layer, locs, rows));
+  } else {
+    for (int64_t loc : locs) last_write_[layer * slots + loc] = static_cast<uint32_t>(generation_);
+  }
   FieldAnswer a = OwnerWritePlan(locs, geometry_.shard_size, geometry_.page_size, only);
   a.Add("staged", active_);
   a.Add("generation", generation_);
-  if (device_) {
+  if (device_) {  // the rows go along only to a path that does not make them
+    if (device_->MakesRows() || !baseline_) rows.clear();
     size_t bytes = locs.size() * sizeof(int64_t);
     for (const std::vector<uint8_t>& b : rows) bytes += b.size();
-    KVSHARD_RETURN_IF_ERROR(RunDeviceStep(bytes, 0, [this, layer, locs = std::move(locs), rows = std::move(rows)] {
-      return DeviceWrite(layer, locs, rows);
-    }));
+    KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
+        bytes, 0, [this, layer, locs = std::move(locs), rows = std::move(rows), generation = generation_] {
+          return DeviceWrite(layer, locs, rows, generation);
+        }));
   }
   return a;
 }
@@ -428,15 +496,28 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
     }
     scratch_rows[i] = page_pos_[page] * ps + locs[i] % ps;
   }
+  if (!baseline_) {  // --backend gpu: the device's read against the last write of each slot, on the device thread
+    const int64_t slots = geometry_.shard_size * (geometry_.pages_per_rank + 1) * geometry_.page_size;
+    std::vector<uint32_t> generations(locs.size());
+    for (size_t i = 0; i < locs.size(); ++i) generations[i] = last_write_[layer * slots + locs[i]];
+    const size_t bytes = locs.size() * (sizeof(int64_t) + sizeof(uint32_t));
+    KVSHARD_RETURN_IF_ERROR(
+        RunDeviceStep(bytes, 0, [this, layer, locs = std::move(locs), generations = std::move(generations)] {
+          return GpuRead(layer, locs, generations);
+        }));
+    FieldAnswer a;
+    a.Add("slot", layer % 2);
+    a.Add("scratch_rows", std::move(scratch_rows));
+    return a;
+  }
   StatusOr<ref::BufferRows> want = baseline_->ReadBuffers(layer, locs);
   StatusOr<std::vector<ref::BufferRows>> checked = std::vector<ref::BufferRows>();
   if (pool_) {
     checked = want.ok() ? pool_->ReadBuffers(layer, locs) : StatusOr<std::vector<ref::BufferRows>>(want.status());
   }
   if (!want.ok() || !checked.ok()) {
-    if (device_) {  // the device reads too, to stay in step; the record's error is the host's
-      KVSHARD_RETURN_IF_ERROR(
-          RunDeviceStep(0, 0, [this, layer, locs] { return DeviceRead(layer, locs, {}, {}, false); }));
+    if (device_) {  // diff: the device reads too, to stay in step; the record's error is the reference's
+      KVSHARD_RETURN_IF_ERROR(RunDeviceStep(0, 0, [this, layer, locs] { return DiffRead(layer, locs, {}, false); }));
     }
     return !want.ok() ? want.status() : checked.status();
   }
@@ -452,18 +533,14 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
     }
     rows_compared_ += static_cast<int64_t>(locs.size());
   }
-  if (device_) {  // diff: every byte of both paths (a difference is the record's first); gpu: the device's read
+  if (device_) {  // diff: every byte of both paths (a difference is the record's first)
     size_t bytes = locs.size() * sizeof(int64_t);
     for (const ref::BufferRows& rank : *checked) {
       for (const std::vector<uint8_t>& b : rank) bytes += b.size();
     }
-    if (!pool_) {
-      for (const std::vector<uint8_t>& b : *want) bytes += b.size();
-    }
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(bytes, rows_compared_ - host_before,
-                                          [this, layer, locs = std::move(locs), ref_rows = std::move(*checked),
-                                           baseline = pool_ ? ref::BufferRows() : std::move(*want)] {
-                                            return DeviceRead(layer, locs, ref_rows, baseline, true);
+                                          [this, layer, locs = std::move(locs), ref_rows = std::move(*checked)] {
+                                            return DiffRead(layer, locs, ref_rows, true);
                                           }));
   }
   KVSHARD_RETURN_IF_ERROR(invariant);

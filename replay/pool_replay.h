@@ -55,6 +55,10 @@ uint32_t PayloadWord(uint64_t seed, int64_t layer, int64_t loc, int64_t generati
 // The rows of every buffer for `locs`: a slot's buffers concatenated are the PayloadWord bytes of that slot (low
 // byte first), so a row in the wrong buffer differs too; one buffer of 4*w bytes is the old word row.
 ref::BufferRows PayloadRows(const PoolGeometry& g, int64_t layer, const std::vector<int64_t>& locs, int64_t generation);
+// PayloadRows with generation `generation_of(i)` for locs[i]; generation 0 (a slot never written) is zero bytes, what
+// a pool holds before its first write.
+ref::BufferRows PayloadRowsOf(const PoolGeometry& g, int64_t layer, const std::vector<int64_t>& locs,
+                              const std::function<int64_t(size_t)>& generation_of);
 
 // The pipeline state of one trace.
 class PoolReplay {
@@ -107,18 +111,25 @@ class PoolReplay {
   // runs on this thread); the Start error when it failed.
   Status AwaitDeviceStart();
   // The device steps: diff runs every call and compares it with the reference's answer (`plan`, `ref_rows`); gpu
-  // installs its own plan, writes, and compares each rank's read with the unsharded `baseline`. A failed call is a
-  // Mismatch ("diff: ..." or "invariant: ...").
+  // installs its own plan, writes (`rows`, or rows of `generation` made by the path or here), and compares each
+  // rank's read with the payload of each slot's last write (`generations`). A failed call is a Mismatch ("diff: ..."
+  // or "invariant: ...").
   Status DeviceBegin(const ExtendBatch& batch, const std::vector<int64_t>& chunk, const GatherPlan& plan);
-  Status DeviceWrite(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows);
-  Status DeviceRead(int64_t layer, const std::vector<int64_t>& locs, const std::vector<ref::BufferRows>& ref_rows,
-                    const ref::BufferRows& baseline, bool compare);
+  Status DeviceWrite(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows, int64_t generation);
+  Status DiffRead(int64_t layer, const std::vector<int64_t>& locs, const std::vector<ref::BufferRows>& ref_rows,
+                  bool compare);
+  Status GpuRead(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& generations);
   Status DeviceEnd();
+  // Rows a device step compared: on the device thread's count, or (at its record) the host's.
+  void CountDeviceRows(int64_t rows);
 
   PoolGeometry geometry_;
   Backend backend_;
-  std::optional<ref::ShardedPool> pool_;  // the reference path (absent for kGpu)
-  std::optional<ref::UnshardedPool> baseline_;
+  std::optional<ref::ShardedPool> pool_;        // the reference path (absent for kGpu)
+  std::optional<ref::UnshardedPool> baseline_;  // reads are checked against it (absent for kGpu)
+  // kGpu: the generation of the last write of every (layer, slot), 0 for none: the baseline's rows of a slot are
+  // PayloadRowsOf that generation, so this is all a read is checked by.
+  std::vector<uint32_t> last_write_;
   std::unique_ptr<PoolDataPath> device_;  // the GPU path (absent for kRef)
   bool active_ = false;
   std::vector<int64_t> out_cache_loc_;    // the current extend's chunk slots (set_kv_buffer's default locs)
