@@ -115,28 +115,6 @@ class FaultyHostPath : public replay::PoolDataPath {
   std::optional<Fault> read_fault_;
 };
 
-// Everything a replay reports.
-struct Outcome {
-  std::string status;  // code and message
-  int64_t records = 0, fields = 0, mismatches = 0, rows_compared = 0, truncated_line = 0;
-  std::string first_mismatch;
-  std::vector<std::string> reported;  // every mismatch passed on (--keep-going)
-  bool operator==(const Outcome&) const = default;
-};
-
-std::ostream& operator<<(std::ostream& os, const Outcome& o) {
-  os << "status=" << o.status << " records=" << o.records << " fields=" << o.fields << " mismatches=" << o.mismatches
-     << " rows=" << o.rows_compared << " truncated=" << o.truncated_line << " first=" << o.first_mismatch;
-  for (const std::string& m : o.reported) os << "\n  " << m;
-  return os;
-}
-
-std::string ToString(const Outcome& o) {
-  std::ostringstream os;
-  os << o;
-  return os.str();
-}
-
 Outcome RunReplay(replay::Backend backend, const std::string& text, const std::map<int64_t, Fault>& faults,
                   int64_t delay_every, bool device_thread, bool keep_going, bool start_fails = false) {
   replay::ReplayOptions options = PropertyReplayOptions();
@@ -147,37 +125,7 @@ Outcome RunReplay(replay::Backend backend, const std::string& text, const std::m
     return std::unique_ptr<replay::PoolDataPath>(
         new FaultyHostPath(std::move(inner), faults, delay_every, start_fails));
   };
-  Outcome o;
-  std::istringstream in(text);
-  replay::ReplayReport report;
-  const Status s = keep_going ? replay::ReplayStream(in, options, &report,
-                                                     [&o](const replay::ReplayMismatch& m) {
-                                                       o.reported.push_back(replay::MismatchText(m));
-                                                     })
-                              : replay::ReplayStream(in, options, &report);
-  o.status = s.ok() ? "OK" : StrCat(static_cast<int>(s.code()), " ", s.message());
-  o.records = report.summary.records;
-  o.fields = report.summary.fields;
-  o.mismatches = report.summary.mismatches;
-  o.first_mismatch = report.summary.first_mismatch;
-  o.rows_compared = report.rows_compared;
-  o.truncated_line = report.truncated_line;
-  return o;
-}
-
-// Makes the first digit after a random record's "expect": another digit (no leading zero made).
-std::string CorruptOneExpect(const std::string& text) {
-  std::vector<size_t> starts;
-  for (size_t at = text.find("\"expect\":"); at != std::string::npos; at = text.find("\"expect\":", at + 1)) {
-    starts.push_back(at);
-  }
-  if (starts.empty()) return text;
-  const size_t at = starts[*rc::gen::inRange<size_t>(0, starts.size())];
-  const size_t digit = text.find_first_of("0123456789", at);
-  if (digit == std::string::npos || text.find('\n', at) < digit) return text;
-  std::string out = text;
-  out[digit] = out[digit] == '9' ? '8' : static_cast<char>(out[digit] + 1);
-  return out;
+  return ReplayOutcome(text, options, keep_going);
 }
 
 KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
@@ -212,20 +160,6 @@ KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
                      "\nwith the device thread:\n", ToString(threaded)));
     }
   }
-}
-
-// Drops a random set_kv_buffer record: a later read of its layer's scratch slot can then hold another layer's
-// staged rows, which the read's check must see (unchanged when the trace has none).
-std::string DropOneWrite(const std::string& text) {
-  std::vector<size_t> starts;
-  for (size_t at = text.find("{\"op\":\"set_kv_buffer\""); at != std::string::npos;
-       at = text.find("{\"op\":\"set_kv_buffer\"", at + 1)) {
-    starts.push_back(at);
-  }
-  if (starts.empty()) return text;
-  const size_t at = starts[*rc::gen::inRange<size_t>(0, starts.size())];
-  const size_t end = text.find('\n', at);
-  return text.substr(0, at) + (end == std::string::npos ? "" : text.substr(end + 1));
 }
 
 // --backend gpu checks a read against the last write of each slot (PoolReplay's last_write_) where ref checks it

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <ostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -69,6 +70,78 @@ inline replay::ReplayOptions PropertyReplayOptions() {
   replay::ReplayOptions options;
   options.full_invariants = true;
   return options;
+}
+
+// Everything a replay reports.
+struct Outcome {
+  std::string status;  // code and message
+  int64_t records = 0, fields = 0, mismatches = 0, rows_compared = 0, truncated_line = 0;
+  std::string first_mismatch;
+  std::vector<std::string> reported;  // every mismatch passed on (--keep-going)
+  bool operator==(const Outcome&) const = default;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const Outcome& o) {
+  os << "status=" << o.status << " records=" << o.records << " fields=" << o.fields << " mismatches=" << o.mismatches
+     << " rows=" << o.rows_compared << " truncated=" << o.truncated_line << " first=" << o.first_mismatch;
+  for (const std::string& m : o.reported) os << "\n  " << m;
+  return os;
+}
+
+inline std::string ToString(const Outcome& o) {
+  std::ostringstream os;
+  os << o;
+  return os.str();
+}
+
+// Replays `text` under `options` and says everything it reported: stopping at the first mismatch, or (keep_going)
+// with every mismatch passed on.
+inline Outcome ReplayOutcome(const std::string& text, const replay::ReplayOptions& options, bool keep_going) {
+  Outcome o;
+  std::istringstream in(text);
+  replay::ReplayReport report;
+  const Status s = keep_going ? replay::ReplayStream(in, options, &report,
+                                                     [&o](const replay::ReplayMismatch& m) {
+                                                       o.reported.push_back(replay::MismatchText(m));
+                                                     })
+                              : replay::ReplayStream(in, options, &report);
+  o.status = s.ok() ? "OK" : StrCat(static_cast<int>(s.code()), " ", s.message());
+  o.records = report.summary.records;
+  o.fields = report.summary.fields;
+  o.mismatches = report.summary.mismatches;
+  o.first_mismatch = report.summary.first_mismatch;
+  o.rows_compared = report.rows_compared;
+  o.truncated_line = report.truncated_line;
+  return o;
+}
+
+// Makes the first digit after a random record's "expect": another digit (no leading zero made).
+inline std::string CorruptOneExpect(const std::string& text) {
+  std::vector<size_t> starts;
+  for (size_t at = text.find("\"expect\":"); at != std::string::npos; at = text.find("\"expect\":", at + 1)) {
+    starts.push_back(at);
+  }
+  if (starts.empty()) return text;
+  const size_t at = starts[*rc::gen::inRange<size_t>(0, starts.size())];
+  const size_t digit = text.find_first_of("0123456789", at);
+  if (digit == std::string::npos || text.find('\n', at) < digit) return text;
+  std::string out = text;
+  out[digit] = out[digit] == '9' ? '8' : static_cast<char>(out[digit] + 1);
+  return out;
+}
+
+// Drops a random set_kv_buffer record: a later read of its layer's scratch slot can then hold another layer's
+// staged rows, which the read's check must see (unchanged when the trace has none).
+inline std::string DropOneWrite(const std::string& text) {
+  std::vector<size_t> starts;
+  for (size_t at = text.find("{\"op\":\"set_kv_buffer\""); at != std::string::npos;
+       at = text.find("{\"op\":\"set_kv_buffer\"", at + 1)) {
+    starts.push_back(at);
+  }
+  if (starts.empty()) return text;
+  const size_t at = starts[*rc::gen::inRange<size_t>(0, starts.size())];
+  const size_t end = text.find('\n', at);
+  return text.substr(0, at) + (end == std::string::npos ? "" : text.substr(end + 1));
 }
 
 // Replays `text` under `options`; the first mismatch (or malformed record) is the status.

@@ -5,7 +5,9 @@
 #include "replay/gpu_pool_path.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -18,6 +20,7 @@
 #include "gpu/gather_plan.h"
 #include "gpu/kv_ops.h"
 #include "gpu/nvtx.h"
+#include "gpu/payload_rows.h"
 #include "gpu/prefix_gather.h"
 
 namespace kvshard::replay {
@@ -133,35 +136,98 @@ class GpuPoolPath : public PoolDataPath {
   }
 
   Status Write(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows) override {
+    return WriteStaged(layer, locs, &rows, 0);
+  }
+
+  // Ranks emulated on one device (the default group) make their payload rows and check their reads on it.
+  bool MakesRows() const override { return gpus_ <= 1; }
+
+  Status WriteMade(int64_t layer, const std::vector<int64_t>& locs, int64_t generation) override {
+    return WriteStaged(layer, locs, nullptr, generation);
+  }
+
+  StatusOr<std::optional<RowDifference>> ReadChecked(int64_t layer, const std::vector<int64_t>& locs,
+                                                     const std::vector<uint32_t>& generations) override {
+    KVSHARD_NVTX_RANGE("kvshard.pool.read_checked");
+    if (!shared_device_) return FailedPrecondition("gpu: reads are checked on the device for emulated ranks only");
+    if (generations.size() != locs.size()) return InvalidArgument("generations: expected one per loc");
+    if (reading_) KVSHARD_RETURN_IF_ERROR(FinishReadSpans().status());
+    KVSHARD_ASSIGN_OR_RETURN(auto slots, gather_->AcquireBuffersForRead(layer));
+    const int64_t m = static_cast<int64_t>(locs.size());
+    if (m == 0) return std::optional<RowDifference>();
+    KVSHARD_RETURN_IF_ERROR(WaitForStaging(&read_done_));
+    // Pinned and on the device alike: [locs | the first difference's key, UINT64_MAX until one is found | generations].
+    const size_t key_at = m * sizeof(int64_t), gens_at = key_at + sizeof(uint64_t);
+    KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_locs_, gens_at + m * sizeof(uint32_t)));
+    auto* host = static_cast<char*>(host_locs_.data());
+    std::memcpy(host, locs.data(), key_at);
+    const uint64_t none = UINT64_MAX;
+    std::memcpy(host + key_at, &none, sizeof(none));
+    std::memcpy(host + gens_at, generations.data(), m * sizeof(uint32_t));
+    const size_t row_bytes = RowBytes();
+    KVSHARD_RETURN_IF_ERROR(StartSharedRead(slots, m, m * row_bytes, layer, gens_at + m * sizeof(uint32_t)));
+    KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(0, gather_->compute_stream(0)));  // the group's deadline
+    reading_ = false;
+    uint64_t key = 0;
+    std::memcpy(&key, host_key_.data(), sizeof(key));
+    if (key == UINT64_MAX) return std::optional<RowDifference>();
+    const gpu::PayloadKey at = gpu::DecodePayloadKey(key, static_cast<int64_t>(g_.buffers.size()));
+    RowDifference d{at.rank, at.buffer, at.byte, {}};
+    const int64_t width = g_.buffers[at.buffer].row_bytes, row = at.byte / width;
+    size_t offset = at.rank * m * row_bytes;  // the row in the gathered rows: rank, buffer, row
+    for (int64_t b = 0; b < at.buffer; ++b) offset += static_cast<size_t>(m * g_.buffers[b].row_bytes);
+    d.got_row.resize(static_cast<size_t>(width));
+    KVSHARD_CUDA_CHECK(cudaMemcpy(d.got_row.data(), staging_[0].out.as<uint8_t>() + offset + row * width, width,
+                                  cudaMemcpyDeviceToHost));
+    return std::optional<RowDifference>(std::move(d));
+  }
+
+  // set_kv_buffer of `rows`, or (rows null) of the payload rows of `generation` made on the device.
+  Status WriteStaged(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows* rows, int64_t generation) {
     KVSHARD_NVTX_RANGE("kvshard.pool.write_layer");
     const int64_t n = static_cast<int64_t>(locs.size());
     KVSHARD_RETURN_IF_ERROR(CheckWrite(active_, locs, out_cache_loc_));
     // The staging buffers are reused: the last write's copies and kernels must be done with them.
     KVSHARD_RETURN_IF_ERROR(WaitForStaging(&write_done_));
-    size_t bytes = 0;
-    for (const std::vector<uint8_t>& b : rows) bytes += b.size();
-    KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_rows_, bytes + locs.size() * sizeof(int64_t)));
+    const size_t bytes = n * RowBytes();  // every buffer's rows, in turn, then the locs, 8-aligned at locs_at
+    const size_t locs_at = (bytes + 7) / 8 * 8;
+    size_t given = 0;
+    if (rows != nullptr) {
+      for (const std::vector<uint8_t>& b : *rows) given += b.size();
+      if (given != bytes) return InvalidArgument("rows: expected ", bytes, " bytes, got ", given);
+    }
+    const size_t staged = locs_at + locs.size() * sizeof(int64_t);
+    KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_rows_, staged));
     auto* host = static_cast<uint8_t*>(host_rows_.data());
-    for (const std::vector<uint8_t>& b : rows) host = std::copy(b.begin(), b.end(), host);
-    if (!locs.empty()) std::memcpy(host, locs.data(), locs.size() * sizeof(int64_t));
-    const size_t staged = bytes + locs.size() * sizeof(int64_t);
+    if (rows != nullptr) {
+      for (const std::vector<uint8_t>& b : *rows) host = std::copy(b.begin(), b.end(), host);
+    }
+    if (!locs.empty())
+      std::memcpy(static_cast<uint8_t*>(host_rows_.data()) + locs_at, locs.data(), n * sizeof(int64_t));
     const int ranks = static_cast<int>(comm_->local_ranks().size());
     std::vector<std::vector<const void*>> ptrs(ranks);
     for (int i = 0; i < ranks; ++i) {
       KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
       const cudaStream_t s = gather_->compute_stream(i);
       Staging& st = staging_[shared_device_ ? 0 : i];
-      if (i == 0 || !shared_device_) {
+      if ((i == 0 || !shared_device_) && staged > 0) {
         KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&st.rows, staged));
-        if (staged > 0) {
+        if (rows != nullptr) {
           KVSHARD_CUDA_CHECK(cudaMemcpyAsync(st.rows.data(), host_rows_.data(), staged, cudaMemcpyHostToDevice, s));
+        } else {  // only the locs go up; the rows are made from them
+          KVSHARD_CUDA_CHECK(cudaMemcpyAsync(st.rows.as<uint8_t>() + locs_at,
+                                             static_cast<uint8_t*>(host_rows_.data()) + locs_at, n * sizeof(int64_t),
+                                             cudaMemcpyHostToDevice, s));
+          KVSHARD_RETURN_IF_ERROR(gpu::LaunchMakePayloadRows(
+              st.rows.data(), reinterpret_cast<const int64_t*>(st.rows.as<uint8_t>() + locs_at), n, generation,
+              Layout(layer), s));
         }
       }
       KVSHARD_RETURN_IF_ERROR(AfterRankZero(i));
       size_t offset = 0;
-      for (const std::vector<uint8_t>& b : rows) {
+      for (const ref::PoolBuffer& b : g_.buffers) {
         ptrs[i].push_back(st.rows.as<uint8_t>() + offset);
-        offset += b.size();
+        offset += static_cast<size_t>(n * b.row_bytes);
       }
     }
     if (active_) {
@@ -171,7 +237,7 @@ class GpuPoolPath : public PoolDataPath {
       for (int i = 0; i < ranks; ++i) {
         KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
         const auto* d_locs =
-            reinterpret_cast<const int64_t*>(staging_[shared_device_ ? 0 : i].rows.as<uint8_t>() + bytes);
+            reinterpret_cast<const int64_t*>(staging_[shared_device_ ? 0 : i].rows.as<uint8_t>() + locs_at);
         for (size_t b = 0; b < g_.buffers.size(); ++b) {
           KVSHARD_RETURN_IF_ERROR(gpu::LaunchOwnerFilteredWrite(
               gather_->pool(i, layer, static_cast<int>(b)), gather_->shape().pool_rows, ptrs[i][b], d_locs, n, spec,
@@ -195,7 +261,7 @@ class GpuPoolPath : public PoolDataPath {
     const int ranks = static_cast<int>(comm_->local_ranks().size());
     host_out_.resize(ranks);
     const size_t rank_bytes = m * row_bytes;  // one rank's gathered rows of every buffer
-    if (shared_device_ && m > 0) return StartSharedRead(slots, m, rank_bytes);
+    if (shared_device_ && m > 0) return StartSharedRead(slots, m, rank_bytes, -1, m * sizeof(int64_t));
     // Ranks on devices of their own (or nothing to read): each reads its own rows on its stream.
     for (int i = 0; i < ranks; ++i) {
       KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
@@ -285,19 +351,19 @@ class GpuPoolPath : public PoolDataPath {
   };
 
   // StartRead with every local rank on one device: rank 0's stream waits for every rank's stream (each waited for
-  // its layer's all-gather), copies the locs up, reads every rank's rows with one launch a buffer
-  // (LaunchTranslateGatherRanks), copies all of them back, and every other rank's stream waits for it (their
-  // scratch slots are not reused before the read is done).
-  Status StartSharedRead(const std::vector<std::vector<void*>>& slots, int64_t m, size_t rank_bytes) {
+  // its layer's all-gather), copies host_locs_'s first `upload` bytes up, reads every rank's rows with one launch a
+  // buffer (LaunchTranslateGatherRanks), copies all of them back, and every other rank's stream waits for it (their
+  // scratch slots are not reused before the read is done). With `check_layer` >= 0 (ReadChecked), the upload also
+  // holds the key and the generations, and the rows stay: they are checked there and only the key comes back.
+  Status StartSharedRead(const std::vector<std::vector<void*>>& slots, int64_t m, size_t rank_bytes,
+                         int64_t check_layer, size_t upload) {
     const int ranks = static_cast<int>(comm_->local_ranks().size());
     KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
     const cudaStream_t s0 = gather_->compute_stream(0);
-    KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&staging_[0].locs, m * sizeof(int64_t)));
+    KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&staging_[0].locs, upload));
     KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&staging_[0].out, rank_bytes * ranks));
-    KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_out_[0], rank_bytes * ranks));
     const int64_t* d_locs = staging_[0].locs.as<int64_t>();
-    KVSHARD_CUDA_CHECK(
-        cudaMemcpyAsync(staging_[0].locs.data(), host_locs_.data(), m * sizeof(int64_t), cudaMemcpyHostToDevice, s0));
+    KVSHARD_CUDA_CHECK(cudaMemcpyAsync(staging_[0].locs.data(), host_locs_.data(), upload, cudaMemcpyHostToDevice, s0));
     for (int i = 1; i < StreamCount(); ++i) {
       KVSHARD_CUDA_CHECK(cudaEventRecord(order_[i], gather_->compute_stream(i)));
       KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(s0, order_[i], 0));
@@ -317,8 +383,18 @@ class GpuPoolPath : public PoolDataPath {
       }
       offset += static_cast<size_t>(m * width);
     }
-    KVSHARD_CUDA_CHECK(
-        cudaMemcpyAsync(host_out_[0].data(), staging_[0].out.data(), rank_bytes * ranks, cudaMemcpyDeviceToHost, s0));
+    if (check_layer >= 0) {
+      auto* key = reinterpret_cast<unsigned long long*>(staging_[0].locs.as<uint8_t>() + m * sizeof(int64_t));
+      const auto* gens = reinterpret_cast<const uint32_t*>(key + 1);
+      KVSHARD_RETURN_IF_ERROR(
+          gpu::LaunchCheckPayloadRows(staging_[0].out.data(), ranks, d_locs, gens, m, Layout(check_layer), key, s0));
+      KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_key_, sizeof(uint64_t)));
+      KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host_key_.data(), key, sizeof(uint64_t), cudaMemcpyDeviceToHost, s0));
+    } else {
+      KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_out_[0], rank_bytes * ranks));
+      KVSHARD_CUDA_CHECK(
+          cudaMemcpyAsync(host_out_[0].data(), staging_[0].out.data(), rank_bytes * ranks, cudaMemcpyDeviceToHost, s0));
+    }
     if (StreamCount() > 1) KVSHARD_CUDA_CHECK(cudaEventRecord(order_[0], s0));
     for (int i = 1; i < StreamCount(); ++i) {
       KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(gather_->compute_stream(i), order_[0], 0));
@@ -327,6 +403,22 @@ class GpuPoolPath : public PoolDataPath {
     reading_ = true;
     read_rows_ = m;
     return Status::Ok();
+  }
+
+  // Bytes of a slot's row, every buffer.
+  size_t RowBytes() const {
+    size_t row_bytes = 0;
+    for (const ref::PoolBuffer& b : g_.buffers) row_bytes += static_cast<size_t>(b.row_bytes);
+    return row_bytes;
+  }
+
+  // The payload of `layer` as the device makes and checks it.
+  gpu::PayloadLayout Layout(int64_t layer) const {
+    gpu::PayloadLayout l;
+    l.seed = g_.payload_seed;
+    l.layer = layer;
+    for (const ref::PoolBuffer& b : g_.buffers) l.widths.push_back(b.row_bytes);
+    return l;
   }
 
   // Local ranks 0 .. StreamCount() - 1 have streams of their own; the others share rank 0's (one stream).
@@ -397,6 +489,7 @@ class GpuPoolPath : public PoolDataPath {
   gpu::PinnedBuffer host_rows_;              // a write's rows and locs, copied to every rank
   gpu::PinnedBuffer host_locs_;              // a read's locs
   std::vector<gpu::PinnedBuffer> host_out_;  // per local rank: a read's rows, copied back
+  gpu::PinnedBuffer host_key_;               // ReadChecked's key, copied back
   Done write_done_, read_done_;
   bool shared_device_ = false;      // every local rank on one device (emulated ranks)
   std::vector<cudaEvent_t> order_;  // per local rank: orders one rank's stream after another's

@@ -2,7 +2,8 @@
 // (allocator records only; allocator and plan records; with the radix cache; the default radix + 2-layer pipeline),
 // each trace generated once in memory and replayed whole per iteration (reading, parsing, every check). Two more
 // rows price `--backend diff`'s machinery without a GPU: the default trace with the reference pool as the "device"
-// (replay/host_pool_path.h), its steps on the device thread or each at its record.
+// (replay/host_pool_path.h), its steps on the device thread or each at its record; one more `--backend gpu`'s (the
+// checking thread's share: plans, answers, each slot's last write; rows made and checked on the device thread).
 //   bazel run -c opt //replay:replay_benchmark -- --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <cstdint>
 #include <sstream>
@@ -41,15 +42,15 @@ const std::string& Trace(Shape shape) {
 }
 
 // Where the pipeline's second path runs: none (the reference backend), the host path on the device thread, or the
-// host path at each record.
-enum Second { kNone, kHostOnThread, kHostAtRecord };
+// host path at each record (diff); the host path as --backend gpu's device, on the device thread.
+enum Second { kNone, kHostOnThread, kHostAtRecord, kGpuHostOnThread };
 
 void BM_Replay(benchmark::State& state, Shape shape, Second second = kNone) {
   const std::string& text = Trace(shape);
   ReplayOptions options;
   if (second != kNone) {
-    options.backend = Backend::kDiff;
-    options.device_thread = second == kHostOnThread;
+    options.backend = second == kGpuHostOnThread ? Backend::kGpu : Backend::kDiff;
+    options.device_thread = second != kHostAtRecord;
     options.make_device = [](const PoolGeometry& g) { return CreateHostPoolPath(g); };
   }
   int64_t records = 0;
@@ -77,6 +78,9 @@ BENCHMARK_CAPTURE(BM_Replay, pipeline_diff_host_on_thread, kPipeline, kHostOnThr
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Replay, pipeline_diff_host_at_record, kPipeline, kHostAtRecord)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Replay, pipeline_gpu_host_on_thread, kPipeline, kGpuHostOnThread)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

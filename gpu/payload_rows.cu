@@ -1,0 +1,155 @@
+// Payload rows made and checked on the device: a thread per (row, word of the slot's concatenated row), the word
+// computed as the host computes it (core/payload.h) and cut into the buffers byte by byte (one buffer of whole words:
+// stored and compared a word at a time).
+#include "gpu/payload_rows.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "core/payload.h"
+
+namespace kvshard::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kKeyByteBits = 40;
+
+struct Layout {
+  uint64_t seed;
+  uint64_t layer_hash;
+  int buffers;
+  int64_t row_sum;                          // bytes of a slot's row, every buffer
+  int64_t width[kMaxPayloadBuffers];        // row bytes of buffer b
+  int64_t offset[kMaxPayloadBuffers + 1];   // widths before buffer b (offset[buffers] = row_sum)
+};
+
+Layout ToLayout(const PayloadLayout& p) {
+  Layout l{};
+  l.seed = p.seed;
+  l.layer_hash = Mix64(static_cast<uint64_t>(p.layer));
+  l.buffers = static_cast<int>(p.widths.size());
+  for (int b = 0; b < l.buffers; ++b) {
+    l.width[b] = p.widths[b];
+    l.offset[b + 1] = l.offset[b] + p.widths[b];
+  }
+  l.row_sum = l.offset[l.buffers];
+  return l;
+}
+
+// Byte p of a slot's row -> (buffer, byte in its row).
+__device__ inline int BufferOf(const Layout& l, int64_t p) {
+  int b = 0;
+  while (p >= l.offset[b + 1]) ++b;
+  return b;
+}
+
+__global__ void MakePayloadKernel(uint8_t* out, const int64_t* locs, int64_t n, int64_t generation, Layout l) {
+  const int64_t words = (l.row_sum + 3) / 4, work = n * words;
+  const bool whole_words = l.buffers == 1 && l.row_sum % 4 == 0;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < work;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = t / words, w = t % words;
+    const uint32_t x = PayloadWordOf(PayloadSlotHash(l.seed, l.layer_hash, locs[i]), generation, w);
+    if (whole_words) {
+      reinterpret_cast<uint32_t*>(out + i * l.row_sum)[w] = x;
+      continue;
+    }
+    for (int k = 0; k < 4 && 4 * w + k < l.row_sum; ++k) {
+      const int64_t p = 4 * w + k;
+      const int b = BufferOf(l, p);
+      out[l.offset[b] * n + i * l.width[b] + (p - l.offset[b])] = static_cast<uint8_t>(x >> (8 * k));
+    }
+  }
+}
+
+__global__ void CheckPayloadKernel(const uint8_t* rows, const int64_t* locs, const uint32_t* generations, int64_t n,
+                                   Layout l, unsigned long long* first) {
+  const int64_t words = (l.row_sum + 3) / 4, work = n * words;
+  const int rank = static_cast<int>(blockIdx.y);
+  const uint8_t* block = rows + rank * n * l.row_sum;
+  const bool whole_words = l.buffers == 1 && l.row_sum % 4 == 0;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < work;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = t / words, w = t % words;
+    const uint32_t g = generations[i];
+    const uint32_t x = g == 0 ? 0u : PayloadWordOf(PayloadSlotHash(l.seed, l.layer_hash, locs[i]), g, w);
+    if (whole_words) {
+      const uint32_t got = reinterpret_cast<const uint32_t*>(block + i * l.row_sum)[w];
+      if (got == x) continue;
+      int k = 0;
+      while (((got ^ x) >> (8 * k) & 0xff) == 0) ++k;
+      const unsigned long long key = static_cast<unsigned long long>(rank) << kKeyByteBits |
+                                     static_cast<unsigned long long>(i * l.row_sum + 4 * w + k);
+      atomicMin(first, key);
+      continue;
+    }
+    for (int k = 0; k < 4 && 4 * w + k < l.row_sum; ++k) {
+      const int64_t p = 4 * w + k;
+      const int b = BufferOf(l, p);
+      const int64_t byte = i * l.width[b] + (p - l.offset[b]);
+      if (block[l.offset[b] * n + byte] == static_cast<uint8_t>(x >> (8 * k))) continue;
+      atomicMin(first, static_cast<unsigned long long>(rank * l.buffers + b) << kKeyByteBits |
+                           static_cast<unsigned long long>(byte));
+    }
+  }
+}
+
+unsigned Blocks(int64_t work) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((work + kThreads - 1) / kThreads, 4096)));
+}
+
+}  // namespace
+
+Status PayloadCanImplement(const PayloadLayout& layout, int64_t n) {
+  if (layout.widths.empty() || layout.widths.size() > static_cast<size_t>(kMaxPayloadBuffers)) {
+    return InvalidArgument("widths: must hold 1 to ", kMaxPayloadBuffers, " buffers, got ", layout.widths.size());
+  }
+  for (size_t b = 0; b < layout.widths.size(); ++b) {
+    if (layout.widths[b] < 1 || layout.widths[b] > 16384) {
+      return InvalidArgument("widths[", b, "]: must be in [1, 16384], got ", layout.widths[b]);
+    }
+  }
+  if (n < 0) return InvalidArgument("n: must be >= 0, got ", n);
+  int64_t row_sum = 0;
+  for (int64_t w : layout.widths) row_sum += w;
+  if (n > (int64_t{1} << kKeyByteBits) / row_sum) {
+    return OutOfRange("n: ", n, " rows of ", row_sum, " bytes exceed a check key's 2^40 bytes");
+  }
+  return Status::Ok();
+}
+
+Status LaunchMakePayloadRows(void* out, const int64_t* locs, int64_t n, int64_t generation, const PayloadLayout& layout,
+                             cudaStream_t stream) {
+  KVSHARD_RETURN_IF_ERROR(PayloadCanImplement(layout, n));
+  if (n == 0) return Status::Ok();
+  const Layout l = ToLayout(layout);
+  const int64_t work = n * ((l.row_sum + 3) / 4);
+  MakePayloadKernel<<<Blocks(work), kThreads, 0, stream>>>(static_cast<uint8_t*>(out), locs, n, generation, l);
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status LaunchCheckPayloadRows(const void* rows, int ranks, const int64_t* locs, const uint32_t* generations,
+                              int64_t n, const PayloadLayout& layout, unsigned long long* first, cudaStream_t stream) {
+  KVSHARD_RETURN_IF_ERROR(PayloadCanImplement(layout, n));
+  if (ranks < 1 || ranks > 65535) return InvalidArgument("ranks: must be in [1, 65535], got ", ranks);
+  if (static_cast<int64_t>(ranks) * static_cast<int64_t>(layout.widths.size()) >= (int64_t{1} << 23)) {
+    return OutOfRange("ranks: ", ranks, " ranks of ", layout.widths.size(), " buffers exceed a check key");
+  }
+  if (n == 0) return Status::Ok();
+  const Layout l = ToLayout(layout);
+  const int64_t work = n * ((l.row_sum + 3) / 4);
+  CheckPayloadKernel<<<dim3(Blocks(work), static_cast<unsigned>(ranks)), kThreads, 0, stream>>>(
+      static_cast<const uint8_t*>(rows), locs, generations, n, l, first);
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+PayloadKey DecodePayloadKey(unsigned long long key, int64_t buffers) {
+  const int64_t slot = static_cast<int64_t>(key >> kKeyByteBits);
+  return {slot / buffers, slot % buffers, static_cast<int64_t>(key & ((1ull << kKeyByteBits) - 1))};
+}
+
+}  // namespace kvshard::gpu

@@ -1,0 +1,49 @@
+// The rows `kvshard replay` writes with set_kv_buffer (core/payload.h's words), made on the device, and reads
+// compared with them there: replay's GPU data path then moves only slots and generations across the bus, and a
+// difference is the only thing that comes back. Host-safe launch API.
+#ifndef KVSHARD_GPU_PAYLOAD_ROWS_H_
+#define KVSHARD_GPU_PAYLOAD_ROWS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "gpu/stream.h"
+
+namespace kvshard::gpu {
+
+// The most buffers a payload row is cut into (cpu_ref's kMaxPoolBuffers).
+inline constexpr int kMaxPayloadBuffers = 16;
+
+// Which payload, and how n slots' rows lie in a block: every buffer's n rows in turn ([buffer 0's n rows | buffer
+// 1's | ...], row i of buffer b at byte offset(b) * n + i * widths[b], offset(b) the widths before b), the layout of
+// replay's staged writes and of each rank's gathered reads.
+struct PayloadLayout {
+  uint64_t seed = 0;
+  int64_t layer = 0;
+  std::vector<int64_t> widths;  // row bytes of each buffer, in order
+};
+
+// Checks a layout and a row count (1..kMaxPayloadBuffers buffers of 1..16384 bytes, n >= 0).
+Status PayloadCanImplement(const PayloadLayout& layout, int64_t n);
+
+// MakePayloadKernel: one block of the payload rows of (layout.layer, locs[i], generation) for i < n at `out`.
+Status LaunchMakePayloadRows(void* out, const int64_t* locs, int64_t n, int64_t generation, const PayloadLayout& layout,
+                             cudaStream_t stream);
+
+// CheckPayloadKernel: compares `ranks` blocks (rank r's at rows + r * n * sum(widths)) with the payload of
+// (layout.layer, locs[i], generations[i]), generation 0 being zero bytes, and lowers *first (device memory, set to
+// UINT64_MAX before) to the key of every differing byte: PayloadKey below, so the least key is the first difference
+// by rank, then buffer, then byte.
+Status LaunchCheckPayloadRows(const void* rows, int ranks, const int64_t* locs, const uint32_t* generations,
+                              int64_t n, const PayloadLayout& layout, unsigned long long* first, cudaStream_t stream);
+
+// A key of LaunchCheckPayloadRows: (rank * buffers + buffer) << 40 | byte (in that buffer's rows of the block).
+struct PayloadKey {
+  int64_t rank = 0, buffer = 0, byte = 0;
+};
+PayloadKey DecodePayloadKey(unsigned long long key, int64_t buffers);
+
+}  // namespace kvshard::gpu
+
+#endif  // KVSHARD_GPU_PAYLOAD_ROWS_H_
