@@ -123,6 +123,11 @@ std::vector<uint32_t> BytesToWords(const std::vector<uint8_t>& bytes) {
 }  // namespace
 
 StatusOr<ShardedPool> ShardedPool::Create(const ShardedPoolConfig& c) {
+  KVSHARD_RETURN_IF_ERROR(CanCreate(c));
+  return ShardedPool(c);
+}
+
+Status ShardedPool::CanCreate(const ShardedPoolConfig& c) {
   ExtendBatch geometry{c.shard_size, c.page_size, c.pages_per_rank, c.max_prefix_tokens, c.chunk_tokens, {}};
   KVSHARD_RETURN_IF_ERROR(ValidateExtendBatch(geometry));
   if (c.num_layers < 1 || c.num_layers > 4096) return InvalidArgument("num_layers: must be in [1, 4096]");
@@ -135,7 +140,7 @@ StatusOr<ShardedPool> ShardedPool::Create(const ShardedPoolConfig& c) {
                        (static_cast<double>(c.num_layers) * (c.pages_per_rank + 1) * c.page_size +
                         2.0 * (c.max_prefix_tokens + c.chunk_tokens + c.page_size));
   if (bytes > 1e9) return InvalidArgument("num_layers: the simulated pools would need ", bytes, " bytes (> 1 GB)");
-  return ShardedPool(c);
+  return Status::Ok();
 }
 
 ShardedPool::ShardedPool(const ShardedPoolConfig& c)
@@ -324,6 +329,11 @@ std::vector<uint32_t> ShardedPool::LocalRow(int64_t rank, int64_t layer, int64_t
 }
 
 StatusOr<UnshardedPool> UnshardedPool::Create(const ShardedPoolConfig& c) {
+  KVSHARD_RETURN_IF_ERROR(CanCreate(c));
+  return UnshardedPool(c.shard_size * (c.pages_per_rank + 1) * c.page_size, c.num_layers, BuffersOf(c));
+}
+
+Status UnshardedPool::CanCreate(const ShardedPoolConfig& c) {
   KVSHARD_RETURN_IF_ERROR(ValidatePlacementSpec({c.shard_size, c.page_size}));
   const std::vector<PoolBuffer> buffers = BuffersOf(c);
   if (c.buffers.empty() && (c.row_words < 1 || c.row_words > 4096)) {
@@ -335,7 +345,7 @@ StatusOr<UnshardedPool> UnshardedPool::Create(const ShardedPoolConfig& c) {
   if (c.pages_per_rank < 0 || c.num_layers < 1 || bytes > 1e9) {
     return InvalidArgument("pages_per_rank: baseline pool geometry out of range");
   }
-  return UnshardedPool(c.shard_size * (c.pages_per_rank + 1) * c.page_size, c.num_layers, buffers);
+  return Status::Ok();
 }
 
 UnshardedPool::UnshardedPool(int64_t slots, int64_t layers, std::vector<PoolBuffer> buffers)

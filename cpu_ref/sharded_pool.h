@@ -76,6 +76,8 @@ class ShardedPool {
  public:
   // Validates the geometry (as ValidateExtendBatch does, plus layers >= 1, row_words >= 1, the buffer list).
   static StatusOr<ShardedPool> Create(const ShardedPoolConfig& config);
+  // Create's errors, without allocating the pools.
+  static Status CanCreate(const ShardedPoolConfig& config);
 
   // begin_shard_extend: builds the batch's plan (errors leave the state unchanged), bumps the epoch,
   // activates staging and, when there is a prefix, kicks layer 0's gather.
@@ -149,6 +151,8 @@ class UnshardedPool {
  public:
   // N * (pages_per_rank + 1) * ps slots (the trash pages included), num_layers layers, the config's buffers.
   static StatusOr<UnshardedPool> Create(const ShardedPoolConfig& config);
+  // Create's errors, without allocating the pool.
+  static Status CanCreate(const ShardedPoolConfig& config);
   // Stores every buffer's rows at their slots.
   Status WriteBuffers(int64_t layer, const std::vector<int64_t>& locs, const BufferRows& rows);
   // Rows of `locs` of every buffer.

@@ -20,9 +20,9 @@ struct Layout {
   uint64_t seed;
   uint64_t layer_hash;
   int buffers;
-  int64_t row_sum;                          // bytes of a slot's row, every buffer
-  int64_t width[kMaxPayloadBuffers];        // row bytes of buffer b
-  int64_t offset[kMaxPayloadBuffers + 1];   // widths before buffer b (offset[buffers] = row_sum)
+  int64_t row_sum;                         // bytes of a slot's row, every buffer
+  int64_t width[kMaxPayloadBuffers];       // row bytes of buffer b
+  int64_t offset[kMaxPayloadBuffers + 1];  // widths before buffer b (offset[buffers] = row_sum)
 };
 
 Layout ToLayout(const PayloadLayout& p) {
@@ -131,8 +131,8 @@ Status LaunchMakePayloadRows(void* out, const int64_t* locs, int64_t n, int64_t 
   return Status::Ok();
 }
 
-Status LaunchCheckPayloadRows(const void* rows, int ranks, const int64_t* locs, const uint32_t* generations,
-                              int64_t n, const PayloadLayout& layout, unsigned long long* first, cudaStream_t stream) {
+Status LaunchCheckPayloadRows(const void* rows, int ranks, const int64_t* locs, const uint32_t* generations, int64_t n,
+                              const PayloadLayout& layout, unsigned long long* first, cudaStream_t stream) {
   KVSHARD_RETURN_IF_ERROR(PayloadCanImplement(layout, n));
   if (ranks < 1 || ranks > 65535) return InvalidArgument("ranks: must be in [1, 65535], got ", ranks);
   if (static_cast<int64_t>(ranks) * static_cast<int64_t>(layout.widths.size()) >= (int64_t{1} << 23)) {

@@ -35,8 +35,8 @@ Status LaunchMakePayloadRows(void* out, const int64_t* locs, int64_t n, int64_t 
 // (layout.layer, locs[i], generations[i]), generation 0 being zero bytes, and lowers *first (device memory, set to
 // UINT64_MAX before) to the key of every differing byte: PayloadKey below, so the least key is the first difference
 // by rank, then buffer, then byte.
-Status LaunchCheckPayloadRows(const void* rows, int ranks, const int64_t* locs, const uint32_t* generations,
-                              int64_t n, const PayloadLayout& layout, unsigned long long* first, cudaStream_t stream);
+Status LaunchCheckPayloadRows(const void* rows, int ranks, const int64_t* locs, const uint32_t* generations, int64_t n,
+                              const PayloadLayout& layout, unsigned long long* first, cudaStream_t stream);
 
 // A key of LaunchCheckPayloadRows: (rank * buffers + buffer) << 40 | byte (in that buffer's rows of the block).
 struct PayloadKey {

@@ -56,13 +56,14 @@ TEST(GpuPayload, MadeRowsAreTheHostsPayloadRows) {
     const replay::PoolGeometry g = DrawGeometry();
     const int64_t layer = *rc::gen::inRange<int64_t>(0, 80);
     const int64_t generation = *rc::gen::inRange<int64_t>(1, 1 << 30);
-    const auto locs = *rc::gen::container<std::vector<int64_t>>(rc::gen::inRange<int64_t>(0, 100000));  // duplicates too
+    const auto locs =
+        *rc::gen::container<std::vector<int64_t>>(rc::gen::inRange<int64_t>(0, 100000));  // duplicates too
     const int64_t n = static_cast<int64_t>(locs.size());
     const std::vector<uint8_t> want = Block(replay::PayloadRows(g, layer, locs, generation));
     auto d_locs = RC_VALUE(gpu::Upload(locs));
     auto d_out = RC_VALUE(gpu::DeviceBuffer::Allocate(want.size()));
-    RC_ASSERT_OK(gpu::LaunchMakePayloadRows(d_out.data(), d_locs.as<int64_t>(), n, generation, LayoutOf(g, layer),
-                                            nullptr));
+    RC_ASSERT_OK(
+        gpu::LaunchMakePayloadRows(d_out.data(), d_locs.as<int64_t>(), n, generation, LayoutOf(g, layer), nullptr));
     RC_ASSERT_OK(gpu::SyncStream(nullptr));
     RC_ASSERT(RC_VALUE(gpu::Download<uint8_t>(d_out.data(), want.size())) == want);
   });

@@ -196,14 +196,14 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
   std::unique_ptr<PoolReplay> r(new PoolReplay(g, backend));
   const ref::ShardedPoolConfig config{g.shard_size,   g.page_size,  g.pages_per_rank, g.max_prefix_tokens,
                                       g.chunk_tokens, g.num_layers, g.row_words,      g.buffers};
-  auto pool = ref::ShardedPool::Create(config);
-  if (!pool.ok()) return InvalidArgument("pool.", pool.status().message());
-  if (backend != Backend::kGpu) r->pool_.emplace(std::move(*pool));
-  auto baseline = ref::UnshardedPool::Create(config);
-  if (!baseline.ok()) return InvalidArgument("pool.", baseline.status().message());
+  // --backend gpu keeps neither pool (the device holds the sharded one, last_write_ stands for the baseline): their
+  // geometry errors without their memory.
+  if (Status s = ref::ShardedPool::CanCreate(config); !s.ok()) return InvalidArgument("pool.", s.message());
+  if (Status s = ref::UnshardedPool::CanCreate(config); !s.ok()) return InvalidArgument("pool.", s.message());
   if (backend != Backend::kGpu) {
-    r->baseline_.emplace(std::move(*baseline));
-  } else {  // its rows are PayloadRows of each slot's last write: that generation is all a read needs
+    r->pool_.emplace(*ref::ShardedPool::Create(config));
+    r->baseline_.emplace(*ref::UnshardedPool::Create(config));
+  } else {  // the baseline's rows are PayloadRows of each slot's last write: that generation is all a read needs
     r->last_write_.assign(static_cast<size_t>(g.num_layers * g.shard_size * (g.pages_per_rank + 1) * g.page_size), 0);
   }
   if (backend != Backend::kRef && device == nullptr) return Internal("pool replay: no device data path");
