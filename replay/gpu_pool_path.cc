@@ -167,7 +167,6 @@ class GpuPoolPath : public PoolDataPath {
     const size_t row_bytes = RowBytes();
     KVSHARD_RETURN_IF_ERROR(StartSharedRead(slots, m, m * row_bytes, layer, gens_at + m * sizeof(uint32_t)));
     KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(0, gather_->compute_stream(0)));  // the group's deadline
-    reading_ = false;
     uint64_t key = 0;
     std::memcpy(&key, host_key_.data(), sizeof(key));
     if (key == UINT64_MAX) return std::optional<RowDifference>();
@@ -400,7 +399,7 @@ class GpuPoolPath : public PoolDataPath {
       KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(gather_->compute_stream(i), order_[0], 0));
     }
     KVSHARD_RETURN_IF_ERROR(RecordStaging(&read_done_));
-    reading_ = true;
+    reading_ = check_layer < 0;  // a checked read is waited for by its caller (or, if that fails, by Quiesce)
     read_rows_ = m;
     return Status::Ok();
   }
