@@ -36,12 +36,19 @@ enum class Fault { kFailBegin, kAlterPlan, kFailInstall, kFailWrite, kFlipByte, 
 // The reference pool as a device data path (replay/host_pool_path.h), wrong where `faults` (call number -> fault)
 // say; `delay_every` sleeps a little at every such call, so the device thread falls behind the host by varying
 // amounts. Plan calls are numbered apart from the others (under --backend gpu it runs on the checking thread, the
-// others on the device thread), so a fault lands on the same call whichever thread makes it.
+// others on the device thread), so a fault lands on the same call whichever thread makes it. With `makes_rows` it
+// stands for a path that makes its rows and checks its reads (the GPU path's contract): WriteMade and ReadChecked
+// take the faults of Write and of a read.
 class FaultyHostPath : public replay::PoolDataPath {
  public:
-  FaultyHostPath(std::unique_ptr<replay::PoolDataPath> inner, std::map<int64_t, Fault> faults, int64_t delay_every,
-                 bool start_fails)
-      : inner_(std::move(inner)), faults_(std::move(faults)), delay_every_(delay_every), start_fails_(start_fails) {}
+  FaultyHostPath(std::unique_ptr<replay::PoolDataPath> inner, const replay::PoolGeometry& g, bool makes_rows,
+                 std::map<int64_t, Fault> faults, int64_t delay_every, bool start_fails)
+      : inner_(std::move(inner)),
+        geometry_(g),
+        makes_rows_(makes_rows),
+        faults_(std::move(faults)),
+        delay_every_(delay_every),
+        start_fails_(start_fails) {}
 
   Status Start() override { return start_fails_ ? Unavailable("injected: no device to start") : inner_->Start(); }
 
@@ -85,6 +92,21 @@ class FaultyHostPath : public replay::PoolDataPath {
     return rows;
   }
 
+  bool MakesRows() const override { return makes_rows_; }
+
+  Status WriteMade(int64_t layer, const std::vector<int64_t>& locs, int64_t generation) override {
+    if (Next() == Fault::kFailWrite) return Internal("injected: write failed");
+    return inner_->Write(layer, locs, replay::PayloadRows(geometry_, layer, locs, generation));
+  }
+
+  // The read as StartRead and FinishRead make it (faults included), checked as the GPU path checks it.
+  StatusOr<std::optional<RowDifference>> ReadChecked(int64_t layer, const std::vector<int64_t>& locs,
+                                                     const std::vector<uint32_t>& generations) override {
+    KVSHARD_RETURN_IF_ERROR(StartRead(layer, locs));
+    KVSHARD_ASSIGN_OR_RETURN(std::vector<ref::BufferRows> rows, FinishRead());
+    return replay::FirstPayloadDifference(geometry_, layer, locs, generations, rows);
+  }
+
   Status End() override {
     const auto fault = Next();
     KVSHARD_RETURN_IF_ERROR(inner_->End());
@@ -107,6 +129,8 @@ class FaultyHostPath : public replay::PoolDataPath {
   }
 
   std::unique_ptr<replay::PoolDataPath> inner_;
+  replay::PoolGeometry geometry_;
+  bool makes_rows_ = false;
   std::map<int64_t, Fault> faults_;
   int64_t delay_every_ = 0;
   bool start_fails_ = false;
@@ -116,14 +140,15 @@ class FaultyHostPath : public replay::PoolDataPath {
 };
 
 Outcome RunReplay(replay::Backend backend, const std::string& text, const std::map<int64_t, Fault>& faults,
-                  int64_t delay_every, bool device_thread, bool keep_going, bool start_fails = false) {
+                  int64_t delay_every, bool device_thread, bool keep_going, bool start_fails = false,
+                  bool makes_rows = false) {
   replay::ReplayOptions options = PropertyReplayOptions();
   options.backend = backend;
   options.device_thread = device_thread;
   options.make_device = [&](const replay::PoolGeometry& g) -> StatusOr<std::unique_ptr<replay::PoolDataPath>> {
     KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<replay::PoolDataPath> inner, replay::CreateHostPoolPath(g));
     return std::unique_ptr<replay::PoolDataPath>(
-        new FaultyHostPath(std::move(inner), faults, delay_every, start_fails));
+        new FaultyHostPath(std::move(inner), g, makes_rows, faults, delay_every, start_fails));
   };
   return ReplayOutcome(text, options, keep_going);
 }
@@ -145,10 +170,14 @@ KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
   }
   const int64_t delay_every = *rc::gen::element<int64_t>(0, 1, 7);
   const replay::Backend backend = *rc::gen::element(replay::Backend::kDiff, replay::Backend::kGpu);
+  const bool makes_rows = *rc::gen::arbitrary<bool>();
   RC_CLASSIFY(backend == replay::Backend::kGpu, "--backend gpu");
+  RC_CLASSIFY(makes_rows, "rows made and checked by the path");
   for (const bool keep_going : {false, true}) {
-    const Outcome at_record = RunReplay(backend, text, faults, delay_every, /*device_thread=*/false, keep_going);
-    const Outcome threaded = RunReplay(backend, text, faults, delay_every, /*device_thread=*/true, keep_going);
+    const Outcome at_record =
+        RunReplay(backend, text, faults, delay_every, /*device_thread=*/false, keep_going, false, makes_rows);
+    const Outcome threaded =
+        RunReplay(backend, text, faults, delay_every, /*device_thread=*/true, keep_going, false, makes_rows);
     RC_CLASSIFY(at_record.mismatches > 0, "mismatches");
     RC_CLASSIFY(at_record.mismatches > 1, "several mismatches");
     RC_CLASSIFY(at_record.first_mismatch.find(": diff: ") != std::string::npos, "a device difference first");
@@ -158,6 +187,13 @@ KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
     if (!(at_record == threaded)) {
       RC_FAIL(StrCat(keep_going ? "--keep-going" : "stop at the first", ": at each record:\n", ToString(at_record),
                      "\nwith the device thread:\n", ToString(threaded)));
+    }
+    if (makes_rows) {  // the path's own check reports what comparing its rows on the host reports
+      const Outcome host_checked = RunReplay(backend, text, faults, delay_every, true, keep_going, false, false);
+      if (!(host_checked == threaded)) {
+        RC_FAIL(StrCat(keep_going ? "--keep-going" : "stop at the first", ": rows checked on the host:\n",
+                       ToString(host_checked), "\nby the path:\n", ToString(threaded)));
+      }
     }
   }
 }
@@ -178,7 +214,8 @@ KVSHARD_PROP(DeviceThreadProps, GpuBackendOnTheReferencePathReportsWhatRefReport
   const bool device_thread = *rc::gen::arbitrary<bool>();
   for (const bool keep_going : {false, true}) {
     const Outcome ref = RunReplay(replay::Backend::kRef, text, {}, 0, false, keep_going);
-    const Outcome gpu = RunReplay(replay::Backend::kGpu, text, {}, 0, device_thread, keep_going);
+    const Outcome gpu =
+        RunReplay(replay::Backend::kGpu, text, {}, 0, device_thread, keep_going, false, *rc::gen::arbitrary<bool>());
     RC_CLASSIFY(ref.first_mismatch.find(": invariant: layer") != std::string::npos, "a read differs first");
     RC_CLASSIFY(ref.mismatches > 0, "mismatches");
     RC_CLASSIFY(ref.rows_compared > 0, "rows compared");

@@ -203,7 +203,10 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
   if (backend != Backend::kGpu) {
     r->pool_.emplace(*ref::ShardedPool::Create(config));
     r->baseline_.emplace(*ref::UnshardedPool::Create(config));
-  } else {  // the baseline's rows are PayloadRows of each slot's last write: that generation is all a read needs
+  }
+  // The baseline's rows are PayloadRows of each slot's last write: that generation is all a read needs, for gpu and
+  // for diff's device check.
+  if (backend == Backend::kGpu || (backend == Backend::kDiff && device != nullptr && device->MakesRows())) {
     r->last_write_.assign(static_cast<size_t>(g.num_layers * g.shard_size * (g.pages_per_rank + 1) * g.page_size), 0);
   }
   if (backend != Backend::kRef && device == nullptr) return Internal("pool replay: no device data path");
@@ -346,6 +349,33 @@ Status PoolReplay::DiffRead(int64_t layer, const std::vector<int64_t>& locs,
   return Status::Ok();
 }
 
+Status PoolReplay::DiffReadChecked(int64_t layer, const std::vector<int64_t>& locs,
+                                   const std::vector<uint32_t>& generations) {
+  StatusOr<std::optional<PoolDataPath::RowDifference>> d = device_->ReadChecked(layer, locs, generations);
+  if (!d.ok()) {
+    return Mismatch("diff: get_key_buffer: the reference read layer ", layer, ", ", device_->Name(),
+                    " failed: ", d.status().message());
+  }
+  if (!d->has_value()) {
+    CountDeviceRows(static_cast<int64_t>(locs.size()) * geometry_.shard_size);
+    return Status::Ok();
+  }
+  // Where the device differs from the payload it differs from the reference's read, which is that payload.
+  const PoolDataPath::RowDifference& at = **d;
+  const size_t b = static_cast<size_t>(at.buffer), row = static_cast<size_t>(at.byte / geometry_.buffers[b].row_bytes);
+  const ref::BufferRows want = PayloadRowsOf(geometry_, layer, {locs[row]}, [&](size_t) { return generations[row]; });
+  return Mismatch("diff: layer ", layer, " rank ", at.rank, ": ", device_->Name(),
+                  " read differs from the reference at ",
+                  RowDiffText(geometry_, locs, b, static_cast<size_t>(at.byte), at.got_row, want[b]));
+}
+
+std::vector<uint32_t> PoolReplay::LastWrites(int64_t layer, const std::vector<int64_t>& locs) const {
+  const int64_t slots = geometry_.shard_size * (geometry_.pages_per_rank + 1) * geometry_.page_size;
+  std::vector<uint32_t> generations(locs.size());
+  for (size_t i = 0; i < locs.size(); ++i) generations[i] = last_write_[layer * slots + locs[i]];
+  return generations;
+}
+
 Status PoolReplay::GpuRead(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& generations) {
   const auto failed = [&](const Status& s) {
     return Mismatch("invariant: get_key_buffer: ", device_->Name(), " failed to read layer ", layer, ": ", s.message());
@@ -445,9 +475,9 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
       return InvalidArgument("locs[", i, "]: must be a slot of the pool, in [0, ", slots, "), got ", locs[i]);
     }
   }
-  if (!baseline_ && generation_ >= int64_t{UINT32_MAX}) {
+  if (!last_write_.empty() && generation_ >= int64_t{UINT32_MAX}) {
     return OutOfRange("set_kv_buffer: more than ", UINT32_MAX,
-                      " writes (--backend gpu keeps a slot's last write in 32 bits)");
+                      " writes (--backend gpu|diff keep a slot's last write in 32 bits)");
   }
   ++generation_;
   if (device_) {  // what the device path cannot write is the record's error, before anything is written
@@ -458,7 +488,8 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
     rows = PayloadRows(geometry_, layer, locs, generation_);
     KVSHARD_RETURN_IF_ERROR(baseline_->WriteBuffers(layer, locs, rows));
     if (pool_) KVSHARD_RETURN_IF_ERROR(pool_->WriteBuffers(layer, locs, rows));
-  } else {
+  }
+  if (!last_write_.empty()) {
     for (int64_t loc : locs) last_write_[layer * slots + loc] = static_cast<uint32_t>(generation_);
   }
   FieldAnswer a = OwnerWritePlan(locs, geometry_.shard_size, geometry_.page_size, only);
@@ -497,9 +528,7 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
     scratch_rows[i] = page_pos_[page] * ps + locs[i] % ps;
   }
   if (!baseline_) {  // --backend gpu: the device's read against the last write of each slot, on the device thread
-    const int64_t slots = geometry_.shard_size * (geometry_.pages_per_rank + 1) * geometry_.page_size;
-    std::vector<uint32_t> generations(locs.size());
-    for (size_t i = 0; i < locs.size(); ++i) generations[i] = last_write_[layer * slots + locs[i]];
+    std::vector<uint32_t> generations = LastWrites(layer, locs);
     const size_t bytes = locs.size() * (sizeof(int64_t) + sizeof(uint32_t));
     KVSHARD_RETURN_IF_ERROR(
         RunDeviceStep(bytes, 0, [this, layer, locs = std::move(locs), generations = std::move(generations)] {
@@ -533,7 +562,16 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
     }
     rows_compared_ += static_cast<int64_t>(locs.size());
   }
-  if (device_) {  // diff: every byte of both paths (a difference is the record's first)
+  if (device_ && invariant.ok() && device_->MakesRows()) {
+    // diff, the reference's read being the baseline's on every rank: the path checks its read against the payload
+    // of each slot's last write (those very bytes) where its rows are, and no row is handed over.
+    std::vector<uint32_t> generations = LastWrites(layer, locs);
+    const size_t bytes = locs.size() * (sizeof(int64_t) + sizeof(uint32_t));
+    KVSHARD_RETURN_IF_ERROR(RunDeviceStep(bytes, rows_compared_ - host_before,
+                                          [this, layer, locs = std::move(locs), generations = std::move(generations)] {
+                                            return DiffReadChecked(layer, locs, generations);
+                                          }));
+  } else if (device_) {  // diff: every byte of both paths (a difference is the record's first)
     size_t bytes = locs.size() * sizeof(int64_t);
     for (const ref::BufferRows& rank : *checked) {
       for (const std::vector<uint8_t>& b : rank) bytes += b.size();

@@ -119,6 +119,10 @@ class PoolReplay {
   Status DiffRead(int64_t layer, const std::vector<int64_t>& locs, const std::vector<ref::BufferRows>& ref_rows,
                   bool compare);
   Status GpuRead(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& generations);
+  // diff's read on a path that checks its rows (MakesRows), once the reference's read was found to be the baseline's.
+  Status DiffReadChecked(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& generations);
+  // The generation of the last write of each of `locs` in `layer` (last_write_).
+  std::vector<uint32_t> LastWrites(int64_t layer, const std::vector<int64_t>& locs) const;
   Status DeviceEnd();
   // Rows a device step compared: on the device thread's count, or (at its record) the host's.
   void CountDeviceRows(int64_t rows);
@@ -127,8 +131,8 @@ class PoolReplay {
   Backend backend_;
   std::optional<ref::ShardedPool> pool_;        // the reference path (absent for kGpu)
   std::optional<ref::UnshardedPool> baseline_;  // reads are checked against it (absent for kGpu)
-  // kGpu: the generation of the last write of every (layer, slot), 0 for none: the baseline's rows of a slot are
-  // PayloadRowsOf that generation, so this is all a read is checked by.
+  // kGpu, and kDiff on a path that makes its rows: the generation of the last write of every (layer, slot), 0 for
+  // none: the baseline's rows of a slot are PayloadRowsOf that generation, so this is all a read is checked by.
   std::vector<uint32_t> last_write_;
   std::unique_ptr<PoolDataPath> device_;  // the GPU path (absent for kRef)
   bool active_ = false;
