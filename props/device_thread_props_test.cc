@@ -154,12 +154,7 @@ Outcome RunReplay(replay::Backend backend, const std::string& text, const std::m
 }
 
 KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
-  replay::TraceGenOptions o = ArbitraryTraceGenOptions();
-  o.num_layers = *rc::gen::inRange<int64_t>(1, 4);
-  o.records = *rc::gen::inRange<int64_t>(1, 120);
-  std::ostringstream trace;
-  RC_ASSERT_OK(replay::GenerateTrace(o, trace));
-  std::string text = trace.str();
+  std::string text = ArbitraryPipelineTrace(/*max_records=*/119, /*max_layers=*/3);
   if (*rc::gen::arbitrary<bool>()) text = CorruptOneExpect(text);
   std::map<int64_t, Fault> faults;
   const int64_t n_faults = *rc::gen::inRange<int64_t>(0, 7);
@@ -203,12 +198,7 @@ KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
 // and counts, on traces with a dropped write (stale scratch rows) or a corrupted expect, stopping and with
 // --keep-going, with the device thread or without.
 KVSHARD_PROP(DeviceThreadProps, GpuBackendOnTheReferencePathReportsWhatRefReports, ()) {
-  replay::TraceGenOptions o = ArbitraryTraceGenOptions();
-  o.num_layers = *rc::gen::inRange<int64_t>(1, 5);
-  o.records = *rc::gen::inRange<int64_t>(1, 150);
-  std::ostringstream trace;
-  RC_ASSERT_OK(replay::GenerateTrace(o, trace));
-  std::string text = trace.str();
+  std::string text = ArbitraryPipelineTrace(/*max_records=*/149, /*max_layers=*/4);
   if (*rc::gen::arbitrary<bool>()) text = DropOneWrite(text);
   if (*rc::gen::arbitrary<bool>()) text = CorruptOneExpect(text);
   const bool device_thread = *rc::gen::arbitrary<bool>();

@@ -48,12 +48,7 @@ TEST(GpuTraceReplay, TheGpuBackendReportsWhatTheReferenceReports) {
   RecordPropertyCases(CheckProperty(
       "GpuTraceReplay/TheGpuBackendReportsWhatTheReferenceReports",
       [] {
-        replay::TraceGenOptions o = ArbitraryTraceGenOptions();
-        o.records = *rc::gen::inRange<int64_t>(1, 150);
-        o.num_layers = *rc::gen::inRange<int64_t>(1, 5);
-        std::ostringstream out;
-        RC_ASSERT_OK(replay::GenerateTrace(o, out));
-        std::string text = out.str();
+        std::string text = ArbitraryPipelineTrace(/*max_records=*/149, /*max_layers=*/4);
         if (*rc::gen::arbitrary<bool>()) text = DropOneWrite(text);
         if (*rc::gen::arbitrary<bool>()) text = CorruptOneExpect(text);
         replay::ReplayOptions gpu;

@@ -38,6 +38,18 @@ inline replay::TraceGenOptions ArbitraryTraceGenOptions() {
   return o;
 }
 
+// The text of a `kvshard gen` trace of ArbitraryTraceGenOptions with 1 .. max_records records and 1 .. max_layers
+// pool layers (so pipeline records, whose data a device path moves).
+inline std::string ArbitraryPipelineTrace(int64_t max_records, int64_t max_layers) {
+  replay::TraceGenOptions o = ArbitraryTraceGenOptions();
+  o.records = *rc::gen::inRange<int64_t>(1, max_records + 1);
+  o.num_layers = *rc::gen::inRange<int64_t>(1, max_layers + 1);
+  std::ostringstream out;
+  const Status s = replay::GenerateTrace(o, out);
+  RC_ASSERT(s.ok());
+  return out.str();
+}
+
 // True iff a line of `text` is a record of `op`.
 inline bool HasOp(const std::string& text, const std::string& op) {
   return text.find("{\"op\":\"" + op + "\"") != std::string::npos;

@@ -151,11 +151,9 @@ class GpuPoolPath : public PoolDataPath {
     KVSHARD_NVTX_RANGE("kvshard.pool.read_checked");
     if (!shared_device_) return FailedPrecondition("gpu: reads are checked on the device for emulated ranks only");
     if (generations.size() != locs.size()) return InvalidArgument("generations: expected one per loc");
-    if (reading_) KVSHARD_RETURN_IF_ERROR(FinishReadSpans().status());
-    KVSHARD_ASSIGN_OR_RETURN(auto slots, gather_->AcquireBuffersForRead(layer));
+    KVSHARD_ASSIGN_OR_RETURN(auto slots, BeginRead(layer));
     const int64_t m = static_cast<int64_t>(locs.size());
     if (m == 0) return std::optional<RowDifference>();
-    KVSHARD_RETURN_IF_ERROR(WaitForStaging(&read_done_));
     // Pinned and on the device alike: [locs | the first difference's key, UINT64_MAX until one is found | generations].
     const size_t key_at = m * sizeof(int64_t), gens_at = key_at + sizeof(uint64_t);
     KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_locs_, gens_at + m * sizeof(uint32_t)));
@@ -249,17 +247,13 @@ class GpuPoolPath : public PoolDataPath {
 
   Status StartRead(int64_t layer, const std::vector<int64_t>& locs) override {
     KVSHARD_NVTX_RANGE("kvshard.pool.start_read");
-    if (reading_) KVSHARD_RETURN_IF_ERROR(FinishReadSpans().status());  // a read left unfinished (its caller failed)
-    KVSHARD_ASSIGN_OR_RETURN(auto slots, gather_->AcquireBuffersForRead(layer));
+    KVSHARD_ASSIGN_OR_RETURN(auto slots, BeginRead(layer));
     const int64_t m = static_cast<int64_t>(locs.size());
-    size_t row_bytes = 0;  // of every buffer together
-    for (const ref::PoolBuffer& b : g_.buffers) row_bytes += static_cast<size_t>(b.row_bytes);
-    KVSHARD_RETURN_IF_ERROR(WaitForStaging(&read_done_));  // the last read's copies are done with the locs
     KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_locs_, locs.size() * sizeof(int64_t)));
     if (m > 0) std::memcpy(host_locs_.data(), locs.data(), locs.size() * sizeof(int64_t));
     const int ranks = static_cast<int>(comm_->local_ranks().size());
     host_out_.resize(ranks);
-    const size_t rank_bytes = m * row_bytes;  // one rank's gathered rows of every buffer
+    const size_t rank_bytes = m * RowBytes();  // one rank's gathered rows of every buffer
     if (shared_device_ && m > 0) return StartSharedRead(slots, m, rank_bytes, -1, m * sizeof(int64_t));
     // Ranks on devices of their own (or nothing to read): each reads its own rows on its stream.
     for (int i = 0; i < ranks; ++i) {
@@ -307,8 +301,7 @@ class GpuPoolPath : public PoolDataPath {
     reading_ = false;
     std::vector<RowSpans> out;
     const int ranks = static_cast<int>(comm_->local_ranks().size());
-    size_t rank_bytes = 0;
-    for (const ref::PoolBuffer& b : g_.buffers) rank_bytes += static_cast<size_t>(read_rows_ * b.row_bytes);
+    const size_t rank_bytes = read_rows_ * RowBytes();
     for (int i = 0; i < ranks; ++i) {
       // The compute stream waits on the gathered layer: the group's deadline. Shared: rank 0's copy waited for all.
       if (i == 0 || !shared_device_) {
@@ -402,6 +395,15 @@ class GpuPoolPath : public PoolDataPath {
     reading_ = check_layer < 0;  // a checked read is waited for by its caller (or, if that fails, by Quiesce)
     read_rows_ = m;
     return Status::Ok();
+  }
+
+  // What every read does first: finishes a read left unfinished (its caller failed), takes the layer's scratch slots
+  // (the layer-ahead gather's state moves on) and waits until the last read's copies are done with the locs.
+  StatusOr<std::vector<std::vector<void*>>> BeginRead(int64_t layer) {
+    if (reading_) KVSHARD_RETURN_IF_ERROR(FinishReadSpans().status());
+    KVSHARD_ASSIGN_OR_RETURN(auto slots, gather_->AcquireBuffersForRead(layer));
+    KVSHARD_RETURN_IF_ERROR(WaitForStaging(&read_done_));
+    return slots;
   }
 
   // Bytes of a slot's row, every buffer.

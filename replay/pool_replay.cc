@@ -196,18 +196,21 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
   std::unique_ptr<PoolReplay> r(new PoolReplay(g, backend));
   const ref::ShardedPoolConfig config{g.shard_size,   g.page_size,  g.pages_per_rank, g.max_prefix_tokens,
                                       g.chunk_tokens, g.num_layers, g.row_words,      g.buffers};
-  // --backend gpu keeps neither pool (the device holds the sharded one, last_write_ stands for the baseline): their
-  // geometry errors without their memory.
-  if (Status s = ref::ShardedPool::CanCreate(config); !s.ok()) return InvalidArgument("pool.", s.message());
-  if (Status s = ref::UnshardedPool::CanCreate(config); !s.ok()) return InvalidArgument("pool.", s.message());
   if (backend != Backend::kGpu) {
-    r->pool_.emplace(*ref::ShardedPool::Create(config));
-    r->baseline_.emplace(*ref::UnshardedPool::Create(config));
+    StatusOr<ref::ShardedPool> pool = ref::ShardedPool::Create(config);
+    if (!pool.ok()) return InvalidArgument("pool.", pool.status().message());
+    StatusOr<ref::UnshardedPool> baseline = ref::UnshardedPool::Create(config);
+    if (!baseline.ok()) return InvalidArgument("pool.", baseline.status().message());
+    r->pool_.emplace(std::move(*pool));
+    r->baseline_.emplace(std::move(*baseline));
+  } else {  // neither pool (the device holds the sharded one, last_write_ stands for the baseline): their errors only
+    if (Status s = ref::ShardedPool::CanCreate(config); !s.ok()) return InvalidArgument("pool.", s.message());
+    if (Status s = ref::UnshardedPool::CanCreate(config); !s.ok()) return InvalidArgument("pool.", s.message());
   }
   // The baseline's rows are PayloadRows of each slot's last write: that generation is all a read needs, for gpu and
   // for diff's device check.
   if (backend == Backend::kGpu || (backend == Backend::kDiff && device != nullptr && device->MakesRows())) {
-    r->last_write_.assign(static_cast<size_t>(g.num_layers * g.shard_size * (g.pages_per_rank + 1) * g.page_size), 0);
+    r->last_write_.assign(static_cast<size_t>(g.num_layers * r->Slots()), 0);
   }
   if (backend != Backend::kRef && device == nullptr) return Internal("pool replay: no device data path");
   r->device_ = std::move(device);
@@ -361,16 +364,24 @@ Status PoolReplay::DiffReadChecked(int64_t layer, const std::vector<int64_t>& lo
     return Status::Ok();
   }
   // Where the device differs from the payload it differs from the reference's read, which is that payload.
-  const PoolDataPath::RowDifference& at = **d;
+  return Mismatch("diff: layer ", layer, " rank ", (*d)->rank, ": ", device_->Name(),
+                  " read differs from the reference at ", PayloadDiffText(layer, locs, generations, **d));
+}
+
+std::string PoolReplay::PayloadDiffText(int64_t layer, const std::vector<int64_t>& locs,
+                                        const std::vector<uint32_t>& generations,
+                                        const PoolDataPath::RowDifference& at) const {
   const size_t b = static_cast<size_t>(at.buffer), row = static_cast<size_t>(at.byte / geometry_.buffers[b].row_bytes);
   const ref::BufferRows want = PayloadRowsOf(geometry_, layer, {locs[row]}, [&](size_t) { return generations[row]; });
-  return Mismatch("diff: layer ", layer, " rank ", at.rank, ": ", device_->Name(),
-                  " read differs from the reference at ",
-                  RowDiffText(geometry_, locs, b, static_cast<size_t>(at.byte), at.got_row, want[b]));
+  return RowDiffText(geometry_, locs, b, static_cast<size_t>(at.byte), at.got_row, want[b]);
+}
+
+int64_t PoolReplay::Slots() const {
+  return geometry_.shard_size * (geometry_.pages_per_rank + 1) * geometry_.page_size;
 }
 
 std::vector<uint32_t> PoolReplay::LastWrites(int64_t layer, const std::vector<int64_t>& locs) const {
-  const int64_t slots = geometry_.shard_size * (geometry_.pages_per_rank + 1) * geometry_.page_size;
+  const int64_t slots = Slots();
   std::vector<uint32_t> generations(locs.size());
   for (size_t i = 0; i < locs.size(); ++i) generations[i] = last_write_[layer * slots + locs[i]];
   return generations;
@@ -388,14 +399,9 @@ Status PoolReplay::GpuRead(int64_t layer, const std::vector<int64_t>& locs, cons
       CountDeviceRows(m * geometry_.shard_size);
       return Status::Ok();
     }
-    const PoolDataPath::RowDifference& at = **d;
-    CountDeviceRows(m * at.rank);  // the ranks before it matched
-    const size_t b = static_cast<size_t>(at.buffer),
-                 row = static_cast<size_t>(at.byte / geometry_.buffers[b].row_bytes);
-    const ref::BufferRows want = PayloadRowsOf(geometry_, layer, {locs[row]}, [&](size_t) { return generations[row]; });
+    CountDeviceRows(m * (*d)->rank);  // the ranks before it matched
     return Mismatch(
-        SharedReadDiffers(layer, static_cast<size_t>(at.rank),
-                          RowDiffText(geometry_, locs, b, static_cast<size_t>(at.byte), at.got_row, want[b])));
+        SharedReadDiffers(layer, static_cast<size_t>((*d)->rank), PayloadDiffText(layer, locs, generations, **d)));
   }
   const Status started = device_->StartRead(layer, locs);  // a path that gives its rows: checked here
   StatusOr<std::vector<PoolDataPath::RowSpans>> got =
@@ -469,7 +475,7 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
   if (layer < 0 || layer >= geometry_.num_layers) {
     return InvalidArgument("layer: must be in [0, ", geometry_.num_layers, "), got ", layer);
   }
-  const int64_t slots = geometry_.shard_size * (geometry_.pages_per_rank + 1) * geometry_.page_size;
+  const int64_t slots = Slots();
   for (size_t i = 0; i < locs.size(); ++i) {
     if (locs[i] < 0 || locs[i] >= slots) {
       return InvalidArgument("locs[", i, "]: must be a slot of the pool, in [0, ", slots, "), got ", locs[i]);

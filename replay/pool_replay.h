@@ -121,6 +121,12 @@ class PoolReplay {
   Status GpuRead(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& generations);
   // diff's read on a path that checks its rows (MakesRows), once the reference's read was found to be the baseline's.
   Status DiffReadChecked(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& generations);
+  // The text of a path's RowDifference in a read of (layer, locs) checked against `generations` (RowDiffText, the
+  // expected row being the payload).
+  std::string PayloadDiffText(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& generations,
+                              const PoolDataPath::RowDifference& at) const;
+  // Slots of the pool: N * (pages_per_rank + 1) * page_size (the trash pages included).
+  int64_t Slots() const;
   // The generation of the last write of each of `locs` in `layer` (last_write_).
   std::vector<uint32_t> LastWrites(int64_t layer, const std::vector<int64_t>& locs) const;
   Status DeviceEnd();
