@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -107,6 +108,18 @@ class FaultyHostPath : public replay::PoolDataPath {
     return replay::FirstPayloadDifference(geometry_, layer, locs, generations, rows);
   }
 
+  // Deferred checks (the device thread's): a failed read fails at its start or at its take, by its call's number,
+  // as the GPU path's fail either at the launch or at the wait.
+  Status StartReadChecked(int64_t layer, const std::vector<int64_t>& locs,
+                          const std::vector<uint32_t>& generations) override {
+    if (pending_.size() >= kMaxPendingChecks) return FailedPrecondition("more than ", kMaxPendingChecks, " pending");
+    CheckAnswer answer = ReadChecked(layer, locs, generations);
+    if (!answer.ok() && calls_ % 2 == 0) return answer.status();
+    pending_.push_back(std::move(answer));
+    return Status::Ok();
+  }
+  std::vector<CheckAnswer> TakeChecked() override { return std::exchange(pending_, {}); }
+
   Status End() override {
     const auto fault = Next();
     KVSHARD_RETURN_IF_ERROR(inner_->End());
@@ -129,6 +142,7 @@ class FaultyHostPath : public replay::PoolDataPath {
   }
 
   std::unique_ptr<replay::PoolDataPath> inner_;
+  std::vector<CheckAnswer> pending_;  // started checks' answers
   replay::PoolGeometry geometry_;
   bool makes_rows_ = false;
   std::map<int64_t, Fault> faults_;
@@ -154,7 +168,10 @@ Outcome RunReplay(replay::Backend backend, const std::string& text, const std::m
 }
 
 KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
-  std::string text = ArbitraryPipelineTrace(/*max_records=*/119, /*max_layers=*/3);
+  // Up to 18 layers: batches of more reads than the device thread leaves pending (kMaxPendingChecks).
+  const int64_t max_layers = *rc::gen::element<int64_t>(3, 3, 18);
+  RC_CLASSIFY(max_layers > replay::PoolDataPath::kMaxPendingChecks, "up to 18 layers");
+  std::string text = ArbitraryPipelineTrace(/*max_records=*/119, max_layers);
   if (*rc::gen::arbitrary<bool>()) text = CorruptOneExpect(text);
   std::map<int64_t, Fault> faults;
   const int64_t n_faults = *rc::gen::inRange<int64_t>(0, 7);

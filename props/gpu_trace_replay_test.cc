@@ -48,11 +48,15 @@ TEST(GpuTraceReplay, TheGpuBackendReportsWhatTheReferenceReports) {
   RecordPropertyCases(CheckProperty(
       "GpuTraceReplay/TheGpuBackendReportsWhatTheReferenceReports",
       [] {
-        std::string text = ArbitraryPipelineTrace(/*max_records=*/149, /*max_layers=*/4);
+        // Up to 18 layers: batches of more reads than the device thread leaves pending (kMaxPendingChecks).
+        const int64_t max_layers = *rc::gen::element<int64_t>(4, 4, 18);
+        std::string text = ArbitraryPipelineTrace(/*max_records=*/149, max_layers);
         if (*rc::gen::arbitrary<bool>()) text = DropOneWrite(text);
         if (*rc::gen::arbitrary<bool>()) text = CorruptOneExpect(text);
         replay::ReplayOptions gpu;
         gpu.backend = replay::Backend::kGpu;
+        gpu.device_thread = *rc::gen::arbitrary<bool>();  // the thread's checks wait once per batch
+        RC_CLASSIFY(gpu.device_thread, "device thread");
         gpu.make_device = [](const replay::PoolGeometry& g) { return replay::MakeGpuPoolPath(g, /*gpus=*/1); };
         for (const bool keep_going : {false, true}) {
           const Outcome want = ReplayOutcome(text, replay::ReplayOptions(), keep_going);

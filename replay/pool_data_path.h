@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/gather_plan.h"
@@ -96,9 +97,25 @@ class PoolDataPath {
     (void)layer, (void)locs, (void)generations;
     return Internal("this data path does not check rows");
   }
+  // ReadChecked in two halves, so that several reads are checked before the caller waits once (replay's device
+  // thread waits once per batch, not once per read): StartReadChecked issues the read and its check (an error: the
+  // read failed), TakeChecked waits for every read started since the last TakeChecked and returns their answers
+  // in order, each as ReadChecked's. At most kMaxPendingChecks reads are started between two TakeChecked. This
+  // default checks each read at its start.
+  static constexpr int kMaxPendingChecks = 16;
+  using CheckAnswer = StatusOr<std::optional<RowDifference>>;
+  virtual Status StartReadChecked(int64_t layer, const std::vector<int64_t>& locs,
+                                  const std::vector<uint32_t>& generations) {
+    if (checked_.size() >= kMaxPendingChecks)
+      return FailedPrecondition("more than ", kMaxPendingChecks, " checks pending");
+    checked_.push_back(ReadChecked(layer, locs, generations));
+    return Status::Ok();
+  }
+  virtual std::vector<CheckAnswer> TakeChecked() { return std::exchange(checked_, {}); }
 
  private:
   std::vector<ref::BufferRows> held_rows_;  // what the default FinishReadSpans points into
+  std::vector<CheckAnswer> checked_;        // the default StartReadChecked's answers
 };
 
 }  // namespace kvshard::replay

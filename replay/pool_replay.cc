@@ -226,22 +226,24 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
   return r;
 }
 
-Status PoolReplay::RunDeviceStep(size_t bytes, int64_t host_rows, std::function<Status()> step) {
+Status PoolReplay::RunDeviceStep(size_t bytes, int64_t host_rows, std::function<Status()> step, StepKind kind) {
   if (!worker_) {
     Status s = step();
     if (!s.ok()) rows_compared_ -= host_rows;  // the record failed: its rows were not compared
     return s;
   }
-  const int64_t index = steps_++, host_before = rows_compared_ - host_rows;
-  worker_->Submit(bytes, [this, index, host_before, host_rows, step = std::move(step)] {
-    if (!device_started_) return;  // the replay ends with the Start error at the next settle
-    Status s = step();
-    if (s.ok()) return;
-    // A gpu read counts the ranks it compared before the one that differs, as at its record.
-    const int64_t device_rows = device_rows_.load(std::memory_order_relaxed);
-    std::lock_guard<std::mutex> lock(findings_mu_);
-    findings_.push_back({index, std::move(s), host_before + device_rows, host_rows});
-    found_.store(true, std::memory_order_release);
+  const StepAt at{steps_++, rows_compared_ - host_rows, host_rows};
+  worker_->Submit(bytes, [this, at, kind, step = std::move(step)] {
+    if (!device_started_) return;                     // the replay ends with the Start error at the next settle
+    if (kind == StepKind::kSettles) ResolveChecks();  // its counts and findings come after theirs
+    running_ = at;
+    if (Status s = step(); !s.ok()) {
+      ResolveChecks();  // the checks still pending came before it
+      AddFinding(at, std::move(s));
+    }
+    // Release: the findings of the steps before it are visible to whoever sees the count.
+    final_steps_.store(pending_checks_.empty() ? at.index + 1 : pending_checks_.front().step.index,
+                       std::memory_order_release);
   });
   return Status::Ok();
 }
@@ -249,6 +251,7 @@ Status PoolReplay::RunDeviceStep(size_t bytes, int64_t host_rows, std::function<
 std::vector<PoolReplay::DeviceFinding> PoolReplay::SettleDevice() {
   if (!worker_) return {};
   worker_->Settle();
+  if (device_started_) ResolveChecks();  // the device thread is idle: its pending checks are this thread's now
   std::lock_guard<std::mutex> lock(findings_mu_);
   found_.store(false, std::memory_order_relaxed);
   return std::exchange(findings_, {});
@@ -354,18 +357,64 @@ Status PoolReplay::DiffRead(int64_t layer, const std::vector<int64_t>& locs,
 
 Status PoolReplay::DiffReadChecked(int64_t layer, const std::vector<int64_t>& locs,
                                    const std::vector<uint32_t>& generations) {
-  StatusOr<std::optional<PoolDataPath::RowDifference>> d = device_->ReadChecked(layer, locs, generations);
+  return CheckedAnswer(true, layer, locs, generations, device_->ReadChecked(layer, locs, generations));
+}
+
+Status PoolReplay::CheckedAnswer(bool diff, int64_t layer, const std::vector<int64_t>& locs,
+                                 const std::vector<uint32_t>& generations, PoolDataPath::CheckAnswer d) {
+  const int64_t m = static_cast<int64_t>(locs.size());
   if (!d.ok()) {
-    return Mismatch("diff: get_key_buffer: the reference read layer ", layer, ", ", device_->Name(),
-                    " failed: ", d.status().message());
+    if (diff) {
+      return Mismatch("diff: get_key_buffer: the reference read layer ", layer, ", ", device_->Name(),
+                      " failed: ", d.status().message());
+    }
+    return Mismatch("invariant: get_key_buffer: ", device_->Name(), " failed to read layer ", layer, ": ",
+                    d.status().message());
   }
   if (!d->has_value()) {
-    CountDeviceRows(static_cast<int64_t>(locs.size()) * geometry_.shard_size);
+    CountDeviceRows(m * geometry_.shard_size);
     return Status::Ok();
   }
-  // Where the device differs from the payload it differs from the reference's read, which is that payload.
-  return Mismatch("diff: layer ", layer, " rank ", (*d)->rank, ": ", device_->Name(),
-                  " read differs from the reference at ", PayloadDiffText(layer, locs, generations, **d));
+  const PoolDataPath::RowDifference& at = **d;
+  if (diff) {  // where the device differs from the payload it differs from the reference's read, which is that payload
+    return Mismatch("diff: layer ", layer, " rank ", at.rank, ": ", device_->Name(),
+                    " read differs from the reference at ", PayloadDiffText(layer, locs, generations, at));
+  }
+  CountDeviceRows(m * at.rank);  // the ranks before it matched
+  return Mismatch(
+      SharedReadDiffers(layer, static_cast<size_t>(at.rank), PayloadDiffText(layer, locs, generations, at)));
+}
+
+Status PoolReplay::StartCheckedRead(bool diff, int64_t layer, std::vector<int64_t> locs,
+                                    std::vector<uint32_t> generations) {
+  if (Status s = device_->StartReadChecked(layer, locs, generations); !s.ok()) {
+    return CheckedAnswer(diff, layer, locs, generations, s);
+  }
+  pending_checks_.push_back({running_, diff, layer, std::move(locs), std::move(generations)});
+  if (pending_checks_.size() >= static_cast<size_t>(PoolDataPath::kMaxPendingChecks)) ResolveChecks();
+  return Status::Ok();
+}
+
+void PoolReplay::ResolveChecks() {
+  if (pending_checks_.empty()) return;
+  std::vector<PendingCheck> pending = std::exchange(pending_checks_, {});
+  std::vector<PoolDataPath::CheckAnswer> answers = device_->TakeChecked();
+  for (size_t i = 0; i < pending.size(); ++i) {
+    PendingCheck& p = pending[i];
+    PoolDataPath::CheckAnswer a = i < answers.size()
+                                      ? std::move(answers[i])
+                                      : PoolDataPath::CheckAnswer(Internal("no answer for a pending check"));
+    Status s = CheckedAnswer(p.diff, p.layer, p.locs, p.generations, std::move(a));
+    if (!s.ok()) AddFinding(p.step, std::move(s));
+  }
+}
+
+void PoolReplay::AddFinding(const StepAt& step, Status status) {
+  // A gpu read counts the ranks it compared before the one that differs, as at its record.
+  const int64_t device_rows = device_rows_.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(findings_mu_);
+  findings_.push_back({step.index, std::move(status), step.host_before + device_rows, step.host_rows});
+  found_.store(true, std::memory_order_release);
 }
 
 std::string PoolReplay::PayloadDiffText(int64_t layer, const std::vector<int64_t>& locs,
@@ -393,15 +442,7 @@ Status PoolReplay::GpuRead(int64_t layer, const std::vector<int64_t>& locs, cons
   };
   const int64_t m = static_cast<int64_t>(locs.size());
   if (device_->MakesRows()) {  // compared where the rows are: only a difference comes back
-    StatusOr<std::optional<PoolDataPath::RowDifference>> d = device_->ReadChecked(layer, locs, generations);
-    if (!d.ok()) return failed(d.status());
-    if (!d->has_value()) {
-      CountDeviceRows(m * geometry_.shard_size);
-      return Status::Ok();
-    }
-    CountDeviceRows(m * (*d)->rank);  // the ranks before it matched
-    return Mismatch(
-        SharedReadDiffers(layer, static_cast<size_t>((*d)->rank), PayloadDiffText(layer, locs, generations, **d)));
+    return CheckedAnswer(false, layer, locs, generations, device_->ReadChecked(layer, locs, generations));
   }
   const Status started = device_->StartRead(layer, locs);  // a path that gives its rows: checked here
   StatusOr<std::vector<PoolDataPath::RowSpans>> got =
@@ -506,9 +547,11 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
     size_t bytes = locs.size() * sizeof(int64_t);
     for (const std::vector<uint8_t>& b : rows) bytes += b.size();
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
-        bytes, 0, [this, layer, locs = std::move(locs), rows = std::move(rows), generation = generation_] {
+        bytes, 0,
+        [this, layer, locs = std::move(locs), rows = std::move(rows), generation = generation_] {
           return DeviceWrite(layer, locs, rows, generation);
-        }));
+        },
+        StepKind::kDefers));  // counts no rows: checks pending before it may stay pending
   }
   return a;
 }
@@ -536,10 +579,15 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
   if (!baseline_) {  // --backend gpu: the device's read against the last write of each slot, on the device thread
     std::vector<uint32_t> generations = LastWrites(layer, locs);
     const size_t bytes = locs.size() * (sizeof(int64_t) + sizeof(uint32_t));
-    KVSHARD_RETURN_IF_ERROR(
-        RunDeviceStep(bytes, 0, [this, layer, locs = std::move(locs), generations = std::move(generations)] {
-          return GpuRead(layer, locs, generations);
-        }));
+    // Checked where the rows are (on the device thread, waited for with the batch's other checks), or here.
+    const bool checked = device_->MakesRows();
+    KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
+        bytes, 0,
+        [this, checked, layer, locs = std::move(locs), generations = std::move(generations)]() mutable {
+          return checked && worker_ ? StartCheckedRead(false, layer, std::move(locs), std::move(generations))
+                                    : GpuRead(layer, locs, generations);
+        },
+        checked ? StepKind::kDefers : StepKind::kSettles));
     FieldAnswer a;
     a.Add("slot", layer % 2);
     a.Add("scratch_rows", std::move(scratch_rows));
@@ -573,10 +621,13 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
     // of each slot's last write (those very bytes) where its rows are, and no row is handed over.
     std::vector<uint32_t> generations = LastWrites(layer, locs);
     const size_t bytes = locs.size() * (sizeof(int64_t) + sizeof(uint32_t));
-    KVSHARD_RETURN_IF_ERROR(RunDeviceStep(bytes, rows_compared_ - host_before,
-                                          [this, layer, locs = std::move(locs), generations = std::move(generations)] {
-                                            return DiffReadChecked(layer, locs, generations);
-                                          }));
+    KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
+        bytes, rows_compared_ - host_before,
+        [this, layer, locs = std::move(locs), generations = std::move(generations)]() mutable {
+          return worker_ ? StartCheckedRead(true, layer, std::move(locs), std::move(generations))
+                         : DiffReadChecked(layer, locs, generations);
+        },
+        StepKind::kDefers));
   } else if (device_) {  // diff: every byte of both paths (a difference is the record's first)
     size_t bytes = locs.size() * sizeof(int64_t);
     for (const ref::BufferRows& rank : *checked) {

@@ -91,8 +91,9 @@ class PoolReplay {
   // Device steps submitted to the device thread so far (its first, the path's Start, not counted) (a pipeline record
   // submits at most one).
   int64_t device_steps() const { return steps_; }
-  // Device steps finished so far, and whether one of them found a difference (both cheap, any time).
-  int64_t device_steps_done() const { return worker_ ? std::max<int64_t>(worker_->done() - 1, 0) : 0; }  // less Start
+  // Device steps whose outcome is final so far (they ran, and no check of theirs is pending: a difference of theirs
+  // is among the findings), and whether one of them found a difference (both cheap, any time).
+  int64_t device_steps_done() const { return final_steps_.load(std::memory_order_acquire); }
   bool device_found() const { return found_.load(std::memory_order_acquire); }
   // The device thread's DeviceWorker (null without one), for its timings.
   const DeviceWorker* device_worker() const { return worker_.get(); }
@@ -103,10 +104,30 @@ class PoolReplay {
 
  private:
   PoolReplay(const PoolGeometry& g, Backend backend) : geometry_(g), backend_(backend) {}
+  // A device step's place: its number, the host's rows before its record, and the host's rows of its record.
+  struct StepAt {
+    int64_t index = 0, host_before = 0, host_rows = 0;
+  };
+  // How a step runs beside the checks pending on the device thread: kSettles resolves them first (the step counts
+  // rows or may end the batch, so its counts and findings come after theirs); kDefers runs with them pending (a
+  // write; a checked read, which adds its own).
+  enum class StepKind { kSettles, kDefers };
   // --backend gpu|diff: runs `step` (the device's call, compared with the reference's answer or the baseline: OK or
   // a Mismatch) at once, or on the device thread (then OK here). `host_rows`: rows the host counted for this record,
   // uncounted when the step fails; `bytes`: the payload `step` holds.
-  Status RunDeviceStep(size_t bytes, int64_t host_rows, std::function<Status()> step);
+  Status RunDeviceStep(size_t bytes, int64_t host_rows, std::function<Status()> step,
+                       StepKind kind = StepKind::kSettles);
+  // A checked read on the device thread (PoolDataPath::StartReadChecked): its answer is taken with the others
+  // pending by ResolveChecks (a failed start is answered at once). `diff`: diff's texts, else gpu's.
+  Status StartCheckedRead(bool diff, int64_t layer, std::vector<int64_t> locs, std::vector<uint32_t> generations);
+  // Takes every pending check's answer (one wait) and records each difference as its own step's finding, in order.
+  void ResolveChecks();
+  // What a checked read's answer `d` makes of the record: OK (its rows counted) or gpu's "invariant: ..." / diff's
+  // "diff: ..." Mismatch.
+  Status CheckedAnswer(bool diff, int64_t layer, const std::vector<int64_t>& locs,
+                       const std::vector<uint32_t>& generations, PoolDataPath::CheckAnswer d);
+  // Records `status` as the finding of `step`, with the rows compared as of now.
+  void AddFinding(const StepAt& step, Status status);
   // --backend gpu with a device thread: waits, at the first begin_shard_extend, for the path's Start (its Plan
   // runs on this thread); the Start error when it failed.
   Status AwaitDeviceStart();
@@ -142,20 +163,32 @@ class PoolReplay {
   std::vector<uint32_t> last_write_;
   std::unique_ptr<PoolDataPath> device_;  // the GPU path (absent for kRef)
   bool active_ = false;
-  std::vector<int64_t> out_cache_loc_;    // the current extend's chunk slots (set_kv_buffer's default locs)
-  std::vector<int64_t> batch_locs_;       // every slot of the current extend (get_key_buffer's default locs)
-  std::vector<int64_t> page_pos_;         // the current plan's dense page_pos
-  int64_t epoch_ = 0;                     // extends begun so far
-  int64_t generation_ = 0;                // set_kv_buffer records so far
-  int64_t rows_compared_ = 0;             // by the host (and by device steps run at their record)
-  std::atomic<int64_t> device_rows_{0};   // by device steps on the device thread
-  int64_t steps_ = 0;                     // device steps submitted to the thread
-  std::mutex findings_mu_;                // guards findings_
-  std::vector<DeviceFinding> findings_;   // since the last SettleDevice
-  std::atomic<bool> found_{false};        // findings_ is not empty, or the device path failed to start
-  Status device_error_;                   // written by the device thread's first step
-  bool device_started_ = false;           // written by the device thread's first step (read after a settle)
-  bool start_awaited_ = false;            // AwaitDeviceStart waited
+  std::vector<int64_t> out_cache_loc_;   // the current extend's chunk slots (set_kv_buffer's default locs)
+  std::vector<int64_t> batch_locs_;      // every slot of the current extend (get_key_buffer's default locs)
+  std::vector<int64_t> page_pos_;        // the current plan's dense page_pos
+  int64_t epoch_ = 0;                    // extends begun so far
+  int64_t generation_ = 0;               // set_kv_buffer records so far
+  int64_t rows_compared_ = 0;            // by the host (and by device steps run at their record)
+  std::atomic<int64_t> device_rows_{0};  // by device steps on the device thread
+  int64_t steps_ = 0;                    // device steps submitted to the thread
+  std::mutex findings_mu_;               // guards findings_
+  std::vector<DeviceFinding> findings_;  // since the last SettleDevice
+  std::atomic<bool> found_{false};       // findings_ is not empty, or the device path failed to start
+  Status device_error_;                  // written by the device thread's first step
+  bool device_started_ = false;          // written by the device thread's first step (read after a settle)
+  bool start_awaited_ = false;           // AwaitDeviceStart waited
+  // The device thread's (the settling thread's once settled): checked reads started and not yet answered, and the
+  // step running now.
+  struct PendingCheck {
+    StepAt step;
+    bool diff = false;
+    int64_t layer = 0;
+    std::vector<int64_t> locs;
+    std::vector<uint32_t> generations;
+  };
+  std::vector<PendingCheck> pending_checks_;
+  StepAt running_;
+  std::atomic<int64_t> final_steps_{0};   // device_steps_done()
   std::unique_ptr<DeviceWorker> worker_;  // last: joined before the state its steps use goes
 };
 
