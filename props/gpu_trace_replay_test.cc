@@ -48,15 +48,18 @@ TEST(GpuTraceReplay, TheGpuBackendReportsWhatTheReferenceReports) {
   RecordPropertyCases(CheckProperty(
       "GpuTraceReplay/TheGpuBackendReportsWhatTheReferenceReports",
       [] {
-        // Up to 18 layers: batches of more reads than the device thread leaves pending (kMaxPendingChecks).
-        const int64_t max_layers = *rc::gen::element<int64_t>(4, 4, 18);
-        std::string text = ArbitraryPipelineTrace(/*max_records=*/149, max_layers);
+        // A third of the traces have 17-20 layers: batches of more reads than the device thread leaves pending
+        // (kMaxPendingChecks).
+        const bool deep = *rc::gen::element(false, false, true);
+        std::string text = deep ? ArbitraryPipelineTrace(/*max_records=*/149, /*max_layers=*/20, /*min_layers=*/17)
+                                : ArbitraryPipelineTrace(/*max_records=*/149, /*max_layers=*/4);
         if (*rc::gen::arbitrary<bool>()) text = DropOneWrite(text);
         if (*rc::gen::arbitrary<bool>()) text = CorruptOneExpect(text);
         replay::ReplayOptions gpu;
         gpu.backend = replay::Backend::kGpu;
         gpu.device_thread = *rc::gen::arbitrary<bool>();  // the thread's checks wait once per batch
         RC_CLASSIFY(gpu.device_thread, "device thread");
+        RC_CLASSIFY(MostReadsInABatch(text) > replay::PoolDataPath::kMaxPendingChecks, "a batch of more than 16 reads");
         gpu.make_device = [](const replay::PoolGeometry& g) { return replay::MakeGpuPoolPath(g, /*gpus=*/1); };
         for (const bool keep_going : {false, true}) {
           const Outcome want = ReplayOutcome(text, replay::ReplayOptions(), keep_going);

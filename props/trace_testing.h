@@ -3,6 +3,7 @@
 #ifndef KVSHARD_PROPS_TRACE_TESTING_H_
 #define KVSHARD_PROPS_TRACE_TESTING_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <ostream>
@@ -38,12 +39,12 @@ inline replay::TraceGenOptions ArbitraryTraceGenOptions() {
   return o;
 }
 
-// The text of a `kvshard gen` trace of ArbitraryTraceGenOptions with 1 .. max_records records and 1 .. max_layers
-// pool layers (so pipeline records, whose data a device path moves).
-inline std::string ArbitraryPipelineTrace(int64_t max_records, int64_t max_layers) {
+// The text of a `kvshard gen` trace of ArbitraryTraceGenOptions with 1 .. max_records records and min_layers ..
+// max_layers pool layers (so pipeline records, whose data a device path moves; a batch reads once per layer).
+inline std::string ArbitraryPipelineTrace(int64_t max_records, int64_t max_layers, int64_t min_layers = 1) {
   replay::TraceGenOptions o = ArbitraryTraceGenOptions();
   o.records = *rc::gen::inRange<int64_t>(1, max_records + 1);
-  o.num_layers = *rc::gen::inRange<int64_t>(1, max_layers + 1);
+  o.num_layers = *rc::gen::inRange<int64_t>(min_layers, max_layers + 1);
   std::ostringstream out;
   const Status s = replay::GenerateTrace(o, out);
   RC_ASSERT(s.ok());
@@ -68,6 +69,17 @@ inline std::vector<std::string> Lines(const std::string& text) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
+}
+
+// The most get_key_buffer records between a begin_shard_extend and the next begin or end in `text`.
+inline int64_t MostReadsInABatch(const std::string& text) {
+  int64_t most = 0, reads = 0;
+  for (const std::string& line : Lines(text)) {
+    const std::string op = OpOf(line);
+    if (op == "begin_shard_extend" || op == "end_shard_extend") reads = 0;
+    if (op == "get_key_buffer") most = std::max(most, ++reads);
+  }
+  return most;
 }
 
 // What an in-memory replay saw.
