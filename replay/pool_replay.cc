@@ -325,8 +325,8 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
         bytes, 0,
         [this, checked, layer, locs = std::move(locs), generations = std::move(generations)]() mutable {
-          return checked && worker_ ? StartCheckedRead(false, layer, std::move(locs), std::move(generations))
-                                    : GpuRead(layer, locs, generations);
+          return checked ? CheckedRead(false, layer, std::move(locs), std::move(generations))
+                         : GpuRead(layer, locs, generations);
         },
         checked ? StepKind::kDefers : StepKind::kSettles));
     FieldAnswer a;
@@ -363,8 +363,7 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
         bytes, rows_compared_ - host_before,
         [this, layer, locs = std::move(locs), generations = std::move(generations)]() mutable {
-          return worker_ ? StartCheckedRead(true, layer, std::move(locs), std::move(generations))
-                         : DiffReadChecked(layer, locs, generations);
+          return CheckedRead(true, layer, std::move(locs), std::move(generations));
         },
         StepKind::kDefers));
   } else if (device_) {  // diff: every byte of both paths (a difference is the record's first)

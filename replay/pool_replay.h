@@ -117,9 +117,10 @@ class PoolReplay {
   // uncounted when the step fails; `bytes`: the payload `step` holds.
   Status RunDeviceStep(size_t bytes, int64_t host_rows, std::function<Status()> step,
                        StepKind kind = StepKind::kSettles);
-  // A checked read on the device thread (PoolDataPath::StartReadChecked): its answer is taken with the others
-  // pending by ResolveChecks (a failed start is answered at once). `diff`: diff's texts, else gpu's.
-  Status StartCheckedRead(bool diff, int64_t layer, std::vector<int64_t> locs, std::vector<uint32_t> generations);
+  // A read checked by a path that checks its rows (MakesRows) against `generations`: at its record, answered at once
+  // (ReadChecked); on the device thread, started (StartReadChecked) and answered with the others pending by
+  // ResolveChecks (a failed start at once). `diff`: diff's texts, else gpu's.
+  Status CheckedRead(bool diff, int64_t layer, std::vector<int64_t> locs, std::vector<uint32_t> generations);
   // Takes every pending check's answer (one wait) and records each difference as its own step's finding, in order.
   void ResolveChecks();
   // What a checked read's answer `d` makes of the record: OK (its rows counted) or gpu's "invariant: ..." / diff's
@@ -139,9 +140,10 @@ class PoolReplay {
   Status DeviceWrite(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows, int64_t generation);
   Status DiffRead(int64_t layer, const std::vector<int64_t>& locs, const std::vector<ref::BufferRows>& ref_rows,
                   bool compare);
+  // gpu's read on a path that gives its rows (not MakesRows), checked here.
   Status GpuRead(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& generations);
-  // diff's read on a path that checks its rows (MakesRows), once the reference's read was found to be the baseline's.
-  Status DiffReadChecked(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& generations);
+  // A device read that failed (`error`): diff's or gpu's Mismatch.
+  Status ReadFailed(bool diff, int64_t layer, const Status& error) const;
   // The text of a path's RowDifference in a read of (layer, locs) checked against `generations` (RowDiffText, the
   // expected row being the payload).
   std::string PayloadDiffText(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& generations,

@@ -126,10 +126,7 @@ Status PoolReplay::DiffRead(int64_t layer, const std::vector<int64_t>& locs,
   StatusOr<std::vector<PoolDataPath::RowSpans>> got =
       started.ok() ? device_->FinishReadSpans() : StatusOr<std::vector<PoolDataPath::RowSpans>>(started);
   if (!compare) return Status::Ok();  // the reference failed: the record's error is the reference's
-  if (!got.ok()) {
-    return Mismatch("diff: get_key_buffer: the reference read layer ", layer, ", ", device_->Name(),
-                    " failed: ", got.status().message());
-  }
+  if (!got.ok()) return ReadFailed(true, layer, got.status());
   for (size_t r = 0; r < ref_rows.size() && r < got->size(); ++r) {  // every byte of both paths, where they lie
     if (!SameRows((*got)[r], ref_rows[r])) {
       return Mismatch("diff: layer ", layer, " rank ", r, ": ", device_->Name(), " read differs from the reference at ",
@@ -140,22 +137,19 @@ Status PoolReplay::DiffRead(int64_t layer, const std::vector<int64_t>& locs,
   return Status::Ok();
 }
 
-Status PoolReplay::DiffReadChecked(int64_t layer, const std::vector<int64_t>& locs,
-                                   const std::vector<uint32_t>& generations) {
-  return CheckedAnswer(true, layer, locs, generations, device_->ReadChecked(layer, locs, generations));
+Status PoolReplay::ReadFailed(bool diff, int64_t layer, const Status& error) const {
+  if (diff) {
+    return Mismatch("diff: get_key_buffer: the reference read layer ", layer, ", ", device_->Name(),
+                    " failed: ", error.message());
+  }
+  return Mismatch("invariant: get_key_buffer: ", device_->Name(), " failed to read layer ", layer, ": ",
+                  error.message());
 }
 
 Status PoolReplay::CheckedAnswer(bool diff, int64_t layer, const std::vector<int64_t>& locs,
                                  const std::vector<uint32_t>& generations, PoolDataPath::CheckAnswer d) {
   const int64_t m = static_cast<int64_t>(locs.size());
-  if (!d.ok()) {
-    if (diff) {
-      return Mismatch("diff: get_key_buffer: the reference read layer ", layer, ", ", device_->Name(),
-                      " failed: ", d.status().message());
-    }
-    return Mismatch("invariant: get_key_buffer: ", device_->Name(), " failed to read layer ", layer, ": ",
-                    d.status().message());
-  }
+  if (!d.ok()) return ReadFailed(diff, layer, d.status());
   if (!d->has_value()) {
     CountDeviceRows(m * geometry_.shard_size);
     return Status::Ok();
@@ -170,8 +164,8 @@ Status PoolReplay::CheckedAnswer(bool diff, int64_t layer, const std::vector<int
       SharedReadDiffers(layer, static_cast<size_t>(at.rank), PayloadDiffText(layer, locs, generations, at)));
 }
 
-Status PoolReplay::StartCheckedRead(bool diff, int64_t layer, std::vector<int64_t> locs,
-                                    std::vector<uint32_t> generations) {
+Status PoolReplay::CheckedRead(bool diff, int64_t layer, std::vector<int64_t> locs, std::vector<uint32_t> generations) {
+  if (!worker_) return CheckedAnswer(diff, layer, locs, generations, device_->ReadChecked(layer, locs, generations));
   if (Status s = device_->StartReadChecked(layer, locs, generations); !s.ok()) {
     return CheckedAnswer(diff, layer, locs, generations, s);
   }
@@ -211,17 +205,11 @@ std::string PoolReplay::PayloadDiffText(int64_t layer, const std::vector<int64_t
 }
 
 Status PoolReplay::GpuRead(int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& generations) {
-  const auto failed = [&](const Status& s) {
-    return Mismatch("invariant: get_key_buffer: ", device_->Name(), " failed to read layer ", layer, ": ", s.message());
-  };
   const int64_t m = static_cast<int64_t>(locs.size());
-  if (device_->MakesRows()) {  // compared where the rows are: only a difference comes back
-    return CheckedAnswer(false, layer, locs, generations, device_->ReadChecked(layer, locs, generations));
-  }
-  const Status started = device_->StartRead(layer, locs);  // a path that gives its rows: checked here
+  const Status started = device_->StartRead(layer, locs);
   StatusOr<std::vector<PoolDataPath::RowSpans>> got =
       started.ok() ? device_->FinishReadSpans() : StatusOr<std::vector<PoolDataPath::RowSpans>>(started);
-  if (!got.ok()) return failed(got.status());
+  if (!got.ok()) return ReadFailed(false, layer, got.status());
   const ref::BufferRows want = PayloadRowsOf(geometry_, layer, locs, [&](size_t i) { return generations[i]; });
   for (size_t r = 0; r < got->size(); ++r) {
     if (!SameRows((*got)[r], want)) {
