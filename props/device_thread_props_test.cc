@@ -31,12 +31,23 @@
 namespace kvshard::props {
 namespace {
 
-// kFailBegin and kAlterPlan are Plan's faults, the others those of the calls the device thread makes.
-enum class Fault { kFailBegin, kAlterPlan, kFailInstall, kFailWrite, kFlipByte, kFailRead, kFailEnd, kEndInvariant };
+// kFailBegin, kAlterPlan and kPlanRefused (a plan where the reference refuses the batch) are Plan's faults, the others
+// those of the calls the device thread makes.
+enum class Fault {
+  kFailBegin,
+  kAlterPlan,
+  kPlanRefused,
+  kFailInstall,
+  kFailWrite,
+  kFlipByte,
+  kFailRead,
+  kFailEnd,
+  kEndInvariant
+};
 
 // The reference pool as a device data path (replay/host_pool_path.h), wrong where `faults` (call number -> fault)
 // say; `delay_every` sleeps a little at every such call, so the device thread falls behind the host by varying
-// amounts. Plan calls are numbered apart from the others (under --backend gpu it runs on the checking thread, the
+// amounts. Plan calls are numbered apart from the others (with a device thread Plan runs on the plan thread, the
 // others on the device thread), so a fault lands on the same call whichever thread makes it. With `makes_rows` it
 // stands for a path that makes its rows and checks its reads (the GPU path's contract): WriteMade and ReadChecked
 // take the faults of Write and of a read.
@@ -58,8 +69,9 @@ class FaultyHostPath : public replay::PoolDataPath {
   StatusOr<GatherPlan> Plan(const ExtendBatch& batch) override {
     const auto fault = Next(&plan_calls_);
     if (fault == Fault::kFailBegin) return Internal("injected: begin failed");
-    KVSHARD_ASSIGN_OR_RETURN(GatherPlan plan, inner_->Plan(batch));
-    if (fault == Fault::kAlterPlan) ++plan.trash_page;
+    StatusOr<GatherPlan> plan = inner_->Plan(batch);
+    if (!plan.ok() && fault == Fault::kPlanRefused) return GatherPlan();
+    if (plan.ok() && fault == Fault::kAlterPlan) ++plan->trash_page;
     return plan;
   }
 
@@ -136,7 +148,8 @@ class FaultyHostPath : public replay::PoolDataPath {
     if (delay_every_ > 0 && call % delay_every_ == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
     const auto it = faults_.find(call);
     if (it == faults_.end()) return std::nullopt;
-    const bool plan_fault = it->second == Fault::kFailBegin || it->second == Fault::kAlterPlan;
+    const bool plan_fault =
+        it->second == Fault::kFailBegin || it->second == Fault::kAlterPlan || it->second == Fault::kPlanRefused;
     if (plan != plan_fault) return std::nullopt;
     return it->second;
   }
@@ -182,6 +195,13 @@ KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
         *rc::gen::element(Fault::kFailBegin, Fault::kAlterPlan, Fault::kFailInstall, Fault::kFailWrite,
                           Fault::kFlipByte, Fault::kFailRead, Fault::kFailEnd, Fault::kEndInvariant);
   }
+  if (*rc::gen::element(false, false, true)) {  // a batch the host refuses, mostly; half the time the device plans it
+    int64_t begin = -1;
+    text = ShiftOnePrefix(text, &begin);
+    if (begin >= 0 && *rc::gen::arbitrary<bool>()) faults.erase(begin);
+    if (begin >= 0 && *rc::gen::arbitrary<bool>())
+      faults[begin] = *rc::gen::element(Fault::kFailBegin, Fault::kPlanRefused);
+  }
   const int64_t delay_every = *rc::gen::element<int64_t>(0, 1, 7);
   const replay::Backend backend = *rc::gen::element(replay::Backend::kDiff, replay::Backend::kGpu);
   const bool makes_rows = *rc::gen::arbitrary<bool>();
@@ -198,6 +218,10 @@ KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
     RC_CLASSIFY(at_record.first_mismatch.find(": invariant: layer") != std::string::npos, "a read differs first");
     RC_CLASSIFY(at_record.first_mismatch.find("failed") != std::string::npos, "a failed device call first");
     RC_CLASSIFY(at_record.first_mismatch.find(": invariant: injected") != std::string::npos, "the path's invariant");
+    RC_CLASSIFY(at_record.first_mismatch.find("plan differs") != std::string::npos, "the device's plan differs first");
+    RC_CLASSIFY(ToString(at_record).find("page-aligned") != std::string::npos, "the host refuses a batch");
+    RC_CLASSIFY(ToString(at_record).find("refused the batch") != std::string::npos,
+                "the device fails otherwise on a batch the host refuses");
     if (!(at_record == threaded)) {
       RC_FAIL(StrCat(keep_going ? "--keep-going" : "stop at the first", ": at each record:\n", ToString(at_record),
                      "\nwith the device thread:\n", ToString(threaded)));

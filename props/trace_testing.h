@@ -168,6 +168,27 @@ inline std::string DropOneWrite(const std::string& text) {
   return text.substr(0, at) + (end == std::string::npos ? "" : text.substr(end + 1));
 }
 
+// Adds one to a random begin_shard_extend request's prefix_len: a prefix that is not page-aligned (SGLang's
+// "page-aligned" refusal), or with ps = 1 another batch than the one expected (unchanged when the trace has none).
+// *begin: which begin_shard_extend record of the trace it changed (from 0; -1: none).
+inline std::string ShiftOnePrefix(const std::string& text, int64_t* begin) {
+  const std::string op = "{\"op\":\"begin_shard_extend\"", key = "\"prefix_len\":";
+  std::vector<std::pair<size_t, int64_t>> starts;  // of the numbers, and their record's begin number
+  int64_t begins = 0;
+  for (size_t line = text.find(op); line != std::string::npos; line = text.find(op, line + 1), ++begins) {
+    const size_t end = std::min(text.find('\n', line), text.find("\"expect\"", line));
+    for (size_t at = text.find(key, line); at < end; at = text.find(key, at + 1)) {
+      starts.emplace_back(at + key.size(), begins);
+    }
+  }
+  *begin = -1;
+  if (starts.empty()) return text;
+  const auto [at, record] = starts[*rc::gen::inRange<size_t>(0, starts.size())];
+  *begin = record;
+  const size_t end = text.find_first_not_of("0123456789", at);
+  return text.substr(0, at) + std::to_string(std::stoll(text.substr(at, end - at)) + 1) + text.substr(end);
+}
+
 // Replays `text` under `options`; the first mismatch (or malformed record) is the status.
 inline Status ReplayTraceText(const std::string& text, const replay::ReplayOptions& options, ReplayCounts* counts) {
   std::istringstream in(text);

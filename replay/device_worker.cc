@@ -52,6 +52,7 @@ void DeviceWorker::Submit(size_t bytes, std::function<void()> step) {
   if (first || pending_.size() >= kHandOverEvery || pending_bytes_ >= max_queued_bytes_ / 4) HandOver();
 }
 
+// Moves the pending group into the queue in order (each step waiting for room), then wakes an idle worker.
 void DeviceWorker::HandOver() {
   if (pending_.empty()) return;
   DestroySpent();

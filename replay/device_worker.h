@@ -34,6 +34,8 @@ class DeviceWorker {
   // Adds `step`, which holds `bytes` of payload (counted until the step is destroyed here), to the pending group;
   // hands the group over when it is due, blocking while the queue is full and destroying the steps that ran.
   void Submit(size_t bytes, std::function<void()> step);
+  // Hands the pending group over now (blocking while the queue is full): for a step the worker should start at once.
+  void HandOver();
   // Hands over what is pending, waits until every step submitted so far has run, and destroys them.
   void Settle();
   // Steps that have run so far (acquire: what a step wrote before it finished is visible); every one of them was
@@ -51,8 +53,6 @@ class DeviceWorker {
   void Run();
   // Destroys the steps that ran, outside the lock (their bytes leave the bound then).
   void DestroySpent();
-  // Moves the pending group into the queue in order (each step waiting for room), then wakes an idle worker.
-  void HandOver();
 
   const size_t max_queued_bytes_;
   std::mutex mu_;

@@ -96,8 +96,8 @@ class GpuPoolPath : public PoolDataPath {
                       : StrCat("gpu (nccl, ", gpus_, " devices)");
   }
 
-  // On the planner's own stream (never another call's): the replay's checking thread plans the next batch while
-  // the device thread still moves this one's rows.
+  // On the planner's own stream (never another call's): the replay's plan thread checks this batch's device plan
+  // while the device thread installs the host's plan and moves the batch's rows.
   StatusOr<GatherPlan> Plan(const ExtendBatch& batch) override {
     KVSHARD_NVTX_RANGE("kvshard.pool.plan");
     KVSHARD_RETURN_IF_ERROR(gpu::GatherPlanCanImplement(batch));

@@ -184,6 +184,7 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
   if (backend != Backend::kRef && device == nullptr) return Internal("pool replay: no device data path");
   r->device_ = std::move(device);
   if (backend != Backend::kRef && device_thread) {
+    r->plan_worker_ = std::make_unique<DeviceWorker>(kMaxQueuedBytes);
     r->worker_ = std::make_unique<DeviceWorker>(kMaxQueuedBytes);
     PoolReplay* self = r.get();
     r->worker_->Submit(0, [self] {  // the device's set-up, while the host checks the first records
@@ -224,13 +225,22 @@ StatusOr<Json> PoolReplay::Begin(const Json& rec, const Json* only) {
       if (pos >= r.prefix_len) chunk.push_back(loc);
     }
   }
+  // The host's plan answers the record: the reference pool's (ref, diff), or the host planner's (gpu; cpu_fast,
+  // the reference's plans and errors bit for bit). The device's plan is checked against it by a device step.
   GatherPlan plan;
+  Status planned = Status::Ok();
   if (pool_) {
-    KVSHARD_RETURN_IF_ERROR(pool_->BeginShardExtend(batch->requests));
-    plan = pool_->plan();
-  } else {  // --backend gpu: the device's plan is the answer (its installation is a device step below)
-    KVSHARD_RETURN_IF_ERROR(AwaitDeviceStart());
-    KVSHARD_ASSIGN_OR_RETURN(plan, device_->Plan(*batch));
+    planned = pool_->BeginShardExtend(batch->requests);
+    if (planned.ok()) plan = pool_->plan();
+  } else {
+    planned = host_planner_.Build(*batch, &plan);
+  }
+  if (!planned.ok()) {
+    if (device_) {  // the device must refuse the batch with the same error (the record's error is the host's)
+      KVSHARD_RETURN_IF_ERROR(
+          RunDeviceStep(0, 0, [this, batch = std::move(*batch), planned] { return DevicePlanFails(batch, planned); }));
+    }
+    return planned;
   }
   active_ = true;
   ++epoch_;
@@ -240,7 +250,7 @@ StatusOr<Json> PoolReplay::Begin(const Json& rec, const Json* only) {
   Json j = GatherPlanToJson(plan);
   j["epoch"] = epoch_;
   j["out_cache_loc"] = out_cache_loc_;
-  if (device_) {  // diff: the reference's batch stands whatever the device makes of it; gpu: installs the plan
+  if (device_) {  // the host's batch stands whatever the device makes of it
     const size_t bytes = out_cache_loc_.size() * sizeof(int64_t);
     KVSHARD_RETURN_IF_ERROR(
         RunDeviceStep(bytes, 0, [this, batch = std::move(*batch), chunk = out_cache_loc_, plan = std::move(plan)] {

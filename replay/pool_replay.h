@@ -21,6 +21,7 @@
 #include "core/gather_plan.h"
 #include "core/json.h"
 #include "core/status.h"
+#include "cpu_fast/gather_plan.h"
 #include "cpu_ref/sharded_pool.h"
 
 namespace kvshard::replay {
@@ -65,8 +66,9 @@ class PoolReplay {
  public:
   // The reference pool (unless backend == kGpu) and `device` (required unless backend == kRef). With `device_thread`,
   // the device's steps run on a thread of their own (DeviceWorker) while the host checks the reference (diff) or
-  // the baseline (gpu: only the plan, the answer of begin_shard_extend, is made on the checking thread), and what
-  // they find is taken by SettleDevice; else every step runs at its record.
+  // the baseline (gpu: the host planner's plan answers begin_shard_extend), the device's plans are built and
+  // compared on a third (the plan thread), and what they find is taken by SettleDevice; else every step runs at
+  // its record.
   static StatusOr<std::unique_ptr<PoolReplay>> Create(const PoolGeometry& geometry, Backend backend,
                                                       std::unique_ptr<PoolDataPath> device, bool device_thread = false);
 
@@ -91,6 +93,8 @@ class PoolReplay {
   // Device steps submitted to the device thread so far (its first, the path's Start, not counted) (a pipeline record
   // submits at most one).
   int64_t device_steps() const { return steps_; }
+  // The plan thread's DeviceWorker (null without a device thread), for its timings.
+  const DeviceWorker* plan_worker() const { return plan_worker_.get(); }
   // Device steps whose outcome is final so far (they ran, and no check of theirs is pending: a difference of theirs
   // is among the findings), and whether one of them found a difference (both cheap, any time).
   int64_t device_steps_done() const { return final_steps_.load(std::memory_order_acquire); }
@@ -129,14 +133,19 @@ class PoolReplay {
                        const std::vector<uint32_t>& generations, PoolDataPath::CheckAnswer d);
   // Records `status` as the finding of `step`, with the rows compared as of now.
   void AddFinding(const StepAt& step, Status status);
-  // --backend gpu with a device thread: waits, at the first begin_shard_extend, for the path's Start (its Plan
-  // runs on this thread); the Start error when it failed.
-  Status AwaitDeviceStart();
   // The device steps: diff runs every call and compares it with the reference's answer (`plan`, `ref_rows`); gpu
-  // installs its own plan, writes (`rows`, or rows of `generation` made by the path or here), and compares each
-  // rank's read with the payload of each slot's last write (`generations`). A failed call is a Mismatch ("diff: ..."
-  // or "invariant: ...").
+  // with the host planner's plan and the payload of each slot's last write (`generations`): a write takes `rows`,
+  // or rows of `generation` made by the path or here. A failed call is a Mismatch ("diff: ..." or "invariant: ...").
+  // DeviceBegin installs `plan` (the host's, which the record answered with) and checks the device's own plan of
+  // `batch` against it: at once, or on the plan thread (a pending check, taken with the read checks).
   Status DeviceBegin(const ExtendBatch& batch, const std::vector<int64_t>& chunk, const GatherPlan& plan);
+  // --backend gpu|diff where the host's plan failed with `error`: the device's plan must fail with the same status.
+  Status DevicePlanFails(const ExtendBatch& batch, const Status& error);
+  // The device's plan of `batch` against the host's answer `want` (a plan, or the error the device must give too):
+  // OK, or diff's / gpu's Mismatch naming the first field and index that differ.
+  Status CheckDevicePlan(const ExtendBatch& batch, const StatusOr<GatherPlan>& want) const;
+  // Runs CheckDevicePlan at once, or on the plan thread as a pending check of the running step.
+  Status StartPlanCheck(ExtendBatch batch, StatusOr<GatherPlan> want);
   Status DeviceWrite(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows, int64_t generation);
   Status DiffRead(int64_t layer, const std::vector<int64_t>& locs, const std::vector<ref::BufferRows>& ref_rows,
                   bool compare);
@@ -178,19 +187,22 @@ class PoolReplay {
   std::atomic<bool> found_{false};       // findings_ is not empty, or the device path failed to start
   Status device_error_;                  // written by the device thread's first step
   bool device_started_ = false;          // written by the device thread's first step (read after a settle)
-  bool start_awaited_ = false;           // AwaitDeviceStart waited
-  // The device thread's (the settling thread's once settled): checked reads started and not yet answered, and the
-  // step running now.
+  fast::GatherPlanner host_planner_;     // --backend gpu: begin_shard_extend's answer
+  // The device thread's (the settling thread's once settled): checks started and not yet answered (reads on the
+  // path; plans on the plan thread, `plan_answer` set), and the step running now.
   struct PendingCheck {
     StepAt step;
     bool diff = false;
     int64_t layer = 0;
     std::vector<int64_t> locs;
     std::vector<uint32_t> generations;
+    std::shared_ptr<Status> plan_answer;  // a plan check: CheckDevicePlan's answer, written on the plan thread
   };
   std::vector<PendingCheck> pending_checks_;
   StepAt running_;
-  std::atomic<int64_t> final_steps_{0};   // device_steps_done()
+  std::atomic<int64_t> final_steps_{0};  // device_steps_done()
+  // The plan thread: device plans checked beside the device thread's steps (fed by them, so joined after worker_).
+  std::unique_ptr<DeviceWorker> plan_worker_;
   std::unique_ptr<DeviceWorker> worker_;  // last: joined before the state its steps use goes
 };
 

@@ -2,6 +2,7 @@
 // the device thread, what it found kept as a finding of its step, and the checked reads the thread answers later.
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -11,6 +12,7 @@
 
 #include "replay/pool_replay.h"
 #include "replay/read_diff_text.h"
+#include "core/json.h"
 #include "core/pool_json.h"
 #include "core/status.h"
 
@@ -47,31 +49,86 @@ std::vector<PoolReplay::DeviceFinding> PoolReplay::SettleDevice() {
   return std::exchange(findings_, {});
 }
 
-Status PoolReplay::AwaitDeviceStart() {
-  if (!worker_ || start_awaited_) return Status::Ok();
-  worker_->Settle();  // the path's Start (and any decode write before the first extend)
-  start_awaited_ = true;
-  return device_started_ ? Status::Ok() : device_error_;  // the replay stops with it at this record's settle
+Status PoolReplay::DeviceBegin(const ExtendBatch& batch, const std::vector<int64_t>& chunk, const GatherPlan& plan) {
+  // The plan check first (on the plan thread it runs while the host's plan is installed); the host's plan is
+  // installed whatever the device's plan is, and a difference of the plan is the step's first.
+  const Status planned = StartPlanCheck(batch, plan);
+  const Status s = device_->Install(batch, plan, chunk);
+  if (!planned.ok()) return planned;
+  if (s.ok()) return s;
+  if (!pool_) {
+    return Mismatch("invariant: begin_shard_extend: ", device_->Name(), " failed to install the plan: ", s.message());
+  }
+  return Mismatch("diff: begin_shard_extend: the reference installed its plan, ", device_->Name(),
+                  " failed: ", s.message());
 }
 
-Status PoolReplay::DeviceBegin(const ExtendBatch& batch, const std::vector<int64_t>& chunk, const GatherPlan& plan) {
-  if (!pool_) {  // --backend gpu: the plan (the record's answer) came from the device, its installation is left
-    const Status s = device_->Install(batch, plan, chunk);
-    if (s.ok()) return s;
-    return Mismatch("invariant: begin_shard_extend: ", device_->Name(), " failed to install its plan: ", s.message());
+Status PoolReplay::DevicePlanFails(const ExtendBatch& batch, const Status& error) {
+  return StartPlanCheck(batch, error);
+}
+
+Status PoolReplay::StartPlanCheck(ExtendBatch batch, StatusOr<GatherPlan> want) {
+  if (!worker_) return CheckDevicePlan(batch, want);
+  auto answer = std::make_shared<Status>();
+  size_t bytes = 0;
+  for (const ExtendRequest& r : batch.requests) bytes += r.pages.size() * sizeof(int64_t);
+  if (want.ok()) {
+    bytes += (want->mapped_pages.size() + want->mapped_scratch_pages.size()) * sizeof(int64_t);
+    for (const RankSend& r : want->ranks) bytes += (r.send_local_pages.size() + r.send_rows.size()) * sizeof(int64_t);
   }
-  StatusOr<GatherPlan> device_plan = device_->Begin(batch, chunk);
-  if (!device_plan.ok()) {
-    return Mismatch("diff: begin_shard_extend: the reference accepted the batch, ", device_->Name(),
-                    " failed: ", device_plan.status().message());
+  plan_worker_->Submit(bytes, [this, answer, batch = std::move(batch), want = std::move(want)] {
+    *answer = CheckDevicePlan(batch, want);
+  });
+  plan_worker_->HandOver();  // at once: the plan thread works while this thread installs and moves rows
+  pending_checks_.push_back({running_, pool_.has_value(), 0, {}, {}, std::move(answer)});
+  return Status::Ok();
+}
+
+namespace {
+
+// The first place where JSON `got` differs from `want` ("ranks[2].send_rows[5]: got 12, expected 13", or a size),
+// under `path`; empty when equal.
+std::string FirstJsonDiff(const Json& got, const Json& want, const std::string& path) {
+  if (got == want) return "";
+  if (want.is_object() && got.is_object()) {
+    for (const auto& [key, value] : want.items()) {
+      const std::string at = path.empty() ? key : StrCat(path, ".", key);
+      if (!got.contains(key)) return StrCat(at, ": missing");
+      if (std::string d = FirstJsonDiff(got.at(key), value, at); !d.empty()) return d;
+    }
+  } else if (want.is_array() && got.is_array()) {
+    for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+      if (std::string d = FirstJsonDiff(got[i], want[i], StrCat(path, "[", i, "]")); !d.empty()) return d;
+    }
+    if (got.size() != want.size()) return StrCat(path, ": ", got.size(), " entries, expected ", want.size());
   }
-  if (*device_plan == plan) return Status::Ok();
-  const Json want = GatherPlanToJson(plan), got = GatherPlanToJson(*device_plan);
-  for (const auto& [key, value] : want.items()) {
-    if (got.at(key) != value)
-      return Mismatch("diff: ", device_->Name(), " plan field ", key, " differs from the reference");
+  return StrCat(path, ": got ", got.dump(), ", expected ", want.dump());
+}
+
+}  // namespace
+
+Status PoolReplay::CheckDevicePlan(const ExtendBatch& batch, const StatusOr<GatherPlan>& want) const {
+  const StatusOr<GatherPlan> got = device_->Plan(batch);
+  const char* prefix = pool_ ? "diff" : "invariant";
+  const char* host = pool_ ? "the reference" : "the host planner";
+  if (!want.ok()) {
+    if (!got.ok() && got.status().code() == want.status().code() && got.status().message() == want.status().message())
+      return Status::Ok();
+    return Mismatch(prefix, ": begin_shard_extend: ", host, " refused the batch (", want.status().message(), "), ",
+                    device_->Name(), got.ok() ? " planned it" : StrCat(" failed: ", got.status().message()));
   }
-  return Mismatch("diff: ", device_->Name(), " plan differs from the reference");
+  if (!got.ok()) {
+    return Mismatch(prefix, ": begin_shard_extend: ", host, " planned the batch, ", device_->Name(),
+                    " failed: ", got.status().message());
+  }
+  if (*got == *want) return Status::Ok();
+  std::string where = FirstJsonDiff(GatherPlanToJson(*got), GatherPlanToJson(*want), "");
+  if (where.empty()) {  // fields the JSON form leaves out
+    where =
+        StrCat("shard_size / page_size / page_pos_size: got ", got->shard_size, " / ", got->page_size, " / ",
+               got->page_pos_size, ", expected ", want->shard_size, " / ", want->page_size, " / ", want->page_pos_size);
+  }
+  return Mismatch(prefix, ": begin_shard_extend: ", device_->Name(), " plan differs from ", host, "'s at ", where);
 }
 
 Status PoolReplay::DeviceWrite(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows,
@@ -177,13 +234,23 @@ Status PoolReplay::CheckedRead(bool diff, int64_t layer, std::vector<int64_t> lo
 void PoolReplay::ResolveChecks() {
   if (pending_checks_.empty()) return;
   std::vector<PendingCheck> pending = std::exchange(pending_checks_, {});
-  std::vector<PoolDataPath::CheckAnswer> answers = device_->TakeChecked();
-  for (size_t i = 0; i < pending.size(); ++i) {
-    PendingCheck& p = pending[i];
-    PoolDataPath::CheckAnswer a = i < answers.size()
-                                      ? std::move(answers[i])
-                                      : PoolDataPath::CheckAnswer(Internal("no answer for a pending check"));
-    Status s = CheckedAnswer(p.diff, p.layer, p.locs, p.generations, std::move(a));
+  const bool reads = std::any_of(pending.begin(), pending.end(), [](const PendingCheck& p) { return !p.plan_answer; });
+  const bool plans = std::any_of(pending.begin(), pending.end(), [](const PendingCheck& p) { return !!p.plan_answer; });
+  std::vector<PoolDataPath::CheckAnswer> answers;
+  if (reads) answers = device_->TakeChecked();
+  if (plans) plan_worker_->Settle();  // their answers are written
+  size_t next_read = 0;
+  for (PendingCheck& p : pending) {
+    Status s = Status::Ok();
+    if (p.plan_answer) {
+      s = std::move(*p.plan_answer);
+    } else {
+      PoolDataPath::CheckAnswer a = next_read < answers.size()
+                                        ? std::move(answers[next_read])
+                                        : PoolDataPath::CheckAnswer(Internal("no answer for a pending check"));
+      ++next_read;
+      s = CheckedAnswer(p.diff, p.layer, p.locs, p.generations, std::move(a));
+    }
     if (!s.ok()) AddFinding(p.step, std::move(s));
   }
 }

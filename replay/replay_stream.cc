@@ -271,6 +271,10 @@ Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport
     report->device_busy_seconds = worker->busy_seconds();
     report->device_waited_seconds = worker->waited_seconds();
   }
+  if (const DeviceWorker* planner = replayer->plan_worker()) {
+    report->plan_busy_seconds = planner->busy_seconds();
+    report->plan_waited_seconds = planner->waited_seconds();
+  }
   report->rows_compared = rows_at_stop ? *rows_at_stop : replayer->rows_compared() + rows_adjust;
   return result;
 }

@@ -114,6 +114,8 @@ class Replayer {
   Status device_error() const { return pool_ ? pool_->device_error() : Status::Ok(); }
   // The device thread (null without one), for its timings.
   const DeviceWorker* device_worker() const { return pool_ ? pool_->device_worker() : nullptr; }
+  // The plan thread's (null without a device thread).
+  const DeviceWorker* plan_worker() const { return pool_ ? pool_->plan_worker() : nullptr; }
 
   // The mismatch the last Replay returned.
   const ReplayMismatch& last_mismatch() const { return last_mismatch_; }
@@ -223,9 +225,11 @@ struct ReplayReport {
   std::optional<ReplayMismatch> first;  // the first mismatch, when there was one
   int64_t truncated_line = 0;           // the line of a truncated last record (0: the trace ended whole)
   // --backend gpu|diff's device thread: whether there was one, the seconds it ran device steps and the seconds the
-  // checking thread waited for it (queue full, or settling at a mismatch and at the end).
+  // checking thread waited for it (queue full, or settling at a mismatch and at the end); the plan thread's busy
+  // seconds and the device thread's wait for its answers.
   bool device_thread = false;
   double device_busy_seconds = 0, device_waited_seconds = 0;
+  double plan_busy_seconds = 0, plan_waited_seconds = 0;
 };
 
 // Replays a whole trace from `in` (what `kvshard replay`, the trace properties and the trace fuzzer run): reads
