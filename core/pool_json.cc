@@ -84,8 +84,15 @@ StatusOr<ExtendBatch> ExtendBatchFromJson(const Json& j) {
   KVSHARD_ASSIGN_OR_RETURN(b.max_prefix_tokens, JsonInt(j, "max_prefix_tokens", "", 0, kMaxSlot - 1));
   KVSHARD_ASSIGN_OR_RETURN(b.chunk_tokens, JsonInt(j, "chunk_tokens", "", 0, kMaxSlot - 1));
   if (!j.contains("requests")) return InvalidArgument("requests: missing");
-  const Json& reqs = j.at("requests");
+  KVSHARD_ASSIGN_OR_RETURN(b.requests, ExtendRequestsFromJson(j.at("requests")));
+  KVSHARD_RETURN_IF_ERROR(ValidateExtendBatch(b));
+  return b;
+}
+
+StatusOr<std::vector<ExtendRequest>> ExtendRequestsFromJson(const Json& reqs) {
   if (!reqs.is_array()) return InvalidArgument("requests: must be an array of objects");
+  std::vector<ExtendRequest> requests;
+  requests.reserve(reqs.size());
   for (size_t i = 0; i < reqs.size(); ++i) {
     const std::string where = StrCat("requests[", i, "].");
     KVSHARD_RETURN_IF_ERROR(RequireObject(reqs[i], where));
@@ -97,10 +104,9 @@ StatusOr<ExtendBatch> ExtendBatchFromJson(const Json& j) {
       return InvalidArgument(where, "seq_len: must be >= prefix_len (", r.prefix_len, "), got ", r.seq_len);
     }
     KVSHARD_ASSIGN_OR_RETURN(r.pages, JsonIntList(reqs[i], "pages", where, kI64Min, kI64Max));
-    b.requests.push_back(std::move(r));
+    requests.push_back(std::move(r));
   }
-  KVSHARD_RETURN_IF_ERROR(ValidateExtendBatch(b));
-  return b;
+  return requests;
 }
 
 Json ExtendBatchToJson(const ExtendBatch& b) {

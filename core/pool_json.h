@@ -17,6 +17,8 @@ namespace kvshard {
 // Reads and structurally validates an extend batch (see ValidateExtendBatch); the pre-rename key
 // pool_pages_per_rank (which counted the trash page) is rejected, saying what changed.
 StatusOr<ExtendBatch> ExtendBatchFromJson(const Json& j);
+// Its "requests" list alone ("requests[i].<field>: ..." errors; ValidateExtendBatch checks the batch they make).
+StatusOr<std::vector<ExtendRequest>> ExtendRequestsFromJson(const Json& requests);
 // Writes an extend batch in the form ExtendBatchFromJson reads.
 Json ExtendBatchToJson(const ExtendBatch& batch);
 

@@ -207,18 +207,19 @@ std::vector<uint32_t> PoolReplay::LastWrites(int64_t layer, const std::vector<in
   return generations;
 }
 
-StatusOr<Json> PoolReplay::Begin(const Json& rec, const Json* only) {
-  (void)only;
-  Json batch_json = {{"shard_size", geometry_.shard_size},         {"page_size", geometry_.page_size},
-                     {"pages_per_rank", geometry_.pages_per_rank}, {"max_prefix_tokens", geometry_.max_prefix_tokens},
-                     {"chunk_tokens", geometry_.chunk_tokens},     {"requests", rec.at("requests")}};
-  StatusOr<ExtendBatch> batch = ExtendBatchFromJson(batch_json);
-  if (!batch.ok()) return InvalidArgument(batch.status().message());
+StatusOr<FieldAnswer> PoolReplay::Begin(const Json& rec, const Json* only) {
+  // The batch of the header's geometry and the record's requests, as ExtendBatchFromJson would read it.
+  ExtendBatch batch{geometry_.shard_size,        geometry_.page_size,    geometry_.pages_per_rank,
+                    geometry_.max_prefix_tokens, geometry_.chunk_tokens, {}};
+  StatusOr<std::vector<ExtendRequest>> requests = ExtendRequestsFromJson(rec.at("requests"));
+  if (!requests.ok()) return InvalidArgument(requests.status().message());
+  batch.requests = std::move(*requests);
+  if (Status s = ValidateExtendBatch(batch); !s.ok()) return InvalidArgument(s.message());
   // SGLang's begin_shard_extend has no guard: a begin while an extend is in flight re-plans and replaces it (the
   // previous batch's staged chunk and plan are dropped), so a begin without an end is what the next batch does.
   const int64_t ps = geometry_.page_size;
   std::vector<int64_t> chunk, all;
-  for (const ExtendRequest& r : batch->requests) {
+  for (const ExtendRequest& r : batch.requests) {
     for (int64_t pos = 0; pos < r.seq_len && pos / ps < static_cast<int64_t>(r.pages.size()); ++pos) {
       const int64_t loc = r.pages[pos / ps] * ps + pos % ps;
       all.push_back(loc);
@@ -230,15 +231,15 @@ StatusOr<Json> PoolReplay::Begin(const Json& rec, const Json* only) {
   GatherPlan plan;
   Status planned = Status::Ok();
   if (pool_) {
-    planned = pool_->BeginShardExtend(batch->requests);
+    planned = pool_->BeginShardExtend(batch.requests);
     if (planned.ok()) plan = pool_->plan();
   } else {
-    planned = host_planner_.Build(*batch, &plan);
+    planned = host_planner_.Build(batch, &plan);
   }
   if (!planned.ok()) {
     if (device_) {  // the device must refuse the batch with the same error (the record's error is the host's)
       KVSHARD_RETURN_IF_ERROR(
-          RunDeviceStep(0, 0, [this, batch = std::move(*batch), planned] { return DevicePlanFails(batch, planned); }));
+          RunDeviceStep(0, 0, [this, batch = std::move(batch), planned] { return DevicePlanFails(batch, planned); }));
     }
     return planned;
   }
@@ -247,17 +248,25 @@ StatusOr<Json> PoolReplay::Begin(const Json& rec, const Json* only) {
   out_cache_loc_ = std::move(chunk);
   batch_locs_ = std::move(all);
   page_pos_ = ref::DensePagePos(plan);
-  Json j = GatherPlanToJson(plan);
-  j["epoch"] = epoch_;
-  j["out_cache_loc"] = out_cache_loc_;
+  FieldAnswer a;  // GatherPlanToJson's fields, then the extend's
+  a.Add("block_pages", plan.block_pages);
+  a.Add("n_prefix_slots", plan.n_prefix_slots);
+  a.Add("trash_page", plan.trash_page);
+  a.Add("chunk_base_page", plan.chunk_base_page);
+  std::vector<std::vector<int64_t>> page_pos(plan.mapped_pages.size());
+  for (size_t i = 0; i < page_pos.size(); ++i) page_pos[i] = {plan.mapped_pages[i], plan.mapped_scratch_pages[i]};
+  a.Add("page_pos", std::move(page_pos));
+  if (only == nullptr || only->contains("ranks")) a.Add("ranks", GatherPlanToJson(plan).at("ranks"));
+  a.Add("epoch", epoch_);
+  a.Add("out_cache_loc", out_cache_loc_);
   if (device_) {  // the host's batch stands whatever the device makes of it
     const size_t bytes = out_cache_loc_.size() * sizeof(int64_t);
     KVSHARD_RETURN_IF_ERROR(
-        RunDeviceStep(bytes, 0, [this, batch = std::move(*batch), chunk = out_cache_loc_, plan = std::move(plan)] {
+        RunDeviceStep(bytes, 0, [this, batch = std::move(batch), chunk = out_cache_loc_, plan = std::move(plan)] {
           return DeviceBegin(batch, chunk, plan);
         }));
   }
-  return j;
+  return a;
 }
 
 StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {

@@ -74,7 +74,7 @@ class PoolReplay {
 
   // The pipeline records (docs/trace-format.md): each answer is what its expect is checked against. A read that
   // differs from the unsharded baseline, or (diff) between the paths, is a Mismatch "invariant: ..." / "diff: ...".
-  StatusOr<Json> Begin(const Json& rec, const Json* only);
+  StatusOr<FieldAnswer> Begin(const Json& rec, const Json* only);
   StatusOr<FieldAnswer> Write(const Json& rec, const Json* only);
   StatusOr<FieldAnswer> Read(const Json& rec, const Json* only);
   StatusOr<Json> End();

@@ -7,25 +7,30 @@
 
 namespace kvshard::replay {
 
-StatusOr<Json> Replayer::RunMatch(const Json& rec) {
+StatusOr<FieldAnswer> Replayer::RunMatch(const Json& rec) {
   KVSHARD_RETURN_IF_ERROR(UsePageCache());
   const std::vector<int64_t> tokens = rec.at("tokens").get<std::vector<int64_t>>();
-  const ref::RadixCache::Match m = cache_->MatchPrefix(tokens);
+  ref::RadixCache::Match m = cache_->MatchPrefix(tokens);
   const int64_t ps = allocator_->config().page_size;
-  Json j;
-  j["prefix_len"] = m.prefix_len;
-  j["pages"] = m.pages;
-  j["rotation_base"] = m.rotation_base == kNewChain ? Json(nullptr) : Json(m.rotation_base);
-  j["last_loc"] = m.pages.empty() ? 0 : m.pages.back() * ps + ps - 1;
+  FieldAnswer a;
+  a.Add("prefix_len", m.prefix_len);
+  const int64_t last_loc = m.pages.empty() ? 0 : m.pages.back() * ps + ps - 1;
+  a.Add("pages", std::move(m.pages));
+  if (m.rotation_base == kNewChain) {
+    a.Add("rotation_base", Json(nullptr));
+  } else {
+    a.Add("rotation_base", m.rotation_base);
+  }
+  a.Add("last_loc", last_loc);
   if (rec.contains("lock") && rec.at("lock").get<bool>()) {
     cache_->Lock(m.node);
     locks_[matches_] = m.node;
-    j["match"] = matches_++;
+    a.Add("match", matches_++);
   }
-  return j;
+  return a;
 }
 
-StatusOr<Json> Replayer::RunDecLockRef(const Json& rec) {
+StatusOr<FieldAnswer> Replayer::RunDecLockRef(const Json& rec) {
   KVSHARD_RETURN_IF_ERROR(UsePageCache());
   const int64_t k = rec.at("match").get<int64_t>();
   const auto it = locks_.find(k);
@@ -34,10 +39,13 @@ StatusOr<Json> Replayer::RunDecLockRef(const Json& rec) {
   }
   KVSHARD_RETURN_IF_ERROR(cache_->Unlock(it->second));
   locks_.erase(it);
-  return Json{{"op", "dec_lock_ref"}, {"locked_matches", static_cast<int64_t>(locks_.size())}};
+  FieldAnswer a;
+  a.Add("op", std::string("dec_lock_ref"));
+  a.Add("locked_matches", static_cast<int64_t>(locks_.size()));
+  return a;
 }
 
-StatusOr<Json> Replayer::RunInsert(const Json& rec) {
+StatusOr<FieldAnswer> Replayer::RunInsert(const Json& rec) {
   KVSHARD_RETURN_IF_ERROR(UsePageCache());
   const std::vector<int64_t> tokens = rec.at("tokens").get<std::vector<int64_t>>();
   const std::vector<int64_t> pages = rec.at("pages").get<std::vector<int64_t>>();
@@ -61,15 +69,15 @@ StatusOr<Json> Replayer::RunInsert(const Json& rec) {
   std::vector<int64_t> freed_locs;
   for (int64_t p : cache_->last_freed()) freed_locs.push_back(p * allocator_->config().page_size);
   Release(freed_locs);
-  Json j;
-  j["declined"] = ins.declined;
-  j["new_pages"] = ins.new_pages;
-  j["freed_pages"] = ins.freed_pages;
-  j["cached_pages"] = cache_->cached_pages();
-  return j;
+  FieldAnswer a;
+  a.Add("declined", ins.declined);
+  a.Add("new_pages", ins.new_pages);
+  a.Add("freed_pages", ins.freed_pages);
+  a.Add("cached_pages", cache_->cached_pages());
+  return a;
 }
 
-StatusOr<Json> Replayer::RunEvict(const Json& rec) {
+StatusOr<FieldAnswer> Replayer::RunEvict(const Json& rec) {
   KVSHARD_RETURN_IF_ERROR(UsePageCache());
   const int64_t num_pages = rec.at("num_pages").get<int64_t>();
   if (num_pages < 0) return InvalidArgument("num_pages: must be >= 0, got ", num_pages);
@@ -77,11 +85,11 @@ StatusOr<Json> Replayer::RunEvict(const Json& rec) {
   std::vector<int64_t> freed_locs;
   for (int64_t p : cache_->last_freed()) freed_locs.push_back(p * allocator_->config().page_size);
   Release(freed_locs);
-  Json j;
-  j["evicted_pages"] = evicted;
-  j["freed"] = cache_->last_freed();
-  j["cached_pages"] = cache_->cached_pages();
-  return j;
+  FieldAnswer a;
+  a.Add("evicted_pages", evicted);
+  a.Add("freed", cache_->last_freed());
+  a.Add("cached_pages", cache_->cached_pages());
+  return a;
 }
 
 Status Replayer::UsePageCache() {

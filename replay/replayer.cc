@@ -243,8 +243,8 @@ Status Replayer::BeginOp(const ReplayOp& op, const TraceRecord& record, bool sha
   return Status::Ok();
 }
 
-StatusOr<Json> Replayer::RunBeginShardExtend(const Json& rec, const Json* only) {
-  KVSHARD_ASSIGN_OR_RETURN(Json result, pool_->Begin(rec, only));
+StatusOr<FieldAnswer> Replayer::RunBeginShardExtend(const Json& rec, const Json* only) {
+  KVSHARD_ASSIGN_OR_RETURN(FieldAnswer result, pool_->Begin(rec, only));
   const Json& reqs = rec.at("requests");  // an extend runs on pages the allocator handed out
   for (size_t i = 0; i < reqs.size(); ++i) {
     const std::vector<int64_t> pages = reqs[i].at("pages").get<std::vector<int64_t>>();

@@ -144,7 +144,7 @@ class Replayer {
                int64_t* fields, ReplayMismatch* mismatch) const;
   // Keeps `mismatch` as last_mismatch_ and returns it as a Mismatch status (its text line).
   Status Fail(ReplayMismatch mismatch);
-  StatusOr<Json> RunBeginShardExtend(const Json& rec, const Json* only);
+  StatusOr<FieldAnswer> RunBeginShardExtend(const Json& rec, const Json* only);
   StatusOr<FieldAnswer> RunAlloc(const Json& rec);
   StatusOr<FieldAnswer> RunFree(const Json& rec, bool group);
   StatusOr<std::vector<int64_t>> FreeLocs(const Json& spec, const std::string& where) const;
@@ -152,10 +152,10 @@ class Replayer {
   FieldAnswer AllocatorState(const char* op) const;
   void Release(const std::vector<int64_t>& locs);
   // Radix cache records (replay/radix_records.cc).
-  StatusOr<Json> RunMatch(const Json& rec);
-  StatusOr<Json> RunInsert(const Json& rec);
-  StatusOr<Json> RunEvict(const Json& rec);
-  StatusOr<Json> RunDecLockRef(const Json& rec);
+  StatusOr<FieldAnswer> RunMatch(const Json& rec);
+  StatusOr<FieldAnswer> RunInsert(const Json& rec);
+  StatusOr<FieldAnswer> RunEvict(const Json& rec);
+  StatusOr<FieldAnswer> RunDecLockRef(const Json& rec);
   // The radix cache's invariants for what the last record changed (and the whole walk under full_invariants).
   Status CheckCacheInvariants();
   Status CheckWholeCache() const;
