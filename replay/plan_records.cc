@@ -39,12 +39,12 @@ StatusOr<Json> RunSplit(const Json& rec, const Json* only, Impl impl) {
   return InSeqSplitJson(s, only);
 }
 
-StatusOr<Json> RunRerange(const Json& rec, Impl impl) {
+StatusOr<FieldAnswer> RunRerange(const Json& rec, Impl impl) {
   const std::vector<int64_t> extend = Ints(rec, "extend_lens");
   const std::vector<int64_t> prefix =
       rec.contains("prefix_lens") ? Ints(rec, "prefix_lens") : std::vector<int64_t>(extend.size(), 0);
   KVSHARD_ASSIGN_OR_RETURN(Rerange r, BuildRerange(Int(rec, "cp_size"), Int(rec, "page_size"), extend, prefix, impl));
-  return RerangeJson(r);
+  return RerangeFields(r);
 }
 
 StatusOr<Json> RunGatherPlan(const Json& rec, Impl impl) {

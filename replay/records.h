@@ -16,7 +16,7 @@ namespace kvshard::replay {
 // Plan records (replay/plan_records.cc): place, split, rerange, gather_plan.
 StatusOr<Json> RunPlace(const Json& rec);
 StatusOr<Json> RunSplit(const Json& rec, const Json* only, Impl impl);
-StatusOr<Json> RunRerange(const Json& rec, Impl impl);
+StatusOr<FieldAnswer> RunRerange(const Json& rec, Impl impl);
 StatusOr<Json> RunGatherPlan(const Json& rec, Impl impl);
 
 // CP records (replay/cp_records.cc): page_owners, cp_direct_write, cp_seq_idx, can_cp_split, cp_local_pair.

@@ -92,8 +92,20 @@ void Replayer::Prepare(TraceRecord* record, bool run_stateless) const {
   // A stateless record (plans, CP helpers) depends on nothing before it: run and judge it here.
   const Json* expect = record->json.contains("expect") ? &record->json.at("expect") : nullptr;
   const Json* only = expect && !expect->contains("error") ? expect : nullptr;
-  StatusOr<Json> got =
-      p->shape.ok() ? p->op->run(const_cast<Replayer&>(*this), record->json, only) : StatusOr<Json>(p->shape);
+  Replayer& self = const_cast<Replayer&>(*this);  // a stateless executor touches no state
+  StatusOr<Json> got = p->shape;
+  if (p->shape.ok() && p->op->run_fields != nullptr) {
+    // Typed fields: when they surely equal the expect, the record is judged without JSON (as in ReplayRecord).
+    StatusOr<FieldAnswer> fields = p->op->run_fields(self, record->json, only);
+    if (fields.ok() && only != nullptr && fields->SurelyMatches(*only, &p->fields)) {
+      p->verdict = Status::Ok();
+      p->judged = true;
+      return;
+    }
+    got = fields.ok() ? StatusOr<Json>(fields->ToJson()) : StatusOr<Json>(fields.status());
+  } else if (p->shape.ok()) {
+    got = p->op->run(self, record->json, only);
+  }
   p->verdict = Judge(*record, op, &p->shape, &got, &p->fields, &p->mismatch);
   if (got.ok()) ClearJson(&*got);
   p->judged = true;

@@ -72,15 +72,17 @@ StatusOr<Rerange> BuildRerange(int64_t cp_size, int64_t page_size, const std::ve
   return r;
 }
 
-Json RerangeJson(const Rerange& r) {
-  Json j;
-  j["max_rank_token"] = r.max_rank_token;
-  j["per_rank_tokens"] = r.per_rank_tokens;
-  j["source_rows"] = r.source_rows;
-  j["compute_padding_enabled"] = r.plan.compute_padding_enabled;
-  j["per_rank_actual_token"] = r.per_rank_actual_token;
-  return j;
+FieldAnswer RerangeFields(const Rerange& r) {
+  FieldAnswer a;
+  a.Add("max_rank_token", r.max_rank_token);
+  a.Add("per_rank_tokens", r.per_rank_tokens);
+  a.Add("source_rows", r.source_rows);
+  a.Add("compute_padding_enabled", static_cast<bool>(r.plan.compute_padding_enabled));
+  a.Add("per_rank_actual_token", r.per_rank_actual_token);
+  return a;
 }
+
+Json RerangeJson(const Rerange& r) { return RerangeFields(r).ToJson(); }
 
 StatusOr<PlanAndRows> BuildGatherPlanAndRows(const ExtendBatch& batch, const std::vector<int64_t>& locs,
                                              const char* field, Impl impl) {

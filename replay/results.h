@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "replay/backend.h"
+#include "replay/field_answer.h"
 #include "core/cp_plan.h"
 #include "core/gather_plan.h"
 #include "core/json.h"
@@ -47,7 +48,9 @@ struct Rerange {
 StatusOr<Rerange> BuildRerange(int64_t cp_size, int64_t page_size, const std::vector<int64_t>& extend_lens,
                                const std::vector<int64_t>& prefix_lens, Impl impl = Impl::kRef,
                                bool with_source_rows = true);
-// `rerange --json`: max_rank_token, per_rank_tokens, source_rows, compute_padding_enabled, per_rank_actual_token.
+// `rerange --json`'s fields: max_rank_token, per_rank_tokens, source_rows, compute_padding_enabled,
+// per_rank_actual_token (a rerange record's answer); RerangeJson is their JSON.
+FieldAnswer RerangeFields(const Rerange& rerange);
 Json RerangeJson(const Rerange& rerange);
 
 // The extend batch's gather plan and the translate of `locs` (errors name `field`).
