@@ -239,7 +239,7 @@ StatusOr<FieldAnswer> PoolReplay::Begin(const Json& rec, const Json* only) {
   if (!planned.ok()) {
     if (device_) {  // the device must refuse the batch with the same error (the record's error is the host's)
       KVSHARD_RETURN_IF_ERROR(
-          RunDeviceStep(0, 0, [this, batch = std::move(batch), planned] { return DevicePlanFails(batch, planned); }));
+          RunDeviceStep(0, 0, [this, batch = std::move(batch), planned] { return StartPlanCheck(batch, planned); }));
     }
     return planned;
   }

@@ -139,12 +139,11 @@ class PoolReplay {
   // DeviceBegin installs `plan` (the host's, which the record answered with) and checks the device's own plan of
   // `batch` against it: at once, or on the plan thread (a pending check, taken with the read checks).
   Status DeviceBegin(const ExtendBatch& batch, const std::vector<int64_t>& chunk, const GatherPlan& plan);
-  // --backend gpu|diff where the host's plan failed with `error`: the device's plan must fail with the same status.
-  Status DevicePlanFails(const ExtendBatch& batch, const Status& error);
   // The device's plan of `batch` against the host's answer `want` (a plan, or the error the device must give too):
   // OK, or diff's / gpu's Mismatch naming the first field and index that differ.
   Status CheckDevicePlan(const ExtendBatch& batch, const StatusOr<GatherPlan>& want) const;
-  // Runs CheckDevicePlan at once, or on the plan thread as a pending check of the running step.
+  // Runs CheckDevicePlan at once, or on the plan thread as a pending check of the running step (the device step of
+  // a begin_shard_extend: DeviceBegin's, or, where the host refused the batch, this alone).
   Status StartPlanCheck(ExtendBatch batch, StatusOr<GatherPlan> want);
   Status DeviceWrite(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows, int64_t generation);
   Status DiffRead(int64_t layer, const std::vector<int64_t>& locs, const std::vector<ref::BufferRows>& ref_rows,

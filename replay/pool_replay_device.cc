@@ -63,10 +63,6 @@ Status PoolReplay::DeviceBegin(const ExtendBatch& batch, const std::vector<int64
                   " failed: ", s.message());
 }
 
-Status PoolReplay::DevicePlanFails(const ExtendBatch& batch, const Status& error) {
-  return StartPlanCheck(batch, error);
-}
-
 Status PoolReplay::StartPlanCheck(ExtendBatch batch, StatusOr<GatherPlan> want) {
   if (!worker_) return CheckDevicePlan(batch, want);
   auto answer = std::make_shared<Status>();
