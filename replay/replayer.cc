@@ -15,13 +15,18 @@
 namespace kvshard::replay {
 namespace {
 
+// (The stored values and the array's vector are read directly: nlohmann's get<> and iterators dispatch on the type
+// at every element, and these run on every list of every record.)
 bool IsInt(const Json& v) {
-  return v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX));
+  if (v.is_number_unsigned()) return v.get_ref<const Json::number_unsigned_t&>() <= static_cast<uint64_t>(INT64_MAX);
+  return v.is_number_integer();
 }
 
 bool IsIntList(const Json& v, bool nulls) {
-  return v.is_array() &&
-         std::all_of(v.begin(), v.end(), [&](const Json& e) { return IsInt(e) || (nulls && e.is_null()); });
+  if (!v.is_array()) return false;
+  const Json::array_t& elements = v.get_ref<const Json::array_t&>();
+  return std::all_of(elements.begin(), elements.end(),
+                     [&](const Json& e) { return IsInt(e) || (nulls && e.is_null()); });
 }
 
 bool IsFreeSpec(const Json& v) {
