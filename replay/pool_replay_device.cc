@@ -15,6 +15,7 @@
 #include "core/json.h"
 #include "core/pool_json.h"
 #include "core/status.h"
+#include "core/trace.h"
 
 namespace kvshard::replay {
 
@@ -80,29 +81,6 @@ Status PoolReplay::StartPlanCheck(ExtendBatch batch, StatusOr<GatherPlan> want) 
   return Status::Ok();
 }
 
-namespace {
-
-// The first place where JSON `got` differs from `want` ("ranks[2].send_rows[5]: got 12, expected 13", or a size),
-// under `path`; empty when equal.
-std::string FirstJsonDiff(const Json& got, const Json& want, const std::string& path) {
-  if (got == want) return "";
-  if (want.is_object() && got.is_object()) {
-    for (const auto& [key, value] : want.items()) {
-      const std::string at = path.empty() ? key : StrCat(path, ".", key);
-      if (!got.contains(key)) return StrCat(at, ": missing");
-      if (std::string d = FirstJsonDiff(got.at(key), value, at); !d.empty()) return d;
-    }
-  } else if (want.is_array() && got.is_array()) {
-    for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
-      if (std::string d = FirstJsonDiff(got[i], want[i], StrCat(path, "[", i, "]")); !d.empty()) return d;
-    }
-    if (got.size() != want.size()) return StrCat(path, ": ", got.size(), " entries, expected ", want.size());
-  }
-  return StrCat(path, ": got ", got.dump(), ", expected ", want.dump());
-}
-
-}  // namespace
-
 Status PoolReplay::CheckDevicePlan(const ExtendBatch& batch, const StatusOr<GatherPlan>& want) const {
   const StatusOr<GatherPlan> got = device_->Plan(batch);
   const char* prefix = pool_ ? "diff" : "invariant";
@@ -118,8 +96,12 @@ Status PoolReplay::CheckDevicePlan(const ExtendBatch& batch, const StatusOr<Gath
                     " failed: ", got.status().message());
   }
   if (*got == *want) return Status::Ok();
-  std::string where = FirstJsonDiff(GatherPlanToJson(*got), GatherPlanToJson(*want), "");
-  if (where.empty()) {  // fields the JSON form leaves out
+  // The first field and index that differ, as an expect mismatch names them.
+  int64_t compared = 0;
+  std::string where;
+  if (const auto m = MatchExpect(GatherPlanToJson(*want), GatherPlanToJson(*got), &compared)) {
+    where = StrCat(m->path, ": got ", m->GotText(), ", expected ", m->ExpectedText());
+  } else {  // fields the JSON form leaves out
     where =
         StrCat("shard_size / page_size / page_pos_size: got ", got->shard_size, " / ", got->page_size, " / ",
                got->page_pos_size, ", expected ", want->shard_size, " / ", want->page_size, " / ", want->page_pos_size);

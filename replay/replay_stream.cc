@@ -32,6 +32,14 @@ Status CheckExpectError(const TraceRecord& record) {
   return Status::Ok();
 }
 
+// A typed answer against its record's expect: nullopt when the fields surely equal it (their scalars counted in
+// *fields, nothing built), else the answer as JSON, or its error, for Judge to decide.
+std::optional<StatusOr<Json>> UnlessSurelyMatches(const StatusOr<FieldAnswer>& answer, const Json* expect,
+                                                  int64_t* fields) {
+  if (answer.ok() && expect != nullptr && answer->SurelyMatches(*expect, fields)) return std::nullopt;
+  return answer.ok() ? StatusOr<Json>(answer->ToJson()) : StatusOr<Json>(answer.status());
+}
+
 }  // namespace
 
 Status Replayer::Fail(ReplayMismatch mismatch) {
@@ -96,13 +104,14 @@ void Replayer::Prepare(TraceRecord* record, bool run_stateless) const {
   StatusOr<Json> got = p->shape;
   if (p->shape.ok() && p->op->run_fields != nullptr) {
     // Typed fields: when they surely equal the expect, the record is judged without JSON (as in ReplayRecord).
-    StatusOr<FieldAnswer> fields = p->op->run_fields(self, record->json, only);
-    if (fields.ok() && only != nullptr && fields->SurelyMatches(*only, &p->fields)) {
+    std::optional<StatusOr<Json>> json =
+        UnlessSurelyMatches(p->op->run_fields(self, record->json, only), only, &p->fields);
+    if (!json) {
       p->verdict = Status::Ok();
       p->judged = true;
       return;
     }
-    got = fields.ok() ? StatusOr<Json>(fields->ToJson()) : StatusOr<Json>(fields.status());
+    got = std::move(*json);
   } else if (p->shape.ok()) {
     got = p->op->run(self, record->json, only);
   }
@@ -172,13 +181,14 @@ Status Replayer::ReplayRecord(const TraceRecord& record) {
   } else if ((*op)->run_fields != nullptr && expect != nullptr && !expect_error) {
     // Typed fields: when they surely equal the expect, no JSON is built (else the JSON path below decides).
     Status begun = BeginOp(**op, record, shape != nullptr);
-    StatusOr<FieldAnswer> fields =
-        begun.ok() ? (*op)->run_fields(*this, record.json, expect) : StatusOr<FieldAnswer>(begun);
-    if (fields.ok() && fields->SurelyMatches(*expect, &summary_.fields)) {
+    std::optional<StatusOr<Json>> json =
+        UnlessSurelyMatches(begun.ok() ? (*op)->run_fields(*this, record.json, expect) : StatusOr<FieldAnswer>(begun),
+                            expect, &summary_.fields);
+    if (!json) {
       if (Status s = CheckInvariantsAfter(**op); !s.ok()) return Fail(ModelMismatch(record, s.message()));
       return Status::Ok();
     }
-    got = fields.ok() ? StatusOr<Json>(fields->ToJson()) : StatusOr<Json>(fields.status());
+    got = std::move(*json);
   } else {
     got = ExecuteOp(**op, record, expect_error ? nullptr : expect, shape != nullptr);
   }
