@@ -1,9 +1,7 @@
 // The trace reader (header, records, line numbers, malformed lines) and the expect-subset matcher.
 #include "core/trace.h"
 
-#include <memory>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -93,105 +91,6 @@ TEST(TraceReaderTest, ATruncatedLastRecordIsNamedAsSuch) {
   ASSERT_TRUE(*reader.Next(&r));
   EXPECT_FALSE(*reader.Next(&r));
   EXPECT_EQ(reader.truncated_line(), 0);
-}
-
-// What TraceReader::Next gives for a whole trace, record by record, and the call that ended it.
-struct ReadOut {
-  std::vector<std::pair<int64_t, std::string>> records;  // line, compact JSON
-  std::string end;                                       // "end" or the error
-  int64_t truncated_line = 0;
-};
-
-template <typename Reader>
-ReadOut ReadEvery(Reader& reader) {
-  ReadOut out;
-  TraceRecord r;
-  while (true) {
-    StatusOr<bool> more = reader.Next(&r);
-    if (!more.ok() || !*more) {
-      out.end = more.ok() ? "end" : more.status().ToString();
-      out.truncated_line = reader.truncated_line();
-      return out;
-    }
-    out.records.emplace_back(r.line, r.json.dump());
-  }
-}
-
-// TraceReadAhead gives what TraceReader gives: every record in order, then the same end (a malformed line, a cut last
-// record), also with records larger than its byte bound (read one at a time) and more records than its queue holds.
-TEST(TraceReadAheadTest, GivesWhatTheReaderGivesInOrder) {
-  const std::string header = "{\"kvshard_trace\": 1}\n";
-  std::string many, large;
-  for (int i = 0; i < 1000; ++i) many += "{\"op\": \"place\", \"i\": " + std::to_string(i) + "}\n";
-  const std::string big_list(TraceReadAhead::kReadAheadBytes + 10, ' ');
-  for (int i = 0; i < 3; ++i) large += "{\"op\": \"x\", \"pad\": [" + big_list + std::to_string(i) + "]}\n";
-  const std::string traces[] = {
-      header,
-      header + many,
-      header + many + "{\"op\": 3}\n" + many,
-      header + many + "{\"op\": \"cut",
-      header + large + many + large,
-  };
-  for (const std::string& text : traces) {
-    std::istringstream a(text), b(text);
-    TraceReader plain(&a), ahead_reader(&b);
-    ASSERT_TRUE(plain.ReadHeader({}).ok());
-    ASSERT_TRUE(ahead_reader.ReadHeader({}).ok());
-    TraceReadAhead ahead(&ahead_reader);
-    const ReadOut want = ReadEvery(plain), got = ReadEvery(ahead);
-    ASSERT_EQ(got.records.size(), want.records.size());
-    for (size_t i = 0; i < want.records.size(); ++i) {
-      ASSERT_EQ(got.records[i], want.records[i]) << "record " << i;
-    }
-    EXPECT_EQ(got.end, want.end);
-    EXPECT_EQ(got.truncated_line, want.truncated_line);
-    TraceRecord r;
-    EXPECT_FALSE(*ahead.Next(&r)) << "Next after the end";
-  }
-}
-
-// The prepare step sees every record read whole, once, before the caller gets it, and what it keeps travels with the
-// record; an exception it throws is rethrown by Next at that record, after every record before it.
-TEST(TraceReadAheadTest, PreparesEveryRecordBeforeTheCallerGetsIt) {
-  struct Seen : TracePrepared {
-    int64_t times = 0;
-  };
-  std::string text = "{\"kvshard_trace\": 1}\n";
-  for (int i = 0; i < 500; ++i) text += "{\"op\": \"" + std::string(i == 300 ? "throw" : "place") + "\"}\n";
-  std::istringstream in(text);
-  TraceReader reader(&in);
-  ASSERT_TRUE(reader.ReadHeader({}).ok());
-  TraceReadAhead ahead(&reader, [](TraceRecord* r, bool) {
-    if (r->op == "throw") throw std::runtime_error("prepare failed");
-    if (r->prepared == nullptr) r->prepared = std::make_unique<Seen>();
-    auto* seen = static_cast<Seen*>(r->prepared.get());
-    seen->line = r->line;
-    seen->times = 1;
-  });
-  TraceRecord r;
-  for (int64_t line = 2; line < 2 + 300; ++line) {
-    ASSERT_TRUE(*ahead.Next(&r));
-    ASSERT_EQ(r.line, line);
-    ASSERT_NE(r.prepared, nullptr);
-    EXPECT_EQ(r.prepared->line, line);
-    EXPECT_EQ(static_cast<Seen*>(r.prepared.get())->times, 1);
-    static_cast<Seen*>(r.prepared.get())->times = 0;  // a record handed back is prepared again when reused
-  }
-  EXPECT_THROW((void)ahead.Next(&r), std::runtime_error);
-}
-
-// Destroying a TraceReadAhead before the end stops its thread wherever it is.
-TEST(TraceReadAheadTest, StopsWhenDestroyedEarly) {
-  std::string text = "{\"kvshard_trace\": 1}\n";
-  for (int i = 0; i < 5000; ++i) text += "{\"op\": \"place\"}\n";
-  for (int taken : {0, 1, 100}) {
-    std::istringstream in(text);
-    TraceReader reader(&in);
-    ASSERT_TRUE(reader.ReadHeader({}).ok());
-    TraceReadAhead ahead(&reader);
-    TraceRecord r;
-    for (int i = 0; i < taken; ++i) ASSERT_TRUE(*ahead.Next(&r));
-  }
 }
 
 TEST(MatchExpectTest, SubsetsOfObjectsAndElementwiseArrays) {

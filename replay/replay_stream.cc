@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "core/trace_read_ahead.h"
 #include "replay/op_table.h"
 #include "replay/replayer.h"
 
