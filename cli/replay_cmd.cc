@@ -14,6 +14,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/memory_limit.h"
+#include "core/trace_read_ahead.h"
 #include "replay/replayer.h"
 #ifdef KVSHARD_HAVE_CUDA
 #include "replay/gpu_pool_path.h"
@@ -37,6 +38,8 @@ void DeclareFlags(po::options_description& flags) {
       "gpus", Int(1, 1024)->default_value(1),
       "with --backend gpu|diff: 1 emulates the trace's N ranks on GPU 0; N drives N "
       "GPUs through NCCL")(
+      "read-threads", Int(1, TraceReadAhead::kMaxThreads),
+      "threads that read and parse records ahead of the checking thread (default: half the host's cores, 1 to 4)")(
       "full-invariants", po::bool_switch(),
       "after every allocator record also walk the whole radix cache (by default only what the record changed is "
       "checked; the properties run both)");
@@ -123,6 +126,7 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   options.budget = Budget(flags);
   options.line_check = options.budget.Lines();
   options.full_invariants = flags.Bool("full-invariants");
+  if (flags.Given("read-threads")) options.read_threads = static_cast<int>(flags.Int("read-threads"));
 #ifdef KVSHARD_HAVE_CUDA
   const int gpus = static_cast<int>(flags.Int("gpus"));
   options.make_device = [gpus](const replay::PoolGeometry& g) { return replay::MakeGpuPoolPath(g, gpus); };
@@ -184,6 +188,7 @@ Status Run(const Flags& flags, std::ostream& out) {
 Command ReplayCommand() {
   Command c{"replay", "replay a recorded trace through the reference and report the first decision that differs",
             "FILE|- [--keep-going] [--json] [--impl ref|fast] [--backend ref|gpu|diff] [--gpus N] [--full-invariants] "
+            "[--read-threads N] "
             "[--max-memory BYTES]",
             DeclareFlags, Run};
   c.positional = "trace";

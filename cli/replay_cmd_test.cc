@@ -59,6 +59,29 @@ TEST(ReplayCmdTest, KeepGoingReportsEveryMismatch) {
   EXPECT_EQ(r.err.rfind("kvshard: mismatch: 2 mismatches in 12 records; first: line 4:", 0), 0u) << r.err;
 }
 
+// --read-threads changes how many threads parse ahead, never what is reported: the same output and exit for a
+// trace with mismatches (--keep-going) and one with a malformed line; out of range names the flag (exit 2).
+TEST(ReplayCmdTest, ReadThreadsChangeNothingReported) {
+  std::string text = Edited(4, "[11, 12, 13,", "[11, 12, 99,");
+  text.replace(text.find("\"max_rank_token\": 8"), 19, "\"max_rank_token\": 9");
+  const std::string malformed = Edited(9, "\"op\": \"", "\"op\": \"x");
+  for (const std::string& trace : {text, malformed}) {
+    const CliResult want = RunCli({"replay", "-", "--keep-going", "--read-threads", "1"}, trace);
+    EXPECT_NE(want.exit_code, 0);
+    for (const char* threads : {"2", "4", "16"}) {
+      const CliResult r = RunCli({"replay", "-", "--keep-going", "--read-threads", threads}, trace);
+      EXPECT_EQ(r.exit_code, want.exit_code) << threads;
+      EXPECT_EQ(r.out, want.out) << threads;
+      EXPECT_EQ(r.err, want.err) << threads;
+    }
+  }
+  for (const char* bad : {"0", "17"}) {
+    const CliResult r = RunCli({"replay", RunfilePath(kTrace), "--read-threads", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_EQ(r.err.rfind("kvshard: error: --read-threads: must be in [1, 16]", 0), 0u) << r.err;
+  }
+}
+
 // A page the radix cache holds, freed by an allocator record: the check of what the record changed finds it, and so
 // does the whole walk (--full-invariants); a clean trace passes both.
 TEST(ReplayCmdTest, FreeingACachedPageBreaksAnInvariantWithAndWithoutTheFullWalk) {

@@ -54,40 +54,55 @@ StatusOr<Json> TraceReader::ReadHeader(const std::vector<std::string>& allowed_k
 }
 
 StatusOr<bool> TraceReader::Next(TraceRecord* record) {
-  ++line_;
   bool newline = true;
-  StatusOr<bool> got = ReadLine(*in_, &text_, check_, &newline);
+  int64_t line = 0;
+  KVSHARD_ASSIGN_OR_RETURN(const bool more, NextLine(&text_, &newline, &line));
+  if (!more) return false;
+  KVSHARD_RETURN_IF_ERROR(ParseRecord(text_, newline, line, record, &truncated_line_));
+  return true;
+}
+
+StatusOr<bool> TraceReader::NextLine(std::string* text, bool* newline, int64_t* line) {
+  ++line_;
+  *newline = true;
+  StatusOr<bool> got = ReadLine(*in_, text, check_, newline);
   if (!got.ok()) return AtLine(line_, got.status());
   if (!*got) {
     --line_;  // no such line
     return false;
   }
-  record->line = line_;
-  StatusOr<Json> j = ParseLine(text_);
+  *line = line_;
+  return true;
+}
+
+Status TraceReader::ParseRecord(const std::string& text, bool newline, int64_t line, TraceRecord* record,
+                                int64_t* truncated_line) {
+  record->line = line;
+  StatusOr<Json> j = ParseLine(text);
   if (!j.ok()) {
-    if (!newline && !Json::accept(text_)) {  // the input ends inside this line: a writer stopped mid-record
-      truncated_line_ = line_;
-      return InvalidArgument("line ", line_, ": truncated last record (no newline, not valid JSON)");
+    if (!newline && !Json::accept(text)) {  // the input ends inside this line: a writer stopped mid-record
+      *truncated_line = line;
+      return InvalidArgument("line ", line, ": truncated last record (no newline, not valid JSON)");
     }
-    return AtLine(line_, j.status());
+    return AtLine(line, j.status());
   }
   ClearJson(&record->json);  // the last record's value, emptied fast
   record->json = std::move(j).value();
   const Json& op = record->json.contains("op") ? record->json.at("op") : Json();
-  if (!op.is_string()) return AtLine(line_, InvalidArgument("op: missing or not a string"));
+  if (!op.is_string()) return AtLine(line, InvalidArgument("op: missing or not a string"));
   record->op = op.get<std::string>();
   if (record->json.contains("expect") && !record->json.at("expect").is_object()) {
-    return AtLine(line_, InvalidArgument("expect: must be an object"));
+    return AtLine(line, InvalidArgument("expect: must be an object"));
   }
   if (const auto meta = record->json.find("meta"); meta != record->json.end()) {
-    if (!meta->is_object()) return AtLine(line_, InvalidArgument("meta: must be an object"));
+    if (!meta->is_object()) return AtLine(line, InvalidArgument("meta: must be an object"));
     const size_t bytes = meta->dump().size();
     if (bytes > static_cast<size_t>(kMaxTraceMetaBytes)) {
       return AtLine(
-          line_, InvalidArgument("meta: must be at most ", kMaxTraceMetaBytes, " bytes as compact JSON, got ", bytes));
+          line, InvalidArgument("meta: must be at most ", kMaxTraceMetaBytes, " bytes as compact JSON, got ", bytes));
     }
   }
-  return true;
+  return Status::Ok();
 }
 
 Status CheckRecordKeys(const Json& record, const std::vector<std::string>& allowed) {

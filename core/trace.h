@@ -57,6 +57,13 @@ class TraceReader {
   // The bytes of the line Next read last.
   int64_t line_bytes() const { return static_cast<int64_t>(text_.size()); }
 
+  // Next in two halves, for readers that parse on other threads. NextLine reads the next line's text into *text
+  // (*newline: it ended with '\n') and its number into *line; false at the end (a read error is "line N: ...").
+  StatusOr<bool> NextLine(std::string* text, bool* newline, int64_t* line);
+  // ParseRecord makes that text the record, with Next's errors; a truncated last record sets *truncated_line.
+  static Status ParseRecord(const std::string& text, bool newline, int64_t line, TraceRecord* record,
+                            int64_t* truncated_line);
+
  private:
   std::istream* in_;
   LineCheck check_;

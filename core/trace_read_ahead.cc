@@ -1,15 +1,23 @@
-// The trace read-ahead: reader threads ahead of the caller, records handed over in order.
+// The trace read-ahead: reader threads ahead of the caller, records handed over in line order.
 #include "core/trace_read_ahead.h"
 
+#include <algorithm>
+#include <string>
 #include <system_error>
 #include <utility>
 
 namespace kvshard {
 
-TraceReadAhead::TraceReadAhead(TraceReader* reader, Prepare prepare) : reader_(reader), prepare_(std::move(prepare)) {
-  try {
-    thread_ = std::thread([this] { ReadAll(); });
-  } catch (const std::system_error&) {  // no thread to be had: Next reads in the caller
+TraceReadAhead::TraceReadAhead(TraceReader* reader, Prepare prepare, int threads)
+    : reader_(reader), prepare_(std::move(prepare)) {
+  threads = std::clamp(threads, 1, kMaxThreads);
+  spare_.resize(threads);
+  for (int i = 0; i < threads; ++i) {
+    try {
+      threads_.emplace_back([this, i] { ReadAll(i); });
+    } catch (const std::system_error&) {  // no more threads to be had: those made read (none: Next reads)
+      break;
+    }
   }
 }
 
@@ -19,94 +27,130 @@ TraceReadAhead::~TraceReadAhead() {
     stop_ = true;
   }
   reader_wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  for (std::thread& t : threads_) t.join();
 }
 
-void TraceReadAhead::ReadAll() {
+bool TraceReadAhead::Publish(size_t index, Item item) {
+  queue_[index] = std::move(item);
+  while (!ended_ && ready_ < queue_.size() && queue_[ready_].ready) ended_ = queue_[ready_++].last;
+  return (caller_waiting_ == kWaitingForAny && ready_ > 0) ||
+         (caller_waiting_ == kWaitingForBatch && (ready_ >= kWakeBatch || ended_));
+}
+
+void TraceReadAhead::ReadAll(int reader) {
+  std::string text;  // this thread's line
   while (true) {
     Item item;
-    bool ahead = false;
+    item.reader = reader;
+    int64_t index = 0;  // the line's order number
+    bool ahead = false, newline = true;
+    int64_t line = 0;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      // Room: fewer records than the bound queued and the bytes within kReadAheadBytes (an empty queue waits only for
-      // the caller to hand back a large record). Once full, wait until half of the records were taken.
-      const auto room = [this](size_t records) {
-        return queue_.size() < records &&
-               (queue_.empty() ? held_bytes_ : queued_bytes_ + held_bytes_) <= kReadAheadBytes;
-      };
-      if (!room(kReadAheadRecords)) {
-        reader_waiting_ = true;
-        if (caller_waiting_ != kNotWaiting) caller_wake_.notify_one();  // take what is queued: no more comes now
-        reader_wake_.wait(lock, [&] { return stop_ || room(kReadAheadRecords / 2); });
-        reader_waiting_ = false;
+      std::lock_guard<std::mutex> read_lock(read_mu_);  // one line read at a time, in order
+      if (read_ended_) return;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        // Room: fewer records than the bound queued and the bytes within kReadAheadBytes (an empty queue waits only
+        // for the caller to hand back a large record). Once full, wait until half of the records were taken.
+        const auto room = [this](size_t records) {
+          return queue_.size() < records &&
+                 (queue_.empty() ? held_bytes_ : queued_bytes_ + held_bytes_) <= kReadAheadBytes;
+        };
+        if (!stop_ && !failed_ && !room(kReadAheadRecords)) {
+          ++readers_waiting_;
+          if (caller_waiting_ != kNotWaiting) caller_wake_.notify_one();  // take what is ready: no more comes now
+          reader_wake_.wait(lock, [&] { return stop_ || failed_ || room(kReadAheadRecords / 2); });
+          --readers_waiting_;
+        }
+        if (stop_ || failed_) return;
+        if (!spare_[reader].empty()) {
+          item.record = std::move(spare_[reader].back());
+          spare_[reader].pop_back();
+        }
+        ahead = queue_.size() >= kReadAheadRecords / 2;
+        index = first_index_ + static_cast<int64_t>(queue_.size());
+        queue_.emplace_back();  // this line's place, filled by Publish
       }
-      if (stop_) return;
-      if (!spare_.empty()) {
-        item.record = std::move(spare_.back());
-        spare_.pop_back();
+      try {
+        item.more = reader_->NextLine(&text, &newline, &line);
+      } catch (...) {  // out of memory, say: the caller rethrows it in order
+        item.exception = std::current_exception();
       }
-      ahead = queue_.size() >= kReadAheadRecords / 2;
+      item.bytes = static_cast<int64_t>(text.size());
+      if (item.exception || !item.more.ok() || !*item.more) read_ended_ = true;
+      std::lock_guard<std::mutex> lock(mu_);
+      queued_bytes_ += item.bytes;  // counted before the next line is read, so the next reader sees it
     }
-    try {
-      item.more = reader_->Next(&item.record);
-      item.bytes = reader_->line_bytes();
-      if (prepare_ && item.more.ok() && *item.more) prepare_(&item.record, ahead);
-    } catch (...) {  // out of memory, say: the caller rethrows it in order
-      item.exception = std::current_exception();
+    if (!item.exception && item.more.ok() && *item.more) {
+      try {
+        Status parsed = TraceReader::ParseRecord(text, newline, line, &item.record, &item.truncated_line);
+        if (!parsed.ok()) item.more = parsed;
+        if (parsed.ok() && prepare_) prepare_(&item.record, ahead);
+      } catch (...) {
+        item.exception = std::current_exception();
+      }
     }
-    const bool last = item.exception || !item.more.ok() || !*item.more;
+    if (text.capacity() > static_cast<size_t>(kReadAheadBytes)) std::string().swap(text);  // one large line's memory
+    item.last = item.exception || !item.more.ok() || !*item.more;
+    item.ready = true;
+    const bool last = item.last;
     bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queued_bytes_ += item.bytes;
-      queue_.push_back(std::move(item));
-      ended_ = last;
-      wake = caller_waiting_ == kWaitingForAny ||
-             (caller_waiting_ == kWaitingForBatch && (queue_.size() >= kWakeBatch || last));
+      if (last) failed_ = true;  // the readers stop (the end too: nothing after it is read)
+      wake = Publish(static_cast<size_t>(index - first_index_), std::move(item));
     }
+    if (last) reader_wake_.notify_all();  // a reader waiting for room stops
     if (wake) caller_wake_.notify_one();
     if (last) return;
   }
 }
 
 StatusOr<bool> TraceReadAhead::Next(TraceRecord* record) {
-  if (!thread_.joinable()) {
+  if (threads_.empty()) {
     StatusOr<bool> more = reader_->Next(record);
+    truncated_line_ = reader_->truncated_line();
     if (prepare_ && more.ok() && *more) prepare_(record, true);
     return more;
   }
-  handed_back_.push_back(std::move(*record));  // the caller is done with the record it held
+  if (held_reader_ >= 0) handed_back_.emplace_back(held_reader_, std::move(*record));  // the caller is done with it
+  held_reader_ = -1;
   bool wake = false;
-  if (taken_.empty()) {  // take every queued record at once: one lock and one wake-up for them all
+  if (taken_.empty()) {  // take every ready record at once: one lock and one wake-up for them all
     std::unique_lock<std::mutex> lock(mu_);
     held_bytes_ = 0;
-    for (TraceRecord& r : handed_back_) spare_.push_back(std::move(r));
+    for (auto& [reader, r] : handed_back_) spare_[reader].push_back(std::move(r));
     handed_back_.clear();
-    if (queue_.empty() && !ended_) {
+    if (ready_ == 0 && !ended_) {
       // Wait for a few records (one wake-up for them, not one each), but only briefly: a live trace on a pipe may
       // pause for long, and what it wrote is checked at once.
       caller_waiting_ = kWaitingForBatch;
-      if (reader_waiting_) reader_wake_.notify_one();
-      caller_wake_.wait_for(lock, kBatchWait, [this] {
-        return queue_.size() >= kWakeBatch || ended_ || (reader_waiting_ && !queue_.empty());
-      });
-      if (queue_.empty() && !ended_) {
+      if (readers_waiting_ > 0) reader_wake_.notify_one();
+      caller_wake_.wait_for(lock, kBatchWait,
+                            [this] { return ready_ >= kWakeBatch || ended_ || (readers_waiting_ > 0 && ready_ > 0); });
+      if (ready_ == 0 && !ended_) {
         caller_waiting_ = kWaitingForAny;
-        caller_wake_.wait(lock, [this] { return !queue_.empty() || ended_; });
+        caller_wake_.wait(lock, [this] { return ready_ > 0 || ended_; });
       }
       caller_waiting_ = kNotWaiting;
     }
-    if (queue_.empty()) return false;  // called again after the end
-    taken_.swap(queue_);
-    held_bytes_ = queued_bytes_;  // held until the caller is done with all of them
-    queued_bytes_ = 0;
-    wake = reader_waiting_;  // the queue is empty: room for it again
+    if (ready_ == 0) return false;  // called again after the end
+    for (; ready_ > 0; --ready_) {
+      held_bytes_ += queue_.front().bytes;
+      queued_bytes_ -= queue_.front().bytes;
+      taken_.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+      ++first_index_;
+    }
+    wake = readers_waiting_ > 0;  // room for them again
   }
   Item item = std::move(taken_.front());
   taken_.pop_front();
   if (wake) reader_wake_.notify_one();
   if (item.exception) std::rethrow_exception(item.exception);
+  if (item.truncated_line != 0) truncated_line_ = item.truncated_line;
   *record = std::move(item.record);
+  held_reader_ = item.reader;
   return item.more;
 }
 

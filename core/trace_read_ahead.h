@@ -11,6 +11,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -18,64 +19,85 @@
 
 namespace kvshard {
 
-// Reads a trace's records on a thread of its own, ahead of the caller (a 2-core machine parses the next records while
-// the caller checks this one). Memory stays flat: the reader reads a line only while the lines queued and the one the
-// caller holds take at most kReadAheadBytes (so a large record is read only once the caller is done with the one
-// before it) and at most kReadAheadRecords wait. Where no thread can be made, the records are read in the caller.
+// Reads a trace's records on threads of their own, ahead of the caller (a 2-core machine parses the next records while
+// the caller checks this one; a larger host parses several at once). Each reader thread in turn reads the next line
+// (lines are read one at a time, in order), then parses and prepares it beside the others; the caller gets the
+// records in line order. Memory stays flat: a line is read only while the lines queued and those the caller holds
+// take at most kReadAheadBytes (so a large record is read only once the caller is done with the one before it) and at
+// most kReadAheadRecords wait. Where no thread can be made, the records are read in the caller.
 class TraceReadAhead {
  public:
   static constexpr int64_t kReadAheadBytes = int64_t{4} << 20;
   static constexpr size_t kReadAheadRecords = 64;
+  // The most reader threads one read-ahead runs.
+  static constexpr int kMaxThreads = 16;
 
-  // Runs on the reader thread (or in Next without one) for every record read whole, before the caller gets it: work
-  // that depends on the record alone (its shape, a stateless answer) moves off the caller's thread. `ahead` is true
-  // when the reader is ahead of the caller (half its bound of records queued, or no thread): optional work is best
-  // done then, and left to the caller otherwise, so the two threads share it. It may set or reuse record->prepared;
-  // an exception it throws is rethrown by Next in order.
+  // Runs on a reader thread (or in Next without one) for every record read whole, before the caller gets it: work
+  // that depends on the record alone (its shape, a stateless answer) moves off the caller's thread. It runs on several
+  // records at once when there are several reader threads. `ahead` is true when the readers are ahead of the caller
+  // (half its bound of records queued, or no thread): optional work is best done then, and left to the caller
+  // otherwise, so the threads share it. It may set or reuse record->prepared; an exception it throws is rethrown by
+  // Next in order.
   using Prepare = std::function<void(TraceRecord* record, bool ahead)>;
 
-  // `reader` (its header read) must outlive this object.
-  explicit TraceReadAhead(TraceReader* reader, Prepare prepare = nullptr);
-  // Stops the reader thread and joins it (a line it is reading is read to its end first: on a pipe, until the writer
+  // `reader` (its header read) must outlive this object; `threads` reader threads (1 to kMaxThreads).
+  explicit TraceReadAhead(TraceReader* reader, Prepare prepare = nullptr, int threads = 1);
+  // Stops the reader threads and joins them (a line being read is read to its end first: on a pipe, until the writer
   // writes it or closes).
   ~TraceReadAhead();
   TraceReadAhead(const TraceReadAhead&) = delete;
   TraceReadAhead& operator=(const TraceReadAhead&) = delete;
 
-  // As TraceReader::Next, in the same order with the same errors (an exception the reader met is rethrown here).
-  // The record *record held before is handed back to the reader thread, which reuses its memory.
+  // As TraceReader::Next, in the same order with the same errors (an exception a reader met is rethrown here).
+  // The record *record held before is handed back to the thread that read it, which reuses its memory.
   StatusOr<bool> Next(TraceRecord* record);
   // As TraceReader::truncated_line, once Next returned the error.
-  int64_t truncated_line() const { return reader_->truncated_line(); }
+  int64_t truncated_line() const { return truncated_line_; }
+  // The reader threads that run (0 when none could be made: Next reads in the caller).
+  int threads() const { return static_cast<int>(threads_.size()); }
 
  private:
+  // A line's place in the queue: claimed by a reader thread in line order, ready once parsed and prepared.
   struct Item {
     TraceRecord record;
     StatusOr<bool> more = false;
     int64_t bytes = 0;
+    int64_t truncated_line = 0;
     std::exception_ptr exception;
+    int reader = 0;      // the thread that read it, which gets its record back
+    bool ready = false;  // parsed and prepared
+    bool last = false;   // ends the trace: false, an error or an exception
   };
-  void ReadAll();
+  void ReadAll(int reader);
+  // Records queue_[index] as ready and returns whether the caller is to be woken; under mu_.
+  bool Publish(size_t index, Item item);
 
-  // How the caller waits for the reader: not, for a batch of kWakeBatch records (at most kBatchWait), or for any.
+  // How the caller waits for the readers: not, for a batch of kWakeBatch records (at most kBatchWait), or for any.
   enum CallerWait { kNotWaiting, kWaitingForBatch, kWaitingForAny };
   static constexpr size_t kWakeBatch = 8;
   static constexpr std::chrono::microseconds kBatchWait{500};
 
   TraceReader* reader_;
   Prepare prepare_;
+  std::mutex read_mu_;       // held by the thread reading a line (and waiting for room to read it)
+  bool read_ended_ = false;  // under read_mu_: the end of the input or a read error was met
   std::mutex mu_;
   std::condition_variable reader_wake_, caller_wake_;
-  std::deque<Item> queue_;                // read, not yet taken; the last one ends the trace (false, or an error)
-  std::vector<TraceRecord> spare_;        // records handed back, to read into again
-  std::deque<Item> taken_;                // the caller's: taken from the queue together, not yet given out
-  std::vector<TraceRecord> handed_back_;  // the caller's: records it is done with, for spare_ at its next lock
+  std::deque<Item> queue_;   // claimed in line order, ready or not, not yet taken; the caller takes a ready prefix
+  int64_t first_index_ = 0;  // the line order number of queue_.front() (each claim takes the next one)
+  size_t ready_ = 0;         // the leading items of queue_ that are ready, up to the first last one
+  std::vector<std::vector<TraceRecord>> spare_;  // per reader thread: records handed back, to read into again
+  std::deque<Item> taken_;                       // the caller's: taken from the queue together, not yet given out
+  std::vector<std::pair<int, TraceRecord>> handed_back_;  // the caller's: records it is done with, and their reader
+  int held_reader_ = -1;                                  // the caller's: the reader of the record it holds
   int64_t queued_bytes_ = 0, held_bytes_ = 0;
   bool stop_ = false;
-  bool reader_waiting_ = false;  // who to wake (a wake-up per record costs a system call)
+  bool failed_ = false;      // a record failed (error or exception): read no more lines
+  int readers_waiting_ = 0;  // for room (a wake-up per record costs a system call)
   CallerWait caller_waiting_ = kNotWaiting;
-  bool ended_ = false;  // the reader queued its last item (Next after it: false)
-  std::thread thread_;  // not joinable when no thread could be made
+  bool ended_ = false;  // the ready prefix reached the last item (Next after it: false)
+  int64_t truncated_line_ = 0;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace kvshard

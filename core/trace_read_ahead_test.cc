@@ -1,10 +1,13 @@
 // TraceReadAhead against TraceReader: the same records in the same order, the same end, every record prepared once.
 #include "core/trace_read_ahead.h"
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -12,6 +15,9 @@
 
 namespace kvshard {
 namespace {
+
+// One reader thread (a 2-core machine's), a few, and more than this machine has cores.
+constexpr int kThreads[] = {1, 2, 3, 8};
 
 // What TraceReader::Next gives for a whole trace, record by record, and the call that ended it.
 struct ReadOut {
@@ -50,65 +56,118 @@ TEST(TraceReadAheadTest, GivesWhatTheReaderGivesInOrder) {
       header + many + "{\"op\": \"cut",
       header + large + many + large,
   };
-  for (const std::string& text : traces) {
-    std::istringstream a(text), b(text);
-    TraceReader plain(&a), ahead_reader(&b);
-    ASSERT_TRUE(plain.ReadHeader({}).ok());
-    ASSERT_TRUE(ahead_reader.ReadHeader({}).ok());
-    TraceReadAhead ahead(&ahead_reader);
-    const ReadOut want = ReadEvery(plain), got = ReadEvery(ahead);
-    ASSERT_EQ(got.records.size(), want.records.size());
-    for (size_t i = 0; i < want.records.size(); ++i) {
-      ASSERT_EQ(got.records[i], want.records[i]) << "record " << i;
+  for (int threads : kThreads) {
+    for (const std::string& text : traces) {
+      SCOPED_TRACE(testing::Message() << threads << " reader threads, trace of " << text.size() << " bytes");
+      std::istringstream a(text), b(text);
+      TraceReader plain(&a), ahead_reader(&b);
+      ASSERT_TRUE(plain.ReadHeader({}).ok());
+      ASSERT_TRUE(ahead_reader.ReadHeader({}).ok());
+      TraceReadAhead ahead(&ahead_reader, nullptr, threads);
+      const ReadOut want = ReadEvery(plain), got = ReadEvery(ahead);
+      ASSERT_EQ(got.records.size(), want.records.size());
+      for (size_t i = 0; i < want.records.size(); ++i) {
+        ASSERT_EQ(got.records[i], want.records[i]) << "record " << i;
+      }
+      EXPECT_EQ(got.end, want.end);
+      EXPECT_EQ(got.truncated_line, want.truncated_line);
+      TraceRecord r;
+      EXPECT_FALSE(*ahead.Next(&r)) << "Next after the end";
     }
-    EXPECT_EQ(got.end, want.end);
-    EXPECT_EQ(got.truncated_line, want.truncated_line);
-    TraceRecord r;
-    EXPECT_FALSE(*ahead.Next(&r)) << "Next after the end";
   }
 }
 
 // The prepare step sees every record read whole, once, before the caller gets it, and what it keeps travels with the
 // record; an exception it throws is rethrown by Next at that record, after every record before it.
+// With several reader threads the records are prepared out of order (every seventh slowly) and still given in order.
 TEST(TraceReadAheadTest, PreparesEveryRecordBeforeTheCallerGetsIt) {
   struct Seen : TracePrepared {
     int64_t times = 0;
   };
   std::string text = "{\"kvshard_trace\": 1}\n";
   for (int i = 0; i < 500; ++i) text += "{\"op\": \"" + std::string(i == 300 ? "throw" : "place") + "\"}\n";
-  std::istringstream in(text);
-  TraceReader reader(&in);
-  ASSERT_TRUE(reader.ReadHeader({}).ok());
-  TraceReadAhead ahead(&reader, [](TraceRecord* r, bool) {
-    if (r->op == "throw") throw std::runtime_error("prepare failed");
-    if (r->prepared == nullptr) r->prepared = std::make_unique<Seen>();
-    auto* seen = static_cast<Seen*>(r->prepared.get());
-    seen->line = r->line;
-    seen->times = 1;
-  });
-  TraceRecord r;
-  for (int64_t line = 2; line < 2 + 300; ++line) {
-    ASSERT_TRUE(*ahead.Next(&r));
-    ASSERT_EQ(r.line, line);
-    ASSERT_NE(r.prepared, nullptr);
-    EXPECT_EQ(r.prepared->line, line);
-    EXPECT_EQ(static_cast<Seen*>(r.prepared.get())->times, 1);
-    static_cast<Seen*>(r.prepared.get())->times = 0;  // a record handed back is prepared again when reused
+  for (int threads : kThreads) {
+    SCOPED_TRACE(testing::Message() << threads << " reader threads");
+    std::istringstream in(text);
+    TraceReader reader(&in);
+    ASSERT_TRUE(reader.ReadHeader({}).ok());
+    TraceReadAhead ahead(
+        &reader,
+        [](TraceRecord* r, bool) {
+          if (r->op == "throw") throw std::runtime_error("prepare failed");
+          if (r->line % 7 == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+          if (r->prepared == nullptr) r->prepared = std::make_unique<Seen>();
+          auto* seen = static_cast<Seen*>(r->prepared.get());
+          seen->line = r->line;
+          seen->times = 1;
+        },
+        threads);
+    TraceRecord r;
+    for (int64_t line = 2; line < 2 + 300; ++line) {
+      ASSERT_TRUE(*ahead.Next(&r));
+      ASSERT_EQ(r.line, line);
+      ASSERT_NE(r.prepared, nullptr);
+      EXPECT_EQ(r.prepared->line, line);
+      EXPECT_EQ(static_cast<Seen*>(r.prepared.get())->times, 1);
+      static_cast<Seen*>(r.prepared.get())->times = 0;  // a record handed back is prepared again when reused
+    }
+    EXPECT_THROW((void)ahead.Next(&r), std::runtime_error);
   }
-  EXPECT_THROW((void)ahead.Next(&r), std::runtime_error);
+}
+
+// A malformed line among records parsed on several threads ends the trace there, after every record before it, however
+// far the other threads got; the lines after it are never given.
+TEST(TraceReadAheadTest, AMalformedLineEndsTheTraceInOrder) {
+  std::string text = "{\"kvshard_trace\": 1}\n";
+  for (int i = 0; i < 2000; ++i) text += i == 1234 ? "{\"op\": 7}\n" : "{\"op\": \"place\", \"i\": [1, 2, 3]}\n";
+  for (int threads : kThreads) {
+    std::istringstream in(text);
+    TraceReader reader(&in);
+    ASSERT_TRUE(reader.ReadHeader({}).ok());
+    TraceReadAhead ahead(&reader, nullptr, threads);
+    const ReadOut got = ReadEvery(ahead);
+    EXPECT_EQ(got.records.size(), 1234u) << threads << " reader threads";
+    EXPECT_EQ(got.end, "INVALID_ARGUMENT: line 1236: op: missing or not a string") << threads << " reader threads";
+    EXPECT_EQ(ahead.threads(), threads);
+  }
+}
+
+// The byte bound holds with several reader threads: a record larger than kReadAheadBytes is read only once the caller
+// handed back the one before it, so while the caller holds record k no record after k + 1 was read.
+TEST(TraceReadAheadTest, LargeRecordsAreReadOneAtATime) {
+  const std::string big_list(TraceReadAhead::kReadAheadBytes + 10, ' ');
+  std::string text = "{\"kvshard_trace\": 1}\n";
+  for (int i = 0; i < 5; ++i) text += "{\"op\": \"x\", \"pad\": [" + big_list + std::to_string(i) + "]}\n";
+  for (int threads : kThreads) {
+    std::istringstream in(text);
+    TraceReader reader(&in);
+    ASSERT_TRUE(reader.ReadHeader({}).ok());
+    std::atomic<int64_t> prepared{0};
+    TraceReadAhead ahead(
+        &reader, [&prepared](TraceRecord*, bool) { ++prepared; }, threads);
+    TraceRecord r;
+    for (int64_t k = 0; k < 5; ++k) {
+      ASSERT_TRUE(*ahead.Next(&r));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // time for a reader that would break the bound
+      EXPECT_LE(prepared.load(), k + 1) << threads << " reader threads, holding record " << k;
+    }
+    EXPECT_FALSE(*ahead.Next(&r));
+  }
 }
 
 // Destroying a TraceReadAhead before the end stops its thread wherever it is.
 TEST(TraceReadAheadTest, StopsWhenDestroyedEarly) {
   std::string text = "{\"kvshard_trace\": 1}\n";
   for (int i = 0; i < 5000; ++i) text += "{\"op\": \"place\"}\n";
-  for (int taken : {0, 1, 100}) {
-    std::istringstream in(text);
-    TraceReader reader(&in);
-    ASSERT_TRUE(reader.ReadHeader({}).ok());
-    TraceReadAhead ahead(&reader);
-    TraceRecord r;
-    for (int i = 0; i < taken; ++i) ASSERT_TRUE(*ahead.Next(&r));
+  for (int threads : kThreads) {
+    for (int taken : {0, 1, 100}) {
+      std::istringstream in(text);
+      TraceReader reader(&in);
+      ASSERT_TRUE(reader.ReadHeader({}).ok());
+      TraceReadAhead ahead(&reader, nullptr, threads);
+      TraceRecord r;
+      for (int i = 0; i < taken; ++i) ASSERT_TRUE(*ahead.Next(&r));
+    }
   }
 }
 

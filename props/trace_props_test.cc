@@ -178,9 +178,9 @@ ReplayOutcome ReplayByRecord(const std::string& text, const std::vector<bool>* s
   return out;
 }
 
-// Work moved to the read-ahead thread changes nothing: a trace with corrupted expects, an expected error where there
+// Work moved to the read-ahead threads changes nothing: a trace with corrupted expects, an expected error where there
 // is none and an unknown op replays to the same mismatches, end and counts whether each record's shape check and
-// stateless answer ran ahead (ReplayStream's reader thread, or this thread in either way) or in Replay.
+// stateless answer ran ahead (ReplayStream's reader threads, one to four, or this thread in either way) or in Replay.
 KVSHARD_PROP(TraceProps, PreparingAheadChangesNoOutcome, ()) {
   TraceGenOptions o = ArbitraryTraceGenOptions();
   o.records = *rc::gen::inRange<int64_t>(1, 150);
@@ -219,10 +219,13 @@ KVSHARD_PROP(TraceProps, PreparingAheadChangesNoOutcome, ()) {
     RC_ASSERT(got.records == plain.records);
     RC_ASSERT(got.fields == plain.fields);
   }
-  std::istringstream in(trace);  // the reader thread's way
+  std::istringstream in(trace);  // the reader threads' way, one or several
+  replay::ReplayOptions options = PropertyReplayOptions();
+  options.read_threads = *rc::gen::inRange(1, 5);
+  RC_TAG(options.read_threads == 1 ? "one reader thread" : "several reader threads");
   replay::ReplayReport report;
   std::vector<std::string> streamed;
-  const Status s = replay::ReplayStream(in, PropertyReplayOptions(), &report,
+  const Status s = replay::ReplayStream(in, options, &report,
                                         [&](const replay::ReplayMismatch& m) { streamed.push_back(MismatchText(m)); });
   RC_ASSERT(streamed == plain.mismatches);
   RC_ASSERT(s.ToString() == plain.end);

@@ -3,15 +3,19 @@
 // each trace generated once in memory and replayed whole per iteration (reading, parsing, every check). Two more
 // rows price `--backend diff`'s machinery without a GPU: the default trace with the reference pool as the "device"
 // (replay/host_pool_path.h), its steps on the device thread or each at its record; one more `--backend gpu`'s (the
-// checking thread's share: plans, answers, each slot's last write; rows made and checked on the device thread).
+// checking thread's share: plans, answers, each slot's last write; rows made and checked on the device thread). And the
+// reader side alone (BM_ReadAhead): the default trace read, parsed and prepared by 1, 2 and 4 reader threads.
 //   bazel run -c opt //replay:replay_benchmark -- --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <cstdint>
+#include <memory>
 #include <sstream>
 #include <string>
 
 #include <benchmark/benchmark.h>
 
 #include "core/status.h"
+#include "core/trace.h"
+#include "core/trace_read_ahead.h"
 #include "replay/host_pool_path.h"
 #include "replay/replayer.h"
 #include "replay/trace_gen.h"
@@ -83,6 +87,34 @@ BENCHMARK_CAPTURE(BM_Replay, pipeline_diff_host_at_record, kPipeline, kHostAtRec
 BENCHMARK_CAPTURE(BM_Replay, pipeline_gpu_host_on_thread, kPipeline, kGpuHostOnThread)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+
+// The reader side alone: the default trace read, parsed and prepared (Replayer::Prepare, stateless records run and
+// judged) by Arg reader threads while the caller only takes the records; what the read-ahead can feed a checking
+// thread. Its wall time with 1 thread is the floor of every replay's wall.
+void BM_ReadAhead(benchmark::State& state) {
+  const std::string& text = Trace(kPipeline);
+  const int threads = static_cast<int>(state.range(0));
+  std::istringstream header_in(text);
+  TraceReader header_reader(&header_in);
+  StatusOr<Json> header = header_reader.ReadHeader(TraceHeaderKeys());
+  KVSHARD_CHECK(header.ok());
+  StatusOr<std::unique_ptr<Replayer>> replayer = Replayer::Create(*header);
+  KVSHARD_CHECK(replayer.ok());
+  const Replayer* prepare = replayer->get();
+  int64_t records = 0;
+  for (auto _ : state) {
+    std::istringstream in(text);
+    TraceReader reader(&in);
+    KVSHARD_CHECK(reader.ReadHeader(TraceHeaderKeys()).ok());
+    TraceReadAhead ahead(
+        &reader, [prepare](TraceRecord* record, bool) { prepare->Prepare(record, /*run_stateless=*/true); }, threads);
+    TraceRecord record;
+    for (StatusOr<bool> more = ahead.Next(&record); more.ok() && *more; more = ahead.Next(&record)) ++records;
+  }
+  state.SetItemsProcessed(records);
+  state.counters["records/s"] = benchmark::Counter(static_cast<double>(records), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_ReadAhead)->Arg(1)->Arg(2)->Arg(4)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace kvshard::replay

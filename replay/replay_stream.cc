@@ -1,7 +1,9 @@
 // A record's expect and invariant checks (Replayer::Replay, which fills the record's ReplayMismatch) and
 // ReplayStream over a whole trace, with a truncated last record reported after every complete one was checked.
+#include <algorithm>
 #include <istream>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "core/trace_read_ahead.h"
@@ -213,6 +215,11 @@ Status Replayer::CheckInvariantsAfter(const ReplayOp& op) {
   return Status::Ok();
 }
 
+int DefaultReadThreads() {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(cores / 2, 1, 4);
+}
+
 Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport* report,
                     const std::function<void(const ReplayMismatch&)>& on_mismatch) {
   TraceReader reader(&in, options.line_check);
@@ -221,7 +228,9 @@ Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport
   ReplaySummary& s = replayer->summary();
   // The next records are parsed, shape-checked and (stateless ones) run and judged while this one is checked.
   const Replayer* prepare = replayer.get();
-  TraceReadAhead records(&reader, [prepare](TraceRecord* record, bool ahead) { prepare->Prepare(record, ahead); });
+  TraceReadAhead records(
+      &reader, [prepare](TraceRecord* record, bool ahead) { prepare->Prepare(record, ahead); },
+      options.read_threads > 0 ? options.read_threads : DefaultReadThreads());
   // Counts one mismatch; false when the replay stops at it.
   const auto count = [&](const ReplayMismatch& m) {
     if (s.mismatches++ == 0) {

@@ -67,7 +67,14 @@ struct ReplayOptions {
   // baseline (their differences reported by ReplayStream, in trace order and with the same counts, as if found at
   // their record); false: each at its record. A caller driving Replayer::Replay itself takes them with SettleDevice.
   bool device_thread = true;
+  // --read-threads: the threads that read, parse and prepare records ahead of the checking thread (TraceReadAhead);
+  // 0 picks by the host's cores (DefaultReadThreads).
+  int read_threads = 0;
 };
+
+// The reader threads ReplayStream runs when ReplayOptions::read_threads is 0: one on a host of two cores or fewer
+// (the checking thread has the other), else half the cores, at most 4 (the checking thread's pace; more only wait).
+int DefaultReadThreads();
 
 // What a trace header's allocator (N * (pages_per_rank + 1) logical pages) and pools (the sharded pool and
 // scratch, the unsharded baseline; `pool` null when the trace has none) hold: an upper estimate.
@@ -91,9 +98,10 @@ class Replayer {
   // InvalidArgument "line N: <field>: <what>" for a malformed record (or one rejected without an expect saying so).
   // The record's "meta" changes no answer: it only rides along with a mismatch.
   Status Replay(const TraceRecord& record);
-  // Works out on another thread what `record` alone decides (thread-safe beside Replay: reads only what Create
-  // set): its op row and shape check and, with run_stateless, a stateless record's whole outcome, kept in
-  // record->prepared for Replay, which then gives the same result as without it.
+  // Works out on another thread what `record` alone decides (thread-safe beside Replay and beside other Prepare
+  // calls, as the reader threads make them: reads only what Create set): its op row and shape check and, with
+  // run_stateless, a stateless record's whole outcome, kept in record->prepared for Replay, which then gives the same
+  // result as without it.
   void Prepare(TraceRecord* record, bool run_stateless = true) const;
 
   // A device difference of --backend diff found on the device thread: the mismatch of its record, and what a
