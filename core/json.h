@@ -140,6 +140,25 @@ inline StatusOr<int64_t> JsonInt(const Json& obj, const std::string& key, const 
   return JsonIntValue(obj.at(key), where + key, lo, hi);
 }
 
+// What list.get<std::vector<int64_t>>() returns (and throws), read without nlohmann's per-element type dispatch for
+// the integers of an array (a record's shape-checked lists: tokens, pages, locs).
+inline std::vector<int64_t> JsonInts(const Json& list) {
+  if (!list.is_array()) return list.get<std::vector<int64_t>>();
+  const Json::array_t& elements = list.get_ref<const Json::array_t&>();
+  std::vector<int64_t> out;
+  out.reserve(elements.size());
+  for (const Json& e : elements) {
+    if (e.is_number_unsigned()) {
+      out.push_back(static_cast<int64_t>(e.get_ref<const Json::number_unsigned_t&>()));
+    } else if (e.is_number_integer()) {
+      out.push_back(e.get_ref<const Json::number_integer_t&>());
+    } else {
+      out.push_back(e.get<int64_t>());
+    }
+  }
+  return out;
+}
+
 // Reads obj[key] as a list of int64 in [lo, hi]; errors name `where.key[i]`.
 inline StatusOr<std::vector<int64_t>> JsonIntList(const Json& obj, const std::string& key, const std::string& where,
                                                   int64_t lo, int64_t hi) {

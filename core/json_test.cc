@@ -119,5 +119,19 @@ TEST(JsonTest, IntegersPastUint64ShownAsWritten) {
             "twice[0]: out of range (must be in [0, 10]), got 1e+30");
 }
 
+// JsonInts returns what get<std::vector<int64_t>>() returns for every kind of element, and throws where it throws.
+TEST(JsonTest, JsonIntsIsGetOfAnInt64Vector) {
+  for (const char* text : {"[]", "[1, -2, 3]", "[9223372036854775807, -9223372036854775808]", "[18446744073709551615]",
+                           "[1.5, -2.7]", "[0, 1e3]"}) {
+    const Json list = Json::parse(text);
+    EXPECT_EQ(JsonInts(list), list.get<std::vector<int64_t>>()) << text;
+  }
+  for (const char* text : {"3", "{}", "[\"1\"]", "[null]", "[[1]]", "[true]"}) {
+    const Json bad = Json::parse(text);
+    EXPECT_THROW((void)bad.get<std::vector<int64_t>>(), Json::type_error) << text;
+    EXPECT_THROW((void)JsonInts(bad), Json::type_error) << text;
+  }
+}
+
 }  // namespace
 }  // namespace kvshard

@@ -12,7 +12,7 @@ namespace kvshard::replay {
 namespace {
 
 std::vector<int64_t> Ints(const Json& rec, const char* key) {
-  return rec.contains(key) ? rec.at(key).get<std::vector<int64_t>>() : std::vector<int64_t>{};
+  return rec.contains(key) ? JsonInts(rec.at(key)) : std::vector<int64_t>{};
 }
 
 int64_t Int(const Json& rec, const char* key, int64_t fallback = 0) {

@@ -271,7 +271,7 @@ StatusOr<FieldAnswer> PoolReplay::Begin(const Json& rec, const Json* only) {
 
 StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
   const int64_t layer = rec.at("layer").get<int64_t>();
-  std::vector<int64_t> locs = rec.contains("locs") ? rec.at("locs").get<std::vector<int64_t>>() : out_cache_loc_;
+  std::vector<int64_t> locs = rec.contains("locs") ? JsonInts(rec.at("locs")) : out_cache_loc_;
   if (!rec.contains("locs") && !active_) return InvalidArgument("locs: needed outside an extend (no out_cache_loc)");
   if (layer < 0 || layer >= geometry_.num_layers) {
     return InvalidArgument("layer: must be in [0, ", geometry_.num_layers, "), got ", layer);
@@ -324,7 +324,7 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
   if (layer < 0 || layer >= geometry_.num_layers) {
     return InvalidArgument("layer: must be in [0, ", geometry_.num_layers, "), got ", layer);
   }
-  std::vector<int64_t> locs = rec.contains("locs") ? rec.at("locs").get<std::vector<int64_t>>() : batch_locs_;
+  std::vector<int64_t> locs = rec.contains("locs") ? JsonInts(rec.at("locs")) : batch_locs_;
   const int64_t ps = geometry_.page_size, trash = page_pos_.empty() ? 0 : page_pos_.back();
   std::vector<int64_t> scratch_rows(locs.size());
   for (size_t i = 0; i < locs.size(); ++i) {

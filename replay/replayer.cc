@@ -252,7 +252,7 @@ StatusOr<FieldAnswer> Replayer::RunBeginShardExtend(const Json& rec, const Json*
   KVSHARD_ASSIGN_OR_RETURN(FieldAnswer result, pool_->Begin(rec, only));
   const Json& reqs = rec.at("requests");  // an extend runs on pages the allocator handed out
   for (size_t i = 0; i < reqs.size(); ++i) {
-    const std::vector<int64_t> pages = reqs[i].at("pages").get<std::vector<int64_t>>();
+    const std::vector<int64_t> pages = JsonInts(reqs[i].at("pages"));
     for (size_t k = 0; k < pages.size(); ++k) {
       if (pages[k] >= 0 && pages[k] < static_cast<int64_t>(holder_.size()) && holder_[pages[k]] == -1) {
         return Mismatch("invariant: requests[", i, "].pages[", k, "]: page ", pages[k],
@@ -317,7 +317,7 @@ StatusOr<FieldAnswer> Replayer::RunAlloc(const Json& rec) {
 }
 
 StatusOr<std::vector<int64_t>> Replayer::FreeLocs(const Json& spec, const std::string& where) const {
-  if (spec.is_array()) return spec.get<std::vector<int64_t>>();
+  if (spec.is_array()) return JsonInts(spec);
   const int64_t k = spec.at("request").get<int64_t>();
   if (k < 0 || k >= requests_) {
     return InvalidArgument(where, "request: no alloc request ", k, " (the trace has made ", requests_, ")");

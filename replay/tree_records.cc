@@ -66,7 +66,7 @@ Json Replayer::TreeAnswer(Json answer) const {
 
 StatusOr<Json> Replayer::RunTreeMatch(const Json& rec) {
   KVSHARD_ASSIGN_OR_RETURN(ref::RadixTree * tree, Tree());
-  const ref::RadixTree::Match m = tree->MatchPrefix(rec.at("tokens").get<std::vector<int64_t>>());
+  const ref::RadixTree::Match m = tree->MatchPrefix(JsonInts(rec.at("tokens")));
   return TreeAnswer({{"prefix_len", m.indices.size()},
                      {"pages", Pages(m.indices, allocator_->config().page_size)},
                      {"node", HandleOf(m.last_node)}});
@@ -74,8 +74,8 @@ StatusOr<Json> Replayer::RunTreeMatch(const Json& rec) {
 
 StatusOr<Json> Replayer::RunTreeInsert(const Json& rec) {
   KVSHARD_ASSIGN_OR_RETURN(ref::RadixTree * tree, Tree());
-  const std::vector<int64_t> tokens = rec.at("tokens").get<std::vector<int64_t>>();
-  const std::vector<int64_t> locs = rec.at("locs").get<std::vector<int64_t>>();
+  const std::vector<int64_t> tokens = JsonInts(rec.at("tokens"));
+  const std::vector<int64_t> locs = JsonInts(rec.at("locs"));
   if (locs.size() < tokens.size()) {
     return InvalidArgument("locs: need one per token (", tokens.size(), "), got ", locs.size());
   }
@@ -118,8 +118,8 @@ StatusOr<Json> Replayer::RunTreeEvict(const Json& rec) {
 StatusOr<Json> Replayer::RunTreeCacheReq(const Json& rec, bool finished) {
   KVSHARD_ASSIGN_OR_RETURN(ref::RadixTree * tree, Tree());
   ref::RadixTree::Req req;
-  req.fill_ids = rec.at("fill_ids").get<std::vector<int64_t>>();
-  req.row = rec.at("row").get<std::vector<int64_t>>();
+  req.fill_ids = JsonInts(rec.at("fill_ids"));
+  req.row = JsonInts(rec.at("row"));
   const int64_t len = static_cast<int64_t>(req.fill_ids.size());
   if (static_cast<int64_t>(req.row.size()) != len) {
     return InvalidArgument("row: need one loc per fill id (", len, "), got ", req.row.size());
