@@ -1,7 +1,8 @@
 // The replayer's typed answers (replay/field_answer.h): SurelyMatches never says more than MatchExpect. On random
-// answers and expects made from them (a subset of the keys, values changed, integers given as unsigned or as
-// floats, lists cut or nested, unknown keys), whenever SurelyMatches is true MatchExpect against ToJson() finds no
-// mismatch and counts the same fields; and an unchanged subset is always decided without JSON.
+// answers and expects made from them (a subset of the keys, also inside lists of objects, values changed, integers
+// given as unsigned or as floats, lists cut or nested, unknown keys), whenever SurelyMatches is true MatchExpect
+// against ToJson() finds no mismatch and counts the same fields; and an unchanged subset is always decided without
+// JSON.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,14 +25,15 @@ std::vector<int64_t> Ints() {
   return *rc::gen::container<std::vector<int64_t>>(*rc::gen::inRange<size_t>(0, 5), rc::gen::inRange<int64_t>(-3, 40));
 }
 
-// A random answer: up to six fields of every kind, keys k0.. in order.
-FieldAnswer ArbitraryAnswer(std::vector<std::string>* keys) {
+// A random answer: up to six fields of every kind, keys k0.. in order (lists of objects only at the top: `nested`
+// is false inside one).
+FieldAnswer ArbitraryAnswer(std::vector<std::string>* keys, bool nested = true) {
   static const char* const kKeys[] = {"k0", "k1", "k2", "k3", "k4", "k5"};
   FieldAnswer a;
   const int n = *rc::gen::inRange(0, 7);
   for (int i = 0; i < n; ++i) {
     keys->push_back(kKeys[i]);
-    switch (*rc::gen::inRange(0, 6)) {
+    switch (*rc::gen::inRange(0, nested ? 7 : 6)) {
       case 0: a.Add(kKeys[i], *rc::gen::element<std::string>("alloc", "free", "")); break;
       case 1: a.Add(kKeys[i], *rc::gen::arbitrary<bool>()); break;
       case 2: a.Add(kKeys[i], *rc::gen::inRange<int64_t>(-5, 50)); break;
@@ -42,17 +44,41 @@ FieldAnswer ArbitraryAnswer(std::vector<std::string>* keys) {
         a.Add(kKeys[i], std::move(lists));
         break;
       }
-      default: a.Add(kKeys[i], Json{{"owned_idx", Ints()}, {"x", *rc::gen::inRange(0, 3)}}); break;
+      case 5: a.Add(kKeys[i], Json{{"owned_idx", Ints()}, {"x", *rc::gen::inRange(0, 3)}}); break;
+      default: {  // a gather plan's ranks, say
+        std::vector<FieldAnswer> objects(*rc::gen::inRange(0, 4));
+        for (FieldAnswer& o : objects) {
+          std::vector<std::string> inner;
+          o = ArbitraryAnswer(&inner, false);
+        }
+        a.Add(kKeys[i], std::move(objects));
+        break;
+      }
     }
   }
   return a;
 }
 
 // `value` changed the way a wrong or oddly written expect differs: another value of its type, a float or unsigned
-// spelling, another type, a list one element shorter or longer, a nested list.
+// spelling, another type, a list one element shorter or longer (also by a copy of its last element), a nested list,
+// an object's member changed or one added.
 void Mutate(Json* value) {
+  if (value->is_array() && !value->empty() && *rc::gen::inRange(0, 4) == 0) {  // one element more, of the same kind
+    value->push_back(value->back());
+    return;
+  }
   if (value->is_array() && !value->empty() && *rc::gen::arbitrary<bool>()) {
     Mutate(&(*value)[*rc::gen::inRange<size_t>(0, value->size())]);
+    return;
+  }
+  if (value->is_object() && *rc::gen::arbitrary<bool>()) {  // a member changed, or one the answer lacks
+    if (value->empty() || *rc::gen::inRange(0, 4) == 0) {
+      (*value)["unknown"] = 1;
+    } else {
+      auto it = value->begin();
+      std::advance(it, *rc::gen::inRange<size_t>(0, value->size()));
+      Mutate(&it.value());
+    }
     return;
   }
   switch (*rc::gen::inRange(0, 7)) {
@@ -90,7 +116,16 @@ KVSHARD_PROP(FieldAnswerProps, SurelyMatchesOnlyWhatMatchExpectMatches, ()) {
   const Json whole = answer.ToJson();
   Json expect = Json::object();
   for (const std::string& key : keys) {
-    if (*rc::gen::inRange(0, 3) != 0) expect[key] = whole.at(key);
+    if (*rc::gen::inRange(0, 3) == 0) continue;
+    expect[key] = whole.at(key);
+    for (Json& element : expect[key]) {  // a list of objects: each element's expect a subset of its keys
+      if (!element.is_object()) continue;
+      Json subset = Json::object();
+      for (const auto& [k, v] : element.items()) {
+        if (*rc::gen::inRange(0, 4) != 0) subset[k] = v;
+      }
+      element = std::move(subset);
+    }
   }
   const bool changed = *rc::gen::arbitrary<bool>();
   if (changed) {

@@ -49,6 +49,11 @@ void FieldAnswer::Add(const char* key, std::vector<std::vector<int64_t>> value) 
   fields_.back().lists = std::move(value);
 }
 
+void FieldAnswer::Add(const char* key, std::vector<FieldAnswer> value) {
+  fields_.push_back(Field{key, Kind::kObjects});
+  fields_.back().objects = std::move(value);
+}
+
 void FieldAnswer::Add(const char* key, Json value) {
   fields_.push_back(Field{key, Kind::kJson});
   fields_.back().json = std::move(value);
@@ -63,6 +68,12 @@ Json FieldAnswer::ToJson() const {
       case Kind::kInt: j[f.key] = f.number; break;
       case Kind::kInts: j[f.key] = f.ints; break;
       case Kind::kIntLists: j[f.key] = f.lists; break;
+      case Kind::kObjects: {
+        Json list = Json::array();
+        for (const FieldAnswer& o : f.objects) list.push_back(o.ToJson());
+        j[f.key] = std::move(list);
+        break;
+      }
       case Kind::kJson: j[f.key] = f.json; break;
     }
   }
@@ -107,6 +118,12 @@ bool FieldAnswer::SurelyMatches(const Json& expect, int64_t* fields) const {
           const int64_t n = SurelyEqualInts(want[i], f->lists[i]);
           if (n < 0) return false;
           compared += n;
+        }
+        break;
+      case Kind::kObjects:  // each element an object whose keys are its fields' (MatchExpect's object subset)
+        if (!want.is_array() || want.size() != f->objects.size()) return false;
+        for (size_t i = 0; i < f->objects.size(); ++i) {
+          if (!f->objects[i].SurelyMatches(want[i], &compared)) return false;
         }
         break;
       case Kind::kJson:  // what MatchExpect does at this key

@@ -1,4 +1,5 @@
-// An answer kept as typed fields (strings, bools, integers, integer lists and lists of them) until it must be
+// An answer kept as typed fields (strings, bools, integers, integer lists, lists of them, lists of objects of such
+// fields) until it must be
 // JSON: most records' expects are checked against the fields directly, without building and freeing a JSON value
 // per record; a mismatch, or an expect the fields cannot decide, takes the JSON path with the same verdict.
 #ifndef KVSHARD_REPLAY_FIELD_ANSWER_H_
@@ -21,6 +22,8 @@ class FieldAnswer {
   void Add(const char* key, int64_t value);
   void Add(const char* key, std::vector<int64_t> value);
   void Add(const char* key, std::vector<std::vector<int64_t>> value);
+  // A list of objects, each its own typed fields (a gather plan's ranks).
+  void Add(const char* key, std::vector<FieldAnswer> value);
   // Any other value (checked with MatchExpect on its own).
   void Add(const char* key, Json value);
 
@@ -32,7 +35,7 @@ class FieldAnswer {
   bool SurelyMatches(const Json& expect, int64_t* fields) const;
 
  private:
-  enum class Kind { kString, kBool, kInt, kInts, kIntLists, kJson };
+  enum class Kind { kString, kBool, kInt, kInts, kIntLists, kObjects, kJson };
   struct Field {
     const char* key;
     Kind kind;
@@ -41,6 +44,7 @@ class FieldAnswer {
     int64_t number = 0;
     std::vector<int64_t> ints;
     std::vector<std::vector<int64_t>> lists;
+    std::vector<FieldAnswer> objects;
     Json json;
   };
   const Field* Find(const std::string& key) const;

@@ -256,7 +256,15 @@ StatusOr<FieldAnswer> PoolReplay::Begin(const Json& rec, const Json* only) {
   std::vector<std::vector<int64_t>> page_pos(plan.mapped_pages.size());
   for (size_t i = 0; i < page_pos.size(); ++i) page_pos[i] = {plan.mapped_pages[i], plan.mapped_scratch_pages[i]};
   a.Add("page_pos", std::move(page_pos));
-  if (only == nullptr || only->contains("ranks")) a.Add("ranks", GatherPlanToJson(plan).at("ranks"));
+  if (only == nullptr || only->contains("ranks")) {
+    std::vector<FieldAnswer> ranks(plan.ranks.size());
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      ranks[i].Add("rank", plan.ranks[i].rank);
+      ranks[i].Add("send_local_pages", plan.ranks[i].send_local_pages);
+      ranks[i].Add("send_rows", plan.ranks[i].send_rows);
+    }
+    a.Add("ranks", std::move(ranks));
+  }
   a.Add("epoch", epoch_);
   a.Add("out_cache_loc", out_cache_loc_);
   if (device_) {  // the host's batch stands whatever the device makes of it
