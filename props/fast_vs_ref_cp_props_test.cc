@@ -28,14 +28,12 @@
 namespace kvshard::props {
 namespace {
 
-
 // A CP batch case of several requests (the batch rerange's domain), or of one a quarter of the time.
 CPBatchCase DrawRerangeCase() {
   const auto several = [](const CPBatchCase& c) { return c.extend_lens.size() > 1; };
   return *rc::gen::weightedOneOf<CPBatchCase>(
       {{1, GenCPBatchCase()}, {3, rc::gen::suchThat(GenCPBatchCase(), several)}});
 }
-
 
 // CP batch plan.
 
@@ -168,7 +166,6 @@ KVSHARD_PROP(FastVsRefProps, BatchPlanErrorsEqualReference, ()) {
   AssertSamePlans(a, rank, &reused);
 }
 
-
 // ---------------------------------------------------------------------------------------------------------------
 // Batch rerange.
 
@@ -271,7 +268,6 @@ KVSHARD_PROP(FastVsRefProps, RerangeCopiesEqualReferenceOnArbitraryTables, ()) {
            << " max_rank_token=" << max_rank_token << "\n";
   AssertSameCopies(splits, cp_size, max_rank_token);
 }
-
 
 }  // namespace
 }  // namespace kvshard::props

@@ -268,6 +268,5 @@ KVSHARD_PROP(FastVsRefProps, TranslateAndDensePagePosFollowThePlan, ()) {
   for (size_t i = 0; i < locs.size(); ++i) RC_ASSERT((*rows)[i] == page_pos(locs[i] / ps) * ps + locs[i] % ps);
 }
 
-
 }  // namespace
 }  // namespace kvshard::props

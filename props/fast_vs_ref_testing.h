@@ -21,7 +21,6 @@ inline int DrawKind(int kinds) { return *rc::gen::resize(100, rc::gen::inRange(0
 // One of `values`, uniform at every size.
 inline int64_t Pick(const std::vector<int64_t>& values) { return values[DrawKind(static_cast<int>(values.size()))]; }
 
-
 // A CP error's label for the case distribution: its fail-fast tag (and rerange reason), or the field it names.
 inline std::string CpErrorLabel(const Status& s) {
   const std::string& m = s.message();

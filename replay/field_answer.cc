@@ -9,15 +9,21 @@ namespace {
 
 // True when `want` is an integer of value `got` (signed or unsigned in the expect's JSON).
 bool IsInteger(const Json& want, int64_t got) {
-  if (want.is_number_unsigned()) return got >= 0 && static_cast<uint64_t>(got) == want.get_ref<const uint64_t&>();
-  return want.is_number_integer() && want.get_ref<const int64_t&>() == got;
+  switch (want.type()) {  // one look at the type (get_ref would look again)
+    case Json::value_t::number_integer: return *want.get_ptr<const Json::number_integer_t*>() == got;
+    case Json::value_t::number_unsigned:
+      return got >= 0 && static_cast<uint64_t>(got) == *want.get_ptr<const Json::number_unsigned_t*>();
+    default: return false;
+  }
 }
 
 // MatchExpect's count for an equal integer list (one per element), or -1 when not surely equal.
 int64_t SurelyEqualInts(const Json& want, const std::vector<int64_t>& got) {
-  if (!want.is_array() || want.size() != got.size()) return -1;
+  if (!want.is_array()) return -1;
+  const Json::array_t& elements = want.get_ref<const Json::array_t&>();  // no per-element is_array and bounds checks
+  if (elements.size() != got.size()) return -1;
   for (size_t i = 0; i < got.size(); ++i) {
-    if (!IsInteger(want[i], got[i])) return -1;
+    if (!IsInteger(elements[i], got[i])) return -1;
   }
   return static_cast<int64_t>(got.size());
 }

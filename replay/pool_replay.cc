@@ -29,7 +29,20 @@ constexpr size_t kMaxQueuedBytes = size_t{64} << 20;
 FieldAnswer OwnerWritePlan(const std::vector<int64_t>& locs, int64_t n, int64_t ps, const Json* only) {
   FieldAnswer a;
   std::vector<int64_t> counts(n, 0);
-  for (int64_t loc : locs) ++counts[(loc % (n * ps)) / ps];
+  // A write's slots run page by page: the owner is divided out once per page (the next slot of the same page has it)
+  // and counted once per run (an increment per slot would wait on the one before it).
+  int64_t owner = 0, page_end = -1, prev = -2, run = 0;
+  for (int64_t loc : locs) {
+    if (loc != prev + 1 || loc >= page_end) {
+      counts[owner] += run;
+      owner = (loc % (n * ps)) / ps;
+      page_end = (loc / ps + 1) * ps;
+      run = 0;
+    }
+    ++run;
+    prev = loc;
+  }
+  counts[owner] += run;  // n >= 1: the pool's shard size
   a.Add("owned_counts", std::move(counts));
   if (only == nullptr || only->contains("ranks")) {
     std::vector<Json> ranks(n);
@@ -219,11 +232,13 @@ StatusOr<FieldAnswer> PoolReplay::Begin(const Json& rec, const Json* only) {
   // previous batch's staged chunk and plan are dropped), so a begin without an end is what the next batch does.
   const int64_t ps = geometry_.page_size;
   std::vector<int64_t> chunk, all;
-  for (const ExtendRequest& r : batch.requests) {
-    for (int64_t pos = 0; pos < r.seq_len && pos / ps < static_cast<int64_t>(r.pages.size()); ++pos) {
-      const int64_t loc = r.pages[pos / ps] * ps + pos % ps;
-      all.push_back(loc);
-      if (pos >= r.prefix_len) chunk.push_back(loc);
+  for (const ExtendRequest& r : batch.requests) {  // positions [0, seq_len) page by page, as far as the pages go
+    for (size_t p = 0; p < r.pages.size() && static_cast<int64_t>(p) * ps < r.seq_len; ++p) {
+      const int64_t first = static_cast<int64_t>(p) * ps, last = std::min(first + ps, r.seq_len);
+      for (int64_t pos = first, loc = r.pages[p] * ps; pos < last; ++pos, ++loc) {
+        all.push_back(loc);
+        if (pos >= r.prefix_len) chunk.push_back(loc);
+      }
     }
   }
   // The host's plan answers the record: the reference pool's (ref, diff), or the host planner's (gpu; cpu_fast,
@@ -335,7 +350,12 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
   std::vector<int64_t> locs = rec.contains("locs") ? JsonInts(rec.at("locs")) : batch_locs_;
   const int64_t ps = geometry_.page_size, trash = page_pos_.empty() ? 0 : page_pos_.back();
   std::vector<int64_t> scratch_rows(locs.size());
+  int64_t page_end = -1;  // the end of locs[i - 1]'s page: the next slot before it is on the same (checked) page
   for (size_t i = 0; i < locs.size(); ++i) {
+    if (i > 0 && locs[i] == locs[i - 1] + 1 && locs[i] < page_end) {
+      scratch_rows[i] = scratch_rows[i - 1] + 1;
+      continue;
+    }
     const int64_t page = locs[i] < 0 ? -1 : locs[i] / ps;
     if (page < 0 || page >= static_cast<int64_t>(page_pos_.size()) || page_pos_[page] == trash) {
       return InvalidArgument("locs[", i, "]: slot ", locs[i],
@@ -343,6 +363,7 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
                              "read the trash page)");
     }
     scratch_rows[i] = page_pos_[page] * ps + locs[i] % ps;
+    page_end = (page + 1) * ps;
   }
   if (!baseline_) {  // --backend gpu: the device's read against the last write of each slot, on the device thread
     std::vector<uint32_t> generations = LastWrites(layer, locs);
