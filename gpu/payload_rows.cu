@@ -64,8 +64,32 @@ __global__ void MakePayloadKernel(uint8_t* out, const int64_t* locs, int64_t n, 
   }
 }
 
+// The last block of a check (by a ticket after every block's lowering of *first) copies the final key and the
+// differing row to `out` (PayloadCheckOut).
+__device__ void PublishKey(const uint8_t* rows, int64_t n, const Layout& l, unsigned long long* first,
+                           const PayloadCheckOut& out) {
+  __shared__ bool last;
+  __threadfence();  // this thread's atomicMins are visible to every block before its block takes a ticket
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned blocks = gridDim.x * gridDim.y;
+    last = atomicAdd(out.blocks_done, 1u) == blocks - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const unsigned long long key = atomicAdd(first, 0ull);  // every block's lowering is visible to the last
+  if (threadIdx.x == 0) *out.key = key;
+  if (key == ULLONG_MAX) return;
+  const int64_t slot = static_cast<int64_t>(key >> kKeyByteBits),
+                byte = static_cast<int64_t>(key & ((1ull << kKeyByteBits) - 1));
+  const int64_t rank = slot / l.buffers, b = slot % l.buffers, width = l.width[b];
+  const uint8_t* row = rows + rank * n * l.row_sum + l.offset[b] * n + byte / width * width;
+  for (int64_t k = threadIdx.x; k < width; k += blockDim.x) out.row[k] = row[k];
+}
+
 __global__ void CheckPayloadKernel(const uint8_t* rows, const int64_t* locs, const uint32_t* generations, int64_t n,
-                                   Layout l, unsigned long long* first) {
+                                   Layout l, unsigned long long* first, PayloadCheckOut publish) {
   const int64_t words = (l.row_sum + 3) / 4, work = n * words;
   const int rank = static_cast<int>(blockIdx.y);
   const uint8_t* block = rows + rank * n * l.row_sum;
@@ -94,6 +118,7 @@ __global__ void CheckPayloadKernel(const uint8_t* rows, const int64_t* locs, con
                            static_cast<unsigned long long>(byte));
     }
   }
+  if (publish.blocks_done != nullptr) PublishKey(rows, n, l, first, publish);
 }
 
 unsigned Blocks(int64_t work) {
@@ -132,17 +157,25 @@ Status LaunchMakePayloadRows(void* out, const int64_t* locs, int64_t n, int64_t 
 }
 
 Status LaunchCheckPayloadRows(const void* rows, int ranks, const int64_t* locs, const uint32_t* generations, int64_t n,
-                              const PayloadLayout& layout, unsigned long long* first, cudaStream_t stream) {
+                              const PayloadLayout& layout, unsigned long long* first, cudaStream_t stream,
+                              const PayloadCheckOut* publish) {
   KVSHARD_RETURN_IF_ERROR(PayloadCanImplement(layout, n));
+  if (publish != nullptr &&
+      (publish->key == nullptr || publish->row == nullptr || (n > 0 && publish->blocks_done == nullptr))) {
+    return InvalidArgument("publish: key, row and (for rows to check) blocks_done must be given");
+  }
   if (ranks < 1 || ranks > 65535) return InvalidArgument("ranks: must be in [1, 65535], got ", ranks);
   if (static_cast<int64_t>(ranks) * static_cast<int64_t>(layout.widths.size()) >= (int64_t{1} << 23)) {
     return OutOfRange("ranks: ", ranks, " ranks of ", layout.widths.size(), " buffers exceed a check key");
   }
-  if (n == 0) return Status::Ok();
+  if (n == 0) {  // nothing differs
+    if (publish != nullptr) KVSHARD_CUDA_CHECK(cudaMemsetAsync(publish->key, 0xff, sizeof(unsigned long long), stream));
+    return Status::Ok();
+  }
   const Layout l = ToLayout(layout);
   const int64_t work = n * ((l.row_sum + 3) / 4);
   CheckPayloadKernel<<<dim3(Blocks(work), static_cast<unsigned>(ranks)), kThreads, 0, stream>>>(
-      static_cast<const uint8_t*>(rows), locs, generations, n, l, first);
+      static_cast<const uint8_t*>(rows), locs, generations, n, l, first, publish ? *publish : PayloadCheckOut{});
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }

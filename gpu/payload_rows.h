@@ -35,8 +35,18 @@ Status LaunchMakePayloadRows(void* out, const int64_t* locs, int64_t n, int64_t 
 // (layout.layer, locs[i], generations[i]), generation 0 being zero bytes, and lowers *first (device memory, set to
 // UINT64_MAX before) to the key of every differing byte: PayloadKey below, so the least key is the first difference
 // by rank, then buffer, then byte.
+// With `publish`, the kernel's last block also copies the final key to publish->key and, where it is not UINT64_MAX,
+// the row of that buffer that holds the byte (as read) to publish->row (the widest buffer's bytes): a read checked
+// now and looked at after later reads reused `rows` (replay's deferred checks). publish->blocks_done (device memory,
+// 0 before) counts the finished blocks. A check of no rows launches nothing and sets publish->key to UINT64_MAX.
+struct PayloadCheckOut {
+  unsigned* blocks_done = nullptr;
+  unsigned long long* key = nullptr;
+  uint8_t* row = nullptr;
+};
 Status LaunchCheckPayloadRows(const void* rows, int ranks, const int64_t* locs, const uint32_t* generations, int64_t n,
-                              const PayloadLayout& layout, unsigned long long* first, cudaStream_t stream);
+                              const PayloadLayout& layout, unsigned long long* first, cudaStream_t stream,
+                              const PayloadCheckOut* publish = nullptr);
 
 // A key of LaunchCheckPayloadRows: (rank * buffers + buffer) << 40 | byte (in that buffer's rows of the block).
 struct PayloadKey {

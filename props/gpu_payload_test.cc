@@ -2,6 +2,7 @@
 // made rows are the host's bytes, and a check finds exactly the host's first difference (rank, then buffer, then
 // byte) or none; one buffer of whole words and several buffers of odd widths, generation 0 (zero bytes). Skips
 // without a GPU.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -107,8 +108,19 @@ TEST(GpuPayload, CheckFindsTheFirstDifferenceOrNone) {
     auto d_locs = RC_VALUE(gpu::Upload(locs));
     auto d_gens = RC_VALUE(gpu::Upload(gens));
     auto d_key = RC_VALUE(gpu::Upload(std::vector<unsigned long long>{UINT64_MAX}));
+    // Published (the deferred checks' form): the last block copies the key and the differing row; written over
+    // with a pattern first, so a row left unwritten shows.
+    const bool publish = *rc::gen::arbitrary<bool>();
+    RC_CLASSIFY(publish, "published");
+    int64_t widest = 0;
+    for (const ref::PoolBuffer& b : g.buffers) widest = std::max(widest, b.row_bytes);
+    auto d_done = RC_VALUE(gpu::Upload(std::vector<unsigned>{0}));
+    auto d_out_key = RC_VALUE(gpu::Upload(std::vector<unsigned long long>{12345}));
+    auto d_out_row = RC_VALUE(gpu::Upload(std::vector<uint8_t>(static_cast<size_t>(widest), 0xa5)));
+    const gpu::PayloadCheckOut out{d_done.as<unsigned>(), d_out_key.as<unsigned long long>(), d_out_row.as<uint8_t>()};
     RC_ASSERT_OK(gpu::LaunchCheckPayloadRows(d_rows.data(), ranks, d_locs.as<int64_t>(), d_gens.as<uint32_t>(), n,
-                                             LayoutOf(g, layer), d_key.as<unsigned long long>(), nullptr));
+                                             LayoutOf(g, layer), d_key.as<unsigned long long>(), nullptr,
+                                             publish ? &out : nullptr));
     RC_ASSERT_OK(gpu::SyncStream(nullptr));
     const unsigned long long got = RC_VALUE(gpu::Download<unsigned long long>(d_key.data(), 1))[0];
     RC_ASSERT(got == want);
@@ -117,8 +129,37 @@ TEST(GpuPayload, CheckFindsTheFirstDifferenceOrNone) {
       RC_ASSERT(k.rank * buffers + k.buffer == static_cast<int64_t>(want >> 40));
       RC_ASSERT(k.byte == static_cast<int64_t>(want & ((1ull << 40) - 1)));
     }
+    if (publish) {
+      RC_ASSERT(RC_VALUE(gpu::Download<unsigned long long>(d_out_key.data(), 1))[0] == want);
+      if (want != UINT64_MAX) {
+        const gpu::PayloadKey k = gpu::DecodePayloadKey(want, buffers);
+        const int64_t width = g.buffers[k.buffer].row_bytes;
+        size_t at = static_cast<size_t>(k.rank) * one.size();  // the row as read: rank, buffer, row
+        for (int64_t b = 0; b < k.buffer; ++b) at += static_cast<size_t>(n * g.buffers[b].row_bytes);
+        at += static_cast<size_t>(k.byte / width * width);
+        const std::vector<uint8_t> row(rows.begin() + at, rows.begin() + at + width);
+        RC_ASSERT(RC_VALUE(gpu::Download<uint8_t>(d_out_row.data(), static_cast<size_t>(width))) == row);
+      }
+    }
   });
   EXPECT_TRUE(ok);
+}
+
+// A published check of no rows launches nothing and publishes "no difference".
+TEST(GpuPayload, PublishedCheckOfNoRowsFindsNone) {
+  KVSHARD_REQUIRE_GPUS(1);
+  auto d_key = gpu::Upload(std::vector<unsigned long long>{UINT64_MAX, 7, 0});
+  ASSERT_TRUE(d_key.ok()) << d_key.status().message();
+  auto* words = d_key->as<unsigned long long>();
+  const gpu::PayloadCheckOut out{reinterpret_cast<unsigned*>(words + 2), words + 1,
+                                 reinterpret_cast<uint8_t*>(words + 2)};
+  gpu::PayloadLayout layout;
+  layout.widths = {16};
+  ASSERT_TRUE(gpu::LaunchCheckPayloadRows(nullptr, 1, nullptr, nullptr, 0, layout, words, nullptr, &out).ok());
+  ASSERT_TRUE(gpu::SyncStream(nullptr).ok());
+  auto got = gpu::Download<unsigned long long>(d_key->data(), 3);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ((*got)[1], UINT64_MAX);
 }
 
 }  // namespace

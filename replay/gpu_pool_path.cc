@@ -148,35 +148,77 @@ class GpuPoolPath : public PoolDataPath {
 
   StatusOr<std::optional<RowDifference>> ReadChecked(int64_t layer, const std::vector<int64_t>& locs,
                                                      const std::vector<uint32_t>& generations) override {
+    if (pending_checks_ > 0) return FailedPrecondition("gpu: ReadChecked while checked reads are pending");
+    KVSHARD_RETURN_IF_ERROR(StartReadChecked(layer, locs, generations));
+    std::vector<CheckAnswer> answers = TakeChecked();
+    if (answers.size() != 1) return Internal("gpu: expected one checked read, got ", answers.size());
+    return std::move(answers[0]);
+  }
+
+  // Each pending check has its own pinned upload ([locs | the key, UINT64_MAX until a difference is found | the
+  // check's finished blocks | generations], copied to the device) and its own slot in checks_ for the key and the
+  // differing row the check's last block publishes there: the next read may reuse the device's staging at once.
+  Status StartReadChecked(int64_t layer, const std::vector<int64_t>& locs,
+                          const std::vector<uint32_t>& generations) override {
     KVSHARD_NVTX_RANGE("kvshard.pool.read_checked");
     if (!shared_device_) return FailedPrecondition("gpu: reads are checked on the device for emulated ranks only");
     if (generations.size() != locs.size()) return InvalidArgument("generations: expected one per loc");
-    KVSHARD_ASSIGN_OR_RETURN(auto slots, BeginRead(layer));
+    if (pending_checks_ >= kMaxPendingChecks) {
+      return FailedPrecondition("gpu: more than ", kMaxPendingChecks, " checked reads pending");
+    }
+    if (reading_) KVSHARD_RETURN_IF_ERROR(FinishReadSpans().status());
+    KVSHARD_ASSIGN_OR_RETURN(auto slots, gather_->AcquireBuffersForRead(layer));
     const int64_t m = static_cast<int64_t>(locs.size());
-    if (m == 0) return std::optional<RowDifference>();
-    // Pinned and on the device alike: [locs | the first difference's key, UINT64_MAX until one is found | generations].
-    const size_t key_at = m * sizeof(int64_t), gens_at = key_at + sizeof(uint64_t);
-    KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_locs_, gens_at + m * sizeof(uint32_t)));
-    auto* host = static_cast<char*>(host_locs_.data());
+    KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&checks_, CheckRowAt(kMaxPendingChecks)));
+    const int slot = pending_checks_;
+    gpu::PayloadCheckOut out{nullptr, checks_.as<unsigned long long>() + slot,
+                             checks_.as<uint8_t>() + CheckRowAt(slot)};
+    if (m == 0) {  // nothing to read: the check of no rows publishes "no difference"
+      KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
+      KVSHARD_RETURN_IF_ERROR(gpu::LaunchCheckPayloadRows(nullptr, 1, nullptr, nullptr, 0, Layout(layer), nullptr,
+                                                          gather_->compute_stream(0), &out));
+      ++pending_checks_;
+      return Status::Ok();
+    }
+    const size_t key_at = m * sizeof(int64_t), done_at = key_at + sizeof(uint64_t), gens_at = done_at + 8;
+    gpu::PinnedBuffer& up = check_uploads_[slot];
+    KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&up, gens_at + m * sizeof(uint32_t)));
+    auto* host = static_cast<char*>(up.data());
     std::memcpy(host, locs.data(), key_at);
-    const uint64_t none = UINT64_MAX;
+    const uint64_t none = UINT64_MAX, zero = 0;
     std::memcpy(host + key_at, &none, sizeof(none));
+    std::memcpy(host + done_at, &zero, sizeof(zero));
     std::memcpy(host + gens_at, generations.data(), m * sizeof(uint32_t));
-    const size_t row_bytes = RowBytes();
-    KVSHARD_RETURN_IF_ERROR(StartSharedRead(slots, m, m * row_bytes, layer, gens_at + m * sizeof(uint32_t)));
-    KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(0, gather_->compute_stream(0)));  // the group's deadline
-    uint64_t key = 0;
-    std::memcpy(&key, host_key_.data(), sizeof(key));
-    if (key == UINT64_MAX) return std::optional<RowDifference>();
-    const gpu::PayloadKey at = gpu::DecodePayloadKey(key, static_cast<int64_t>(g_.buffers.size()));
-    RowDifference d{at.rank, at.buffer, at.byte, {}};
-    const int64_t width = g_.buffers[at.buffer].row_bytes, row = at.byte / width;
-    size_t offset = at.rank * m * row_bytes;  // the row in the gathered rows: rank, buffer, row
-    for (int64_t b = 0; b < at.buffer; ++b) offset += static_cast<size_t>(m * g_.buffers[b].row_bytes);
-    d.got_row.resize(static_cast<size_t>(width));
-    KVSHARD_CUDA_CHECK(cudaMemcpy(d.got_row.data(), staging_[0].out.as<uint8_t>() + offset + row * width, width,
-                                  cudaMemcpyDeviceToHost));
-    return std::optional<RowDifference>(std::move(d));
+    KVSHARD_RETURN_IF_ERROR(StartSharedRead(slots, m, m * RowBytes(), layer, up, gens_at + m * sizeof(uint32_t), &out));
+    ++pending_checks_;
+    return Status::Ok();
+  }
+
+  // One copy of the pending keys and one wait (the group's deadline); a differing row is copied from its slot.
+  std::vector<CheckAnswer> TakeChecked() override {
+    KVSHARD_NVTX_RANGE("kvshard.pool.take_checked");
+    const int n = std::exchange(pending_checks_, 0);
+    if (n == 0) return {};
+    if (Status s = DownloadKeys(n); !s.ok()) return std::vector<CheckAnswer>(static_cast<size_t>(n), s);
+    std::vector<CheckAnswer> answers;
+    for (int i = 0; i < n; ++i) {
+      uint64_t key = 0;
+      std::memcpy(&key, static_cast<const char*>(host_keys_.data()) + i * sizeof(uint64_t), sizeof(key));
+      if (key == UINT64_MAX) {
+        answers.emplace_back(std::optional<RowDifference>());
+        continue;
+      }
+      const gpu::PayloadKey at = gpu::DecodePayloadKey(key, static_cast<int64_t>(g_.buffers.size()));
+      RowDifference d{at.rank, at.buffer, at.byte, {}};
+      d.got_row.resize(static_cast<size_t>(g_.buffers[at.buffer].row_bytes));
+      const Status copied = gpu::CopyToHost(d.got_row.data(), checks_.as<uint8_t>() + CheckRowAt(i), d.got_row.size());
+      if (copied.ok()) {
+        answers.emplace_back(std::optional<RowDifference>(std::move(d)));
+      } else {
+        answers.emplace_back(copied);
+      }
+    }
+    return answers;
   }
 
   // set_kv_buffer of `rows`, or (rows null) of the payload rows of `generation` made on the device.
@@ -254,7 +296,9 @@ class GpuPoolPath : public PoolDataPath {
     const int ranks = static_cast<int>(comm_->local_ranks().size());
     host_out_.resize(ranks);
     const size_t rank_bytes = m * RowBytes();  // one rank's gathered rows of every buffer
-    if (shared_device_ && m > 0) return StartSharedRead(slots, m, rank_bytes, -1, m * sizeof(int64_t));
+    if (shared_device_ && m > 0) {
+      return StartSharedRead(slots, m, rank_bytes, -1, host_locs_, m * sizeof(int64_t), nullptr);
+    }
     // Ranks on devices of their own (or nothing to read): each reads its own rows on its stream.
     for (int i = 0; i < ranks; ++i) {
       KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
@@ -343,19 +387,21 @@ class GpuPoolPath : public PoolDataPath {
   };
 
   // StartRead with every local rank on one device: rank 0's stream waits for every rank's stream (each waited for
-  // its layer's all-gather), copies host_locs_'s first `upload` bytes up, reads every rank's rows with one launch a
+  // its layer's all-gather), copies `from`'s first `upload` bytes up, reads every rank's rows with one launch a
   // buffer (LaunchTranslateGatherRanks), copies all of them back, and every other rank's stream waits for it (their
-  // scratch slots are not reused before the read is done). With `check_layer` >= 0 (ReadChecked), the upload also
-  // holds the key and the generations, and the rows stay: they are checked there and only the key comes back.
+  // scratch slots are not reused before the read is done). With `publish` (StartReadChecked, checking against
+  // `check_layer`), the upload also holds the key, the check's block count and the generations, and the rows stay:
+  // they are checked there, and the check publishes its key (and a differing row) to `publish`.
   Status StartSharedRead(const std::vector<std::vector<void*>>& slots, int64_t m, size_t rank_bytes,
-                         int64_t check_layer, size_t upload) {
+                         int64_t check_layer, const gpu::PinnedBuffer& from, size_t upload,
+                         gpu::PayloadCheckOut* publish) {
     const int ranks = static_cast<int>(comm_->local_ranks().size());
     KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
     const cudaStream_t s0 = gather_->compute_stream(0);
     KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&staging_[0].locs, upload));
     KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&staging_[0].out, rank_bytes * ranks));
     const int64_t* d_locs = staging_[0].locs.as<int64_t>();
-    KVSHARD_CUDA_CHECK(cudaMemcpyAsync(staging_[0].locs.data(), host_locs_.data(), upload, cudaMemcpyHostToDevice, s0));
+    KVSHARD_CUDA_CHECK(cudaMemcpyAsync(staging_[0].locs.data(), from.data(), upload, cudaMemcpyHostToDevice, s0));
     for (int i = 1; i < StreamCount(); ++i) {
       KVSHARD_CUDA_CHECK(cudaEventRecord(order_[i], gather_->compute_stream(i)));
       KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(s0, order_[i], 0));
@@ -375,13 +421,12 @@ class GpuPoolPath : public PoolDataPath {
       }
       offset += static_cast<size_t>(m * width);
     }
-    if (check_layer >= 0) {
+    if (publish != nullptr) {
       auto* key = reinterpret_cast<unsigned long long*>(staging_[0].locs.as<uint8_t>() + m * sizeof(int64_t));
-      const auto* gens = reinterpret_cast<const uint32_t*>(key + 1);
-      KVSHARD_RETURN_IF_ERROR(
-          gpu::LaunchCheckPayloadRows(staging_[0].out.data(), ranks, d_locs, gens, m, Layout(check_layer), key, s0));
-      KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_key_, sizeof(uint64_t)));
-      KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host_key_.data(), key, sizeof(uint64_t), cudaMemcpyDeviceToHost, s0));
+      publish->blocks_done = reinterpret_cast<unsigned*>(key + 1);
+      const auto* gens = reinterpret_cast<const uint32_t*>(key + 2);
+      KVSHARD_RETURN_IF_ERROR(gpu::LaunchCheckPayloadRows(staging_[0].out.data(), ranks, d_locs, gens, m,
+                                                          Layout(check_layer), key, s0, publish));
     } else {
       KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_out_[0], rank_bytes * ranks));
       KVSHARD_CUDA_CHECK(
@@ -391,8 +436,12 @@ class GpuPoolPath : public PoolDataPath {
     for (int i = 1; i < StreamCount(); ++i) {
       KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(gather_->compute_stream(i), order_[0], 0));
     }
+    if (publish != nullptr) {  // its upload is its own until TakeChecked (or Quiesce) has waited for it
+      in_flight_ = true;
+      return Status::Ok();
+    }
     KVSHARD_RETURN_IF_ERROR(RecordStaging(&read_done_));
-    reading_ = check_layer < 0;  // a checked read is waited for by its caller (or, if that fails, by Quiesce)
+    reading_ = true;
     read_rows_ = m;
     return Status::Ok();
   }
@@ -404,6 +453,23 @@ class GpuPoolPath : public PoolDataPath {
     KVSHARD_ASSIGN_OR_RETURN(auto slots, gather_->AcquireBuffersForRead(layer));
     KVSHARD_RETURN_IF_ERROR(WaitForStaging(&read_done_));
     return slots;
+  }
+
+  // Where checks_ holds pending check i's differing row: after the kMaxPendingChecks keys, one widest row each.
+  size_t CheckRowAt(int i) const {
+    size_t widest = 0;
+    for (const ref::PoolBuffer& b : g_.buffers) widest = std::max(widest, static_cast<size_t>(b.row_bytes));
+    return kMaxPendingChecks * sizeof(uint64_t) + static_cast<size_t>(i) * widest;
+  }
+
+  // The first n pending keys into host_keys_, once the checks are done.
+  Status DownloadKeys(int n) {
+    KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
+    KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_keys_, kMaxPendingChecks * sizeof(uint64_t)));
+    const cudaStream_t s0 = gather_->compute_stream(0);
+    KVSHARD_CUDA_CHECK(
+        cudaMemcpyAsync(host_keys_.data(), checks_.data(), n * sizeof(uint64_t), cudaMemcpyDeviceToHost, s0));
+    return comm_->SynchronizeRank(0, s0);  // the group's deadline
   }
 
   // Bytes of a slot's row, every buffer.
@@ -486,11 +552,14 @@ class GpuPoolPath : public PoolDataPath {
   std::unique_ptr<gpu::LayerAheadGather> gather_;
   std::vector<int64_t> out_cache_loc_;
   bool active_ = false;
-  std::vector<Staging> staging_;             // per local rank
-  gpu::PinnedBuffer host_rows_;              // a write's rows and locs, copied to every rank
-  gpu::PinnedBuffer host_locs_;              // a read's locs
-  std::vector<gpu::PinnedBuffer> host_out_;  // per local rank: a read's rows, copied back
-  gpu::PinnedBuffer host_key_;               // ReadChecked's key, copied back
+  std::vector<Staging> staging_;                        // per local rank
+  gpu::PinnedBuffer host_rows_;                         // a write's rows and locs, copied to every rank
+  gpu::PinnedBuffer host_locs_;                         // a read's locs
+  std::vector<gpu::PinnedBuffer> host_out_;             // per local rank: a read's rows, copied back
+  gpu::DeviceBuffer checks_;                            // pending checks: their keys, then one differing row each
+  gpu::PinnedBuffer check_uploads_[kMaxPendingChecks];  // pending check i's upload
+  gpu::PinnedBuffer host_keys_;                         // the pending checks' keys, copied back
+  int pending_checks_ = 0;                              // checked reads started since the last TakeChecked
   Done write_done_, read_done_;
   bool shared_device_ = false;      // every local rank on one device (emulated ranks)
   std::vector<cudaEvent_t> order_;  // per local rank: orders one rank's stream after another's
