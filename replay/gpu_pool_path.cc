@@ -31,8 +31,9 @@ class GpuPoolPath : public PoolDataPath {
   GpuPoolPath(const PoolGeometry& g, int gpus) : g_(g), gpus_(gpus) {}
   ~GpuPoolPath() override {
     if (gather_ != nullptr) (void)Quiesce();  // the staging buffers outlive what uses them
-    for (Done* done : {&write_done_, &read_done_}) {
-      for (cudaEvent_t e : done->events) cudaEventDestroy(e);
+    for (cudaEvent_t e : read_done_.events) cudaEventDestroy(e);
+    for (WriteSlot& w : writes_) {
+      for (cudaEvent_t e : w.done.events) cudaEventDestroy(e);
     }
     for (cudaEvent_t e : order_) cudaEventDestroy(e);
     if (plan_stream_ != nullptr) cudaStreamDestroy(plan_stream_);
@@ -226,8 +227,11 @@ class GpuPoolPath : public PoolDataPath {
     KVSHARD_NVTX_RANGE("kvshard.pool.write_layer");
     const int64_t n = static_cast<int64_t>(locs.size());
     KVSHARD_RETURN_IF_ERROR(CheckWrite(active_, locs, out_cache_loc_));
-    // The staging buffers are reused: the last write's copies and kernels must be done with them.
-    KVSHARD_RETURN_IF_ERROR(WaitForStaging(&write_done_));
+    // The staging buffers go round kWriteSlots writes: the copies and kernels of the write that last used this
+    // slot must be done with them (a batch's End waited for all of them: within a batch, rarely a wait).
+    WriteSlot& slot = writes_[next_write_];
+    next_write_ = (next_write_ + 1) % kWriteSlots;
+    KVSHARD_RETURN_IF_ERROR(WaitForStaging(&slot.done));
     const size_t bytes = n * RowBytes();  // every buffer's rows, in turn, then the locs, 8-aligned at locs_at
     const size_t locs_at = (bytes + 7) / 8 * 8;
     size_t given = 0;
@@ -236,36 +240,36 @@ class GpuPoolPath : public PoolDataPath {
       if (given != bytes) return InvalidArgument("rows: expected ", bytes, " bytes, got ", given);
     }
     const size_t staged = locs_at + locs.size() * sizeof(int64_t);
-    KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_rows_, staged));
-    auto* host = static_cast<uint8_t*>(host_rows_.data());
+    KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&slot.host, staged));
+    auto* host = static_cast<uint8_t*>(slot.host.data());
     if (rows != nullptr) {
       for (const std::vector<uint8_t>& b : *rows) host = std::copy(b.begin(), b.end(), host);
     }
-    if (!locs.empty())
-      std::memcpy(static_cast<uint8_t*>(host_rows_.data()) + locs_at, locs.data(), n * sizeof(int64_t));
+    if (!locs.empty()) std::memcpy(static_cast<uint8_t*>(slot.host.data()) + locs_at, locs.data(), n * sizeof(int64_t));
     const int ranks = static_cast<int>(comm_->local_ranks().size());
     std::vector<std::vector<const void*>> ptrs(ranks);
     for (int i = 0; i < ranks; ++i) {
       KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
       const cudaStream_t s = gather_->compute_stream(i);
-      Staging& st = staging_[shared_device_ ? 0 : i];
+      if (slot.rows.size() < staging_.size()) slot.rows.resize(staging_.size());
+      gpu::DeviceBuffer& st_rows = slot.rows[shared_device_ ? 0 : i];
       if ((i == 0 || !shared_device_) && staged > 0) {
-        KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&st.rows, staged));
+        KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&st_rows, staged));
         if (rows != nullptr) {
-          KVSHARD_CUDA_CHECK(cudaMemcpyAsync(st.rows.data(), host_rows_.data(), staged, cudaMemcpyHostToDevice, s));
+          KVSHARD_CUDA_CHECK(cudaMemcpyAsync(st_rows.data(), slot.host.data(), staged, cudaMemcpyHostToDevice, s));
         } else {  // only the locs go up; the rows are made from them
-          KVSHARD_CUDA_CHECK(cudaMemcpyAsync(st.rows.as<uint8_t>() + locs_at,
-                                             static_cast<uint8_t*>(host_rows_.data()) + locs_at, n * sizeof(int64_t),
+          KVSHARD_CUDA_CHECK(cudaMemcpyAsync(st_rows.as<uint8_t>() + locs_at,
+                                             static_cast<uint8_t*>(slot.host.data()) + locs_at, n * sizeof(int64_t),
                                              cudaMemcpyHostToDevice, s));
           KVSHARD_RETURN_IF_ERROR(gpu::LaunchMakePayloadRows(
-              st.rows.data(), reinterpret_cast<const int64_t*>(st.rows.as<uint8_t>() + locs_at), n, generation,
+              st_rows.data(), reinterpret_cast<const int64_t*>(st_rows.as<uint8_t>() + locs_at), n, generation,
               Layout(layer), s));
         }
       }
       KVSHARD_RETURN_IF_ERROR(AfterRankZero(i));
       size_t offset = 0;
       for (const ref::PoolBuffer& b : g_.buffers) {
-        ptrs[i].push_back(st.rows.as<uint8_t>() + offset);
+        ptrs[i].push_back(st_rows.as<uint8_t>() + offset);
         offset += static_cast<size_t>(n * b.row_bytes);
       }
     }
@@ -276,7 +280,7 @@ class GpuPoolPath : public PoolDataPath {
       for (int i = 0; i < ranks; ++i) {
         KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(i)));
         const auto* d_locs =
-            reinterpret_cast<const int64_t*>(staging_[shared_device_ ? 0 : i].rows.as<uint8_t>() + locs_at);
+            reinterpret_cast<const int64_t*>(slot.rows[shared_device_ ? 0 : i].as<uint8_t>() + locs_at);
         for (size_t b = 0; b < g_.buffers.size(); ++b) {
           KVSHARD_RETURN_IF_ERROR(gpu::LaunchOwnerFilteredWrite(
               gather_->pool(i, layer, static_cast<int>(b)), gather_->shape().pool_rows, ptrs[i][b], d_locs, n, spec,
@@ -284,7 +288,7 @@ class GpuPoolPath : public PoolDataPath {
         }
       }
     }
-    return RecordStaging(&write_done_);
+    return RecordStaging(&slot.done);
   }
 
   Status StartRead(int64_t layer, const std::vector<int64_t>& locs) override {
@@ -376,7 +380,6 @@ class GpuPoolPath : public PoolDataPath {
  private:
   // One local rank's device buffers, reused record after record (grown when a record needs more).
   struct Staging {
-    gpu::DeviceBuffer rows;  // a write's rows of every buffer, then (outside an extend) its locs
     gpu::DeviceBuffer locs;  // a read's locs, then their scratch rows
     gpu::DeviceBuffer out;   // a read's gathered rows of every buffer
   };
@@ -508,7 +511,8 @@ class GpuPoolPath : public PoolDataPath {
       KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(i, gather_->compute_stream(i)));
     }
     in_flight_ = false;
-    write_done_.recorded = read_done_.recorded = false;
+    read_done_.recorded = false;
+    for (WriteSlot& w : writes_) w.done.recorded = false;
     return Status::Ok();
   }
 
@@ -553,14 +557,23 @@ class GpuPoolPath : public PoolDataPath {
   std::vector<int64_t> out_cache_loc_;
   bool active_ = false;
   std::vector<Staging> staging_;                        // per local rank
-  gpu::PinnedBuffer host_rows_;                         // a write's rows and locs, copied to every rank
   gpu::PinnedBuffer host_locs_;                         // a read's locs
   std::vector<gpu::PinnedBuffer> host_out_;             // per local rank: a read's rows, copied back
   gpu::DeviceBuffer checks_;                            // pending checks: their keys, then one differing row each
   gpu::PinnedBuffer check_uploads_[kMaxPendingChecks];  // pending check i's upload
   gpu::PinnedBuffer host_keys_;                         // the pending checks' keys, copied back
   int pending_checks_ = 0;                              // checked reads started since the last TakeChecked
-  Done write_done_, read_done_;
+  // A write's staging: its rows and locs pinned, copied to every rank's device buffer (one when the ranks share a
+  // device), and the event after the work that uses them.
+  struct WriteSlot {
+    gpu::PinnedBuffer host;
+    std::vector<gpu::DeviceBuffer> rows;
+    Done done;
+  };
+  static constexpr int kWriteSlots = 4;
+  WriteSlot writes_[kWriteSlots];
+  int next_write_ = 0;  // the slot of the next write
+  Done read_done_;
   bool shared_device_ = false;      // every local rank on one device (emulated ranks)
   std::vector<cudaEvent_t> order_;  // per local rank: orders one rank's stream after another's
   bool reading_ = false;            // a StartRead waits for its FinishRead
