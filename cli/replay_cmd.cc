@@ -37,9 +37,9 @@ void DeclareFlags(po::options_description& flags) {
       "(cpu_fast/; replaying a recorded trace with it diffs the fast paths against the engine)")(
       "gpus", Int(1, 1024)->default_value(1),
       "with --backend gpu|diff: 1 emulates the trace's N ranks on GPU 0; N drives N "
-      "GPUs through NCCL")(
-      "read-threads", Int(1, TraceReadAhead::kMaxThreads),
-      "threads that read and parse records ahead of the checking thread (default: half the host's cores, 1 to 4)")(
+      "GPUs through NCCL")("read-threads", Int(1, TraceReadAhead::kMaxThreads),
+                           "threads that read and parse records ahead of the checking thread (default: 2 on a host of "
+                           "4 cores or more, else 1)")(
       "full-invariants", po::bool_switch(),
       "after every allocator record also walk the whole radix cache (by default only what the record changed is "
       "checked; the properties run both)");

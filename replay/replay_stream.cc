@@ -1,6 +1,5 @@
 // A record's expect and invariant checks (Replayer::Replay, which fills the record's ReplayMismatch) and
 // ReplayStream over a whole trace, with a truncated last record reported after every complete one was checked.
-#include <algorithm>
 #include <istream>
 #include <optional>
 #include <thread>
@@ -215,10 +214,7 @@ Status Replayer::CheckInvariantsAfter(const ReplayOp& op) {
   return Status::Ok();
 }
 
-int DefaultReadThreads() {
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  return std::clamp(cores / 2, 1, 4);
-}
+int DefaultReadThreads() { return std::thread::hardware_concurrency() >= 4 ? 2 : 1; }
 
 Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport* report,
                     const std::function<void(const ReplayMismatch&)>& on_mismatch) {

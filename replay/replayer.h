@@ -72,8 +72,9 @@ struct ReplayOptions {
   int read_threads = 0;
 };
 
-// The reader threads ReplayStream runs when ReplayOptions::read_threads is 0: one on a host of two cores or fewer
-// (the checking thread has the other), else half the cores, at most 4 (the checking thread's pace; more only wait).
+// The reader threads ReplayStream runs when ReplayOptions::read_threads is 0: one on a host of fewer than four cores
+// (the checking thread needs the other), else two (on an H200 host's 16 cores two read as fast as four for --backend
+// gpu, whose checking thread is the shorter, and `ref` and `diff` ran no slower with two than with one or four).
 int DefaultReadThreads();
 
 // What a trace header's allocator (N * (pages_per_rank + 1) logical pages) and pools (the sharded pool and
