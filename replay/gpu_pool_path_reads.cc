@@ -18,8 +18,8 @@
 
 namespace kvshard::replay::gpu_path {
 
-StatusOr<std::optional<PoolDataPath::RowDifference>> GpuPoolPath::ReadChecked(int64_t layer, const std::vector<int64_t>& locs,
-                                                   const std::vector<uint32_t>& generations) {
+StatusOr<std::optional<PoolDataPath::RowDifference>> GpuPoolPath::ReadChecked(
+    int64_t layer, const std::vector<int64_t>& locs, const std::vector<uint32_t>& generations) {
   if (pending_checks_ > 0) return FailedPrecondition("gpu: ReadChecked while checked reads are pending");
   KVSHARD_RETURN_IF_ERROR(StartReadChecked(layer, locs, generations));
   std::vector<CheckAnswer> answers = TakeChecked();
@@ -28,7 +28,7 @@ StatusOr<std::optional<PoolDataPath::RowDifference>> GpuPoolPath::ReadChecked(in
 }
 
 Status GpuPoolPath::StartReadChecked(int64_t layer, const std::vector<int64_t>& locs,
-                        const std::vector<uint32_t>& generations) {
+                                     const std::vector<uint32_t>& generations) {
   KVSHARD_NVTX_RANGE("kvshard.pool.read_checked");
   if (!shared_device_) return FailedPrecondition("gpu: reads are checked on the device for emulated ranks only");
   if (generations.size() != locs.size()) return InvalidArgument("generations: expected one per loc");
@@ -40,8 +40,7 @@ Status GpuPoolPath::StartReadChecked(int64_t layer, const std::vector<int64_t>& 
   const int64_t m = static_cast<int64_t>(locs.size());
   KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&checks_, CheckRowAt(kMaxPendingChecks)));
   const int slot = pending_checks_;
-  gpu::PayloadCheckOut out{nullptr, checks_.as<unsigned long long>() + slot,
-                           checks_.as<uint8_t>() + CheckRowAt(slot)};
+  gpu::PayloadCheckOut out{nullptr, checks_.as<unsigned long long>() + slot, checks_.as<uint8_t>() + CheckRowAt(slot)};
   if (m == 0) {  // nothing to read: the check of no rows publishes "no difference"
     KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
     KVSHARD_RETURN_IF_ERROR(gpu::LaunchCheckPayloadRows(nullptr, 1, nullptr, nullptr, 0, Layout(layer), nullptr,
@@ -165,8 +164,8 @@ StatusOr<std::vector<PoolDataPath::RowSpans>> GpuPoolPath::FinishReadSpans() {
 }
 
 Status GpuPoolPath::StartSharedRead(const std::vector<std::vector<void*>>& slots, int64_t m, size_t rank_bytes,
-                       int64_t check_layer, const gpu::PinnedBuffer& from, size_t upload,
-                       gpu::PayloadCheckOut* publish) {
+                                    int64_t check_layer, const gpu::PinnedBuffer& from, size_t upload,
+                                    gpu::PayloadCheckOut* publish) {
   const int ranks = static_cast<int>(comm_->local_ranks().size());
   KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
   const cudaStream_t s0 = gather_->compute_stream(0);
