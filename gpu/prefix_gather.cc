@@ -153,6 +153,10 @@ StatusOr<std::unique_ptr<LayerAheadGather>> LayerAheadGather::Create(RankGroup* 
   }
   g->shared_device_ = true;
   for (auto& r : g->state_) g->shared_device_ &= r->device == g->state_[0]->device;
+  for (auto& r : g->state_) {
+    r->page_pos_at = r->page_pos.as<int32_t>();
+    r->bad_at = (g->one_stream_ ? g->state_[0] : r)->bad.as<int64_t>();  // one stream: BadRows copies one counter
+  }
   return g;
 }
 
@@ -160,8 +164,8 @@ void* LayerAheadGather::pool(int i, int64_t layer, int buffer) const {
   return static_cast<char*>(state_[i]->pools[buffer].data()) + layer * shape_.pool_rows * shape_.buffers()[buffer];
 }
 cudaStream_t LayerAheadGather::compute_stream(int i) const { return state_[i]->compute; }
-const int32_t* LayerAheadGather::page_pos(int i) const { return state_[i]->page_pos.as<int32_t>(); }
-const int64_t* LayerAheadGather::chunk_locs(int i) const { return state_[i]->chunk_locs.as<int64_t>(); }
+const int32_t* LayerAheadGather::page_pos(int i) const { return state_[i]->page_pos_at; }
+const int64_t* LayerAheadGather::chunk_locs(int i) const { return state_[i]->chunk_locs_at; }
 
 Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int32_t>& page_pos,
                                      const std::vector<std::vector<int64_t>>& send_rows,
@@ -215,7 +219,41 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
   if (!one_plan_launch) {
     KVSHARD_ASSIGN_OR_RETURN(temp_bytes, WritePlanTempBytes(n));
   }
-  for (size_t i = 0; i < state_.size(); ++i) {
+  if (one_stream_) {
+    // Every rank on one stream: the whole upload goes up once, after everything issued so far (the last batch's
+    // readers of the plan), and each rank's plan is a view into it (page_pos and chunk locs are every rank's).
+    Rank& first = *state_[0];
+    KVSHARD_CUDA_CHECK(cudaSetDevice(first.device));
+    for (const std::vector<int64_t>& rows : send_rows) {
+      if (!rows.empty()) std::memcpy(upload + send_at, rows.data(), rows.size() * sizeof(int64_t));
+      send_at += rows.size() * sizeof(int64_t);
+    }
+    if (plan_.bytes() < staged || first.owned_idx.bytes() < loc_bytes || first.plan_temp.bytes() < temp_bytes) {
+      KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(0, first.compute));  // the old buffers' last readers
+      KVSHARD_RETURN_IF_ERROR(Reserve(&plan_, staged));
+      for (auto& rp : state_) {
+        KVSHARD_RETURN_IF_ERROR(Reserve(&rp->owned_idx, loc_bytes));
+        KVSHARD_RETURN_IF_ERROR(Reserve(&rp->local_rows, loc_bytes));
+        KVSHARD_RETURN_IF_ERROR(Reserve(&rp->plan_temp, temp_bytes));
+      }
+    }
+    KVSHARD_CUDA_CHECK(cudaMemcpyAsync(plan_.data(), upload, staged, cudaMemcpyHostToDevice, first.compute));
+    KVSHARD_CUDA_CHECK(cudaEventRecord(first.uploaded, first.compute));
+    first.uploading = true;
+    size_t rows_at = pos_room + loc_bytes;
+    for (size_t i = 0; i < state_.size(); ++i) {
+      Rank& r = *state_[i];
+      r.page_pos_at = reinterpret_cast<int32_t*>(plan_.as<char>());
+      r.chunk_locs_at = reinterpret_cast<int64_t*>(plan_.as<char>() + pos_room);
+      r.send_rows_at = reinterpret_cast<int64_t*>(plan_.as<char>() + rows_at);
+      rows_at += send_rows[i].size() * sizeof(int64_t);
+      if (one_plan_launch) continue;
+      KVSHARD_RETURN_IF_ERROR(LaunchBuildWritePlan(
+          r.chunk_locs_at, n, {comm_->size(), shape_.page_size}, r.rank, r.owned_idx.as<int64_t>(),
+          r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>(), r.plan_temp.data(), temp_bytes, r.compute));
+    }
+  }
+  for (size_t i = 0; i < state_.size() && !one_stream_; ++i) {
     Rank& r = *state_[i];
     KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
     // Plan uploads are ordered after all earlier work on this rank (the previous batch's packs, gathers and reads)
@@ -234,6 +272,8 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
       KVSHARD_RETURN_IF_ERROR(Reserve(&r.local_rows, loc_bytes));
       KVSHARD_RETURN_IF_ERROR(Reserve(&r.plan_temp, temp_bytes));
     }
+    r.send_rows_at = r.send_rows.as<int64_t>();
+    r.chunk_locs_at = r.chunk_locs.as<int64_t>();
     KVSHARD_RETURN_IF_ERROR(AfterPackAndGather(r));
     if (send_bytes > 0) std::memcpy(upload + send_at, send_rows[i].data(), send_bytes);
     KVSHARD_CUDA_CHECK(cudaMemcpyAsync(r.page_pos.data(), upload, pos_bytes, cudaMemcpyHostToDevice, r.compute));
@@ -246,13 +286,11 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
       KVSHARD_CUDA_CHECK(
           cudaMemcpyAsync(r.chunk_locs.data(), upload + pos_room, loc_bytes, cudaMemcpyHostToDevice, r.compute));
     }
-    if (!one_stream_ || i + 1 == state_.size()) {  // one stream: once, after every rank's copies
-      KVSHARD_CUDA_CHECK(cudaEventRecord(r.uploaded, r.compute));
-      r.uploading = true;
-    }
+    KVSHARD_CUDA_CHECK(cudaEventRecord(r.uploaded, r.compute));
+    r.uploading = true;
     if (one_plan_launch) continue;
     KVSHARD_RETURN_IF_ERROR(LaunchBuildWritePlan(
-        r.chunk_locs.as<int64_t>(), n, {comm_->size(), shape_.page_size}, r.rank, r.owned_idx.as<int64_t>(),
+        r.chunk_locs_at, n, {comm_->size(), shape_.page_size}, r.rank, r.owned_idx.as<int64_t>(),
         r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>(), r.plan_temp.data(), temp_bytes, r.compute));
   }
   if (one_plan_launch) {
@@ -266,8 +304,8 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
       plans.push_back({r.rank, r.owned_idx.as<int64_t>(), r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>()});
     }
     KVSHARD_RETURN_IF_ERROR(JoinComputeStreams());
-    KVSHARD_RETURN_IF_ERROR(LaunchBuildWritePlans(first.chunk_locs.as<int64_t>(), n, {comm_->size(), shape_.page_size},
-                                                  plans, first.compute));
+    KVSHARD_RETURN_IF_ERROR(
+        LaunchBuildWritePlans(first.chunk_locs_at, n, {comm_->size(), shape_.page_size}, plans, first.compute));
     KVSHARD_RETURN_IF_ERROR(ForkComputeStreams());
   }
   n_chunk_locs_ = static_cast<int64_t>(chunk_locs.size());
@@ -325,20 +363,22 @@ StatusOr<std::vector<std::vector<void*>>> LayerAheadGather::AcquireBuffersForRea
 StatusOr<int64_t> LayerAheadGather::BadRows() {
   KVSHARD_NVTX_RANGE("kvshard.gather.bad_rows");
   // Each compute stream waits for its rank's pack and gather streams and copies the counter back; one wait per rank
-  // under the group's deadline then drains every stream that may wait on a collective.
+  // under the group's deadline then drains every stream that may wait on a collective. One stream: rank 0's
+  // counter holds every rank's count, one copy and one wait.
   for (const std::unique_ptr<Rank>& rp : state_) {
     Rank& r = *rp;
     KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
     KVSHARD_RETURN_IF_ERROR(AfterPackAndGather(r));
     KVSHARD_CUDA_CHECK(
         cudaMemcpyAsync(r.bad_host.data(), r.bad.data(), sizeof(int64_t), cudaMemcpyDeviceToHost, r.compute));
-  }
-  for (size_t i = 0; i < state_.size(); ++i) {
-    if (one_stream_ && i > 0) break;  // one stream: rank 0's wait drained every copy
-    KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(static_cast<int>(i), state_[i]->compute));
+    if (one_stream_) break;
   }
   int64_t total = 0;
-  for (const std::unique_ptr<Rank>& rp : state_) total += *rp->bad_host.as<int64_t>();
+  for (size_t i = 0; i < state_.size(); ++i) {
+    KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(static_cast<int>(i), state_[i]->compute));
+    total += *state_[i]->bad_host.as<int64_t>();
+    if (one_stream_) break;
+  }
   return total;
 }
 

@@ -79,11 +79,12 @@ class LayerAheadGather {
   // rank issues the same collectives.
   Status EndExtend();
   int64_t epoch() const { return epoch_; }
-  // Device page_pos of local rank i (for translating reads).
+  // Device page_pos of local rank i (for translating reads); valid until the next BeginExtend.
   const int32_t* page_pos(int i) const;
-  // Device chunk locs of local rank i.
+  // Device chunk locs of local rank i; valid until the next BeginExtend.
   const int64_t* chunk_locs(int i) const;
-  // Rows skipped for out-of-range indices since creation (must stay 0); synchronizes.
+  // Rows skipped for out-of-range indices since creation (must stay 0); waits for everything issued on every
+  // rank's streams (the group's deadline), so nothing is in flight on return.
   StatusOr<int64_t> BadRows();
 
   // Device timeline of local rank 0 for diagnostics: when on, every pack and all-gather (and any span the
@@ -130,6 +131,7 @@ class LayerAheadGather {
   bool shared_device_ = false;  // every local rank on one device (emulated ranks)
   bool one_stream_ = false;     // ... and all of them on local rank 0's compute stream
   PinnedBuffer plan_upload_;    // BeginExtend's page_pos, chunk locs and send rows, copied to every rank from here
+  DeviceBuffer plan_;           // one stream: plan_upload_ copied once, every rank's plan views into it
 };
 
 // A per-layer compute stand-in for benchmarks: `blocks` blocks (0 = one per SM) for about `ns` nanoseconds,

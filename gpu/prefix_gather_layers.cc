@@ -48,7 +48,7 @@ Status LayerAheadGather::Pack(int64_t layer) {
       for (size_t i = 0; i < state_.size(); ++i) {
         Rank& r = *state_[i];
         jobs.push_back({send_block(r) + offset, pool(static_cast<int>(i), layer, static_cast<int>(b)), shape_.pool_rows,
-                        r.send_rows.as<int64_t>(), r.bad.as<int64_t>()});
+                        r.send_rows_at, r.bad_at});
       }
       KVSHARD_RETURN_IF_ERROR(LaunchGatherRowsRanks(jobs, block_rows, widths[b], first.pack));
       offset += block_rows * widths[b];
@@ -71,8 +71,8 @@ Status LayerAheadGather::Pack(int64_t layer) {
       char* block = send_block(r);
       for (size_t b = 0; b < widths.size(); ++b) {
         KVSHARD_RETURN_IF_ERROR(LaunchGatherRows(block, pool(static_cast<int>(i), layer, static_cast<int>(b)),
-                                                 shape_.pool_rows, r.send_rows.as<int64_t>(), block_rows, widths[b],
-                                                 r.bad.as<int64_t>(), r.pack));
+                                                 shape_.pool_rows, r.send_rows_at, block_rows, widths[b], r.bad_at,
+                                                 r.pack));
         block += block_rows * widths[b];
       }
       if (i == 0) TraceEnd(r.pack);
@@ -150,11 +150,9 @@ Status LayerAheadGather::WriteLayerBuffers(int64_t layer, const std::vector<std:
       std::vector<WriteChunkJob> jobs;
       for (size_t i = 0; i < state_.size(); ++i) {
         Rank& r = *state_[i];
-        jobs.push_back({rows[i][b], r.slots[layer % 2][b].data(), shape_.scratch_rows(), r.chunk_locs.as<int64_t>(),
-                        r.page_pos.as<int32_t>(), shape_.n_page_pos,
-                        pool(static_cast<int>(i), layer, static_cast<int>(b)), shape_.pool_rows,
-                        r.owned_idx.as<int64_t>(), r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>(),
-                        r.bad.as<int64_t>()});
+        jobs.push_back({rows[i][b], r.slots[layer % 2][b].data(), shape_.scratch_rows(), r.chunk_locs_at, r.page_pos_at,
+                        shape_.n_page_pos, pool(static_cast<int>(i), layer, static_cast<int>(b)), shape_.pool_rows,
+                        r.owned_idx.as<int64_t>(), r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>(), r.bad_at});
       }
       KVSHARD_RETURN_IF_ERROR(LaunchWriteChunkRanks(jobs, n_chunk_locs_, shape_.page_size, widths[b], first.compute));
     }
@@ -164,13 +162,13 @@ Status LayerAheadGather::WriteLayerBuffers(int64_t layer, const std::vector<std:
     Rank& r = *state_[i];
     KVSHARD_CUDA_CHECK(cudaSetDevice(r.device));
     for (size_t b = 0; b < widths.size(); ++b) {
-      KVSHARD_RETURN_IF_ERROR(LaunchStageChunk(
-          r.slots[layer % 2][b].data(), shape_.scratch_rows(), rows[i][b], r.chunk_locs.as<int64_t>(), n_chunk_locs_,
-          r.page_pos.as<int32_t>(), shape_.n_page_pos, shape_.page_size, widths[b], r.bad.as<int64_t>(), r.compute));
+      KVSHARD_RETURN_IF_ERROR(LaunchStageChunk(r.slots[layer % 2][b].data(), shape_.scratch_rows(), rows[i][b],
+                                               r.chunk_locs_at, n_chunk_locs_, r.page_pos_at, shape_.n_page_pos,
+                                               shape_.page_size, widths[b], r.bad_at, r.compute));
       KVSHARD_RETURN_IF_ERROR(LaunchScatterRows(pool(static_cast<int>(i), layer, static_cast<int>(b)), shape_.pool_rows,
                                                 rows[i][b], n_chunk_locs_, r.owned_idx.as<int64_t>(),
                                                 r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>(), n_chunk_locs_,
-                                                widths[b], r.bad.as<int64_t>(), r.compute));
+                                                widths[b], r.bad_at, r.compute));
     }
   }
   return Status::Ok();

@@ -29,7 +29,13 @@ struct LayerAheadGather::Rank {
   DeviceBuffer page_pos;
   DeviceBuffer send_rows;
   DeviceBuffer chunk_locs;
-  DeviceBuffer bad;                // int64 counter
+  // Where the batch's plan is on the device: this rank's buffers above, or, on one stream (one_stream_), every
+  // rank's views into the one upload of the group (page_pos and chunk_locs shared, send rows per rank).
+  int32_t* page_pos_at = nullptr;
+  int64_t* send_rows_at = nullptr;
+  int64_t* chunk_locs_at = nullptr;
+  DeviceBuffer bad;                // int64 counter (one stream: rank 0's counts every rank's rows)
+  int64_t* bad_at = nullptr;       // the counter this rank's kernels add to
   PinnedBuffer bad_host;           // BadRows' copy of it
   cudaEvent_t uploaded = nullptr;  // after this rank's copies out of plan_upload_
   bool uploading = false;          // `uploaded` was recorded since the last wait for it

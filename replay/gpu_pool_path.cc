@@ -198,8 +198,10 @@ Status GpuPoolPath::End() {
   KVSHARD_NVTX_RANGE("kvshard.pool.end_extend");
   KVSHARD_RETURN_IF_ERROR(gather_->EndExtend());
   active_ = false;
-  KVSHARD_RETURN_IF_ERROR(Quiesce());  // one wait per batch for every write and read issued in it
+  if (reading_) KVSHARD_RETURN_IF_ERROR(FinishReadSpans().status());
+  // The batch's one wait: BadRows waits for everything issued on every rank (the batch's writes and reads too).
   KVSHARD_ASSIGN_OR_RETURN(int64_t bad, gather_->BadRows());
+  MarkQuiet();
   if (bad != 0) return Mismatch("invariant: ", bad, " rows skipped on the GPU for out-of-range indices");
   return Status::Ok();
 }
@@ -231,10 +233,14 @@ Status GpuPoolPath::Quiesce() {
   for (int i = 0; i < StreamCount(); ++i) {
     KVSHARD_RETURN_IF_ERROR(comm_->SynchronizeRank(i, gather_->compute_stream(i)));
   }
+  MarkQuiet();
+  return Status::Ok();
+}
+
+void GpuPoolPath::MarkQuiet() {
   in_flight_ = false;
   read_done_.recorded = false;
   for (WriteSlot& w : writes_) w.done.recorded = false;
-  return Status::Ok();
 }
 
 Status GpuPoolPath::WaitForStaging(Done* done) {

@@ -130,6 +130,9 @@ class GpuPoolPath : public PoolDataPath {
   // Waits for everything issued (a read left unfinished included) on every rank; the group's deadline.
   Status Quiesce();
 
+  // After a wait for everything issued: no staging buffer is in use any more.
+  void MarkQuiet();
+
   // Waits until the work recorded in *done (if any) no longer uses its staging buffers; the group's deadline.
   Status WaitForStaging(Done* done);
 
