@@ -161,6 +161,9 @@ Status GpuPoolPath::WriteStaged(int64_t layer, const std::vector<int64_t>& locs,
       KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&st_rows, staged));
       if (rows != nullptr) {
         KVSHARD_CUDA_CHECK(cudaMemcpyAsync(st_rows.data(), slot.host.data(), staged, cudaMemcpyHostToDevice, s));
+      } else if (active_) {  // the rows are made from the locs, which are the batch's chunk locs, up since Install
+        KVSHARD_RETURN_IF_ERROR(
+            gpu::LaunchMakePayloadRows(st_rows.data(), gather_->chunk_locs(i), n, generation, Layout(layer), s));
       } else {  // only the locs go up; the rows are made from them
         KVSHARD_CUDA_CHECK(cudaMemcpyAsync(st_rows.as<uint8_t>() + locs_at,
                                            static_cast<uint8_t*>(slot.host.data()) + locs_at, n * sizeof(int64_t),

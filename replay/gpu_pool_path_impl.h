@@ -70,7 +70,8 @@ class GpuPoolPath : public PoolDataPath {
   // One copy of the pending keys and one wait (the group's deadline); a differing row is copied from its slot.
   std::vector<CheckAnswer> TakeChecked() override;
 
-  // set_kv_buffer of `rows`, or (rows null) of the payload rows of `generation` made on the device.
+  // set_kv_buffer of `rows`, or (rows null) of the payload rows of `generation` made on the device (during an
+  // extend from the batch's chunk locs, on the device since Install: nothing goes up).
   Status WriteStaged(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows* rows, int64_t generation);
 
   Status StartRead(int64_t layer, const std::vector<int64_t>& locs) override;
