@@ -3,7 +3,8 @@
 // injected at drawn calls: a failed or altered plan, a failed install, a failed write, a flipped byte or a failed
 // read, a failed end or the path's own invariant), on generated traces with or without a corrupted expect, gives
 // the same end, the same mismatches in the same order and the same counts (records, fields, mismatches, rows
-// compared), stopping at the first mismatch and with --keep-going. Under gpu the path's plan is made on the
+// compared), stopping at the first mismatch and with --keep-going, whether the path answers a batch's end at once or
+// as a pending check taken with later batches' reads. Under gpu the path's plan is made on the
 // checking thread and every read is checked against the unsharded baseline on the device thread.
 #include <chrono>
 #include <map>
@@ -31,6 +32,14 @@
 namespace kvshard::props {
 namespace {
 
+// A fault at call number kEndFault + k lands on the k-th end (the ends' call numbers depend on the trace's layers).
+constexpr int64_t kEndFault = 1'000'000;
+
+// What a FaultyHostPath reached: ends answered after a later check had started, ends that failed at their take.
+struct PathStats {
+  int64_t ends_taken_late = 0, ends_failed_at_take = 0;
+};
+
 // kFailBegin, kAlterPlan and kPlanRefused (a plan where the reference refuses the batch) are Plan's faults, the others
 // those of the calls the device thread makes.
 enum class Fault {
@@ -50,17 +59,21 @@ enum class Fault {
 // amounts. Plan calls are numbered apart from the others (with a device thread Plan runs on the plan thread, the
 // others on the device thread), so a fault lands on the same call whichever thread makes it. With `makes_rows` it
 // stands for a path that makes its rows and checks its reads (the GPU path's contract): WriteMade and ReadChecked
-// take the faults of Write and of a read.
+// take the faults of Write and of a read. With `ends_checked` its ends are pending checks too (StartEndChecked);
+// `stats` counts what the property should reach.
 class FaultyHostPath : public replay::PoolDataPath {
  public:
   FaultyHostPath(std::unique_ptr<replay::PoolDataPath> inner, const replay::PoolGeometry& g, bool makes_rows,
-                 std::map<int64_t, Fault> faults, int64_t delay_every, bool start_fails)
+                 std::map<int64_t, Fault> faults, int64_t delay_every, bool start_fails, bool ends_checked,
+                 PathStats* stats)
       : inner_(std::move(inner)),
         geometry_(g),
         makes_rows_(makes_rows),
         faults_(std::move(faults)),
         delay_every_(delay_every),
-        start_fails_(start_fails) {}
+        start_fails_(start_fails),
+        ends_checked_(ends_checked),
+        stats_(stats) {}
 
   Status Start() override { return start_fails_ ? Unavailable("injected: no device to start") : inner_->Start(); }
 
@@ -128,12 +141,32 @@ class FaultyHostPath : public replay::PoolDataPath {
     CheckAnswer answer = ReadChecked(layer, locs, generations);
     if (!answer.ok() && calls_ % 2 == 0) return answer.status();
     pending_.push_back(std::move(answer));
+    pending_is_end_.push_back(false);
     return Status::Ok();
   }
-  std::vector<CheckAnswer> TakeChecked() override { return std::exchange(pending_, {}); }
+  std::vector<CheckAnswer> TakeChecked() override {
+    for (size_t i = 0; i + 1 < pending_is_end_.size(); ++i) stats_->ends_taken_late += pending_is_end_[i] ? 1 : 0;
+    pending_is_end_.clear();
+    return std::exchange(pending_, {});
+  }
+
+  // An end as a pending check: a failed end fails at its start or at its take, every other end (the ends' call
+  // numbers all have one parity with a fixed layer count).
+  bool EndsChecked() const override { return ends_checked_; }
+  Status StartEndChecked() override {
+    if (pending_.size() >= kMaxPendingChecks) return FailedPrecondition("more than ", kMaxPendingChecks, " pending");
+    const Status ended = End();
+    const bool at_start = ends_++ % 2 == 0;
+    if (!ended.ok() && at_start) return ended;
+    pending_.push_back(ended.ok() ? CheckAnswer(std::optional<RowDifference>()) : CheckAnswer(ended));
+    pending_is_end_.push_back(true);
+    stats_->ends_failed_at_take += ended.ok() ? 0 : 1;
+    return Status::Ok();
+  }
 
   Status End() override {
-    const auto fault = Next();
+    std::optional<Fault> fault = Next();
+    if (const auto it = faults_.find(kEndFault + end_calls_++); !fault && it != faults_.end()) fault = it->second;
     KVSHARD_RETURN_IF_ERROR(inner_->End());
     if (fault == Fault::kFailEnd) return Internal("injected: end failed");
     if (fault == Fault::kEndInvariant) return Mismatch("invariant: injected: rows skipped");
@@ -156,11 +189,16 @@ class FaultyHostPath : public replay::PoolDataPath {
 
   std::unique_ptr<replay::PoolDataPath> inner_;
   std::vector<CheckAnswer> pending_;  // started checks' answers
+  std::vector<bool> pending_is_end_;  // whether each is an end's
   replay::PoolGeometry geometry_;
   bool makes_rows_ = false;
   std::map<int64_t, Fault> faults_;
   int64_t delay_every_ = 0;
   bool start_fails_ = false;
+  bool ends_checked_ = false;
+  PathStats* stats_ = nullptr;
+  int64_t ends_ = 0;        // StartEndChecked's calls so far
+  int64_t end_calls_ = 0;   // End's
   int64_t calls_ = 0;       // the device thread's calls (all of them at the record)
   int64_t plan_calls_ = 0;  // Plan's
   std::optional<Fault> read_fault_;
@@ -168,14 +206,16 @@ class FaultyHostPath : public replay::PoolDataPath {
 
 Outcome RunReplay(replay::Backend backend, const std::string& text, const std::map<int64_t, Fault>& faults,
                   int64_t delay_every, bool device_thread, bool keep_going, bool start_fails = false,
-                  bool makes_rows = false) {
+                  bool makes_rows = false, bool ends_checked = false, PathStats* stats = nullptr) {
   replay::ReplayOptions options = PropertyReplayOptions();
   options.backend = backend;
   options.device_thread = device_thread;
+  PathStats unused;
+  if (stats == nullptr) stats = &unused;
   options.make_device = [&](const replay::PoolGeometry& g) -> StatusOr<std::unique_ptr<replay::PoolDataPath>> {
     KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<replay::PoolDataPath> inner, replay::CreateHostPoolPath(g));
     return std::unique_ptr<replay::PoolDataPath>(
-        new FaultyHostPath(std::move(inner), g, makes_rows, faults, delay_every, start_fails));
+        new FaultyHostPath(std::move(inner), g, makes_rows, faults, delay_every, start_fails, ends_checked, stats));
   };
   return ReplayOutcome(text, options, keep_going);
 }
@@ -195,6 +235,9 @@ KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
         *rc::gen::element(Fault::kFailBegin, Fault::kAlterPlan, Fault::kFailInstall, Fault::kFailWrite,
                           Fault::kFlipByte, Fault::kFailRead, Fault::kFailEnd, Fault::kEndInvariant);
   }
+  if (*rc::gen::element(false, false, true)) {  // a batch's end that fails, wherever the ends fall
+    faults[kEndFault + *rc::gen::inRange<int64_t>(0, 6)] = *rc::gen::element(Fault::kFailEnd, Fault::kEndInvariant);
+  }
   if (*rc::gen::element(false, false, true)) {  // a batch the host refuses, mostly; half the time the device plans it
     int64_t begin = -1;
     text = ShiftOnePrefix(text, &begin);
@@ -205,13 +248,18 @@ KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
   const int64_t delay_every = *rc::gen::element<int64_t>(0, 1, 7);
   const replay::Backend backend = *rc::gen::element(replay::Backend::kDiff, replay::Backend::kGpu);
   const bool makes_rows = *rc::gen::arbitrary<bool>();
+  const bool ends_checked = *rc::gen::arbitrary<bool>();
   RC_CLASSIFY(backend == replay::Backend::kGpu, "--backend gpu");
   RC_CLASSIFY(makes_rows, "rows made and checked by the path");
+  RC_CLASSIFY(ends_checked, "ends answered as pending checks");
   for (const bool keep_going : {false, true}) {
-    const Outcome at_record =
-        RunReplay(backend, text, faults, delay_every, /*device_thread=*/false, keep_going, false, makes_rows);
-    const Outcome threaded =
-        RunReplay(backend, text, faults, delay_every, /*device_thread=*/true, keep_going, false, makes_rows);
+    const Outcome at_record = RunReplay(backend, text, faults, delay_every, /*device_thread=*/false, keep_going, false,
+                                        makes_rows, ends_checked);
+    PathStats stats;
+    const Outcome threaded = RunReplay(backend, text, faults, delay_every, /*device_thread=*/true, keep_going, false,
+                                       makes_rows, ends_checked, &stats);
+    RC_CLASSIFY(stats.ends_taken_late > 0, "an end answered after a later check started");
+    RC_CLASSIFY(stats.ends_failed_at_take > 0, "an end failed at its take");
     RC_CLASSIFY(at_record.mismatches > 0, "mismatches");
     RC_CLASSIFY(at_record.mismatches > 1, "several mismatches");
     RC_CLASSIFY(at_record.first_mismatch.find(": diff: ") != std::string::npos, "a device difference first");
@@ -227,7 +275,8 @@ KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
                      "\nwith the device thread:\n", ToString(threaded)));
     }
     if (makes_rows) {  // the path's own check reports what comparing its rows on the host reports
-      const Outcome host_checked = RunReplay(backend, text, faults, delay_every, true, keep_going, false, false);
+      const Outcome host_checked =
+          RunReplay(backend, text, faults, delay_every, true, keep_going, false, false, ends_checked);
       if (!(host_checked == threaded)) {
         RC_FAIL(StrCat(keep_going ? "--keep-going" : "stop at the first", ": rows checked on the host:\n",
                        ToString(host_checked), "\nby the path:\n", ToString(threaded)));

@@ -97,6 +97,11 @@ void DeviceWorker::Settle() {
   DestroySpent();
 }
 
+bool DeviceWorker::Drained() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.empty();
+}
+
 void DeviceWorker::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {

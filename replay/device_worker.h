@@ -38,6 +38,9 @@ class DeviceWorker {
   void HandOver();
   // Hands over what is pending, waits until every step submitted so far has run, and destroys them.
   void Settle();
+  // Whether no handed-over step waits behind the running one: a step may then do work it deferred (the host is not
+  // ahead of the worker). Steps the submitter has not handed over yet do not count.
+  bool Drained();
   // Steps that have run so far (acquire: what a step wrote before it finished is visible); every one of them was
   // handed over, so a caller counting its submissions may see fewer done until it settles.
   int64_t done() const { return done_.load(std::memory_order_acquire); }

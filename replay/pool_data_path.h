@@ -112,6 +112,20 @@ class PoolDataPath {
     return Status::Ok();
   }
   virtual std::vector<CheckAnswer> TakeChecked() { return std::exchange(checked_, {}); }
+  // Whether end_shard_extend may be a pending check (StartEndChecked), so that the device thread need not wait at
+  // every batch's end; a constant of the path (asked on any thread, before Start too). A path that overrides
+  // TakeChecked and says yes overrides StartEndChecked too.
+  virtual bool EndsChecked() const { return false; }
+  // end_shard_extend as a pending check: issues the end (an error: the end failed), its answer coming with
+  // TakeChecked's in order with the reads', as no difference (ended) or End's error; it counts toward
+  // kMaxPendingChecks. This default ends at once.
+  virtual Status StartEndChecked() {
+    if (checked_.size() >= kMaxPendingChecks)
+      return FailedPrecondition("more than ", kMaxPendingChecks, " checks pending");
+    const Status ended = End();
+    checked_.push_back(ended.ok() ? CheckAnswer(std::optional<RowDifference>()) : CheckAnswer(ended));
+    return Status::Ok();
+  }
 
  private:
   std::vector<ref::BufferRows> held_rows_;  // what the default FinishReadSpans points into

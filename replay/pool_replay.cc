@@ -253,8 +253,9 @@ StatusOr<FieldAnswer> PoolReplay::Begin(const Json& rec, const Json* only) {
   }
   if (!planned.ok()) {
     if (device_) {  // the device must refuse the batch with the same error (the record's error is the host's)
-      KVSHARD_RETURN_IF_ERROR(
-          RunDeviceStep(0, 0, [this, batch = std::move(batch), planned] { return StartPlanCheck(batch, planned); }));
+      KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
+          0, 0, [this, batch = std::move(batch), planned] { return StartPlanCheck(batch, planned); },
+          StepKind::kDefers));  // counts no rows
     }
     return planned;
   }
@@ -284,10 +285,12 @@ StatusOr<FieldAnswer> PoolReplay::Begin(const Json& rec, const Json* only) {
   a.Add("out_cache_loc", out_cache_loc_);
   if (device_) {  // the host's batch stands whatever the device makes of it
     const size_t bytes = out_cache_loc_.size() * sizeof(int64_t);
-    KVSHARD_RETURN_IF_ERROR(
-        RunDeviceStep(bytes, 0, [this, batch = std::move(batch), chunk = out_cache_loc_, plan = std::move(plan)] {
+    KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
+        bytes, 0,
+        [this, batch = std::move(batch), chunk = out_cache_loc_, plan = std::move(plan)] {
           return DeviceBegin(batch, chunk, plan);
-        }));
+        },
+        StepKind::kDefers));  // counts no rows: the checks of the batches before may stay pending
   }
   return a;
 }
@@ -437,7 +440,10 @@ StatusOr<Json> PoolReplay::End() {
   active_ = false;
   out_cache_loc_.clear();
   batch_locs_.clear();
-  if (device_) KVSHARD_RETURN_IF_ERROR(RunDeviceStep(0, 0, [this] { return DeviceEnd(); }));
+  if (device_) {  // an end the path answers as a pending check leaves the checks before it pending too
+    KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
+        0, 0, [this] { return DeviceEnd(); }, device_->EndsChecked() ? StepKind::kDefers : StepKind::kSettles));
+  }
   return Json{{"op", "end_shard_extend"}};
 }
 

@@ -113,8 +113,8 @@ class PoolReplay {
     int64_t index = 0, host_before = 0, host_rows = 0;
   };
   // How a step runs beside the checks pending on the device thread: kSettles resolves them first (the step counts
-  // rows or may end the batch, so its counts and findings come after theirs); kDefers runs with them pending (a
-  // write; a checked read, which adds its own).
+  // rows as it runs, or waits for the device anyway: an end answered at once; its counts and findings come after
+  // theirs); kDefers runs with them pending (a begin, a write; a checked read or an end, which add their own).
   enum class StepKind { kSettles, kDefers };
   // --backend gpu|diff: runs `step` (the device's call, compared with the reference's answer or the baseline: OK or
   // a Mismatch) at once, or on the device thread (then OK here). `host_rows`: rows the host counted for this record,
@@ -160,7 +160,11 @@ class PoolReplay {
   int64_t Slots() const;
   // The generation of the last write of each of `locs` in `layer` (last_write_).
   std::vector<uint32_t> LastWrites(int64_t layer, const std::vector<int64_t>& locs) const;
+  // end_shard_extend on the device: answered at once, or (on the device thread, a path whose ends are checks) as a
+  // pending check answered with the reads'.
   Status DeviceEnd();
+  // What an end's answer `s` makes of the record: OK, the path's own Mismatch, or diff's / gpu's "... failed".
+  Status EndAnswer(const Status& s) const;
   // Rows a device step compared: on the device thread's count, or (at its record) the host's.
   void CountDeviceRows(int64_t rows);
 
@@ -196,7 +200,10 @@ class PoolReplay {
     std::vector<int64_t> locs;
     std::vector<uint32_t> generations;
     std::shared_ptr<Status> plan_answer;  // a plan check: CheckDevicePlan's answer, written on the plan thread
+    bool end = false;                     // an end (StartEndChecked), not a read
   };
+  // Adds a started check; at kMaxPendingChecks pending, answers them all (the path holds no more).
+  void AddPendingCheck(PendingCheck check);
   std::vector<PendingCheck> pending_checks_;
   StepAt running_;
   std::atomic<int64_t> final_steps_{0};  // device_steps_done()

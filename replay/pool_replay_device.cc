@@ -34,6 +34,9 @@ Status PoolReplay::RunDeviceStep(size_t bytes, int64_t host_rows, std::function<
       ResolveChecks();  // the checks still pending came before it
       AddFinding(at, std::move(s));
     }
+    // Checks wait for the next settling step or for the pending limit while the host is ahead; once this thread
+    // has caught up, they are answered at once (a live trace's differences are not held back).
+    if (!pending_checks_.empty() && worker_->Drained()) ResolveChecks();
     // Release: the findings of the steps before it are visible to whoever sees the count.
     final_steps_.store(pending_checks_.empty() ? at.index + 1 : pending_checks_.front().step.index,
                        std::memory_order_release);
@@ -77,7 +80,7 @@ Status PoolReplay::StartPlanCheck(ExtendBatch batch, StatusOr<GatherPlan> want) 
     *answer = CheckDevicePlan(batch, want);
   });
   plan_worker_->HandOver();  // at once: the plan thread works while this thread installs and moves rows
-  pending_checks_.push_back({running_, pool_.has_value(), 0, {}, {}, std::move(answer)});
+  AddPendingCheck({running_, pool_.has_value(), 0, {}, {}, std::move(answer)});
   return Status::Ok();
 }
 
@@ -204,8 +207,7 @@ Status PoolReplay::CheckedRead(bool diff, int64_t layer, std::vector<int64_t> lo
   if (Status s = device_->StartReadChecked(layer, locs, generations); !s.ok()) {
     return CheckedAnswer(diff, layer, locs, generations, s);
   }
-  pending_checks_.push_back({running_, diff, layer, std::move(locs), std::move(generations)});
-  if (pending_checks_.size() >= static_cast<size_t>(PoolDataPath::kMaxPendingChecks)) ResolveChecks();
+  AddPendingCheck({running_, diff, layer, std::move(locs), std::move(generations)});
   return Status::Ok();
 }
 
@@ -227,7 +229,13 @@ void PoolReplay::ResolveChecks() {
                                         ? std::move(answers[next_read])
                                         : PoolDataPath::CheckAnswer(Internal("no answer for a pending check"));
       ++next_read;
-      s = CheckedAnswer(p.diff, p.layer, p.locs, p.generations, std::move(a));
+      if (!p.end) {
+        s = CheckedAnswer(p.diff, p.layer, p.locs, p.generations, std::move(a));
+      } else if (a.ok() && a->has_value()) {
+        s = EndAnswer(Internal("a row difference as the answer of an end"));
+      } else {
+        s = EndAnswer(a.status());
+      }
     }
     if (!s.ok()) AddFinding(p.step, std::move(s));
   }
@@ -266,10 +274,21 @@ Status PoolReplay::GpuRead(int64_t layer, const std::vector<int64_t>& locs, cons
 }
 
 Status PoolReplay::DeviceEnd() {
-  Status s = device_->End();
+  if (!worker_ || !device_->EndsChecked()) return EndAnswer(device_->End());
+  if (Status s = device_->StartEndChecked(); !s.ok()) return EndAnswer(s);
+  AddPendingCheck({running_, pool_.has_value(), 0, {}, {}, nullptr, /*end=*/true});
+  return Status::Ok();
+}
+
+Status PoolReplay::EndAnswer(const Status& s) const {
   if (s.ok() || s.code() == StatusCode::kMismatch) return s;  // the path's own "invariant: ..." as it says it
   if (!pool_) return Mismatch("invariant: end_shard_extend: ", device_->Name(), " failed: ", s.message());
   return Mismatch("diff: end_shard_extend: the reference ended the batch, ", device_->Name(), " failed: ", s.message());
+}
+
+void PoolReplay::AddPendingCheck(PendingCheck check) {
+  pending_checks_.push_back(std::move(check));
+  if (pending_checks_.size() >= static_cast<size_t>(PoolDataPath::kMaxPendingChecks)) ResolveChecks();
 }
 
 }  // namespace kvshard::replay
