@@ -64,7 +64,7 @@ ENGINE = '''import random, sys
 import torch
 sys.path.insert(0, sys.argv[1])  # props/: the parity test's allocator driver
 from sglang.srt.mem_cache.allocator.page_interleave import PageInterleavePoolAllocator
-from sglang_parity_test import AllocModel
+from sglang_parity_alloc import AllocModel
 
 
 class Req:
@@ -163,20 +163,20 @@ print("engine: done", planned, "planned", failed, "failed fast,", writes, "direc
 
 
 # The pool case: seed 000's begin_shard_extend (../shared/sglang_ref/shard_plan.py's pool state) with the recorder
-# attached to the pool class, driven by the recorder test's serving streams (allocations, extensions, every rank's
-# begin_shard_extend, capacity rejections). The planted change places a prefix page one slot before its rank-major
-# position (one token: `+ within` -> `- within`).
+# attached to the pool class, driven by the serving streams of props/sglang_serving_stream.py (allocations,
+# extensions, every rank's begin_shard_extend, capacity rejections). The planted change places a prefix page one slot
+# before its rank-major position (one token: `+ within` -> `- within`).
 POOL_PLANT = ("(sorted_owners * block_pages + within)", "(sorted_owners * block_pages - within)")
 POOL_ENGINE = '''import os, random, sys
 import torch
 props, ref_dir, recorder_dir, out, seed, streams, steps = sys.argv[1:8]
 sys.path[:0] = [props, recorder_dir]
-import kvshard_recorder, sglang_recorder_test as rt
-sg = rt.Sglang(ref_dir, torch)
+import kvshard_recorder, sglang_serving_stream as stream
+sg = stream.Sglang(ref_dir, torch)
 kvshard_recorder.attach_pool_class(sg.shard_plan.Pool, out)
 for k in range(int(streams)):
     with open(os.devnull, "w") as f:  # the stream's own trace: not this test's
-        rt.Stream(sg, kvshard_recorder, random.Random(f"{seed}/{k}"), f, need_sort=bool(k % 2), tag="attach").run(
+        stream.Stream(sg, kvshard_recorder, random.Random(f"{seed}/{k}"), f, need_sort=bool(k % 2), tag="attach").run(
             int(steps))
 print("engine: done")
 '''
