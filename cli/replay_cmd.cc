@@ -52,12 +52,13 @@ void PrintSummary(const replay::ReplayReport& report, std::ostream& out) {
   if (report.rows_compared > 0) out << report.rows_compared << " KV rows compared, ";
   out << s.mismatches << " mismatches";
   if (report.device_thread) {  // --backend gpu|diff: is the device or the host the slower of the two?
-    char timing[192];
+    char timing[320];
     std::snprintf(timing, sizeof(timing),
-                  "; device thread busy %.2f s, the checking thread waited %.2f s for it; plan thread busy %.2f s, "
-                  "the device thread waited %.2f s for it",
-                  report.device_busy_seconds, report.device_waited_seconds, report.plan_busy_seconds,
-                  report.plan_waited_seconds);
+                  "; device thread busy %.2f s (set-up %.2f s; pending checks taken %lld times), the checking thread "
+                  "waited %.2f s for it; plan thread busy %.2f s, the device thread waited %.2f s for it",
+                  report.device_busy_seconds, report.device_setup_seconds,
+                  static_cast<long long>(report.device_checks_taken), report.device_waited_seconds,
+                  report.plan_busy_seconds, report.plan_waited_seconds);
     out << timing;
   }
   out << "\n";

@@ -308,6 +308,44 @@ KVSHARD_PROP(DeviceThreadProps, GpuBackendOnTheReferencePathReportsWhatRefReport
   }
 }
 
+// The summary's device figures: the path's set-up is timed, and a path that checks its reads where its rows are has
+// its pending checks taken at least once and at most once per read or end (once per batch or less when its ends are
+// pending checks too: the count the next GPU run compares).
+TEST(DeviceThreadTest, TheReportCountsTheTakesOfPendingChecks) {
+  replay::TraceGenOptions o;
+  o.seed = 11;
+  o.records = 400;
+  o.num_layers = 2;
+  std::ostringstream trace;
+  ASSERT_TRUE(replay::GenerateTrace(o, trace).ok());
+  const std::string text = trace.str();
+  const auto count = [&](const std::string& needle) {
+    int64_t n = 0;
+    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+    return n;
+  };
+  const int64_t reads = count(R"("op":"get_key_buffer")"), ends = count(R"("op":"end_shard_extend")");
+  ASSERT_GT(reads, 0);
+  for (const bool ends_checked : {false, true}) {
+    replay::ReplayOptions options = PropertyReplayOptions();
+    options.backend = replay::Backend::kGpu;
+    options.device_thread = true;
+    PathStats stats;
+    options.make_device = [&](const replay::PoolGeometry& g) -> StatusOr<std::unique_ptr<replay::PoolDataPath>> {
+      KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<replay::PoolDataPath> inner, replay::CreateHostPoolPath(g));
+      return std::unique_ptr<replay::PoolDataPath>(
+          new FaultyHostPath(std::move(inner), g, /*makes_rows=*/true, {}, 0, false, ends_checked, &stats));
+    };
+    std::istringstream in(text);
+    replay::ReplayReport report;
+    ASSERT_TRUE(replay::ReplayStream(in, options, &report).ok()) << "ends checked " << ends_checked;
+    EXPECT_TRUE(report.device_thread);
+    EXPECT_GE(report.device_setup_seconds, 0);
+    EXPECT_GE(report.device_checks_taken, 1) << "ends checked " << ends_checked;
+    EXPECT_LE(report.device_checks_taken, reads + (ends_checked ? ends : 0)) << "ends checked " << ends_checked;
+  }
+}
+
 // A path that cannot start ends the replay with its error, whether it starts at creation or on the device thread
 // (where the first records are checked meanwhile): exit 3's Unavailable, its message as the path gave it.
 TEST(DeviceThreadTest, APathThatCannotStartEndsTheReplayWithItsError) {

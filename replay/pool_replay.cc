@@ -4,6 +4,7 @@
 #include "replay/pool_replay.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <span>
@@ -201,7 +202,9 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
     r->worker_ = std::make_unique<DeviceWorker>(kMaxQueuedBytes);
     PoolReplay* self = r.get();
     r->worker_->Submit(0, [self] {  // the device's set-up, while the host checks the first records
+      const auto start = std::chrono::steady_clock::now();
       self->device_error_ = self->device_->Start();
+      self->setup_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       self->device_started_ = self->device_error_.ok();
       if (!self->device_started_) self->found_.store(true, std::memory_order_release);
     });

@@ -103,6 +103,10 @@ class PoolReplay {
   const DeviceWorker* device_worker() const { return worker_.get(); }
   // The device path's Start error on the device thread (OK until SettleDevice has seen one; no step runs after it).
   const Status& device_error() const { return device_error_; }
+  // Seconds the device path's Start took on the device thread (its context, buffers), and how many times the pending
+  // checks were taken from the path (TakeChecked: one wait for the device each); read after SettleDevice.
+  double device_setup_seconds() const { return setup_seconds_; }
+  int64_t checks_taken() const { return checks_taken_.load(std::memory_order_relaxed); }
   // Waits for every submitted device step and returns what they found since the last call, in step order.
   std::vector<DeviceFinding> SettleDevice();
 
@@ -177,20 +181,22 @@ class PoolReplay {
   std::vector<uint32_t> last_write_;
   std::unique_ptr<PoolDataPath> device_;  // the GPU path (absent for kRef)
   bool active_ = false;
-  std::vector<int64_t> out_cache_loc_;   // the current extend's chunk slots (set_kv_buffer's default locs)
-  std::vector<int64_t> batch_locs_;      // every slot of the current extend (get_key_buffer's default locs)
-  std::vector<int64_t> page_pos_;        // the current plan's dense page_pos
-  int64_t epoch_ = 0;                    // extends begun so far
-  int64_t generation_ = 0;               // set_kv_buffer records so far
-  int64_t rows_compared_ = 0;            // by the host (and by device steps run at their record)
-  std::atomic<int64_t> device_rows_{0};  // by device steps on the device thread
-  int64_t steps_ = 0;                    // device steps submitted to the thread
-  std::mutex findings_mu_;               // guards findings_
-  std::vector<DeviceFinding> findings_;  // since the last SettleDevice
-  std::atomic<bool> found_{false};       // findings_ is not empty, or the device path failed to start
-  Status device_error_;                  // written by the device thread's first step
-  bool device_started_ = false;          // written by the device thread's first step (read after a settle)
-  fast::GatherPlanner host_planner_;     // --backend gpu: begin_shard_extend's answer
+  std::vector<int64_t> out_cache_loc_;    // the current extend's chunk slots (set_kv_buffer's default locs)
+  std::vector<int64_t> batch_locs_;       // every slot of the current extend (get_key_buffer's default locs)
+  std::vector<int64_t> page_pos_;         // the current plan's dense page_pos
+  int64_t epoch_ = 0;                     // extends begun so far
+  int64_t generation_ = 0;                // set_kv_buffer records so far
+  int64_t rows_compared_ = 0;             // by the host (and by device steps run at their record)
+  std::atomic<int64_t> device_rows_{0};   // by device steps on the device thread
+  int64_t steps_ = 0;                     // device steps submitted to the thread
+  std::mutex findings_mu_;                // guards findings_
+  std::vector<DeviceFinding> findings_;   // since the last SettleDevice
+  std::atomic<bool> found_{false};        // findings_ is not empty, or the device path failed to start
+  Status device_error_;                   // written by the device thread's first step
+  bool device_started_ = false;           // written by the device thread's first step (read after a settle)
+  double setup_seconds_ = 0;              // written by the device thread's first step (read after a settle)
+  std::atomic<int64_t> checks_taken_{0};  // TakeChecked calls
+  fast::GatherPlanner host_planner_;      // --backend gpu: begin_shard_extend's answer
   // The device thread's (the settling thread's once settled): checks started and not yet answered (reads on the
   // path; plans on the plan thread, `plan_answer` set), and the step running now.
   struct PendingCheck {

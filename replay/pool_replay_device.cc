@@ -217,7 +217,10 @@ void PoolReplay::ResolveChecks() {
   const bool reads = std::any_of(pending.begin(), pending.end(), [](const PendingCheck& p) { return !p.plan_answer; });
   const bool plans = std::any_of(pending.begin(), pending.end(), [](const PendingCheck& p) { return !!p.plan_answer; });
   std::vector<PoolDataPath::CheckAnswer> answers;
-  if (reads) answers = device_->TakeChecked();
+  if (reads) {
+    answers = device_->TakeChecked();
+    checks_taken_.fetch_add(1, std::memory_order_relaxed);
+  }
   if (plans) plan_worker_->Settle();  // their answers are written
   size_t next_read = 0;
   for (PendingCheck& p : pending) {

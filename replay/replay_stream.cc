@@ -298,6 +298,8 @@ Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport
     report->device_thread = true;
     report->device_busy_seconds = worker->busy_seconds();
     report->device_waited_seconds = worker->waited_seconds();
+    report->device_setup_seconds = replayer->device_setup_seconds();
+    report->device_checks_taken = replayer->device_checks_taken();
   }
   if (const DeviceWorker* planner = replayer->plan_worker()) {
     report->plan_busy_seconds = planner->busy_seconds();

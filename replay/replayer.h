@@ -125,6 +125,9 @@ class Replayer {
   const DeviceWorker* device_worker() const { return pool_ ? pool_->device_worker() : nullptr; }
   // The plan thread's (null without a device thread).
   const DeviceWorker* plan_worker() const { return pool_ ? pool_->plan_worker() : nullptr; }
+  // The device path's set-up seconds and the times its pending checks were taken (PoolReplay's; 0 without a device).
+  double device_setup_seconds() const { return pool_ ? pool_->device_setup_seconds() : 0; }
+  int64_t device_checks_taken() const { return pool_ ? pool_->checks_taken() : 0; }
 
   // The mismatch the last Replay returned.
   const ReplayMismatch& last_mismatch() const { return last_mismatch_; }
@@ -236,8 +239,12 @@ struct ReplayReport {
   // --backend gpu|diff's device thread: whether there was one, the seconds it ran device steps and the seconds the
   // checking thread waited for it (queue full, or settling at a mismatch and at the end); the plan thread's busy
   // seconds and the device thread's wait for its answers.
+  // Of its busy seconds, the path's set-up (Start); and how many times it took the pending checks from the path (one
+  // wait for the device each).
   bool device_thread = false;
   double device_busy_seconds = 0, device_waited_seconds = 0;
+  double device_setup_seconds = 0;
+  int64_t device_checks_taken = 0;
   double plan_busy_seconds = 0, plan_waited_seconds = 0;
 };
 
