@@ -220,6 +220,17 @@ Outcome RunReplay(replay::Backend backend, const std::string& text, const std::m
   return ReplayOutcome(text, options, keep_going);
 }
 
+// A `kvshard gen` trace of `records` records with a 2-layer pipeline.
+std::string TwoLayerTrace(uint64_t seed, int64_t records) {
+  replay::TraceGenOptions o;
+  o.seed = seed;
+  o.records = records;
+  o.num_layers = 2;
+  std::ostringstream trace;
+  KVSHARD_CHECK(replay::GenerateTrace(o, trace).ok());
+  return trace.str();
+}
+
 KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
   // A third of the traces have 17-20 layers: batches of more reads than the device thread leaves pending
   // (kMaxPendingChecks).
@@ -312,13 +323,7 @@ KVSHARD_PROP(DeviceThreadProps, GpuBackendOnTheReferencePathReportsWhatRefReport
 // its pending checks taken at least once and at most once per read or end (once per batch or less when its ends are
 // pending checks too: the count the next GPU run compares).
 TEST(DeviceThreadTest, TheReportCountsTheTakesOfPendingChecks) {
-  replay::TraceGenOptions o;
-  o.seed = 11;
-  o.records = 400;
-  o.num_layers = 2;
-  std::ostringstream trace;
-  ASSERT_TRUE(replay::GenerateTrace(o, trace).ok());
-  const std::string text = trace.str();
+  const std::string text = TwoLayerTrace(11, 400);
   const auto count = [&](const std::string& needle) {
     int64_t n = 0;
     for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
@@ -349,16 +354,11 @@ TEST(DeviceThreadTest, TheReportCountsTheTakesOfPendingChecks) {
 // A path that cannot start ends the replay with its error, whether it starts at creation or on the device thread
 // (where the first records are checked meanwhile): exit 3's Unavailable, its message as the path gave it.
 TEST(DeviceThreadTest, APathThatCannotStartEndsTheReplayWithItsError) {
-  replay::TraceGenOptions o;
-  o.seed = 7;
-  o.records = 60;
-  o.num_layers = 2;
-  std::ostringstream trace;
-  ASSERT_TRUE(replay::GenerateTrace(o, trace).ok());
+  const std::string text = TwoLayerTrace(7, 60);
   for (const replay::Backend backend : {replay::Backend::kDiff, replay::Backend::kGpu}) {
     for (const bool device_thread : {false, true}) {
       for (const bool keep_going : {false, true}) {
-        const Outcome out = RunReplay(backend, trace.str(), {}, 0, device_thread, keep_going, /*start_fails=*/true);
+        const Outcome out = RunReplay(backend, text, {}, 0, device_thread, keep_going, /*start_fails=*/true);
         EXPECT_EQ(out.status, StrCat(static_cast<int>(StatusCode::kUnavailable), " injected: no device to start"))
             << "gpu " << (backend == replay::Backend::kGpu) << " device_thread " << device_thread << " keep_going "
             << keep_going;
