@@ -73,7 +73,7 @@ class FaultyHostPath : public replay::PoolDataPath {
         delay_every_(delay_every),
         start_fails_(start_fails),
         ends_checked_(ends_checked),
-        stats_(stats) {}
+        stats_(stats != nullptr ? stats : &own_stats_) {}
 
   Status Start() override { return start_fails_ ? Unavailable("injected: no device to start") : inner_->Start(); }
 
@@ -196,7 +196,8 @@ class FaultyHostPath : public replay::PoolDataPath {
   int64_t delay_every_ = 0;
   bool start_fails_ = false;
   bool ends_checked_ = false;
-  PathStats* stats_ = nullptr;
+  PathStats own_stats_;  // where the counts go when the caller wants none
+  PathStats* stats_ = &own_stats_;
   int64_t ends_ = 0;        // StartEndChecked's calls so far
   int64_t end_calls_ = 0;   // End's
   int64_t calls_ = 0;       // the device thread's calls (all of them at the record)
@@ -204,20 +205,27 @@ class FaultyHostPath : public replay::PoolDataPath {
   std::optional<Fault> read_fault_;
 };
 
-Outcome RunReplay(replay::Backend backend, const std::string& text, const std::map<int64_t, Fault>& faults,
-                  int64_t delay_every, bool device_thread, bool keep_going, bool start_fails = false,
-                  bool makes_rows = false, bool ends_checked = false, PathStats* stats = nullptr) {
+// The property replay options of `backend` with a FaultyHostPath (counting into `stats`, if given) as its device.
+replay::ReplayOptions FaultyOptions(replay::Backend backend, bool device_thread, std::map<int64_t, Fault> faults,
+                                    int64_t delay_every, bool start_fails, bool makes_rows, bool ends_checked,
+                                    PathStats* stats) {
   replay::ReplayOptions options = PropertyReplayOptions();
   options.backend = backend;
   options.device_thread = device_thread;
-  PathStats unused;
-  if (stats == nullptr) stats = &unused;
-  options.make_device = [&](const replay::PoolGeometry& g) -> StatusOr<std::unique_ptr<replay::PoolDataPath>> {
+  options.make_device = [=](const replay::PoolGeometry& g) -> StatusOr<std::unique_ptr<replay::PoolDataPath>> {
     KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<replay::PoolDataPath> inner, replay::CreateHostPoolPath(g));
     return std::unique_ptr<replay::PoolDataPath>(
         new FaultyHostPath(std::move(inner), g, makes_rows, faults, delay_every, start_fails, ends_checked, stats));
   };
-  return ReplayOutcome(text, options, keep_going);
+  return options;
+}
+
+Outcome RunReplay(replay::Backend backend, const std::string& text, const std::map<int64_t, Fault>& faults,
+                  int64_t delay_every, bool device_thread, bool keep_going, bool start_fails = false,
+                  bool makes_rows = false, bool ends_checked = false, PathStats* stats = nullptr) {
+  return ReplayOutcome(
+      text, FaultyOptions(backend, device_thread, faults, delay_every, start_fails, makes_rows, ends_checked, stats),
+      keep_going);
 }
 
 // A `kvshard gen` trace of `records` records with a 2-layer pipeline.
@@ -332,15 +340,8 @@ TEST(DeviceThreadTest, TheReportCountsTheTakesOfPendingChecks) {
   const int64_t reads = count(R"("op":"get_key_buffer")"), ends = count(R"("op":"end_shard_extend")");
   ASSERT_GT(reads, 0);
   for (const bool ends_checked : {false, true}) {
-    replay::ReplayOptions options = PropertyReplayOptions();
-    options.backend = replay::Backend::kGpu;
-    options.device_thread = true;
-    PathStats stats;
-    options.make_device = [&](const replay::PoolGeometry& g) -> StatusOr<std::unique_ptr<replay::PoolDataPath>> {
-      KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<replay::PoolDataPath> inner, replay::CreateHostPoolPath(g));
-      return std::unique_ptr<replay::PoolDataPath>(
-          new FaultyHostPath(std::move(inner), g, /*makes_rows=*/true, {}, 0, false, ends_checked, &stats));
-    };
+    const replay::ReplayOptions options = FaultyOptions(replay::Backend::kGpu, /*device_thread=*/true, {}, 0, false,
+                                                        /*makes_rows=*/true, ends_checked, nullptr);
     std::istringstream in(text);
     replay::ReplayReport report;
     ASSERT_TRUE(replay::ReplayStream(in, options, &report).ok()) << "ends checked " << ends_checked;

@@ -214,24 +214,26 @@ Status PoolReplay::CheckedRead(bool diff, int64_t layer, std::vector<int64_t> lo
 void PoolReplay::ResolveChecks() {
   if (pending_checks_.empty()) return;
   std::vector<PendingCheck> pending = std::exchange(pending_checks_, {});
-  const bool reads = std::any_of(pending.begin(), pending.end(), [](const PendingCheck& p) { return !p.plan_answer; });
+  // Reads and ends are the path's checks, answered by TakeChecked; plans are the plan thread's.
+  const bool path_checks =
+      std::any_of(pending.begin(), pending.end(), [](const PendingCheck& p) { return !p.plan_answer; });
   const bool plans = std::any_of(pending.begin(), pending.end(), [](const PendingCheck& p) { return !!p.plan_answer; });
   std::vector<PoolDataPath::CheckAnswer> answers;
-  if (reads) {
+  if (path_checks) {
     answers = device_->TakeChecked();
     checks_taken_.fetch_add(1, std::memory_order_relaxed);
   }
   if (plans) plan_worker_->Settle();  // their answers are written
-  size_t next_read = 0;
+  size_t next_answer = 0;
   for (PendingCheck& p : pending) {
     Status s = Status::Ok();
     if (p.plan_answer) {
       s = std::move(*p.plan_answer);
     } else {
-      PoolDataPath::CheckAnswer a = next_read < answers.size()
-                                        ? std::move(answers[next_read])
+      PoolDataPath::CheckAnswer a = next_answer < answers.size()
+                                        ? std::move(answers[next_answer])
                                         : PoolDataPath::CheckAnswer(Internal("no answer for a pending check"));
-      ++next_read;
+      ++next_answer;
       if (!p.end) {
         s = CheckedAnswer(p.diff, p.layer, p.locs, p.generations, std::move(a));
       } else if (a.ok() && a->has_value()) {
