@@ -97,11 +97,29 @@ Status Simulation::NotAdmitted(const std::vector<std::pair<Req*, int64_t>>& batc
     }
   }
   return InvalidArgument("cache_tokens: request ", r.id, " (", r.w->input_tokens,
-                         " prompt tokens) cannot "
-                         "be admitted: the pool (",
-                         r_.pool_pages_per_rank,
-                         " pages per rank) is full of "
-                         "locked prefixes and no request is running to free pages");
+                         " prompt tokens) cannot be admitted: the allocator has no room for the batch's ",
+                         NewPages(batch, c_.page_size), " new pages (", alloc_->aggregate_free_size() / c_.page_size,
+                         " pages free, ", r_.pool_pages_per_rank,
+                         " per rank), nothing is left to evict and no request is running to free pages");
+}
+
+Status Simulation::NotFormed(Req& r) {
+  const std::string what =
+      StrCat("cache_tokens: request ", r.id, " (", r.w->input_tokens, " prompt tokens) cannot be admitted: ");
+  switch (head_stop_.kind) {
+    case HeadStop::kKvBudget:
+      return InvalidArgument(what,
+                             "SGLang's add_one_req needs its extend + 1 output token + the per-request reserve of ",
+                             c_.shard_size * c_.page_size, " tokens (", head_stop_.need,
+                             ") below the pool's free and evictable tokens (", head_stop_.available, ", ",
+                             r_.pool_pages_per_rank, " pages per rank), and no request is running to free more");
+    case HeadStop::kScratch:
+      return InvalidArgument(what,
+                             "its prefix and extend do not fit the sharded assembly scratch even in an empty batch "
+                             "(SGLang's _kv_shard_reserve_scratch), and no request is running");
+    case HeadStop::kNone: break;
+  }
+  return NotAdmitted({{&r, r.w->input_tokens}});
 }
 
 void Simulation::PlanGather(ExtendBatch& eb, int64_t prefix_pages, int64_t chunk_pages, BatchWork* work) {

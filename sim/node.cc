@@ -58,7 +58,7 @@ Status Simulation::RunUntil(double t) {
       }
       if (next < 0) {
         if (std::isinf(t) && !waiting_.empty()) {
-          return NotAdmitted({{waiting_.front(), waiting_.front()->w->input_tokens}});
+          return NotFormed(*waiting_.front());
         }
         if (std::isinf(t)) return Status::Ok();  // drained
         next = t;

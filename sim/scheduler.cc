@@ -179,6 +179,7 @@ std::vector<std::pair<Req*, int64_t>> Simulation::FormBatch() {
     if (chunked_->done + len == chunked_->w->input_tokens) chunked_ = nullptr;  // else still chunked
   }
   size_t admitted = 0;
+  head_stop_ = HeadStop{};
   for (Req* r : waiting_) {
     if (static_cast<int64_t>(batch.size()) >= allocatable) break;  // can_run_list holds the chunked request too
     // add_one_req (the chunked request, when there is one, went first)
@@ -198,6 +199,7 @@ std::vector<std::pair<Req*, int64_t>> Simulation::FormBatch() {
     if (total_tokens >= adder.RemTotalTokens()) {
       report(false);
       ++r_.no_token_stops;
+      if (batch.empty()) head_stop_ = {HeadStop::kKvBudget, total_tokens, adder.RemTotalTokens()};
       break;
     }
     const int64_t input_tokens = adder.CeilPaged(cand);
@@ -238,7 +240,12 @@ std::vector<std::pair<Req*, int64_t>> Simulation::FormBatch() {
                        ": cannot fit the sharded assembly scratch even in an empty batch "
                        "(SGLang raises)"));
     }
-    if (extend == 0) {  // not admitted: the _lock_node context releases the lock
+    if (extend == 0) {                                    // not admitted: the _lock_node context releases the lock
+      if (batch.empty() && res == AddResult::kNoToken) {  // the lock took the matched prefix out of the evictable
+        head_stop_ = {HeadStop::kKvBudget, total_tokens, adder.RemTotalTokens()};
+      } else if (batch.empty()) {
+        head_stop_.kind = HeadStop::kScratch;
+      }
       (void)cache_.Unlock(m.node);
       report(false);
       if (res == AddResult::kNoToken) ++r_.no_token_stops;

@@ -106,6 +106,8 @@ class Simulation {
   StatusOr<bool> EvictUntilAdmitted(const std::vector<std::pair<Req*, int64_t>>& batch, ExtendPages* out);
   // The error for a batch that can never be admitted (nothing running, nothing left to evict).
   Status NotAdmitted(const std::vector<std::pair<Req*, int64_t>>& batch);
+  // The error for a waiting request that no pass admits while nothing runs: why the last pass stopped at it.
+  Status NotFormed(Req& r);
   // Builds the gather plan (or, for non-cyclic owner-plan prefixes, the owner-major gather size) into `work`.
   void PlanGather(ExtendBatch& eb, int64_t prefix_pages, int64_t chunk_pages, BatchWork* work);
   // The direct-write owner check of a batch with a CP plan (both modes).
@@ -138,7 +140,15 @@ class Simulation {
   std::deque<Req*> waiting_;
   Req* pending_chunk_ = nullptr;  // the last batch's chunked request: cached and sent at the next pass
   int64_t last_request_id_ = -1;
-  Req* chunked_ = nullptr;     // SGLang's self.chunked_req: continues first in the next batch
+  Req* chunked_ = nullptr;  // SGLang's self.chunked_req: continues first in the next batch
+  // Why the last pass that admitted nothing stopped at the head of the waiting queue: SGLang's KV budget (the
+  // request's extend + 1 + the per-request reserve, `need`, not below the free and evictable tokens, `available`),
+  // or the assembly scratch (_kv_shard_reserve_scratch); kNone when it admitted a request or stopped otherwise.
+  struct HeadStop {
+    enum Kind { kNone, kKvBudget, kScratch } kind = kNone;
+    int64_t need = 0, available = 0;
+  };
+  HeadStop head_stop_;
   int64_t holding_slots_ = 0;  // requests admitted and not yet released (SGLang's req_to_token_pool slots)
   // SGLang's disagg_prefill_inflight_queue: requests whose KV is on its way, in the order their prefills ended
   // (batch order). Released in that order once their transfer is done; transfer ends never decrease along it,

@@ -311,6 +311,12 @@ Status ValidateSimConfig(const SimConfig& c) {
   if (c.chunked_prefill_size > int64_t{1} << 40) {
     return InvalidArgument("chunked_prefill_size: must be at most 2^40, got ", c.chunked_prefill_size);
   }
+  if (c.chunked_prefill_size > 0 && c.chunked_prefill_size < c.page_size) {  // every request's extend ceils to a page
+    return InvalidArgument("chunked_prefill_size: ", c.chunked_prefill_size, " tokens is less than a page (page_size ",
+                           c.page_size,
+                           "): SGLang's add_one_req ceils every extend to whole pages, so every request exceeds the "
+                           "budget and is cut to whole pages of it, which leaves nothing: none would ever be admitted");
+  }
   if (c.chunked_prefill_size <= 0 && c.shard_size > 1) {
     return InvalidArgument("chunked_prefill_size: KV sharding (shard_size ", c.shard_size,
                            ") requires chunked prefill sized within the assembly scratch (SGLang), got ",
