@@ -68,9 +68,9 @@ error_line misaligned '[CP_SHARED_KV_FAIL_FAST][batch_gt1_non_page_aligned_prefi
 error_line fallback '[CP_SHARED_KV_FAIL_FAST][batch_gt1_page_split_fallback] ' "$KV" split --cp-size 2 --page-size 1 --extend-lens 5
 error_line rerange_fallback '[CP_SHARED_KV_FAIL_FAST][batch_gt1_page_split_fallback] ' "$KV" rerange --cp-size 2 --page-size 1 --extend-lens 5
 error_line rerange_empty '[CP_SHARED_KV_FAIL_FAST][batch_gt1_empty_extend] ' "$KV" rerange --cp-size 2 --page-size 4 --extend-lens 0
-error_line bad_cp '--cp-size: must be positive, got 0' "$KV" split --cp-size 0 --page-size 4 --extend-lens 5
+error_line bad_cp '--cp-size: must be in [1, 65536], got 0' "$KV" split --cp-size 0 --page-size 4 --extend-lens 5
 error_line bad_rank '--cp-rank: must be in [0, 2), got 2' "$KV" split --cp-size 2 --cp-rank 2 --page-size 4 --extend-lens 5
-error_line bad_ps '--page-size: must be positive, got 0' "$KV" split --cp-size 2 --page-size 0 --extend-lens 5
+error_line bad_ps '--page-size: must be in [1, 2^20], got 0' "$KV" split --cp-size 2 --page-size 0 --extend-lens 5
 error_line neg_prefix '--prefix-lens[0]: must be non-negative, got -4' "$KV" split --cp-size 2 --page-size 4 --extend-lens 5 --prefix-lens -4
 error_line len_mismatch '--prefix-lens: extend_lens and prefix_lens must have the same length' "$KV" split --cp-size 2 --page-size 4 --extend-lens 5,6 --prefix-lens 0
 error_line no_requests '--extend-lens: the batch needs at least one request' "$KV" split --cp-size 2 --page-size 4 --extend-lens ''

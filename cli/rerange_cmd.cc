@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/memory_limit.h"
 #include "replay/results.h"
+#include "core/cp_limits.h"
 #include "cpu_ref/cp_data.h"
 #ifdef KVSHARD_HAVE_CUDA
 #include <cstring>
@@ -19,9 +20,9 @@ namespace kvshard::cli {
 namespace {
 
 void DeclareFlags(po::options_description& flags) {
-  flags.add_options()("cp-size", Positive(), "N, context-parallel ranks")(
-      "page-size", Positive(), "ps, tokens per physical page")("extend-lens", IntList()->AllowEmpty(),
-                                                               "extend (new) tokens per request")(
+  flags.add_options()("cp-size", Int(1, kMaxCpSize), "N, context-parallel ranks")(
+      "page-size", Int(1, kMaxCpPageSize), "ps, tokens per physical page")("extend-lens", IntList()->AllowEmpty(),
+                                                                           "extend (new) tokens per request")(
       "prefix-lens", IntList(), "cached prefix tokens per request (default: all 0)")(
       "backend", BackendValue(),
       "ref, gpu (device rerange on a buffer whose rows carry their index) or diff (both; exit 1 on a mismatch)")(

@@ -32,7 +32,7 @@ TEST(RerangeCmdTest, Errors) {
       {"rerange --cp-size 2 --page-size 1 --extend-lens 5", "[CP_SHARED_KV_FAIL_FAST][batch_gt1_page_split_fallback] "},
       {"rerange --cp-size 2 --page-size 4 --extend-lens 0", "[CP_SHARED_KV_FAIL_FAST][batch_gt1_empty_extend] "},
       {"rerange --cp-size 2 --extend-lens 5", "--page-size: required"},
-      {"rerange --cp-size 0 --page-size 4 --extend-lens 5", "--cp-size: must be positive, got 0"},
+      {"rerange --cp-size 0 --page-size 4 --extend-lens 5", "--cp-size: must be in [1, 65536], got 0"},
       {std::string(kRerange) + ",", "--prefix-lens: trailing comma"},
       {std::string(kRerange) + " --cp-rank 1", "rerange: unrecognised option '--cp-rank'"},
       {std::string(kRerange) + " --backend GPU", "--backend: must be ref, gpu or diff, got 'GPU'"},

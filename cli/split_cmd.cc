@@ -8,6 +8,7 @@
 #include "cli/memory_limit.h"
 #include "replay/results.h"
 #include "cli/split_owners.h"
+#include "core/cp_limits.h"
 #include "core/cp_plan_json.h"
 
 namespace kvshard::cli {
@@ -99,10 +100,10 @@ Status RunTokenBalanced(const Flags& flags, std::ostream& out) {
 void DeclareFlags(po::options_description& flags) {
   flags.add_options()("mode", Choice({"in-seq", "round-robin", "token-balanced", "owners"})->default_value("in-seq"),
                       "which split to build (owners: page compute owners and direct-write locs)")(
-      "cp-size", Positive(), "N, context-parallel ranks")("cp-rank", NonNegative()->default_value(0),
-                                                          "rank whose plan to build (in-seq, round-robin)")(
-      "page-size", Positive(), "ps, tokens per physical page (in-seq)")("extend-lens", IntList()->AllowEmpty(),
-                                                                        "extend (new) tokens per request")(
+      "cp-size", Int(1, kMaxCpSize), "N, context-parallel ranks")("cp-rank", NonNegative()->default_value(0),
+                                                                  "rank whose plan to build (in-seq, round-robin)")(
+      "page-size", Int(1, kMaxCpPageSize), "ps, tokens per physical page (in-seq)")(
+      "extend-lens", IntList()->AllowEmpty(), "extend (new) tokens per request")(
       "prefix-lens", IntList(), "cached prefix tokens per request (default: all 0; in-seq)")(
       "total-len", NonNegative(), "tokens to split (token-balanced)")(
       "impl", ImplValue(), "in-seq plan built by ref (the reference) or fast (cpu_fast/, identical output)")(

@@ -58,9 +58,12 @@ TEST(SplitCmdTest, ModelErrorsKeepSglangTags) {
 TEST(SplitCmdTest, FlagErrorsNameTheFlag) {
   const std::string b = "split --cp-size 2 --page-size 4 --extend-lens ";
   ExpectFailures({
-      {"split --cp-size 0 --page-size 4 --extend-lens 5", "--cp-size: must be positive, got 0"},
+      {"split --cp-size 0 --page-size 4 --extend-lens 5", "--cp-size: must be in [1, 65536], got 0"},
       {"split --cp-size 2x --page-size 4 --extend-lens 5", "--cp-size: not an integer: '2x'"},
-      {"split --cp-size 2 --page-size 0 --extend-lens 5", "--page-size: must be positive, got 0"},
+      {"split --cp-size 2 --page-size 0 --extend-lens 5", "--page-size: must be in [1, 2^20], got 0"},
+      // The model's limits, shown in --help as the flags' ranges.
+      {"split --cp-size 65537 --page-size 4 --extend-lens 5", "--cp-size: must be in [1, 65536], got 65537"},
+      {"split --cp-size 2 --page-size 1048577 --extend-lens 5", "--page-size: must be in [1, 2^20], got 1048577"},
       {b + "5 --cp-rank -1", "--cp-rank: must be non-negative, got -1"},
       {b + "99999999999999999999", "--extend-lens[0]: integer out of range"},
       {b + "5,x", "--extend-lens[1]: not an integer: 'x'"},
