@@ -129,13 +129,15 @@ printf '%s\n' "$graph" | awk -v layers="$layers" -v narrow="$narrow" '
   }
 ' || exit 1
 
-# The engines below the CLI parse no flags: nothing in replay/ reaches Boost (Program_options is the CLI's).
-boost=$(bazel query --noshow_progress "somepath(//replay/..., @boost//:all)" 2>"$err") || {
-  tail -20 "$err" >&2
-  echo "check_layers: bazel query failed" >&2
-  exit 2
-}
-if [[ -n $boost ]]; then
-  printf 'check_layers: //replay depends on Boost:\n%s\n' "$boost"
-  exit 1
-fi
+# The engines below the CLI parse no flags: nothing in replay/ or sim/ reaches Boost (Program_options is the CLI's).
+for engine in replay sim; do
+  boost=$(bazel query --noshow_progress "somepath(//$engine/..., @boost//:all)" 2>"$err") || {
+    tail -20 "$err" >&2
+    echo "check_layers: bazel query failed" >&2
+    exit 2
+  }
+  if [[ -n $boost ]]; then
+    printf 'check_layers: //%s depends on Boost:\n%s\n' "$engine" "$boost"
+    exit 1
+  fi
+done
