@@ -59,6 +59,10 @@ inline sim::SimConfig DrawConfig(const Workload& w, int64_t shard_size = 0, bool
     int64_t pages = 1;
     for (const WorkloadRequest& r : w.requests) pages = std::max(pages, (r.input_tokens + ps - 1) / ps);
     c.cache_tokens = c.shard_size * ps * (pages + *rc::gen::inRange<int64_t>(0, 24));
+    if (*rc::gen::arbitrary<bool>()) {  // tight: the longest prompt and its N * ps reserve just fit an empty pool
+      c.cache_tokens =
+          c.shard_size * ps * ((pages + c.shard_size - 1) / c.shard_size + 2 + *rc::gen::inRange<int64_t>(0, 3));
+    }
   }
   return c;
 }
