@@ -41,7 +41,8 @@ inline Workload DrawWorkload() {
 
 // A configuration for `w` with N shard ranks (drawn in [1, 8] when `shard_size` is 0): page size (> 1 when `cp`:
 // the CP planner rejects ps = 1, batch_gt1_page_split_fallback), chunking, batch limits, need_sort, and half the
-// time a bounded pool of one prompt's pages per rank to a little more.
+// time a bounded pool of one prompt's pages per rank to a little more, half of those tight instead (the longest
+// prompt's pages over N, plus its N * ps reserve, just fit).
 inline sim::SimConfig DrawConfig(const Workload& w, int64_t shard_size = 0, bool cp = false) {
   sim::SimConfig c;
   c.shard_size = shard_size > 0 ? shard_size : *rc::gen::inRange<int64_t>(1, 9);
