@@ -98,9 +98,9 @@ Status Simulation::NotAdmitted(const std::vector<std::pair<Req*, int64_t>>& batc
   }
   return InvalidArgument("cache_tokens: request ", r.id, " (", r.w->input_tokens,
                          " prompt tokens) cannot be admitted: the allocator has no room for the batch's ",
-                         NewPages(batch, c_.page_size), " new pages (", alloc_->aggregate_free_size() / c_.page_size,
-                         " pages free, ", r_.pool_pages_per_rank,
-                         " per rank), nothing is left to evict and no request is running to free pages");
+                         NewPages(batch, c_.page_size), " new pages after evicting for them (",
+                         alloc_->aggregate_free_size() / c_.page_size, " pages free, ", r_.pool_pages_per_rank,
+                         " per rank; SGLang's alloc_extend raises here), and no request is running to free pages");
 }
 
 Status Simulation::NotFormed(Req& r) {
