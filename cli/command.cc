@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -229,8 +230,19 @@ int FinishStandardOutput(int rc, std::ostream& err) {
 
 std::string UsageLines(const Command& command, const std::string& indent) {
   const std::string lead = "kvshard " + command.name + " ";
-  std::string lines = lead;
-  for (char c : command.synopsis) lines += c == '\n' ? "\n" + indent + lead : std::string(1, c);
+  std::string lines;
+  size_t begin = 0;
+  while (begin <= command.synopsis.size()) {
+    size_t end = command.synopsis.find('\n', begin);
+    if (end == std::string::npos) end = command.synopsis.size();
+    const std::string form = command.synopsis.substr(begin, end - begin);
+    if (begin > 0) lines += "\n" + indent;
+    // A line that starts with spaces continues the form above it: aligned under its flags, not a form of its own.
+    const size_t text = form.find_first_not_of(' ');
+    lines +=
+        text != 0 && begin > 0 ? std::string(lead.size(), ' ') + form.substr(std::min(text, form.size())) : lead + form;
+    begin = end + 1;
+  }
   return lines;
 }
 

@@ -48,7 +48,8 @@ int FinishStandardOutput(int rc, std::ostream& err);
 // JSON allocates while destroying an array, would terminate). For the kvshard binary only (main.cc).
 void InstallMemoryReserve();
 
-// "kvshard <name> <form>" for each form of the synopsis, the second and later ones after "\n" + `indent`.
+// "kvshard <name> <form>" for each form of the synopsis, the second and later ones after "\n" + `indent`; a synopsis
+// line that starts with spaces continues the form above it (aligned under its flags).
 std::string UsageLines(const Command& command, const std::string& indent);
 
 // Prints the usage of `command` with its typed flags (what `kvshard <name> --help` shows).

@@ -60,6 +60,25 @@ TEST(DispatchTest, HelpListsEveryCommandWithItsSynopsis) {
   }
 }
 
+TEST(DispatchTest, EveryUsageLineIsAFormOrItsContinuation) {
+  // A synopsis line that starts with spaces continues the form above (split's long forms): it is aligned under that
+  // form's flags, and never printed as a form of its own ("kvshard split   [--max-memory BYTES]").
+  for (const Command& c : CommandTable()) {
+    const std::string lead = "kvshard " + c.name + " ";
+    std::istringstream lines(UsageLines(c, ""));
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(lead, 0) == 0) {
+        EXPECT_NE(line[lead.size()], ' ') << "a continuation printed as a form: " << line;
+      } else {
+        EXPECT_EQ(line.rfind(std::string(lead.size(), ' ') + "[", 0), 0u) << "a continuation not aligned: " << line;
+      }
+    }
+  }
+  EXPECT_NE(UsageLines(SplitCommand(), "")
+                .find("\n" + std::string(std::string("kvshard split ").size(), ' ') + "[--max-memory BYTES]"),
+            std::string::npos);
+}
+
 TEST(DispatchTest, MissingAndUnknownCommandsAreUsageErrors) {
   EXPECT_TRUE(FailsWith(RunCli({}), 2, "command: required"));
   EXPECT_TRUE(FailsWith(RunCli({"nope"}), 2, "unknown command 'nope'"));

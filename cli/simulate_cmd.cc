@@ -38,7 +38,7 @@ void DeclareFlags(po::options_description& flags) {
       "only without sharding)")(
       "max-prefill-tokens", Int(1, int64_t{1} << 40)->default_value(16384),
       "SGLang --max-prefill-tokens: prefill tokens per batch (ceiled to pages as SGLang charges them)")(
-      "max-running-requests", Positive()->default_value(256),
+      "max-running-requests", Int(1, sim::kMaxRunningRequests)->default_value(256),
       "SGLang --max-running-requests: requests holding a slot (in a batch, chunked or transferring)")(
       "context-length", Int(0, int64_t{1} << 40)->default_value(0),
       "the context (0: the model's): longer prompts are refused; sizes the assembly scratch's prefix region")(

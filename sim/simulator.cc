@@ -325,7 +325,9 @@ Status ValidateSimConfig(const SimConfig& c) {
   if (c.max_prefill_tokens < 1 || c.max_prefill_tokens > int64_t{1} << 40) {
     return InvalidArgument("max_prefill_tokens: must be in [1, 2^40], got ", c.max_prefill_tokens);
   }
-  if (c.max_running_requests < 1) return InvalidArgument("max_running_requests: must be >= 1");
+  if (c.max_running_requests < 1 || c.max_running_requests > kMaxRunningRequests) {  // it sizes an unbounded pool
+    return InvalidArgument("max_running_requests: must be in [1, 2^20], got ", c.max_running_requests);
+  }
   if (c.instances < 1 || c.instances > 1024) {
     return InvalidArgument("instances: must be in [1, 1024], got ", c.instances);
   }

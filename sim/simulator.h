@@ -49,6 +49,9 @@ enum class Router {
 // "round-robin" / "least-loaded" / "prefix-affinity".
 const char* RouterName(Router router);
 
+// The most request slots a configuration may have (max_running_requests; it also sizes an unbounded pool).
+inline constexpr int64_t kMaxRunningRequests = int64_t{1} << 20;
+
 // The serving configuration of one sharded prefill node (SGLang's server arguments where SGLang has one).
 struct SimConfig {
   int64_t shard_size = 8;               // N, KV shard ranks
@@ -58,6 +61,7 @@ struct SimConfig {
   int64_t chunked_prefill_size = 8192;  // SGLang --chunked-prefill-size: tokens per batch (<= 0: unchunked)
   int64_t max_prefill_tokens = 16384;   // SGLang --max-prefill-tokens: prefill tokens per batch
   int64_t max_running_requests = 256;   // requests holding a request slot (in a batch, chunked, transferring)
+                                        // (at most kMaxRunningRequests)
   int64_t context_length = 163840;      // the model's context: sizes the assembly scratch's prefix region
   SchedulePolicy schedule_policy = SchedulePolicy::kFcfs;
   double time_scale = 1.0;                     // arrival times are multiplied by this

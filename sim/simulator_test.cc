@@ -209,6 +209,10 @@ TEST(SimulatorTest, BadConfigNamesTheField) {
       ValidateSimConfig(c).message().rfind("chunked_prefill_size: KV sharding (shard_size 4) requires chunked", 0), 0u);
   c.shard_size = 1;  // without sharding SGLang runs unchunked prefill
   EXPECT_TRUE(ValidateSimConfig(c).ok());
+  c.max_running_requests = kMaxRunningRequests + 1;  // it sizes an unbounded pool (overflowed it before)
+  EXPECT_EQ(ValidateSimConfig(c).message(), "max_running_requests: must be in [1, 2^20], got 1048577");
+  c.max_running_requests = kMaxRunningRequests;
+  EXPECT_TRUE(ValidateSimConfig(c).ok());
 }
 
 TEST(SimulatorTest, ChunkBudgetBelowAPageIsRefused) {
