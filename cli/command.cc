@@ -3,7 +3,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -239,8 +238,8 @@ std::string UsageLines(const Command& command, const std::string& indent) {
     if (begin > 0) lines += "\n" + indent;
     // A line that starts with spaces continues the form above it: aligned under its flags, not a form of its own.
     const size_t text = form.find_first_not_of(' ');
-    lines +=
-        text != 0 && begin > 0 ? std::string(lead.size(), ' ') + form.substr(std::min(text, form.size())) : lead + form;
+    const bool continues = begin > 0 && text != 0 && text != std::string::npos;
+    lines += continues ? std::string(lead.size(), ' ') + form.substr(text) : lead + form;
     begin = end + 1;
   }
   return lines;

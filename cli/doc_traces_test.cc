@@ -28,7 +28,8 @@ std::vector<DocTrace> TraceBlocks(const std::string& doc) {
     DocTrace t;
     t.line = 1 + static_cast<int>(std::count(doc.begin(), doc.begin() + static_cast<std::ptrdiff_t>(begin), '\n'));
     t.text = doc.substr(begin, end - begin);
-    const size_t line_start = doc.rfind('\n', at - 2) + 1;  // the line before the fence
+    // The line before the fence (none when the fence opens the doc).
+    const size_t line_start = at < 2 ? at : doc.rfind('\n', at - 2) + 1;
     if (doc.compare(line_start, marker.size(), marker) == 0) {
       const size_t name = line_start + marker.size();
       t.file = doc.substr(name, doc.find(" -->", name) - name);

@@ -240,11 +240,10 @@ std::vector<std::pair<Req*, int64_t>> Simulation::FormBatch() {
                        ": cannot fit the sharded assembly scratch even in an empty batch "
                        "(SGLang raises)"));
     }
-    if (extend == 0) {                                    // not admitted: the _lock_node context releases the lock
-      if (batch.empty() && res == AddResult::kNoToken) {  // the lock took the matched prefix out of the evictable
-        head_stop_ = {HeadStop::kKvBudget, total_tokens, adder.RemTotalTokens()};
-      } else if (batch.empty()) {
-        head_stop_.kind = HeadStop::kScratch;
+    if (extend == 0) {      // not admitted: the _lock_node context releases the lock
+      if (batch.empty()) {  // kNoToken: the lock took the matched prefix out of the evictable; else the scratch
+        head_stop_ = res == AddResult::kNoToken ? HeadStop{HeadStop::kKvBudget, total_tokens, adder.RemTotalTokens()}
+                                                : HeadStop{HeadStop::kScratch};
       }
       (void)cache_.Unlock(m.node);
       report(false);
