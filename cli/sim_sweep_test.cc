@@ -130,11 +130,13 @@ TEST(SimSweepTest, CsvHasOneLinePerRow) {
 }
 
 TEST(SimSweepTest, PlotsCompareTheConfigurations) {
-  // Two instance counts per time scale: one line per time scale over the instance counts (TTFT: p50 and p99; the
-  // utilization chart adds the line at 1), each line one point per instance count.
+  // Two instance counts per time scale (--router applies: the sweep gives more than one node): one line per time scale
+  // over the instance counts (TTFT: p50 and p99; the utilization chart adds the line at 1), each line one point per
+  // instance count.
   const std::string dir = StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp", "/sweep_plots");
-  const CliResult r =
-      RunCli(Words("simulate - --quiet --sweep time-scale=0.5,1 --sweep instances=1,2 --plots " + dir), kTwoTurns);
+  const CliResult r = RunCli(
+      Words("simulate - --quiet --sweep time-scale=0.5,1 --sweep instances=1,2 --router least-loaded --plots " + dir),
+      kTwoTurns);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto read = [&](const std::string& name) {
     std::ifstream in(dir + "/" + name);

@@ -2,6 +2,7 @@
 // the CP planner (sim/simulator.h): prefix hit rates, per-rank pages, gathered bytes, CP padding, predicted time.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -238,6 +239,15 @@ Status RunSimulate(const Flags& flags, std::ostream& standard_output) {
   }
   if (!flags.Has("sweep") && flags.Given("threads")) {
     return InvalidArgument("--threads: does not apply without --sweep (one run is one thread)");
+  }
+  // One node has nothing to route, unless a sweep gives it more.
+  const auto sweeps_instances = [&flags] {
+    if (!flags.Has("sweep")) return false;
+    const std::vector<std::string>& axes = flags.StringList("sweep");
+    return std::any_of(axes.begin(), axes.end(), [](const std::string& a) { return a.rfind("instances=", 0) == 0; });
+  };
+  if (c.instances == 1 && flags.Given("router") && !sweeps_instances()) {
+    return InvalidArgument("--router: applies only with --instances above 1 (one prefill node has no router)");
   }
   if (flags.Has("sweep")) {  // cli/sim_sweep.h; --csv names the rows' CSV file there
     for (const char* flag : {"timeline", "emit-trace"}) {

@@ -41,6 +41,9 @@ void DeclareSplitOwnerFlags(po::options_description& flags) {
 Status RunSplitOwners(const Flags& flags, std::ostream& out) {
   KVSHARD_RETURN_IF_ERROR(flags.Require({"cp-size", "page-size", "extend-lens"}));
   const std::vector<int64_t>& extend = flags.IntList("extend-lens");
+  if (flags.Has("extend-num-tokens") && !flags.Has("out-cache-loc")) {
+    return InvalidArgument("--extend-num-tokens: applies only with --out-cache-loc (it bounds that list's padding)");
+  }
   const MemoryBudget budget = Budget(flags);
   KVSHARD_RETURN_IF_ERROR(budget.PageOwners("--extend-lens", static_cast<int64_t>(extend.size()),
                                             TotalPages(extend, flags.Int("page-size")), flags.Int("cp-size")));

@@ -67,6 +67,8 @@ TEST(SplitOwnersTest, StaticPaddingAndReasonTags) {
        "--out-cache-loc[1]: not an integer: 'x'"},
       {"split --mode owners --cp-size 2 --page-size 4 --extend-lens 5 --extend-num-tokens -1",
        "--extend-num-tokens: must be non-negative, got -1"},
+      {"split --mode owners --cp-size 2 --page-size 4 --extend-lens 5 --extend-num-tokens 8",
+       "--extend-num-tokens: applies only with --out-cache-loc (it bounds that list's padding)"},
       {"split --mode owners --cp-size 2 --page-size 1 --extend-lens 281474976710656",
        "--extend-lens: the page owner plan would need"},
   });
