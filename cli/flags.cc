@@ -98,7 +98,7 @@ void IntValue::xparse(boost::any& store, const std::vector<std::string>& tokens)
 
 RealValue::RealValue(double lo, double hi, bool lo_open)
     : po::typed_value<double>(nullptr), lo_(lo), hi_(hi), lo_open_(lo_open) {
-  value_name(lo_open ? "REAL>" + FormatReal(lo) : "REAL>=" + FormatReal(lo));
+  value_name("REAL in " + std::string(lo_open ? "(" : "[") + FormatReal(lo) + ", " + FormatReal(hi) + "]");
 }
 
 void RealValue::xparse(boost::any& store, const std::vector<std::string>& tokens) const {

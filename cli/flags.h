@@ -47,7 +47,7 @@ class IntValue : public po::typed_value<int64_t> {
   int64_t lo_, hi_;
 };
 
-// A finite real-number flag in [lo, hi] (help: "REAL>0" style names); strict: the whole token must parse.
+// A finite real-number flag in [lo, hi] (help: "REAL in (0, 1e+06]" style names); strict: the whole token must parse.
 class RealValue : public po::typed_value<double> {
  public:
   RealValue(double lo, double hi, bool lo_open);

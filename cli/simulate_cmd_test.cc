@@ -91,6 +91,21 @@ TEST(SimulateCmdTest, BadInputExitsTwoNamingLineAndField) {
 
 // --max-memory bounds the workload as it is read: a line (32 B per byte, checked while the line is read, so one
 // huge line never fills memory) and the requests kept (48 B each + 8 B per block hash, checked every 4096).
+TEST(SimulateCmdTest, HelpShowsTheRealFlagsRanges) {
+  const CliResult r = RunCli({"simulate", "--help"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* want : {"--time-scale REAL in [0, 1e+06] (=1)", "--kv-transfer-gbps REAL in (0, 1e+06] (=400)",
+                           "--bootstrap-ms REAL in [0, 1e+09] (=0)", "--slo-ttft-ms REAL in [0, 1e+12] (=0)",
+                           "--hbm-gib REAL in [0, 1e+06] (=139)"}) {
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << " not in:\n" << r.out;
+  }
+  // The bounds the help prints are the ones the flags check.
+  EXPECT_EQ(RunCli({"simulate", "-", "--slo-ttft-ms", "1e12"}, kTwoTurns).exit_code, 0);
+  EXPECT_NE(RunCli({"simulate", "-", "--slo-ttft-ms", "1.1e12"}, kTwoTurns)
+                .err.find("--slo-ttft-ms: must be >= 0 and <= 1e+12"),
+            std::string::npos);
+}
+
 TEST(SimulateCmdTest, MaxMemoryBoundsTheWorkloadAsItIsRead) {
   const std::string line = "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 5, \"hash_ids\": [0]}\n";
   EXPECT_TRUE(
