@@ -82,7 +82,7 @@ error_line missing_ps '--page-size: required' "$KV" rerange --cp-size 2 --extend
 error_line bad_mode "--mode: must be in-seq, round-robin, token-balanced or owners, got 'zig'" "$KV" split --mode zig --cp-size 2
 error_line rr_neg '--extend-lens[1]: must be in [0, 2^48], got -1' "$KV" split --mode round-robin --cp-size 2 --extend-lens 1,-1
 error_line rr_rank '--cp-rank: must be in [0, 2), got 5' "$KV" split --mode round-robin --cp-size 2 --cp-rank 5 --extend-lens 1
-error_line tb_neg '--total-len: must be non-negative, got -1' "$KV" split --mode token-balanced --cp-size 2 --total-len -1
+error_line tb_neg '--total-len: must be in [0, 2^48], got -1' "$KV" split --mode token-balanced --cp-size 2 --total-len -1
 error_line unknown_flag 'split: ' "$KV" split --cp-size 2 --bogus 1
 echo "cp_cli_test: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

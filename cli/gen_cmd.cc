@@ -23,7 +23,8 @@ void DeclareFlags(po::options_description& flags) {
       "need-sort", po::bool_switch(), "frees go to release lists (SGLang's need_sort)")(
       "cp-size", Int(1, kMaxShardSize)->default_value(4), "context-parallel ranks of the split and rerange records")(
       "batch-size", Int(1, 4096)->default_value(8), "most requests per alloc batch")(
-      "max-len", Int(1, int64_t{1} << 32)->default_value(512), "most tokens of a new request or an extension")(
+      "max-len", Int(1, int64_t{1} << 32)->default_value(512),
+      "most tokens of a new request or an extension (at most 2^20 without --no-radix)")(
       "share-percent", Int(0, 100)->default_value(40),
       "chance (%) that a request extends a live chain or revisits a recent document")(
       "edge-heavy", po::bool_switch(),

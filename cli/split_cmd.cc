@@ -105,7 +105,7 @@ void DeclareFlags(po::options_description& flags) {
       "page-size", Int(1, kMaxCpPageSize), "ps, tokens per physical page (in-seq)")(
       "extend-lens", IntList()->AllowEmpty(), "extend (new) tokens per request")(
       "prefix-lens", IntList(), "cached prefix tokens per request (default: all 0; in-seq)")(
-      "total-len", NonNegative(), "tokens to split (token-balanced)")(
+      "total-len", Int(0, kMaxCpTokens), "tokens to split (token-balanced)")(
       "impl", ImplValue(), "in-seq plan built by ref (the reference) or fast (cpu_fast/, identical output)")(
       "json", po::bool_switch(), "print JSON (SGLang field names) instead of a table");
   DeclareSplitOwnerFlags(flags);

@@ -68,7 +68,7 @@ TEST(SplitCmdTest, FlagErrorsNameTheFlag) {
       {b + "99999999999999999999", "--extend-lens[0]: integer out of range"},
       {b + "5,x", "--extend-lens[1]: not an integer: 'x'"},
       {b + "5,", "--extend-lens: trailing comma"},
-      {"split --mode token-balanced --cp-size 2 --total-len -1", "--total-len: must be non-negative, got -1"},
+      {"split --mode token-balanced --cp-size 2 --total-len -1", "--total-len: must be in [0, 2^48], got -1"},
       {"split --page-size 4 --extend-lens 5", "--cp-size: required"},
       {"split --cp-size 2 --extend-lens 5", "--page-size: required"},
       {"split --mode token-balanced --cp-size 2", "--total-len: required"},
