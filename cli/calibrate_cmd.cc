@@ -14,7 +14,8 @@ namespace {
 
 void DeclareFlags(po::options_description& flags) {
   flags.add_options()("calibration", File(),
-                      "the calibration file (also given without the flag); - reads standard input")(
+                      "the calibration file (also given without the flag); - reads standard input; h200 the built-in "
+                      "one (testdata/calibration/h200.json, simulate's default)")(
       "json", po::bool_switch(), "print one JSON object instead of the table");
   DeclareMaxMemoryFlag(flags);
 }

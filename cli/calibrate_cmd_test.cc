@@ -21,6 +21,11 @@ TEST(CalibrateCmdTest, TableAndJsonOfTheBundledCalibration) {
     EXPECT_GE(f["us_per_unit"].get<double>(), 0) << f.dump();
     EXPECT_GE(f["latency_us"].get<double>(), 0) << f.dump();
   }
+  // The built-in name (the help says so) shows the same file.
+  const CliResult builtin = RunCli({"calibrate", "h200"});
+  ASSERT_EQ(builtin.exit_code, 0) << builtin.err;
+  EXPECT_EQ(builtin.out, r.out);
+  EXPECT_NE(RunCli({"calibrate", "--help"}).out.find("h200 the built-in"), std::string::npos);
 }
 
 TEST(CalibrateCmdTest, SimulateWithTheCalibrationSaysSo) {

@@ -84,8 +84,8 @@ Status Simulation::Setup() {
   }
   if (n * (pages_per_rank + 2) > (int64_t{1} << 24)) {
     return InvalidArgument(c_.cache_tokens > 0 ? "cache_tokens" : "page_size", ": the pool would have ",
-                           n * (pages_per_rank + 1),
-                           " logical pages, more than the allocator's 2^24 (use a larger "
+                           n * (pages_per_rank + 1), " logical pages, ", n * (pages_per_rank + 2),
+                           " with the simulator's spare page a rank, more than the allocator's 2^24 (use a larger "
                            "page_size or a bounded cache_tokens)");
   }
   for (size_t i = 0; i < w_.requests.size(); ++i) {

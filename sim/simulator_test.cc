@@ -215,6 +215,20 @@ TEST(SimulatorTest, BadConfigNamesTheField) {
   EXPECT_TRUE(ValidateSimConfig(c).ok());
 }
 
+TEST(SimulatorTest, APoolPastTheAllocatorsPagesCountsThemRight) {
+  // N * (pages_per_rank + 1) = 2^24 logical pages is the allocator's limit itself; the simulator's spare page a rank
+  // takes it past (the message said "2^24 logical pages, more than 2^24").
+  SimConfig c = Small();
+  c.page_size = 1;
+  c.cache_tokens = c.shard_size * ((int64_t{1} << 24) / c.shard_size - 1);
+  const StatusOr<SimResult> r =
+      Simulate(Mooncake("{\"timestamp\": 0, \"input_length\": 3, \"output_length\": 1, \"hash_ids\": [1]}\n"), c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "cache_tokens: the pool would have 16777216 logical pages, 16777220 with the simulator's spare page a "
+            "rank, more than the allocator's 2^24 (use a larger page_size or a bounded cache_tokens)");
+}
+
 TEST(SimulatorTest, ChunkBudgetBelowAPageIsRefused) {
   // add_one_req ceils every extend to whole pages, so a budget below a page cuts every request to nothing: SGLang
   // would admit none (the model stalled and blamed the pool before). One page is the least budget that runs.
