@@ -1,7 +1,10 @@
 // kvshard gen: writes a seeded synthetic trace (docs/trace-format.md) with expect filled by the reference;
 // the same options give a byte-identical trace.
 #include <fstream>
+#include <map>
 #include <ostream>
+#include <string>
+#include <vector>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
@@ -49,9 +52,30 @@ void DeclareFlags(po::options_description& flags) {
 // at 40,000 records).
 constexpr int64_t kGeneratorStateBytes = int64_t{16} << 20;
 
+// The flag a memory refusal names: of the flags behind the largest term (the allocator's pages, the pools' KV rows,
+// the scratch rows), the first one given, else the first.
+std::string GenMemoryFlag(const std::vector<MemoryTerm>& terms, const Flags& flags) {
+  static const std::map<std::string, std::vector<std::string>> kFlagsOfTerm = {
+      {"logical pages", {"pages-per-rank", "shard-size"}},
+      {"KV rows", {"layers", "row-words", "pages-per-rank", "page-size", "shard-size"}},
+      {"scratch rows", {"row-words", "max-len", "batch-size", "pages-per-rank", "page-size", "shard-size"}},
+  };
+  const MemoryTerm* largest = nullptr;
+  for (const MemoryTerm& t : terms) {
+    if (!kFlagsOfTerm.count(t.unit)) continue;
+    if (!largest || SatMul(t.count, t.bytes_per) > SatMul(largest->count, largest->bytes_per)) largest = &t;
+  }
+  if (!largest) return "--pages-per-rank";
+  const std::vector<std::string>& names = kFlagsOfTerm.at(largest->unit);
+  for (const std::string& name : names) {
+    if (flags.Given(name)) return "--" + name;
+  }
+  return "--" + names.front();
+}
+
 // The reference state the generator keeps (the allocator of N * (pages_per_rank + 1) pages and, with --layers,
 // the pools sized by the header's scratch bound), checked against --max-memory before any is built.
-Status CheckGenMemory(const replay::TraceGenOptions& o, const MemoryBudget& budget) {
+Status CheckGenMemory(const replay::TraceGenOptions& o, const Flags& flags, const MemoryBudget& budget) {
   replay::PoolGeometry pool;
   if (o.num_layers > 0) {
     const replay::ScratchBound bound = replay::TraceGenScratchBound(o);
@@ -66,7 +90,7 @@ Status CheckGenMemory(const replay::TraceGenOptions& o, const MemoryBudget& budg
   std::vector<MemoryTerm> terms =
       replay::ReplayMemoryTerms(o.shard_size, o.page_size, o.pages_per_rank, o.num_layers > 0 ? &pool : nullptr);
   terms.push_back({1, "generator state", kGeneratorStateBytes});
-  return budget.Check(o.num_layers > 0 ? "--layers" : "--pages-per-rank", "generator's allocator and pools", terms);
+  return budget.Check(GenMemoryFlag(terms, flags), "generator's allocator and pools", terms);
 }
 
 Status RunGen(const Flags& flags, std::ostream& out) {
@@ -92,7 +116,7 @@ Status RunGen(const Flags& flags, std::ostream& out) {
     if (!flags.Given("layers")) o.num_layers = 0;
   }
   KVSHARD_RETURN_IF_ERROR(replay::ValidateTraceGenOptions(o));
-  KVSHARD_RETURN_IF_ERROR(CheckGenMemory(o, Budget(flags)));
+  KVSHARD_RETURN_IF_ERROR(CheckGenMemory(o, flags, Budget(flags)));
   if (!flags.Has("out")) return replay::GenerateTrace(o, out);
   // Written beside the file and renamed over it once whole: a failed run leaves no partial trace ("-": out).
   KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> file, OutputFile::Open("out", flags.String("out"), out));

@@ -245,21 +245,30 @@ TEST(GenCmdTest, AllocatorOnlyTracesHoldOnlyAllocatorRecords) {
 }
 
 TEST(GenCmdTest, BadOptionsExitTwo) {
-  ExpectFailures({{"gen --records -1", "--records: must be non-negative", 2},
-                  {"gen --batch-size 0", "--batch-size: must be in [1, 4096]", 2},
-                  {"gen --share-percent 101", "--share-percent: must be in [0, 100]", 2},
-                  {"gen --shard-size 0", "--shard-size: must be in [1,", 2},
-                  {"gen --layers -1", "--layers: must be in [0, 4096]", 2},
-                  {"gen --layers 4097", "--layers: must be in [0, 4096]", 2},
-                  {"gen --row-words 0", "--row-words: must be in [1, 4096]", 2},
-                  {"gen --max-len 1048577", "--max-len: must be at most 1048576 with the radix cache", 2},
-                  {"gen --batch-size 4096 --max-len 4096", "--layers: the pipeline's pool does not fit", 2},
-                  // Past --max-memory before the model's own 1 GB bound on the pools is reached.
-                  {"gen --batch-size 4096 --max-len 65536",
-                   "--layers: the generator's allocator and pools would need 8.0 GiB (1028 logical pages x 64 B + "
-                   "32896 KV rows x 32 B + 537002112 scratch rows x 16 B + 1 generator state x 16777216 B), over "
-                   "--max-memory 4 GiB",
-                   2}});
+  ExpectFailures(
+      {{"gen --records -1", "--records: must be non-negative", 2},
+       {"gen --batch-size 0", "--batch-size: must be in [1, 4096]", 2},
+       {"gen --share-percent 101", "--share-percent: must be in [0, 100]", 2},
+       {"gen --shard-size 0", "--shard-size: must be in [1,", 2},
+       {"gen --layers -1", "--layers: must be in [0, 4096]", 2},
+       {"gen --layers 4097", "--layers: must be in [0, 4096]", 2},
+       {"gen --row-words 0", "--row-words: must be in [1, 4096]", 2},
+       {"gen --max-len 1048577", "--max-len: must be at most 1048576 with the radix cache", 2},
+       {"gen --batch-size 4096 --max-len 4096", "--layers: the pipeline's pool does not fit", 2},
+       // Past --max-memory before the model's own 1 GB bound on the pools is reached.
+       {"gen --batch-size 4096 --max-len 65536",
+        "--max-len: the generator's allocator and pools would need 8.0 GiB (1028 logical pages x 64 B + "
+        "32896 KV rows x 32 B + 537002112 scratch rows x 16 B + 1 generator state x 16777216 B), over "
+        "--max-memory 4 GiB",
+        2},
+       // The flag named is one given behind the largest term (was always --layers).
+       {"gen --row-words 4096 --max-memory 100000000",
+        "--row-words: the generator's allocator and pools would need 4.1 GiB (1028 logical pages x 64 B + "
+        "32896 KV rows x 32768 B + 200832 scratch rows x 16384 B + 1 generator state x 16777216 B), over "
+        "--max-memory 95.4 MiB",
+        2},
+       {"gen --layers 4096 --row-words 8 --max-memory 100000000", "--layers: the generator's", 2},
+       {"gen --pages-per-rank 100000 --layers 0 --max-memory 10000000", "--pages-per-rank: the generator's", 2}});
   // The same options are fine without the radix cache or without the pipeline.
   EXPECT_EQ(RunCli(Words("gen --max-len 4294967296 --no-radix --records 30")).exit_code, 0);
   EXPECT_EQ(RunCli(Words("gen --batch-size 4096 --max-len 65536 --layers 0 --records 3")).exit_code, 0);
