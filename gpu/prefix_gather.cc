@@ -382,6 +382,15 @@ StatusOr<int64_t> LayerAheadGather::BadRows() {
   return total;
 }
 
+Status LayerAheadGather::CopyBadRows(int64_t* to) {
+  if (!one_stream_) return FailedPrecondition("CopyBadRows: every rank must be on one stream");
+  Rank& first = *state_[0];
+  KVSHARD_CUDA_CHECK(cudaSetDevice(first.device));
+  KVSHARD_RETURN_IF_ERROR(AfterPackAndGather(first));
+  KVSHARD_CUDA_CHECK(cudaMemcpyAsync(to, first.bad.data(), sizeof(int64_t), cudaMemcpyDeviceToDevice, first.compute));
+  return Status::Ok();
+}
+
 Status LayerAheadGather::AfterPackAndGather(Rank& r) {
   for (cudaStream_t earlier : {r.pack, r.gather}) {
     if (earlier == r.compute) continue;

@@ -86,6 +86,9 @@ class LayerAheadGather {
   // Rows skipped for out-of-range indices since creation (must stay 0); waits for everything issued on every
   // rank's streams (the group's deadline), so nothing is in flight on return.
   StatusOr<int64_t> BadRows();
+  // One stream only: copies the count BadRows returns to device memory `to` on that stream, after everything issued
+  // so far (no host wait: the caller copies it back with its own answers).
+  Status CopyBadRows(int64_t* to);
 
   // Device timeline of local rank 0 for diagnostics: when on, every pack and all-gather (and any span the
   // caller brackets with TraceBegin/TraceEnd) records timing events.

@@ -101,7 +101,9 @@ Status GpuPoolPath::Install(const ExtendBatch& batch, const GatherPlan& plan,
                             const std::vector<int64_t>& out_cache_loc) {
   (void)batch;
   KVSHARD_NVTX_RANGE("kvshard.pool.begin_extend");
-  KVSHARD_RETURN_IF_ERROR(Quiesce());  // a begin without an end: the last batch's work reads what this replaces
+  // A begin without an end: the last batch's work reads what this replaces. After an end nothing waits here (the
+  // gather orders the new plan's upload after the last batch's work).
+  if (active_) KVSHARD_RETURN_IF_ERROR(Quiesce());
   KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
   // Every rank installs the device plan (page_pos mirrored, its own send rows); page_pos is the downloaded plan's.
   std::vector<int32_t> page_pos(plan.page_pos_size, static_cast<int32_t>(plan.trash_page));
@@ -132,7 +134,7 @@ Status GpuPoolPath::WriteStaged(int64_t layer, const std::vector<int64_t>& locs,
   const int64_t n = static_cast<int64_t>(locs.size());
   KVSHARD_RETURN_IF_ERROR(CheckWrite(active_, locs, out_cache_loc_));
   // The staging buffers go round kWriteSlots writes: the copies and kernels of the write that last used this
-  // slot must be done with them (a batch's End waited for all of them: within a batch, rarely a wait).
+  // slot must be done with them (the write kWriteSlots before this one: rarely a wait).
   WriteSlot& slot = writes_[next_write_];
   next_write_ = (next_write_ + 1) % kWriteSlots;
   KVSHARD_RETURN_IF_ERROR(WaitForStaging(&slot.done));
@@ -143,13 +145,17 @@ Status GpuPoolPath::WriteStaged(int64_t layer, const std::vector<int64_t>& locs,
     for (const std::vector<uint8_t>& b : *rows) given += b.size();
     if (given != bytes) return InvalidArgument("rows: expected ", bytes, " bytes, got ", given);
   }
-  const size_t staged = locs_at + locs.size() * sizeof(int64_t);
+  // The locs go up only outside an extend (the owner-filtered write and the row maker read them there); during
+  // one the rows go to the batch's chunk slots, which are on the device since Install.
+  const size_t staged = active_ ? bytes : locs_at + locs.size() * sizeof(int64_t);
   KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&slot.host, staged));
   auto* host = static_cast<uint8_t*>(slot.host.data());
   if (rows != nullptr) {
     for (const std::vector<uint8_t>& b : *rows) host = std::copy(b.begin(), b.end(), host);
   }
-  if (!locs.empty()) std::memcpy(static_cast<uint8_t*>(slot.host.data()) + locs_at, locs.data(), n * sizeof(int64_t));
+  if (!active_ && !locs.empty()) {
+    std::memcpy(static_cast<uint8_t*>(slot.host.data()) + locs_at, locs.data(), n * sizeof(int64_t));
+  }
   const int ranks = static_cast<int>(comm_->local_ranks().size());
   std::vector<std::vector<const void*>> ptrs(ranks);
   for (int i = 0; i < ranks; ++i) {

@@ -83,6 +83,11 @@ class GpuPoolPath : public PoolDataPath {
 
   Status End() override;
 
+  // Emulated ranks (one device, one stream): a batch's end is a pending check whose key is the skipped-rows count,
+  // copied on the device after the batch's work and downloaded with the reads' keys (no wait at the end).
+  bool EndsChecked() const override { return gpus_ <= 1; }
+  Status StartEndChecked() override;
+
  private:
   // One local rank's device buffers, reused record after record (grown when a record needs more).
   struct Staging {
@@ -154,7 +159,8 @@ class GpuPoolPath : public PoolDataPath {
   gpu::DeviceBuffer checks_;                            // pending checks: their keys, then one differing row each
   gpu::PinnedBuffer check_uploads_[kMaxPendingChecks];  // pending check i's upload
   gpu::PinnedBuffer host_keys_;                         // the pending checks' keys, copied back
-  int pending_checks_ = 0;                              // checked reads started since the last TakeChecked
+  int pending_checks_ = 0;                              // checked reads and ends started since the last TakeChecked
+  bool end_check_[kMaxPendingChecks] = {};              // pending check i is an end (its key: rows skipped)
   // A write's staging: its rows and locs pinned, copied to every rank's device buffer (one when the ranks share a
   // device), and the event after the work that uses them.
   struct WriteSlot {

@@ -40,6 +40,7 @@ Status GpuPoolPath::StartReadChecked(int64_t layer, const std::vector<int64_t>& 
   const int64_t m = static_cast<int64_t>(locs.size());
   KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&checks_, CheckRowAt(kMaxPendingChecks)));
   const int slot = pending_checks_;
+  end_check_[slot] = false;
   gpu::PayloadCheckOut out{nullptr, checks_.as<unsigned long long>() + slot, checks_.as<uint8_t>() + CheckRowAt(slot)};
   if (m == 0) {  // nothing to read: the check of no rows publishes "no difference"
     KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
@@ -68,9 +69,18 @@ std::vector<PoolDataPath::CheckAnswer> GpuPoolPath::TakeChecked() {
   if (n == 0) return {};
   if (Status s = DownloadKeys(n); !s.ok()) return std::vector<CheckAnswer>(static_cast<size_t>(n), s);
   std::vector<CheckAnswer> answers;
+  if (gather_->one_stream()) MarkQuiet();  // the wait was for everything issued
   for (int i = 0; i < n; ++i) {
     uint64_t key = 0;
     std::memcpy(&key, static_cast<const char*>(host_keys_.data()) + i * sizeof(uint64_t), sizeof(key));
+    if (end_check_[i]) {  // an end: its key is the rows skipped so far, as End's BadRows counts them
+      if (key == 0) {
+        answers.emplace_back(std::optional<RowDifference>());
+      } else {
+        answers.emplace_back(Mismatch("invariant: ", key, " rows skipped on the GPU for out-of-range indices"));
+      }
+      continue;
+    }
     if (key == UINT64_MAX) {
       answers.emplace_back(std::optional<RowDifference>());
       continue;
@@ -86,6 +96,26 @@ std::vector<PoolDataPath::CheckAnswer> GpuPoolPath::TakeChecked() {
     }
   }
   return answers;
+}
+
+Status GpuPoolPath::StartEndChecked() {
+  KVSHARD_NVTX_RANGE("kvshard.pool.end_checked");
+  if (!shared_device_ || !gather_->one_stream()) {
+    return FailedPrecondition("gpu: ends are checked on the device for emulated ranks only");
+  }
+  if (pending_checks_ >= kMaxPendingChecks) {
+    return FailedPrecondition("gpu: more than ", kMaxPendingChecks, " checks pending");
+  }
+  KVSHARD_RETURN_IF_ERROR(gather_->EndExtend());
+  active_ = false;
+  if (reading_) KVSHARD_RETURN_IF_ERROR(FinishReadSpans().status());
+  KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&checks_, CheckRowAt(kMaxPendingChecks)));
+  const int slot = pending_checks_;
+  KVSHARD_RETURN_IF_ERROR(gather_->CopyBadRows(checks_.as<int64_t>() + slot));
+  end_check_[slot] = true;
+  ++pending_checks_;
+  in_flight_ = true;
+  return Status::Ok();
 }
 
 Status GpuPoolPath::StartRead(int64_t layer, const std::vector<int64_t>& locs) {
