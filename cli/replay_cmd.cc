@@ -40,13 +40,16 @@ void DeclareFlags(po::options_description& flags) {
       "GPUs through NCCL")("read-threads", Int(1, TraceReadAhead::kMaxThreads),
                            "threads that read and parse records ahead of the checking thread (default: 2 on a host of "
                            "4 cores or more, else 1)")(
+      "timing", po::bool_switch(),
+      "end the summary with where the host's time went (the checking thread's CPU seconds, its waits for the reader "
+      "threads and theirs), as --backend gpu|diff always do")(
       "full-invariants", po::bool_switch(),
       "after every allocator record also walk the whole radix cache (by default only what the record changed is "
       "checked; the properties run both)");
   DeclareMaxMemoryFlag(flags);
 }
 
-void PrintSummary(const replay::ReplayReport& report, std::ostream& out) {
+void PrintSummary(const replay::ReplayReport& report, bool host_timing, std::ostream& out) {
   const replay::ReplaySummary& s = report.summary;
   out << "replayed " << s.records << " records, " << s.fields << " fields checked, ";
   if (report.rows_compared > 0) out << report.rows_compared << " KV rows compared, ";
@@ -60,6 +63,13 @@ void PrintSummary(const replay::ReplayReport& report, std::ostream& out) {
                   static_cast<long long>(report.device_checks_taken), report.device_waited_seconds,
                   report.plan_busy_seconds, report.plan_waited_seconds);
     out << timing;
+  }
+  if (report.device_thread || host_timing) {  // which host thread holds the wall time
+    char host[160];
+    std::snprintf(
+        host, sizeof(host), "; checking thread CPU %.2f s, waited %.2f s for the %d reader threads (their CPU %.2f s)",
+        report.checking_cpu_seconds, report.reader_wait_seconds, report.read_threads, report.reader_cpu_seconds);
+    out << host;
   }
   out << "\n";
 }
@@ -133,6 +143,7 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   options.make_device = [gpus](const replay::PoolGeometry& g) { return replay::MakeGpuPoolPath(g, gpus); };
 #endif
   const bool json = flags.Bool("json");
+  if (json && flags.Bool("timing")) return InvalidArgument("--timing: not with --json (it ends the summary line)");
   const bool keep_going = flags.Bool("keep-going");
   JsonAnswer answer(out);
   std::function<void(const replay::ReplayMismatch&)> on_mismatch;
@@ -164,7 +175,7 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
     if (!keep_going && report.first) answer.Add(*report.first);
     answer.Finish(report, "");
   } else if (status.code() != StatusCode::kMismatch && (s.mismatches > 0 || !truncated)) {
-    PrintSummary(report, out);
+    PrintSummary(report, flags.Bool("timing"), out);
   }
   if (status.code() == StatusCode::kMismatch) return status;  // the first one, without --keep-going
   if (s.mismatches > 0) {  // a verification failure wins over a truncated last record, which it still names
@@ -189,7 +200,7 @@ Status Run(const Flags& flags, std::ostream& out) {
 Command ReplayCommand() {
   Command c{"replay", "replay a recorded trace through the reference and report the first decision that differs",
             "FILE|- [--keep-going] [--json] [--impl ref|fast] [--backend ref|gpu|diff] [--gpus N] [--full-invariants] "
-            "[--read-threads N] "
+            "[--read-threads N] [--timing] "
             "[--max-memory BYTES]",
             DeclareFlags, Run};
   c.positional = "trace";

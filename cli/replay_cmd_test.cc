@@ -1,5 +1,6 @@
 // kvshard replay: the spec-examples trace replays clean; a corrupted expect is reported at its line and field;
 // --keep-going counts every mismatch; every kind of malformed line exits 2 naming its line.
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -80,6 +81,36 @@ TEST(ReplayCmdTest, ReadThreadsChangeNothingReported) {
     EXPECT_EQ(r.exit_code, 2) << bad;
     EXPECT_EQ(r.err.rfind("kvshard: error: --read-threads: must be in [1, 16]", 0), 0u) << r.err;
   }
+}
+
+// --timing ends the summary with the host's threads: the reader threads asked for, and CPU seconds that are numbers;
+// the rest of the line is the one without it. Not with --json.
+TEST(ReplayCmdTest, TimingEndsTheSummaryWithTheHostsThreads) {
+  const CliResult plain = RunCli({"replay", RunfilePath(kTrace)});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_FALSE(plain.out.empty());
+  const std::string summary = plain.out.substr(0, plain.out.size() - 1);  // without its newline
+  for (const char* threads : {"1", "3"}) {
+    const CliResult r = RunCli({"replay", RunfilePath(kTrace), "--timing", "--read-threads", threads});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.rfind(summary + "; checking thread CPU ", 0), 0u) << r.out;
+    EXPECT_NE(r.out.find(std::string(" s for the ") + threads + " reader threads (their CPU "), std::string::npos)
+        << r.out;
+    double cpu = -1, waited = -1, readers_cpu = -1;
+    int n = -1;
+    ASSERT_EQ(std::sscanf(r.out.c_str() + summary.size(),
+                          "; checking thread CPU %lf s, waited %lf s for the %d reader threads (their CPU %lf s)", &cpu,
+                          &waited, &n, &readers_cpu),
+              4)
+        << r.out;
+    EXPECT_GE(cpu, 0);
+    EXPECT_GE(waited, 0);
+    EXPECT_EQ(n, std::stoi(threads));
+    EXPECT_GE(readers_cpu, 0);
+  }
+  const CliResult json = RunCli({"replay", RunfilePath(kTrace), "--timing", "--json"});
+  EXPECT_EQ(json.exit_code, 2);
+  EXPECT_EQ(json.err, "kvshard: error: --timing: not with --json (it ends the summary line)\n");
 }
 
 // A page the radix cache holds, freed by an allocator record: the check of what the record changed finds it, and so

@@ -1,20 +1,40 @@
 // The trace read-ahead: reader threads ahead of the caller, records handed over in line order.
 #include "core/trace_read_ahead.h"
 
+#include <pthread.h>
+#include <time.h>
+
 #include <algorithm>
 #include <string>
 #include <system_error>
 #include <utility>
 
 namespace kvshard {
+namespace {
+
+// A live thread's CPU seconds (0 where its clock is not available).
+double ThreadCpuSeconds(pthread_t thread) {
+  clockid_t clock;
+  timespec ts;
+  if (pthread_getcpuclockid(thread, &clock) != 0 || clock_gettime(clock, &ts) != 0) return 0;
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+}  // namespace
 
 TraceReadAhead::TraceReadAhead(TraceReader* reader, Prepare prepare, int threads)
     : reader_(reader), prepare_(std::move(prepare)) {
   threads = std::clamp(threads, 1, kMaxThreads);
   spare_.resize(threads);
+  ended_cpu_.resize(threads);
   for (int i = 0; i < threads; ++i) {
     try {
-      threads_.emplace_back([this, i] { ReadAll(i); });
+      threads_.emplace_back([this, i] {
+        ReadAll(i);
+        const double cpu = ThreadCpuSeconds(pthread_self());
+        std::lock_guard<std::mutex> lock(cpu_mu_);
+        ended_cpu_[i] = cpu;
+      });
     } catch (const std::system_error&) {  // no more threads to be had: those made read (none: Next reads)
       break;
     }
@@ -152,6 +172,15 @@ StatusOr<bool> TraceReadAhead::Next(TraceRecord* record) {
   *record = std::move(item.record);
   held_reader_ = item.reader;
   return item.more;
+}
+
+double TraceReadAhead::ReaderCpuSeconds() const {
+  std::lock_guard<std::mutex> lock(cpu_mu_);  // a thread that ends meanwhile waits to record its figure
+  double seconds = 0;
+  for (size_t i = 0; i < threads_.size(); ++i) {
+    seconds += ended_cpu_[i] ? *ended_cpu_[i] : ThreadCpuSeconds(const_cast<std::thread&>(threads_[i]).native_handle());
+  }
+  return seconds;
 }
 
 }  // namespace kvshard

@@ -10,6 +10,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -55,6 +56,8 @@ class TraceReadAhead {
   int64_t truncated_line() const { return truncated_line_; }
   // The reader threads that run (0 when none could be made: Next reads in the caller).
   int threads() const { return static_cast<int>(threads_.size()); }
+  // The CPU seconds the reader threads have run so far (0 without threads, or where the clock is not available).
+  double ReaderCpuSeconds() const;
 
  private:
   // A line's place in the queue: claimed by a reader thread in line order, ready once parsed and prepared.
@@ -98,6 +101,9 @@ class TraceReadAhead {
   bool ended_ = false;  // the ready prefix reached the last item (Next after it: false)
   int64_t truncated_line_ = 0;
   std::vector<std::thread> threads_;
+  // Each reader thread's CPU seconds, set as it ends (its clock goes with it); under cpu_mu_.
+  mutable std::mutex cpu_mu_;
+  std::vector<std::optional<double>> ended_cpu_;
 };
 
 }  // namespace kvshard

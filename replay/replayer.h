@@ -246,6 +246,10 @@ struct ReplayReport {
   double device_setup_seconds = 0;
   int64_t device_checks_taken = 0;
   double plan_busy_seconds = 0, plan_waited_seconds = 0;
+  // The checking thread's CPU seconds over the records, the wall seconds it waited for the reader threads' next
+  // record, and the reader threads (--read-threads; 0: it read them itself) with their CPU seconds.
+  double checking_cpu_seconds = 0, reader_wait_seconds = 0, reader_cpu_seconds = 0;
+  int read_threads = 0;
 };
 
 // Replays a whole trace from `in` (what `kvshard replay`, the trace properties and the trace fuzzer run): reads
