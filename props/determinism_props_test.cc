@@ -250,11 +250,7 @@ std::string DrawMooncakeWorkload() {
 }
 
 // Simulation is the heaviest case: a tenth of the configured count (at least 20).
-rc::detail::TestParams SimulateParams() {
-  rc::detail::TestParams params = rc::detail::configuration().testParams;
-  params.maxSuccess = std::max(20, params.maxSuccess / 10);
-  return params;
-}
+rc::detail::TestParams SimulateParams() { return FractionOfCases(10, 20); }
 
 // simulate's report (table and --json) and its files (--timeline, --csv, --plots, --emit-trace), twice.
 TEST(DeterminismProps, SimulateReportsAndFilesAreByteIdentical) {

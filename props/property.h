@@ -3,6 +3,7 @@
 #ifndef KVSHARD_PROPS_PROPERTY_H_
 #define KVSHARD_PROPS_PROPERTY_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <iostream>
 #include <sstream>
@@ -39,6 +40,14 @@ int64_t CheckProperty(const std::string& id, Testable&& testable, const rc::deta
 // Records the running test's property case count in its JUnit XML entry.
 inline void RecordPropertyCases(int64_t cases) {
   ::testing::Test::RecordProperty("rapidcheck_cases", std::to_string(cases));
+}
+
+// The configured test parameters (RC_PARAMS) with 1/divisor of the cases, at least `at_least`: for properties whose
+// cases are far heavier than the rest.
+inline rc::detail::TestParams FractionOfCases(int divisor, int at_least) {
+  rc::detail::TestParams params = rc::detail::configuration().testParams;
+  params.maxSuccess = std::max(at_least, params.maxSuccess / divisor);
+  return params;
 }
 
 // The running GoogleTest's id, "Suite/Name" (RapidCheck's reproduce key for RC_GTEST_PROP).

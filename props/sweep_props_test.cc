@@ -81,14 +81,6 @@ KVSHARD_PROP(SweepProps, ConfigurationsAreTheProductInOdometerOrder, ()) {
   }
 }
 
-// A sweep at the limit builds about 100,000 configurations, so this property runs a twentieth of the configured
-// cases (at least 20): 100 under .bazelrc's 2000.
-rc::detail::TestParams LimitParams() {
-  rc::detail::TestParams params = rc::detail::configuration().testParams;
-  params.maxSuccess = std::max(20, params.maxSuccess / 20);
-  return params;
-}
-
 // One to three axes whose product lands just below, at or just past kMaxSweepConfigs (the leading axes' sizes are
 // half the time divisors of the limit, so the product hits it exactly): the product up to the limit is built, one
 // configuration more is refused with the limit named.
@@ -125,7 +117,7 @@ TEST(SweepProps, AProductPastTheLimitIsRefused) {
           RC_ASSERT(static_cast<int64_t>(points->size()) == product);
         }
       },
-      LimitParams()));
+      FractionOfCases(20, 20)));  // a case at the limit builds about 100,000 configurations
 }
 
 }  // namespace
