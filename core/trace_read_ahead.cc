@@ -142,6 +142,7 @@ StatusOr<bool> TraceReadAhead::Next(TraceRecord* record) {
     for (auto& [reader, r] : handed_back_) spare_[reader].push_back(std::move(r));
     handed_back_.clear();
     if (ready_ == 0 && !ended_) {
+      const auto asked = std::chrono::steady_clock::now();
       // Wait for a few records (one wake-up for them, not one each), but only briefly: a live trace on a pipe may
       // pause for long, and what it wrote is checked at once.
       caller_waiting_ = kWaitingForBatch;
@@ -153,6 +154,7 @@ StatusOr<bool> TraceReadAhead::Next(TraceRecord* record) {
         caller_wake_.wait(lock, [this] { return ready_ > 0 || ended_; });
       }
       caller_waiting_ = kNotWaiting;
+      caller_waited_ += std::chrono::steady_clock::now() - asked;
     }
     if (ready_ == 0) return false;  // called again after the end
     for (; ready_ > 0; --ready_) {
@@ -173,6 +175,10 @@ StatusOr<bool> TraceReadAhead::Next(TraceRecord* record) {
   held_reader_ = item.reader;
   return item.more;
 }
+
+double CallingThreadCpuSeconds() { return ThreadCpuSeconds(pthread_self()); }
+
+double TraceReadAhead::CallerWaitSeconds() const { return std::chrono::duration<double>(caller_waited_).count(); }
 
 double TraceReadAhead::ReaderCpuSeconds() const {
   std::lock_guard<std::mutex> lock(cpu_mu_);  // a thread that ends meanwhile waits to record its figure

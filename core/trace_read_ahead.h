@@ -26,6 +26,9 @@ namespace kvshard {
 // records in line order. Memory stays flat: a line is read only while the lines queued and those the caller holds
 // take at most kReadAheadBytes (so a large record is read only once the caller is done with the one before it) and at
 // most kReadAheadRecords wait. Where no thread can be made, the records are read in the caller.
+// The calling thread's CPU seconds so far (0 where its clock is not available).
+double CallingThreadCpuSeconds();
+
 class TraceReadAhead {
  public:
   static constexpr int64_t kReadAheadBytes = int64_t{4} << 20;
@@ -56,6 +59,8 @@ class TraceReadAhead {
   int64_t truncated_line() const { return truncated_line_; }
   // The reader threads that run (0 when none could be made: Next reads in the caller).
   int threads() const { return static_cast<int>(threads_.size()); }
+  // The wall seconds Next has waited for the reader threads so far (none without threads: Next reads itself).
+  double CallerWaitSeconds() const;
   // The CPU seconds the reader threads have run so far (0 without threads, or where the clock is not available).
   double ReaderCpuSeconds() const;
 
@@ -101,6 +106,7 @@ class TraceReadAhead {
   bool ended_ = false;  // the ready prefix reached the last item (Next after it: false)
   int64_t truncated_line_ = 0;
   std::vector<std::thread> threads_;
+  std::chrono::steady_clock::duration caller_waited_{};  // Next's waits for a ready record (the caller's thread)
   // Each reader thread's CPU seconds, set as it ends (its clock goes with it); under cpu_mu_.
   mutable std::mutex cpu_mu_;
   std::vector<std::optional<double>> ended_cpu_;

@@ -1,8 +1,5 @@
 // A record's expect and invariant checks (Replayer::Replay, which fills the record's ReplayMismatch) and
 // ReplayStream over a whole trace, with a truncated last record reported after every complete one was checked.
-#include <time.h>
-
-#include <chrono>
 #include <istream>
 #include <optional>
 #include <thread>
@@ -43,12 +40,6 @@ std::optional<StatusOr<Json>> UnlessSurelyMatches(const StatusOr<FieldAnswer>& a
                                                   int64_t* fields) {
   if (answer.ok() && expect != nullptr && answer->SurelyMatches(*expect, fields)) return std::nullopt;
   return answer.ok() ? StatusOr<Json>(answer->ToJson()) : StatusOr<Json>(answer.status());
-}
-
-// The calling thread's CPU seconds so far (0 where the clock is not available).
-double ThreadCpuSeconds() {
-  timespec ts;
-  return clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0 ? ts.tv_sec + 1e-9 * ts.tv_nsec : 0;
 }
 
 }  // namespace
@@ -277,12 +268,9 @@ Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport
   };
   TraceRecord record;
   Status result = Status::Ok();
-  const double checking_cpu_start = ThreadCpuSeconds();
-  std::chrono::steady_clock::duration reader_wait{};
+  const double checking_cpu_start = CallingThreadCpuSeconds();
   while (result.ok()) {
-    const auto asked = std::chrono::steady_clock::now();
     StatusOr<bool> more = records.Next(&record);
-    reader_wait += std::chrono::steady_clock::now() - asked;
     if (!more.ok()) {
       if (!settle(0, nullptr)) break;
       result = more.status();
@@ -307,8 +295,8 @@ Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport
   if (stopped_at.ok()) settle(0, nullptr);  // the last records' device steps
   if (!stopped_at.ok()) result = stopped_at;
   report->summary = s;
-  report->checking_cpu_seconds = ThreadCpuSeconds() - checking_cpu_start;
-  report->reader_wait_seconds = std::chrono::duration<double>(reader_wait).count();
+  report->checking_cpu_seconds = CallingThreadCpuSeconds() - checking_cpu_start;
+  report->reader_wait_seconds = records.CallerWaitSeconds();
   report->read_threads = records.threads();
   report->reader_cpu_seconds = records.ReaderCpuSeconds();
   if (const DeviceWorker* worker = replayer->device_worker()) {
