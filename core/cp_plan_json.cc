@@ -136,19 +136,53 @@ Json ToJson(const CPSharedKVBatchPlan& p, const Json* only) {
   return j;
 }
 
-void ForEachJsonField(const CPSharedKVBatchPlan& p, const Json* only,
-                      const std::function<void(const char* key, Json value)>& field) {
+namespace {
+
+// A field as the visitor's method for its type.
+void Visit(PlanFieldVisitor& v, const char* key, bool value) { v.Bool(key, value); }
+void Visit(PlanFieldVisitor& v, const char* key, int64_t value) { v.Int(key, value); }
+void Visit(PlanFieldVisitor& v, const char* key, const std::string& value) { v.String(key, value); }
+void Visit(PlanFieldVisitor& v, const char* key, const Int64List& value) { v.Ints(key, value); }
+void Visit(PlanFieldVisitor& v, const char* key, const Int64Table& value) { v.Table(key, value); }
+void Visit(PlanFieldVisitor& v, const char* key, const std::vector<std::array<RowSpan, 2>>& value) {
+  v.Other(key, FieldJson(value));
+}
+
+// Each visited field as its JSON, to `field`.
+class JsonFieldVisitor final : public PlanFieldVisitor {
+ public:
+  explicit JsonFieldVisitor(const std::function<void(const char* key, Json value)>& field) : field_(field) {}
+  void Bool(const char* key, bool value) override { field_(key, Json(value)); }
+  void Int(const char* key, int64_t value) override { field_(key, Json(value)); }
+  void String(const char* key, const std::string& value) override { field_(key, Json(value)); }
+  void Ints(const char* key, const Int64List& value) override { field_(key, Json(value)); }
+  void Table(const char* key, const Int64Table& value) override { field_(key, FieldJson(value)); }
+  void Other(const char* key, Json value) override { field_(key, std::move(value)); }
+
+ private:
+  const std::function<void(const char* key, Json value)>& field_;
+};
+
+}  // namespace
+
+void ForEachPlanField(const CPSharedKVBatchPlan& p, const Json* only, PlanFieldVisitor& visitor) {
   const auto want = [only](const char* key) { return only == nullptr || only->contains(key); };
 #define KVSHARD_MEMBER(name) \
-  if (want(#name)) field(#name, FieldJson(p.name));
+  if (want(#name)) Visit(visitor, #name, p.name);
 #define KVSHARD_ACCESSOR(name) \
-  if (want(#name)) field(#name, FieldJson(p.name()));
+  if (want(#name)) Visit(visitor, #name, p.name());
 #define KVSHARD_SPLIT_INFOS(name) \
-  if (want(#name)) field(#name, SplitInfosJson(p));
+  if (want(#name)) visitor.Other(#name, SplitInfosJson(p));
   KVSHARD_CP_BATCH_PLAN_FIELDS(KVSHARD_MEMBER, KVSHARD_ACCESSOR, KVSHARD_SPLIT_INFOS)
 #undef KVSHARD_SPLIT_INFOS
 #undef KVSHARD_ACCESSOR
 #undef KVSHARD_MEMBER
+}
+
+void ForEachJsonField(const CPSharedKVBatchPlan& p, const Json* only,
+                      const std::function<void(const char* key, Json value)>& field) {
+  JsonFieldVisitor visitor(field);
+  ForEachPlanField(p, only, visitor);
 }
 
 Json ToJson(const NSAContextParallelMetadata& m) {

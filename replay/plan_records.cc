@@ -27,16 +27,16 @@ StatusOr<Json> RunPlace(const Json& rec) {
   return PlacementJson(r);
 }
 
-StatusOr<Json> RunSplit(const Json& rec, const Json* only, Impl impl) {
+StatusOr<FieldAnswer> RunSplit(const Json& rec, const Json* only, Impl impl) {
   const std::string mode = rec.contains("mode") ? rec.at("mode").get<std::string>() : "in-seq";
   const std::vector<int64_t> extend = Ints(rec, "extend_lens");
-  if (mode == "round-robin") return RoundRobinSplitJson(extend, Int(rec, "cp_size"), Int(rec, "cp_rank"));
-  if (mode == "token-balanced") return TokenBalancedSplitJson(Int(rec, "total_len"), Int(rec, "cp_size"));
+  if (mode == "round-robin") return RoundRobinSplitFields(extend, Int(rec, "cp_size"), Int(rec, "cp_rank"));
+  if (mode == "token-balanced") return TokenBalancedSplitFields(Int(rec, "total_len"), Int(rec, "cp_size"));
   const std::vector<int64_t> prefix =
       rec.contains("prefix_lens") ? Ints(rec, "prefix_lens") : std::vector<int64_t>(extend.size(), 0);
   KVSHARD_ASSIGN_OR_RETURN(InSeqSplit s, BuildInSeqSplit(extend, prefix, Int(rec, "page_size"), Int(rec, "cp_size"),
                                                          Int(rec, "cp_rank"), impl));
-  return InSeqSplitJson(s, only);
+  return InSeqSplitFields(s, only);
 }
 
 StatusOr<FieldAnswer> RunRerange(const Json& rec, Impl impl) {
@@ -47,11 +47,11 @@ StatusOr<FieldAnswer> RunRerange(const Json& rec, Impl impl) {
   return RerangeFields(r);
 }
 
-StatusOr<Json> RunGatherPlan(const Json& rec, Impl impl) {
+StatusOr<FieldAnswer> RunGatherPlan(const Json& rec, const Json* only, Impl impl) {
   StatusOr<ExtendBatch> batch = ExtendBatchFromJson(rec.at("batch"));
   if (!batch.ok()) return Annotate(batch.status(), "batch.");
   KVSHARD_ASSIGN_OR_RETURN(PlanAndRows r, BuildGatherPlanAndRows(*batch, Ints(rec, "translate"), "translate", impl));
-  return GatherPlanJson(r.plan, r.rows, rec.contains("translate"));
+  return GatherPlanFields(r.plan, r.rows, rec.contains("translate"), only);
 }
 
 }  // namespace kvshard::replay

@@ -267,23 +267,7 @@ StatusOr<FieldAnswer> PoolReplay::Begin(const Json& rec, const Json* only) {
   out_cache_loc_ = std::move(chunk);
   batch_locs_ = std::move(all);
   page_pos_ = ref::DensePagePos(plan);
-  FieldAnswer a;  // GatherPlanToJson's fields, then the extend's
-  a.Add("block_pages", plan.block_pages);
-  a.Add("n_prefix_slots", plan.n_prefix_slots);
-  a.Add("trash_page", plan.trash_page);
-  a.Add("chunk_base_page", plan.chunk_base_page);
-  std::vector<std::vector<int64_t>> page_pos(plan.mapped_pages.size());
-  for (size_t i = 0; i < page_pos.size(); ++i) page_pos[i] = {plan.mapped_pages[i], plan.mapped_scratch_pages[i]};
-  a.Add("page_pos", std::move(page_pos));
-  if (only == nullptr || only->contains("ranks")) {
-    std::vector<FieldAnswer> ranks(plan.ranks.size());
-    for (size_t i = 0; i < ranks.size(); ++i) {
-      ranks[i].Add("rank", plan.ranks[i].rank);
-      ranks[i].Add("send_local_pages", plan.ranks[i].send_local_pages);
-      ranks[i].Add("send_rows", plan.ranks[i].send_rows);
-    }
-    a.Add("ranks", std::move(ranks));
-  }
+  FieldAnswer a = GatherPlanFields(plan, only);  // GatherPlanToJson's fields, then the extend's
   a.Add("epoch", epoch_);
   a.Add("out_cache_loc", out_cache_loc_);
   if (device_) {  // the host's batch stands whatever the device makes of it

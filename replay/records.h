@@ -15,9 +15,9 @@ namespace kvshard::replay {
 
 // Plan records (replay/plan_records.cc): place, split, rerange, gather_plan.
 StatusOr<Json> RunPlace(const Json& rec);
-StatusOr<Json> RunSplit(const Json& rec, const Json* only, Impl impl);
+StatusOr<FieldAnswer> RunSplit(const Json& rec, const Json* only, Impl impl);
 StatusOr<FieldAnswer> RunRerange(const Json& rec, Impl impl);
-StatusOr<Json> RunGatherPlan(const Json& rec, Impl impl);
+StatusOr<FieldAnswer> RunGatherPlan(const Json& rec, const Json* only, Impl impl);
 
 // CP records (replay/cp_records.cc): page_owners, cp_direct_write, cp_seq_idx, can_cp_split, cp_local_pair.
 StatusOr<Json> RunPageOwners(const Json& rec, Impl impl);

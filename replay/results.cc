@@ -2,7 +2,9 @@
 // plans by cpu_fast/).
 #include "replay/results.h"
 
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "core/cp_plan_json.h"
 #include "core/pool_json.h"
@@ -36,25 +38,58 @@ StatusOr<InSeqSplit> BuildInSeqSplit(const std::vector<int64_t>& extend_lens, co
   return s;
 }
 
-Json InSeqSplitJson(const InSeqSplit& split, const Json* only) {
-  Json j = ToJson(split.plan, only);
-  if (only == nullptr || only->contains("nsa_cp_metadata")) j["nsa_cp_metadata"] = ToJson(split.metadata);
-  return j;
+namespace {
+
+// Each visited plan field added to an answer with its own type.
+class AnswerFieldVisitor final : public PlanFieldVisitor {
+ public:
+  explicit AnswerFieldVisitor(FieldAnswer* answer) : answer_(answer) {}
+  void Bool(const char* key, bool value) override { answer_->Add(key, value); }
+  void Int(const char* key, int64_t value) override { answer_->Add(key, value); }
+  void String(const char* key, const std::string& value) override { answer_->Add(key, value); }
+  void Ints(const char* key, const Int64List& value) override { answer_->Add(key, value); }
+  void Table(const char* key, const Int64Table& value) override { answer_->Add(key, value.ToRows()); }
+  void Other(const char* key, Json value) override { answer_->Add(key, std::move(value)); }
+
+ private:
+  FieldAnswer* answer_;
+};
+
+}  // namespace
+
+FieldAnswer InSeqSplitFields(const InSeqSplit& split, const Json* only) {
+  FieldAnswer a;
+  AnswerFieldVisitor visitor(&a);
+  ForEachPlanField(split.plan, only, visitor);
+  if (only == nullptr || only->contains("nsa_cp_metadata")) a.Add("nsa_cp_metadata", ToJson(split.metadata));
+  return a;
+}
+
+Json InSeqSplitJson(const InSeqSplit& split, const Json* only) { return InSeqSplitFields(split, only).ToJson(); }
+
+StatusOr<FieldAnswer> RoundRobinSplitFields(const std::vector<int64_t>& extend_lens, int64_t cp_size, int64_t cp_rank) {
+  KVSHARD_ASSIGN_OR_RETURN(ref::RoundRobinQSeqs r, ref::RoundRobinSplitQSeqs(extend_lens, cp_size, cp_rank));
+  FieldAnswer a;
+  a.Add("q_lens", std::move(r.q_lens));
+  a.Add("bs_idx", std::move(r.bs_idx));
+  return a;
 }
 
 StatusOr<Json> RoundRobinSplitJson(const std::vector<int64_t>& extend_lens, int64_t cp_size, int64_t cp_rank) {
-  KVSHARD_ASSIGN_OR_RETURN(ref::RoundRobinQSeqs r, ref::RoundRobinSplitQSeqs(extend_lens, cp_size, cp_rank));
-  Json j;
-  j["q_lens"] = r.q_lens;
-  j["bs_idx"] = r.bs_idx;
-  return j;
+  KVSHARD_ASSIGN_OR_RETURN(FieldAnswer a, RoundRobinSplitFields(extend_lens, cp_size, cp_rank));
+  return a.ToJson();
+}
+
+StatusOr<FieldAnswer> TokenBalancedSplitFields(int64_t total_len, int64_t cp_size) {
+  KVSHARD_ASSIGN_OR_RETURN(Int64List s, ref::BuildTokenBalancedInSeqSplitList(total_len, cp_size));
+  FieldAnswer a;
+  a.Add("split_list", std::move(s));
+  return a;
 }
 
 StatusOr<Json> TokenBalancedSplitJson(int64_t total_len, int64_t cp_size) {
-  KVSHARD_ASSIGN_OR_RETURN(Int64List s, ref::BuildTokenBalancedInSeqSplitList(total_len, cp_size));
-  Json j;
-  j["split_list"] = s;
-  return j;
+  KVSHARD_ASSIGN_OR_RETURN(FieldAnswer a, TokenBalancedSplitFields(total_len, cp_size));
+  return a.ToJson();
 }
 
 StatusOr<Rerange> BuildRerange(int64_t cp_size, int64_t page_size, const std::vector<int64_t>& extend_lens,
@@ -97,10 +132,36 @@ StatusOr<PlanAndRows> BuildGatherPlanAndRows(const ExtendBatch& batch, const std
   return r;
 }
 
+FieldAnswer GatherPlanFields(const GatherPlan& plan, const Json* only) {
+  FieldAnswer a;
+  a.Add("block_pages", plan.block_pages);
+  a.Add("n_prefix_slots", plan.n_prefix_slots);
+  a.Add("trash_page", plan.trash_page);
+  a.Add("chunk_base_page", plan.chunk_base_page);
+  std::vector<std::vector<int64_t>> page_pos(plan.mapped_pages.size());
+  for (size_t i = 0; i < page_pos.size(); ++i) page_pos[i] = {plan.mapped_pages[i], plan.mapped_scratch_pages[i]};
+  a.Add("page_pos", std::move(page_pos));
+  if (only == nullptr || only->contains("ranks")) {
+    std::vector<FieldAnswer> ranks(plan.ranks.size());
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      ranks[i].Add("rank", plan.ranks[i].rank);
+      ranks[i].Add("send_local_pages", plan.ranks[i].send_local_pages);
+      ranks[i].Add("send_rows", plan.ranks[i].send_rows);
+    }
+    a.Add("ranks", std::move(ranks));
+  }
+  return a;
+}
+
+FieldAnswer GatherPlanFields(const GatherPlan& plan, const std::vector<int64_t>& rows, bool with_rows,
+                             const Json* only) {
+  FieldAnswer a = GatherPlanFields(plan, only);
+  if (with_rows) a.Add("scratch_rows", rows);
+  return a;
+}
+
 Json GatherPlanJson(const GatherPlan& plan, const std::vector<int64_t>& rows, bool with_rows) {
-  Json j = GatherPlanToJson(plan);
-  if (with_rows) j["scratch_rows"] = rows;
-  return j;
+  return GatherPlanFields(plan, rows, with_rows).ToJson();
 }
 
 }  // namespace kvshard::replay

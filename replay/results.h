@@ -29,11 +29,15 @@ struct InSeqSplit {
 StatusOr<InSeqSplit> BuildInSeqSplit(const std::vector<int64_t>& extend_lens, const std::vector<int64_t>& prefix_lens,
                                      int64_t page_size, int64_t cp_size, int64_t cp_rank, Impl impl = Impl::kRef);
 // `split --json` (in-seq): every CPSharedKVBatchPlan field plus nsa_cp_metadata; with `only` (an object), just
-// the top-level keys it names (what a trace's expect checks).
+// the top-level keys it names (what a trace's expect checks). The fields typed (a split record's answer), and
+// their JSON.
+FieldAnswer InSeqSplitFields(const InSeqSplit& split, const Json* only = nullptr);
 Json InSeqSplitJson(const InSeqSplit& split, const Json* only = nullptr);
 // `split --mode round-robin --json`: q_lens and bs_idx.
+StatusOr<FieldAnswer> RoundRobinSplitFields(const std::vector<int64_t>& extend_lens, int64_t cp_size, int64_t cp_rank);
 StatusOr<Json> RoundRobinSplitJson(const std::vector<int64_t>& extend_lens, int64_t cp_size, int64_t cp_rank);
 // `split --mode token-balanced --json`: split_list.
+StatusOr<FieldAnswer> TokenBalancedSplitFields(int64_t total_len, int64_t cp_size);
 StatusOr<Json> TokenBalancedSplitJson(int64_t total_len, int64_t cp_size);
 
 // The batch rerange after the padded all-gather (rank 0's plan: the layout is the same on every rank).
@@ -61,7 +65,12 @@ struct PlanAndRows {
 StatusOr<PlanAndRows> BuildGatherPlanAndRows(const ExtendBatch& batch, const std::vector<int64_t>& locs,
                                              const char* field, Impl impl = Impl::kRef);
 
-// `gather-plan --json`: the plan and, when `with_rows`, scratch_rows (translate of `locs`).
+// GatherPlanToJson's fields typed (ranks only when `only` is null or names them): a gather_plan record's answer, and
+// the start of a begin_shard_extend record's.
+FieldAnswer GatherPlanFields(const GatherPlan& plan, const Json* only = nullptr);
+// `gather-plan --json`: the plan and, when `with_rows`, scratch_rows (translate of `locs`); typed, and as JSON.
+FieldAnswer GatherPlanFields(const GatherPlan& plan, const std::vector<int64_t>& rows, bool with_rows,
+                             const Json* only = nullptr);
 Json GatherPlanJson(const GatherPlan& plan, const std::vector<int64_t>& rows, bool with_rows);
 
 }  // namespace kvshard::replay
