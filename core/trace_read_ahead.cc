@@ -87,7 +87,7 @@ void TraceReadAhead::ReadAll(int reader) {
           item.record = std::move(spare_[reader].back());
           spare_[reader].pop_back();
         }
-        ahead = queue_.size() >= kReadAheadRecords / 2;
+        ahead = queue_.size() + taken_left_.load(std::memory_order_relaxed) >= kReadAheadRecords / 2;
         index = first_index_ + static_cast<int64_t>(queue_.size());
         queue_.emplace_back();  // this line's place, filled by Publish
       }
@@ -168,6 +168,7 @@ StatusOr<bool> TraceReadAhead::Next(TraceRecord* record) {
   }
   Item item = std::move(taken_.front());
   taken_.pop_front();
+  taken_left_.store(taken_.size(), std::memory_order_relaxed);
   if (wake) reader_wake_.notify_one();
   if (item.exception) std::rethrow_exception(item.exception);
   if (item.truncated_line != 0) truncated_line_ = item.truncated_line;

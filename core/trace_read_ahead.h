@@ -3,6 +3,7 @@
 #ifndef KVSHARD_CORE_TRACE_READ_AHEAD_H_
 #define KVSHARD_CORE_TRACE_READ_AHEAD_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -39,9 +40,9 @@ class TraceReadAhead {
   // Runs on a reader thread (or in Next without one) for every record read whole, before the caller gets it: work
   // that depends on the record alone (its shape, a stateless answer) moves off the caller's thread. It runs on several
   // records at once when there are several reader threads. `ahead` is true when the readers are ahead of the caller
-  // (half its bound of records queued, or no thread): optional work is best done then, and left to the caller
-  // otherwise, so the threads share it. It may set or reuse record->prepared; an exception it throws is rethrown by
-  // Next in order.
+  // (half its bound of records queued or taken by the caller and not reached yet, or no thread): optional work is best
+  // done then, and left to the caller otherwise, so the threads share it. It may set or reuse record->prepared; an
+  // exception it throws is rethrown by Next in order.
   using Prepare = std::function<void(TraceRecord* record, bool ahead)>;
 
   // `reader` (its header read) must outlive this object; `threads` reader threads (1 to kMaxThreads).
@@ -96,6 +97,9 @@ class TraceReadAhead {
   size_t ready_ = 0;         // the leading items of queue_ that are ready, up to the first last one
   std::vector<std::vector<TraceRecord>> spare_;  // per reader thread: records handed back, to read into again
   std::deque<Item> taken_;                       // the caller's: taken from the queue together, not yet given out
+  // taken_'s size as the readers see it: records the caller took but has not reached are ahead of it too (the caller
+  // takes every ready record at once, so the queue alone rarely looks ahead of a fast caller).
+  std::atomic<size_t> taken_left_{0};
   std::vector<std::pair<int, TraceRecord>> handed_back_;  // the caller's: records it is done with, and their reader
   int held_reader_ = -1;                                  // the caller's: the reader of the record it holds
   int64_t queued_bytes_ = 0, held_bytes_ = 0;

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -112,6 +113,49 @@ TEST(TraceReadAheadTest, PreparesEveryRecordBeforeTheCallerGetsIt) {
       static_cast<Seen*>(r.prepared.get())->times = 0;  // a record handed back is prepared again when reused
     }
     EXPECT_THROW((void)ahead.Next(&r), std::runtime_error);
+  }
+}
+
+// Records the caller took but has not reached count as ahead of it: once it took a full queue, every record read while
+// it holds them is prepared with `ahead` (the caller takes all ready records at once, so the queue alone would say
+// "not ahead" for the next half queue's records, and a fast caller would run their optional work itself).
+TEST(TraceReadAheadTest, RecordsTheCallerTookCountAsAhead) {
+  constexpr int64_t kQueue = static_cast<int64_t>(TraceReadAhead::kReadAheadRecords);
+  std::string text = "{\"kvshard_trace\": 1}\n";
+  for (int i = 0; i < 4 * kQueue; ++i) text += "{\"op\": \"place\"}\n";
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE(testing::Message() << threads << " reader threads");
+    std::istringstream in(text);
+    TraceReader reader(&in);
+    ASSERT_TRUE(reader.ReadHeader({}).ok());
+    std::mutex mu;
+    std::vector<std::pair<int64_t, bool>> prepared;  // line, ahead
+    TraceReadAhead ahead(
+        &reader,
+        [&](TraceRecord* r, bool is_ahead) {
+          std::lock_guard<std::mutex> lock(mu);
+          prepared.emplace_back(r->line, is_ahead);
+        },
+        threads);
+    // Waits (at most 10 s) until `n` records were prepared; the readers then wait for room.
+    const auto wait_for = [&](int64_t n) {
+      for (int i = 0; i < 10000; ++i) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (static_cast<int64_t>(prepared.size()) >= n) return true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      return false;
+    };
+    ASSERT_TRUE(wait_for(kQueue));  // a full queue
+    TraceRecord r;
+    ASSERT_TRUE(*ahead.Next(&r));       // takes every ready record; holds them from now on
+    ASSERT_TRUE(wait_for(2 * kQueue));  // the queue full again behind them
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& [line, is_ahead] : prepared) {
+      if (line >= 2 + kQueue) EXPECT_TRUE(is_ahead) << "line " << line;
+    }
   }
 }
 
