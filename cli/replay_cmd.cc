@@ -38,8 +38,8 @@ void DeclareFlags(po::options_description& flags) {
       "gpus", Int(1, 1024)->default_value(1),
       "with --backend gpu|diff: 1 emulates the trace's N ranks on GPU 0; N drives N "
       "GPUs through NCCL")("read-threads", Int(1, TraceReadAhead::kMaxThreads),
-                           "threads that read and parse records ahead of the checking thread (default: 2 on a host of "
-                           "4 cores or more, else 1)")(
+                           "threads that read and parse records ahead of the checking thread (default: 4 on a host of "
+                           "8 cores or more, 2 on 4-7 cores, else 1)")(
       "timing", po::bool_switch(),
       "end the summary with where the host's time went (the checking thread's CPU seconds, its waits for the reader "
       "threads and theirs), as --backend gpu|diff always do")(

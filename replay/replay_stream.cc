@@ -214,7 +214,10 @@ Status Replayer::CheckInvariantsAfter(const ReplayOp& op) {
   return Status::Ok();
 }
 
-int DefaultReadThreads() { return std::thread::hardware_concurrency() >= 4 ? 2 : 1; }
+int DefaultReadThreads() {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores >= 8 ? 4 : cores >= 4 ? 2 : 1;
+}
 
 Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport* report,
                     const std::function<void(const ReplayMismatch&)>& on_mismatch) {

@@ -73,8 +73,9 @@ struct ReplayOptions {
 };
 
 // The reader threads ReplayStream runs when ReplayOptions::read_threads is 0: one on a host of fewer than four cores
-// (the checking thread needs the other), else two (on an H200 host's 16 cores two read as fast as four for --backend
-// gpu, whose checking thread is the shorter, and `ref` and `diff` ran no slower with two than with one or four).
+// (the checking thread needs the other), two on four to seven, four on eight or more (on the H100 host's 16 cores,
+// with the readers taking every stateless record they are ahead for, `gpu` took 1.03 s with four against 1.54 s with
+// two, and `ref` and `diff` no longer with four than with two: docs/PERFORMANCE.md, fourteenth round).
 int DefaultReadThreads();
 
 // What a trace header's allocator (N * (pages_per_rank + 1) logical pages) and pools (the sharded pool and
