@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <span>
 #include <string>
@@ -193,7 +194,12 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
   // The baseline's rows are PayloadRows of each slot's last write: that generation is all a read needs, for gpu and
   // for diff's device check.
   if (backend == Backend::kGpu || (backend == Backend::kDiff && device != nullptr && device->MakesRows())) {
-    r->last_write_.assign(static_cast<size_t>(g.num_layers * r->Slots()), 0);
+    const size_t entries = static_cast<size_t>(g.num_layers * r->Slots());
+    r->last_write_.reset(static_cast<uint32_t*>(std::calloc(std::max<size_t>(entries, 1), sizeof(uint32_t))));
+    if (r->last_write_ == nullptr) {
+      return Internal("pool replay: cannot allocate ", entries * sizeof(uint32_t),
+                      " bytes for the last write of every slot (pool.num_layers x the allocator's slots)");
+    }
   }
   if (backend != Backend::kRef && device == nullptr) return Internal("pool replay: no device data path");
   r->device_ = std::move(device);
@@ -295,7 +301,7 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
       return InvalidArgument("locs[", i, "]: must be a slot of the pool, in [0, ", slots, "), got ", locs[i]);
     }
   }
-  if (!last_write_.empty() && generation_ >= int64_t{UINT32_MAX}) {
+  if (last_write_ != nullptr && generation_ >= int64_t{UINT32_MAX}) {
     return OutOfRange("set_kv_buffer: more than ", UINT32_MAX,
                       " writes (--backend gpu|diff keep a slot's last write in 32 bits)");
   }
@@ -309,7 +315,7 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
     KVSHARD_RETURN_IF_ERROR(baseline_->WriteBuffers(layer, locs, rows));
     if (pool_) KVSHARD_RETURN_IF_ERROR(pool_->WriteBuffers(layer, locs, rows));
   }
-  if (!last_write_.empty()) {
+  if (last_write_ != nullptr) {
     for (int64_t loc : locs) last_write_[layer * slots + loc] = static_cast<uint32_t>(generation_);
   }
   FieldAnswer a = OwnerWritePlan(locs, geometry_.shard_size, geometry_.page_size, only);
