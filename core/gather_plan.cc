@@ -103,6 +103,18 @@ std::vector<int64_t> DensePagePos(const GatherPlan& plan) {
   return pos;
 }
 
+const std::vector<int64_t>& DensePagePosCache::Update(const GatherPlan& plan) {
+  if (static_cast<int64_t>(pos_.size()) != plan.page_pos_size || trash_ != plan.trash_page) {
+    pos_.assign(static_cast<size_t>(plan.page_pos_size), plan.trash_page);
+  } else {
+    for (int64_t page : mapped_) pos_[page] = plan.trash_page;
+  }
+  for (size_t i = 0; i < plan.mapped_pages.size(); ++i) pos_[plan.mapped_pages[i]] = plan.mapped_scratch_pages[i];
+  mapped_ = plan.mapped_pages;
+  trash_ = plan.trash_page;
+  return pos_;
+}
+
 StatusOr<std::vector<int64_t>> Translate(const GatherPlan& plan, const std::vector<int64_t>& locs, const char* field) {
   const int64_t ps = plan.page_size, limit = plan.page_pos_size * ps;
   for (size_t i = 0; i < locs.size(); ++i) {

@@ -87,6 +87,20 @@ Status ValidateExtendRequest(const ExtendBatch& batch, size_t i);
 // (cpu_ref/ and cpu_fast/ re-export it as ref::DensePagePos and fast::DensePagePos.)
 std::vector<int64_t> DensePagePos(const GatherPlan& plan);
 
+// DensePagePos kept from plan to plan: Update makes pos() DensePagePos(plan) by rewriting only the pages the last
+// plan mapped (every entry when the size or the trash page changed), so a batch of a large pool costs its own pages,
+// not the pool's.
+class DensePagePosCache {
+ public:
+  const std::vector<int64_t>& Update(const GatherPlan& plan);
+  const std::vector<int64_t>& pos() const { return pos_; }
+
+ private:
+  std::vector<int64_t> pos_;
+  std::vector<int64_t> mapped_;  // the pages the last plan mapped
+  int64_t trash_ = 0;
+};
+
 // translate(loc) = page_pos[loc // ps] * ps + loc % ps; `field[i]` errors for locs outside [0, page_pos_size * ps).
 // (Re-exported as ref::Translate and fast::Translate.)
 StatusOr<std::vector<int64_t>> Translate(const GatherPlan& plan, const std::vector<int64_t>& locs,

@@ -250,5 +250,30 @@ KVSHARD_PROP(GatherPlanProps, BatchJsonRoundTripsAndReaderRejectsCorruption, ())
   RC_ASSERT(r.status().message().find(key) != std::string::npos);
 }
 
+// DensePagePosCache over a run of plans of one pool (rewriting only what the last plan mapped, or everything when
+// the trash page moved) and over pools of other sizes is DensePagePos of each plan.
+KVSHARD_PROP(GatherPlanProps, DensePagePosCacheIsDensePagePosOfEachPlan, ()) {
+  DensePagePosCache cache;
+  const int pools = *rc::gen::inRange(1, 4);
+  for (int pool = 0; pool < pools; ++pool) {
+    const ExtendBatch first = DrawValidBatch();
+    const int64_t n = first.shard_size, ps = first.page_size;
+    const int plans = *rc::gen::inRange(1, 6);
+    for (int k = 0; k < plans; ++k) {
+      ExtendBatch b = first;  // the same pool, other requests (and sometimes other capacities: another trash page)
+      if (k > 0) {
+        DrawnRequests d = DrawRequests(n, ps, b.pages_per_rank);
+        b.requests = std::move(d.requests);
+        b.max_prefix_tokens = n * ps * (d.block_pages + *rc::gen::inRange<int64_t>(0, 2));
+        b.chunk_tokens = ps * (d.chunk_pages + *rc::gen::inRange<int64_t>(0, 2));
+      }
+      LogBatch(b);
+      const GatherPlan plan = RC_VALUE(BuildGatherPlan(b));
+      RC_ASSERT(cache.Update(plan) == ref::DensePagePos(plan));
+      RC_ASSERT(cache.pos() == ref::DensePagePos(plan));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvshard::props

@@ -272,7 +272,7 @@ StatusOr<FieldAnswer> PoolReplay::Begin(const Json& rec, const Json* only) {
   ++epoch_;
   out_cache_loc_ = std::move(chunk);
   batch_locs_ = std::move(all);
-  page_pos_ = ref::DensePagePos(plan);
+  page_pos_.Update(plan);
   FieldAnswer a = GatherPlanFields(plan, only);  // GatherPlanToJson's fields, then the extend's
   a.Add("epoch", epoch_);
   a.Add("out_cache_loc", out_cache_loc_);
@@ -344,7 +344,8 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
     return InvalidArgument("layer: must be in [0, ", geometry_.num_layers, "), got ", layer);
   }
   std::vector<int64_t> locs = rec.contains("locs") ? JsonInts(rec.at("locs")) : batch_locs_;
-  const int64_t ps = geometry_.page_size, trash = page_pos_.empty() ? 0 : page_pos_.back();
+  const std::vector<int64_t>& page_pos = page_pos_.pos();
+  const int64_t ps = geometry_.page_size, trash = page_pos.empty() ? 0 : page_pos.back();
   std::vector<int64_t> scratch_rows(locs.size());
   int64_t page_end = -1;  // the end of locs[i - 1]'s page: the next slot before it is on the same (checked) page
   for (size_t i = 0; i < locs.size(); ++i) {
@@ -353,12 +354,12 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
       continue;
     }
     const int64_t page = locs[i] < 0 ? -1 : locs[i] / ps;
-    if (page < 0 || page >= static_cast<int64_t>(page_pos_.size()) || page_pos_[page] == trash) {
+    if (page < 0 || page >= static_cast<int64_t>(page_pos.size()) || page_pos[page] == trash) {
       return InvalidArgument("locs[", i, "]: slot ", locs[i],
                              " is not a slot of the extend batch (translate would "
                              "read the trash page)");
     }
-    scratch_rows[i] = page_pos_[page] * ps + locs[i] % ps;
+    scratch_rows[i] = page_pos[page] * ps + locs[i] % ps;
     page_end = (page + 1) * ps;
   }
   if (!baseline_) {  // --backend gpu: the device's read against the last write of each slot, on the device thread

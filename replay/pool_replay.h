@@ -189,7 +189,7 @@ class PoolReplay {
   bool active_ = false;
   std::vector<int64_t> out_cache_loc_;    // the current extend's chunk slots (set_kv_buffer's default locs)
   std::vector<int64_t> batch_locs_;       // every slot of the current extend (get_key_buffer's default locs)
-  std::vector<int64_t> page_pos_;         // the current plan's dense page_pos
+  DensePagePosCache page_pos_;            // the current plan's dense page_pos
   int64_t epoch_ = 0;                     // extends begun so far
   int64_t generation_ = 0;                // set_kv_buffer records so far
   int64_t rows_compared_ = 0;             // by the host (and by device steps run at their record)
