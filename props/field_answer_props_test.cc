@@ -1,8 +1,8 @@
 // The replayer's typed answers (replay/field_answer.h): SurelyMatches never says more than MatchExpect. On random
 // answers and expects made from them (a subset of the keys, also inside lists of objects, values changed, integers
-// given as unsigned or as floats, lists cut or nested, unknown keys), whenever SurelyMatches is true MatchExpect
-// against ToJson() finds no mismatch and counts the same fields; and an unchanged subset is always decided without
-// JSON.
+// given as unsigned (also past int64) or as floats, lists cut or nested, unknown keys), whenever SurelyMatches is
+// true MatchExpect against ToJson() finds no mismatch and counts the same fields; an unchanged subset is always
+// decided without JSON; and the expect typed ahead (TypedExpect) gets the same verdict and count.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -98,6 +98,7 @@ void Mutate(Json* value) {
       break;
     case 2:
       if (value->is_number_integer() && value->get<int64_t>() >= 0) *value = value->get<uint64_t>();
+      if (*rc::gen::inRange(0, 4) == 0) *value = (uint64_t{1} << 63) + 1;  // unsigned past int64
       break;
     case 3: *value = "text"; break;
     case 4:
@@ -140,8 +141,12 @@ KVSHARD_PROP(FieldAnswerProps, SurelyMatchesOnlyWhatMatchExpectMatches, ()) {
       }
     }
   }
-  int64_t fast_fields = 0, json_fields = 0;
+  int64_t fast_fields = 0, json_fields = 0, typed_fields = 0;
   const bool sure = answer.SurelyMatches(expect, &fast_fields);
+  // The expect typed ahead (as a reader thread makes it) gives the same verdict and count.
+  const bool typed_sure = answer.SurelyMatches(replay::TypedExpect(expect), &typed_fields);
+  RC_ASSERT(typed_sure == sure);
+  RC_ASSERT(typed_fields == fast_fields);
   const auto mismatch = MatchExpect(expect, whole, &json_fields);
   RC_LOG() << "expect " << expect.dump() << "\nanswer " << whole.dump() << "\n";
   RC_TAG(sure ? "decided without JSON" : "left to MatchExpect", mismatch ? "mismatch" : "match");

@@ -2,6 +2,7 @@
 #include "replay/field_answer.h"
 
 #include <cstring>
+#include <optional>
 #include <utility>
 
 namespace kvshard::replay {
@@ -93,48 +94,128 @@ const FieldAnswer::Field* FieldAnswer::Find(const std::string& key) const {
   return nullptr;
 }
 
+bool FieldAnswer::SurelyMatchesKey(const Field& f, const Json& want, int64_t* compared) const {
+  switch (f.kind) {
+    case Kind::kString:
+      if (!want.is_string() || want.get_ref<const std::string&>() != f.text) return false;
+      ++*compared;
+      return true;
+    case Kind::kBool:
+      if (!want.is_boolean() || want.get<bool>() != f.flag) return false;
+      ++*compared;
+      return true;
+    case Kind::kInt:
+      if (!IsInteger(want, f.number)) return false;
+      ++*compared;
+      return true;
+    case Kind::kInts: {
+      const int64_t n = SurelyEqualInts(want, f.ints);
+      if (n < 0) return false;
+      *compared += n;
+      return true;
+    }
+    case Kind::kIntLists:
+      if (!want.is_array() || want.size() != f.lists.size()) return false;
+      for (size_t i = 0; i < f.lists.size(); ++i) {
+        const int64_t n = SurelyEqualInts(want[i], f.lists[i]);
+        if (n < 0) return false;
+        *compared += n;
+      }
+      return true;
+    case Kind::kObjects:  // each element an object whose keys are its fields' (MatchExpect's object subset)
+      if (!want.is_array() || want.size() != f.objects.size()) return false;
+      for (size_t i = 0; i < f.objects.size(); ++i) {
+        if (!f.objects[i].SurelyMatches(want[i], compared)) return false;
+      }
+      return true;
+    case Kind::kJson:  // what MatchExpect does at this key
+      return !MatchExpect(want, f.json, compared);
+  }
+  return false;
+}
+
 bool FieldAnswer::SurelyMatches(const Json& expect, int64_t* fields) const {
   if (!expect.is_object()) return false;
   int64_t compared = 0;
   for (const auto& [key, want] : expect.items()) {
     const Field* f = Find(key);
-    if (f == nullptr) return false;
-    switch (f->kind) {
-      case Kind::kString:
-        if (!want.is_string() || want.get_ref<const std::string&>() != f->text) return false;
-        ++compared;
-        break;
-      case Kind::kBool:
-        if (!want.is_boolean() || want.get<bool>() != f->flag) return false;
-        ++compared;
-        break;
-      case Kind::kInt:
-        if (!IsInteger(want, f->number)) return false;
-        ++compared;
-        break;
-      case Kind::kInts: {
-        const int64_t n = SurelyEqualInts(want, f->ints);
-        if (n < 0) return false;
-        compared += n;
-        break;
+    if (f == nullptr || !SurelyMatchesKey(*f, want, &compared)) return false;
+  }
+  *fields += compared;
+  return true;
+}
+
+TypedExpect::TypedExpect(const Json& expect) : object_(expect.is_object()) {
+  if (!object_) return;
+  // An integer of int64's range as written (signed, or unsigned up to INT64_MAX), else nullopt.
+  const auto integer = [](const Json& v) -> std::optional<int64_t> {
+    if (v.is_number_integer() && !v.is_number_unsigned()) return *v.get_ptr<const Json::number_integer_t*>();
+    if (v.is_number_unsigned() && *v.get_ptr<const Json::number_unsigned_t*>() <= uint64_t{INT64_MAX}) {
+      return static_cast<int64_t>(*v.get_ptr<const Json::number_unsigned_t*>());
+    }
+    return std::nullopt;
+  };
+  const auto ints = [&integer](const Json& v, std::vector<int64_t>* out) {
+    if (!v.is_array()) return false;
+    const Json::array_t& elements = v.get_ref<const Json::array_t&>();
+    out->resize(elements.size());
+    for (size_t i = 0; i < elements.size(); ++i) {
+      const std::optional<int64_t> x = integer(elements[i]);
+      if (!x) return false;
+      (*out)[i] = *x;
+    }
+    return true;
+  };
+  entries_.reserve(expect.size());
+  for (auto it = expect.begin(); it != expect.end(); ++it) {
+    Entry e;
+    e.key = &it.key();
+    e.json = &it.value();
+    const Json& v = it.value();
+    if (v.is_string() || v.is_boolean()) {
+      e.kind = v.is_string() ? Kind::kString : Kind::kBool;
+    } else if (const std::optional<int64_t> x = integer(v)) {
+      e.kind = Kind::kInt;
+      e.number = *x;
+    } else if (ints(v, &e.ints)) {
+      e.kind = Kind::kInts;
+    } else if (v.is_array() && !v.empty() && v.front().is_array()) {  // a list of integer lists, or JSON
+      e.ints.clear();
+      e.lists.resize(v.size());
+      e.kind = Kind::kIntLists;
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (!ints(v[i], &e.lists[i])) {
+          e.kind = Kind::kJson;
+          e.lists.clear();
+          break;
+        }
       }
-      case Kind::kIntLists:
-        if (!want.is_array() || want.size() != f->lists.size()) return false;
-        for (size_t i = 0; i < f->lists.size(); ++i) {
-          const int64_t n = SurelyEqualInts(want[i], f->lists[i]);
-          if (n < 0) return false;
-          compared += n;
-        }
-        break;
-      case Kind::kObjects:  // each element an object whose keys are its fields' (MatchExpect's object subset)
-        if (!want.is_array() || want.size() != f->objects.size()) return false;
-        for (size_t i = 0; i < f->objects.size(); ++i) {
-          if (!f->objects[i].SurelyMatches(want[i], &compared)) return false;
-        }
-        break;
-      case Kind::kJson:  // what MatchExpect does at this key
-        if (MatchExpect(want, f->json, &compared)) return false;
-        break;
+    } else {
+      e.ints.clear();
+    }
+    entries_.push_back(std::move(e));
+  }
+}
+
+bool FieldAnswer::SurelyMatches(const TypedExpect& expect, int64_t* fields) const {
+  using E = TypedExpect::Kind;
+  if (!expect.object_) return false;
+  int64_t compared = 0;
+  for (const TypedExpect::Entry& e : expect.entries_) {
+    const Field* f = Find(*e.key);
+    if (f == nullptr) return false;
+    // The typed comparison where both sides have the kind; the JSON one (the same verdict) for everything else.
+    if (e.kind == E::kInt && f->kind == Kind::kInt) {
+      if (e.number != f->number) return false;
+      ++compared;
+    } else if (e.kind == E::kInts && f->kind == Kind::kInts) {
+      if (e.ints != f->ints) return false;
+      compared += static_cast<int64_t>(e.ints.size());
+    } else if (e.kind == E::kIntLists && f->kind == Kind::kIntLists) {
+      if (e.lists != f->lists) return false;
+      for (const std::vector<int64_t>& l : e.lists) compared += static_cast<int64_t>(l.size());
+    } else if (!SurelyMatchesKey(*f, *e.json, &compared)) {
+      return false;
     }
   }
   *fields += compared;

@@ -14,6 +14,31 @@
 
 namespace kvshard::replay {
 
+class FieldAnswer;
+
+// An expect (an object) with its integer, integer-list, list-of-integer-lists, string and bool values typed ahead:
+// made on a reader thread, so the checking thread's SurelyMatches compares typed values instead of walking JSON.
+// Any other value (an unsigned past int64, a float, an object, a mixed list) keeps its JSON, compared as
+// FieldAnswer::SurelyMatches(const Json&) compares it. Holds pointers into `expect`, which must outlive it.
+class TypedExpect {
+ public:
+  explicit TypedExpect(const Json& expect);
+
+ private:
+  friend class FieldAnswer;
+  enum class Kind { kJson, kString, kBool, kInt, kInts, kIntLists };
+  struct Entry {
+    const std::string* key;
+    const Json* json;  // the value as written: decides whenever the typed one cannot
+    Kind kind = Kind::kJson;
+    int64_t number = 0;
+    std::vector<int64_t> ints;
+    std::vector<std::vector<int64_t>> lists;
+  };
+  bool object_ = false;
+  std::vector<Entry> entries_;
+};
+
 // The top-level fields of one answer, in the order its JSON lists them.
 class FieldAnswer {
  public:
@@ -33,6 +58,8 @@ class FieldAnswer {
   // its value as MatchExpect compares them; false (nothing added) when that is not certain: a missing key, another
   // type, a different value. MatchExpect against ToJson() then decides, so the verdict never depends on this.
   bool SurelyMatches(const Json& expect, int64_t* fields) const;
+  // The same verdict and count as SurelyMatches(the expect `expect` was made from), typed values compared directly.
+  bool SurelyMatches(const TypedExpect& expect, int64_t* fields) const;
 
  private:
   enum class Kind { kString, kBool, kInt, kInts, kIntLists, kObjects, kJson };
@@ -48,6 +75,8 @@ class FieldAnswer {
     Json json;
   };
   const Field* Find(const std::string& key) const;
+  // SurelyMatches' check of one key: `f` against the expect's value `want`, its scalars added to *compared.
+  bool SurelyMatchesKey(const Field& f, const Json& want, int64_t* compared) const;
   std::vector<Field> fields_;
 };
 

@@ -37,8 +37,11 @@ Status CheckExpectError(const TraceRecord& record) {
 // A typed answer against its record's expect: nullopt when the fields surely equal it (their scalars counted in
 // *fields, nothing built), else the answer as JSON, or its error, for Judge to decide.
 std::optional<StatusOr<Json>> UnlessSurelyMatches(const StatusOr<FieldAnswer>& answer, const Json* expect,
-                                                  int64_t* fields) {
-  if (answer.ok() && expect != nullptr && answer->SurelyMatches(*expect, fields)) return std::nullopt;
+                                                  int64_t* fields, const TypedExpect* typed = nullptr) {
+  if (answer.ok() && expect != nullptr &&
+      (typed != nullptr ? answer->SurelyMatches(*typed, fields) : answer->SurelyMatches(*expect, fields))) {
+    return std::nullopt;
+  }
   return answer.ok() ? StatusOr<Json>(answer->ToJson()) : StatusOr<Json>(answer.status());
 }
 
@@ -98,7 +101,15 @@ void Replayer::Prepare(TraceRecord* record, bool run_stateless) const {
   const StatusOr<const ReplayOp*> op = FindOp(record->op);
   p->op = op.ok() ? *op : nullptr;
   p->shape = op.ok() ? CheckRecord(record->json, **op, budget_) : op.status();
-  if (!run_stateless || !p->verdict.ok() || p->op == nullptr || p->op->state != OpState::kNone) return;
+  p->typed_expect.reset();
+  if (!run_stateless || !p->verdict.ok() || p->op == nullptr) return;
+  if (p->op->state != OpState::kNone) {  // stateful: its expect typed for the checking thread's comparison
+    const Json* expect = record->json.contains("expect") ? &record->json.at("expect") : nullptr;
+    if (p->shape.ok() && p->op->run_fields != nullptr && expect != nullptr && !expect->contains("error")) {
+      p->typed_expect.emplace(*expect);
+    }
+    return;
+  }
   // A stateless record (plans, CP helpers) depends on nothing before it: run and judge it here.
   const Json* expect = record->json.contains("expect") ? &record->json.at("expect") : nullptr;
   const Json* only = expect && !expect->contains("error") ? expect : nullptr;
@@ -183,9 +194,9 @@ Status Replayer::ReplayRecord(const TraceRecord& record) {
   } else if ((*op)->run_fields != nullptr && expect != nullptr && !expect_error) {
     // Typed fields: when they surely equal the expect, no JSON is built (else the JSON path below decides).
     Status begun = BeginOp(**op, record, shape != nullptr);
-    std::optional<StatusOr<Json>> json =
-        UnlessSurelyMatches(begun.ok() ? (*op)->run_fields(*this, record.json, expect) : StatusOr<FieldAnswer>(begun),
-                            expect, &summary_.fields);
+    std::optional<StatusOr<Json>> json = UnlessSurelyMatches(
+        begun.ok() ? (*op)->run_fields(*this, record.json, expect) : StatusOr<FieldAnswer>(begun), expect,
+        &summary_.fields, prepared != nullptr && prepared->typed_expect ? &*prepared->typed_expect : nullptr);
     if (!json) {
       if (Status s = CheckInvariantsAfter(**op); !s.ok()) return Fail(ModelMismatch(record, s.message()));
       return Status::Ok();

@@ -38,6 +38,9 @@ struct PreparedRecord : TracePrepared {
   Status verdict;                // a malformed expect.error, or (judged) the outcome Replay returns
   ReplayMismatch mismatch;       // the mismatch when verdict is one
   int64_t fields = 0;            // scalars the judged record compared
+  // A stateful record's expect typed (made while the readers were ahead; else empty): the checking thread compares
+  // its typed answer against it without walking the expect's JSON. Points into the record's JSON.
+  std::optional<TypedExpect> typed_expect;
 };
 
 // What a replay checked so far.
