@@ -172,9 +172,7 @@ TypedExpect::TypedExpect(const Json& expect) : object_(expect.is_object()) {
     e.key = &it.key();
     e.json = &it.value();
     const Json& v = it.value();
-    if (v.is_string() || v.is_boolean()) {
-      e.kind = v.is_string() ? Kind::kString : Kind::kBool;
-    } else if (const std::optional<int64_t> x = integer(v)) {
+    if (const std::optional<int64_t> x = integer(v)) {
       e.kind = Kind::kInt;
       e.number = *x;
     } else if (ints(v, &e.ints)) {

@@ -16,9 +16,9 @@ namespace kvshard::replay {
 
 class FieldAnswer;
 
-// An expect (an object) with its integer, integer-list, list-of-integer-lists, string and bool values typed ahead:
-// made on a reader thread, so the checking thread's SurelyMatches compares typed values instead of walking JSON.
-// Any other value (an unsigned past int64, a float, an object, a mixed list) keeps its JSON, compared as
+// An expect (an object) with its integer, integer-list and list-of-integer-lists values typed ahead: made on a reader
+// thread, so the checking thread's SurelyMatches compares typed values instead of walking JSON. Any other value (a
+// string, a bool, an unsigned past int64, a float, an object, a mixed list) keeps its JSON, compared as
 // FieldAnswer::SurelyMatches(const Json&) compares it. Holds pointers into `expect`, which must outlive it.
 class TypedExpect {
  public:
@@ -26,7 +26,7 @@ class TypedExpect {
 
  private:
   friend class FieldAnswer;
-  enum class Kind { kJson, kString, kBool, kInt, kInts, kIntLists };
+  enum class Kind { kJson, kInt, kInts, kIntLists };
   struct Entry {
     const std::string* key;
     const Json* json;  // the value as written: decides whenever the typed one cannot
