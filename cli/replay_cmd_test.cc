@@ -1,5 +1,6 @@
 // kvshard replay: the spec-examples trace replays clean; a corrupted expect is reported at its line and field;
 // --keep-going counts every mismatch; every kind of malformed line exits 2 naming its line.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -98,15 +99,22 @@ TEST(ReplayCmdTest, TimingEndsTheSummaryWithTheHostsThreads) {
         << r.out;
     double cpu = -1, waited = -1, readers_cpu = -1;
     int n = -1;
+    long long judged = -1, stateless = -1;
     ASSERT_EQ(std::sscanf(r.out.c_str() + summary.size(),
-                          "; checking thread CPU %lf s, waited %lf s for the %d reader threads (their CPU %lf s)", &cpu,
-                          &waited, &n, &readers_cpu),
-              4)
+                          "; checking thread CPU %lf s, waited %lf s for the %d reader threads (their CPU %lf s; they "
+                          "judged %lld of the %lld stateless records)",
+                          &cpu, &waited, &n, &readers_cpu, &judged, &stateless),
+              6)
         << r.out;
     EXPECT_GE(cpu, 0);
     EXPECT_GE(waited, 0);
     EXPECT_EQ(n, std::stoi(threads));
     EXPECT_GE(readers_cpu, 0);
+    EXPECT_GT(stateless, 0);  // the trace's plan records
+    EXPECT_GE(judged, 0);
+    EXPECT_LE(judged, stateless);
+    const std::string end = "stateless records)\n";  // the summary ends there
+    EXPECT_EQ(r.out.substr(r.out.size() - std::min(r.out.size(), end.size())), end) << r.out;
   }
   const CliResult json = RunCli({"replay", RunfilePath(kTrace), "--timing", "--json"});
   EXPECT_EQ(json.exit_code, 2);

@@ -174,6 +174,10 @@ Status Replayer::ReplayRecord(const TraceRecord& record) {
   auto* prepared = record.prepared && record.prepared->maker == this && record.prepared->line == record.line
                        ? static_cast<PreparedRecord*>(record.prepared.get())
                        : nullptr;  // made by this replayer for this record, or not used
+  if (prepared != nullptr && prepared->op != nullptr && prepared->op->state == OpState::kNone) {
+    ++stateless_records_;
+    if (prepared->judged) ++stateless_judged_ahead_;
+  }
   if (prepared != nullptr && (prepared->judged || !prepared->verdict.ok())) {
     summary_.fields += prepared->fields;
     if (prepared->verdict.code() == StatusCode::kMismatch) return Fail(prepared->mismatch);
@@ -313,6 +317,8 @@ Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport
   report->reader_wait_seconds = records.CallerWaitSeconds();
   report->read_threads = records.threads();
   report->reader_cpu_seconds = records.ReaderCpuSeconds();
+  report->stateless_records = replayer->stateless_records();
+  report->stateless_judged_ahead = replayer->stateless_judged_ahead();
   if (const DeviceWorker* worker = replayer->device_worker()) {
     report->device_thread = true;
     report->device_busy_seconds = worker->busy_seconds();

@@ -140,6 +140,10 @@ class Replayer {
   ReplaySummary& summary() { return summary_; }
   // KV rows the pipeline records compared (0 without pool records).
   int64_t rows_compared() const { return pool_ ? pool_->rows_compared() : 0; }
+  // Stateless records (plans, CP helpers) replayed so far, and how many of them a reader thread had already run and
+  // judged (Prepare, while ahead): the rest ran on the checking thread.
+  int64_t stateless_records() const { return stateless_records_; }
+  int64_t stateless_judged_ahead() const { return stateless_judged_ahead_; }
 
  private:
   Replayer() = default;
@@ -208,6 +212,7 @@ class Replayer {
   bool page_cache_used_ = false;                      // a page-model radix record ran (they do not mix with radix_*)
   std::unique_ptr<ref::RadixRequests> request_path_;  // over *allocator_, made by the first request record
   int64_t requests_records_ = 0, allocator_records_ = 0;
+  int64_t stateless_records_ = 0, stateless_judged_ahead_ = 0;
   std::unique_ptr<PoolReplay> pool_;  // with the header's "pool"
   Impl impl_ = Impl::kRef;
   MemoryBudget budget_;  // --max-memory, for every record's answer
@@ -251,9 +256,11 @@ struct ReplayReport {
   int64_t device_checks_taken = 0;
   double plan_busy_seconds = 0, plan_waited_seconds = 0;
   // The checking thread's CPU seconds over the records, the wall seconds it waited for the reader threads' next
-  // record, and the reader threads (--read-threads; 0: it read them itself) with their CPU seconds.
+  // record, and the reader threads (--read-threads; 0: it read them itself) with their CPU seconds; and of the
+  // stateless records, how many the reader threads judged (the rest ran on the checking thread).
   double checking_cpu_seconds = 0, reader_wait_seconds = 0, reader_cpu_seconds = 0;
   int read_threads = 0;
+  int64_t stateless_records = 0, stateless_judged_ahead = 0;
 };
 
 // Replays a whole trace from `in` (what `kvshard replay`, the trace properties and the trace fuzzer run): reads
