@@ -154,7 +154,9 @@ TEST(TraceReadAheadTest, RecordsTheCallerTookCountAsAhead) {
     ASSERT_TRUE(wait_for(2 * kQueue));  // the queue full again behind them
     std::lock_guard<std::mutex> lock(mu);
     for (const auto& [line, is_ahead] : prepared) {
-      if (line >= 2 + kQueue) EXPECT_TRUE(is_ahead) << "line " << line;
+      if (line >= 2 + kQueue) {
+        EXPECT_TRUE(is_ahead) << "line " << line;
+      }
     }
   }
 }
