@@ -128,7 +128,7 @@ Status RunStream(gpu::RankGroup& comm, int64_t ps, int64_t pages_per_rank, int64
     for (int64_t l = 0; l < kLayers; ++l) {
       std::vector<gpu::DeviceBuffer> chunk_rows;
       std::vector<std::vector<const void*>> ptrs(comm.local_ranks().size());
-      for (int i = 0; i < comm.local_ranks().size(); ++i) {
+      for (int i = 0; i < static_cast<int>(comm.local_ranks().size()); ++i) {
         KVSHARD_CUDA_CHECK(cudaSetDevice(comm.device(i)));
         for (size_t b = 0; b < widths.size(); ++b) {
           KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d, gpu::Upload(RowsFor(chunk_locs, Key(l, b), round, widths[b])));
@@ -155,7 +155,7 @@ Status RunStream(gpu::RankGroup& comm, int64_t ps, int64_t pages_per_rank, int64
           const int64_t wr = chunk_set.count(loc) ? round : written_round.at(loc);
           FillRow(want.data() + k * row_bytes, row_bytes, Key(l, b), loc * 16 + wr);
         }
-        for (int i = 0; i < comm.local_ranks().size(); ++i) {
+        for (int i = 0; i < static_cast<int>(comm.local_ranks().size()); ++i) {
           KVSHARD_CUDA_CHECK(cudaSetDevice(comm.device(i)));
           KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_locs, gpu::Upload(read_locs));
           KVSHARD_ASSIGN_OR_RETURN(gpu::DeviceBuffer d_rows, gpu::DeviceBuffer::Allocate(read_locs.size() * 8));

@@ -107,8 +107,12 @@ TEST(ClusterTest, EnoughInstancesServeAnOverloadedTrace) {
   for (int64_t k = 1; k <= 8; ++k) {
     const StatusOr<SimResult> r = Simulate(w, Cluster(k, Router::kRoundRobin));
     ASSERT_TRUE(r.ok()) << r.status().ToString();
-    if (k == 1) EXPECT_TRUE(Overloaded(*r)) << r->utilization;
-    if (served) EXPECT_FALSE(Overloaded(*r)) << k;
+    if (k == 1) {
+      EXPECT_TRUE(Overloaded(*r)) << r->utilization;
+    }
+    if (served) {
+      EXPECT_FALSE(Overloaded(*r)) << k;
+    }
     if (!served && !Overloaded(*r)) {
       served = true;
       first_served = k;
