@@ -8,14 +8,40 @@
 namespace kvshard::replay {
 namespace {
 
+// `v` as an int64 when it is an integer of int64's range as written (signed, or unsigned up to INT64_MAX).
+std::optional<int64_t> Int64Of(const Json& v) {
+  switch (v.type()) {  // one look at the type (get_ref would look again)
+    case Json::value_t::number_integer: return *v.get_ptr<const Json::number_integer_t*>();
+    case Json::value_t::number_unsigned: {
+      const uint64_t u = *v.get_ptr<const Json::number_unsigned_t*>();
+      if (u <= uint64_t{INT64_MAX}) return static_cast<int64_t>(u);
+      return std::nullopt;
+    }
+    default: return std::nullopt;
+  }
+}
+
 // True when `want` is an integer of value `got` (signed or unsigned in the expect's JSON).
 bool IsInteger(const Json& want, int64_t got) {
-  switch (want.type()) {  // one look at the type (get_ref would look again)
-    case Json::value_t::number_integer: return *want.get_ptr<const Json::number_integer_t*>() == got;
-    case Json::value_t::number_unsigned:
-      return got >= 0 && static_cast<uint64_t>(got) == *want.get_ptr<const Json::number_unsigned_t*>();
-    default: return false;
+  const std::optional<int64_t> x = Int64Of(want);
+  return x && *x == got;
+}
+
+// `v`'s elements into *out when `v` is a list of Int64Of integers; false (and *out empty) otherwise.
+bool Int64sOf(const Json& v, std::vector<int64_t>* out) {
+  out->clear();
+  if (!v.is_array()) return false;
+  const Json::array_t& elements = v.get_ref<const Json::array_t&>();
+  out->reserve(elements.size());
+  for (const Json& e : elements) {
+    const std::optional<int64_t> x = Int64Of(e);
+    if (!x) {
+      out->clear();
+      return false;
+    }
+    out->push_back(*x);
   }
+  return true;
 }
 
 // MatchExpect's count for an equal integer list (one per element), or -1 when not surely equal.
@@ -147,49 +173,24 @@ bool FieldAnswer::SurelyMatches(const Json& expect, int64_t* fields) const {
 
 TypedExpect::TypedExpect(const Json& expect) : object_(expect.is_object()) {
   if (!object_) return;
-  // An integer of int64's range as written (signed, or unsigned up to INT64_MAX), else nullopt.
-  const auto integer = [](const Json& v) -> std::optional<int64_t> {
-    if (v.is_number_integer() && !v.is_number_unsigned()) return *v.get_ptr<const Json::number_integer_t*>();
-    if (v.is_number_unsigned() && *v.get_ptr<const Json::number_unsigned_t*>() <= uint64_t{INT64_MAX}) {
-      return static_cast<int64_t>(*v.get_ptr<const Json::number_unsigned_t*>());
-    }
-    return std::nullopt;
-  };
-  const auto ints = [&integer](const Json& v, std::vector<int64_t>* out) {
-    if (!v.is_array()) return false;
-    const Json::array_t& elements = v.get_ref<const Json::array_t&>();
-    out->resize(elements.size());
-    for (size_t i = 0; i < elements.size(); ++i) {
-      const std::optional<int64_t> x = integer(elements[i]);
-      if (!x) return false;
-      (*out)[i] = *x;
-    }
-    return true;
-  };
   entries_.reserve(expect.size());
   for (auto it = expect.begin(); it != expect.end(); ++it) {
     Entry e;
     e.key = &it.key();
     e.json = &it.value();
     const Json& v = it.value();
-    if (const std::optional<int64_t> x = integer(v)) {
+    if (const std::optional<int64_t> x = Int64Of(v)) {
       e.kind = Kind::kInt;
       e.number = *x;
-    } else if (ints(v, &e.ints)) {
+    } else if (Int64sOf(v, &e.ints)) {
       e.kind = Kind::kInts;
     } else if (v.is_array() && !v.empty() && v.front().is_array()) {  // a list of integer lists, or JSON
-      e.ints.clear();
       e.lists.resize(v.size());
       e.kind = Kind::kIntLists;
-      for (size_t i = 0; i < v.size(); ++i) {
-        if (!ints(v[i], &e.lists[i])) {
-          e.kind = Kind::kJson;
-          e.lists.clear();
-          break;
-        }
+      for (size_t i = 0; i < v.size() && e.kind == Kind::kIntLists; ++i) {
+        if (!Int64sOf(v[i], &e.lists[i])) e.kind = Kind::kJson;
       }
-    } else {
-      e.ints.clear();
+      if (e.kind == Kind::kJson) e.lists.clear();
     }
     entries_.push_back(std::move(e));
   }

@@ -103,16 +103,13 @@ void Replayer::Prepare(TraceRecord* record, bool run_stateless) const {
   p->shape = op.ok() ? CheckRecord(record->json, **op, budget_) : op.status();
   p->typed_expect.reset();
   if (!run_stateless || !p->verdict.ok() || p->op == nullptr) return;
+  const Json* expect = record->json.contains("expect") ? &record->json.at("expect") : nullptr;
+  const Json* only = expect && !expect->contains("error") ? expect : nullptr;
   if (p->op->state != OpState::kNone) {  // stateful: its expect typed for the checking thread's comparison
-    const Json* expect = record->json.contains("expect") ? &record->json.at("expect") : nullptr;
-    if (p->shape.ok() && p->op->run_fields != nullptr && expect != nullptr && !expect->contains("error")) {
-      p->typed_expect.emplace(*expect);
-    }
+    if (p->shape.ok() && p->op->run_fields != nullptr && only != nullptr) p->typed_expect.emplace(*only);
     return;
   }
   // A stateless record (plans, CP helpers) depends on nothing before it: run and judge it here.
-  const Json* expect = record->json.contains("expect") ? &record->json.at("expect") : nullptr;
-  const Json* only = expect && !expect->contains("error") ? expect : nullptr;
   Replayer& self = const_cast<Replayer&>(*this);  // a stateless executor touches no state
   StatusOr<Json> got = p->shape;
   if (p->shape.ok() && p->op->run_fields != nullptr) {
@@ -190,6 +187,7 @@ Status Replayer::ReplayRecord(const TraceRecord& record) {
                                                                            : StatusOr<const ReplayOp*>(prepared->shape))
                                                            : FindOp(record.op);  // looked up once per record
   const Status* shape = prepared != nullptr ? &prepared->shape : nullptr;
+  if (prepared == nullptr && op.ok() && (*op)->state == OpState::kNone) ++stateless_records_;  // counted above else
   StatusOr<Json> got = Json();
   if (!op.ok()) {
     got = op.status();
