@@ -164,6 +164,8 @@ TEST(ReplayCmdTest, MalformedTracesExitTwoNamingTheLine) {
        "line 2: locs: give locs or request, exactly one"},
       {header + "{\"op\": \"free_group\", \"frees\": [[4], {\"req\": 0}]}\n", "line 2: frees: must be an array of"},
       {header + "{\"op\": \"free\", \"request\": 3}\n", "line 2: request: no alloc request 3"},
+      {header + "{\"op\": \"free_group\", \"frees\": [[], {\"request\": 3}]}\n",
+       "line 2: frees[1].request: no alloc request 3"},
       {header + "{\"op\": \"split\", \"cp_size\": 2, \"cp_rank\": 0, \"page_size\": 4, \"extend_lens\": [0]}\n",
        "line 2: [CP_SHARED_KV_FAIL_FAST][batch_gt1_empty_extend]"},
       {header + "{\"op\": \"split\", \"mode\": \"token-balanced\", \"cp_size\": 2}\n",

@@ -59,13 +59,16 @@ Status CheckMemory(const std::string& field, const std::string& what, int64_t co
 Status CheckMemory(const std::string& field, const std::string& what, const std::vector<MemoryTerm>& terms,
                    int64_t max_memory) {
   long double need = 0;
-  std::string parts;
   for (const MemoryTerm& t : terms) {
     if (t.count <= 0 || t.bytes_per <= 0) continue;
     need += static_cast<long double>(t.count) * static_cast<long double>(t.bytes_per);
-    parts += StrCat(parts.empty() ? "" : " + ", t.count, " ", t.unit, " x ", t.bytes_per, " B");
   }
   if (need <= static_cast<long double>(max_memory)) return Status::Ok();
+  std::string parts;  // the terms, for the error only (a check runs for every record line)
+  for (const MemoryTerm& t : terms) {
+    if (t.count <= 0 || t.bytes_per <= 0) continue;
+    parts += StrCat(parts.empty() ? "" : " + ", t.count, " ", t.unit, " x ", t.bytes_per, " B");
+  }
   return InvalidArgument(field, ": the ", what, " would need ", FormatBytes(need), " (", parts, "), over --max-memory ",
                          FormatBytes(static_cast<long double>(max_memory)));
 }
@@ -172,6 +175,11 @@ WorkloadLimits MemoryBudget::Workload() const { return WorkloadMemoryLimits(max_
 
 LineCheck LineMemoryCheck(int64_t max_memory) {
   return [max_memory](int64_t line_bytes) {
+    // CheckMemory's test first, so a line within the budget builds none of the message's strings.
+    if (line_bytes <= 0 || static_cast<long double>(line_bytes) * static_cast<long double>(kLineBytesPerByte) <=
+                               static_cast<long double>(max_memory)) {
+      return Status::Ok();
+    }
     return CheckMemory("record", "line held in memory", line_bytes, "line bytes", kLineBytesPerByte, max_memory);
   };
 }

@@ -106,8 +106,12 @@ Status TraceReader::ParseRecord(const std::string& text, bool newline, int64_t l
 }
 
 Status CheckRecordKeys(const Json& record, const std::vector<std::string>& allowed) {
+  return CheckRecordKeys(record, [&](const std::string& key) { return Allowed(allowed, key); });
+}
+
+Status CheckRecordKeys(const Json& record, const std::function<bool(const std::string&)>& allowed) {
   for (const auto& [key, value] : record.items()) {
-    if (key != "op" && key != "expect" && key != "meta" && !Allowed(allowed, key)) {
+    if (key != "op" && key != "expect" && key != "meta" && !allowed(key)) {
       return InvalidArgument(QuoteInput(key, '\0'), ": unknown key for op ",
                              QuoteInput(record.at("op").get<std::string>()));
     }

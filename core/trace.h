@@ -4,6 +4,7 @@
 #define KVSHARD_CORE_TRACE_H_
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -102,6 +103,8 @@ Status AtLine(int64_t line, const Status& status);
 
 // Rejects keys of `record` outside `allowed` (plus "op", "expect" and "meta"), naming the first one.
 Status CheckRecordKeys(const Json& record, const std::vector<std::string>& allowed);
+// The same with `allowed` as a test of each key (an op table's keys, with no list built per record).
+Status CheckRecordKeys(const Json& record, const std::function<bool(const std::string&)>& allowed);
 
 // The first place where `got` does not match `expect`: objects match when every key of expect is in got and
 // matches; arrays when lengths match and elements match; {} matches any object; scalars match exactly.

@@ -206,6 +206,7 @@ Status PageInterleaveAllocator::FreeGroup(const std::vector<std::vector<int64_t>
 // Free pages per class: free + release list lengths.
 std::vector<int64_t> PageInterleaveAllocator::class_free_page_counts() const {
   std::vector<int64_t> counts;
+  counts.reserve(static_cast<size_t>(config_.shard_size));
   for (int64_t r = 0; r < config_.shard_size; ++r) {
     counts.push_back(static_cast<int64_t>(class_free_pages_[r].size() + class_release_pages_[r].size()));
   }

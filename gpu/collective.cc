@@ -63,6 +63,7 @@ class Waiter : public RankGroup {
   const std::vector<int>& local_ranks() const override { return ranks_; }
   int64_t timeout_ms() const override { return timeout_ms_; }
   bool aborted() const override { return !abort_reason_.empty(); }
+  void set_wait_style(WaitStyle style) override { wait_style_ = style; }
 
   Status Synchronize(const std::vector<cudaStream_t>& streams) override {
     KVSHARD_NVTX_RANGE("kvshard.collective.synchronize");
@@ -119,12 +120,12 @@ class Waiter : public RankGroup {
 
  private:
   // The poll loop: `done(i)` for each pending local rank until none is pending, one fails (abort, its error with
-  // context) or the deadline passes (abort, Unavailable with context). Backs off from yields to 1 ms naps.
+  // context) or the deadline passes (abort, Unavailable with context). Pauses between polls as wait_style_ says.
   template <typename Done>
   Status Wait(std::vector<int> pending, Done done) {
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + std::chrono::milliseconds(timeout_ms_);
-    std::chrono::microseconds nap(0);
+    WaitBackoff backoff(wait_style_);
     for (;;) {
       std::vector<int> still;
       for (int i : pending) {
@@ -147,13 +148,12 @@ class Waiter : public RankGroup {
                                 " ms (KVSHARD_COLLECTIVE_TIMEOUT_MS); a peer stalled or died; group "
                                 "aborted"));
       }
-      if (nap.count() == 0) {
+      const std::chrono::microseconds pause =
+          backoff.Next(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start));
+      if (pause.count() == 0) {
         std::this_thread::yield();
-        if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(200))
-          nap = std::chrono::microseconds(10);
       } else {
-        std::this_thread::sleep_for(nap);
-        nap = std::min(nap * 2, std::chrono::microseconds(1000));
+        std::this_thread::sleep_for(pause);
       }
     }
   }
@@ -170,6 +170,7 @@ class Waiter : public RankGroup {
   std::string op_ = "communicator set-up";
   size_t bytes_ = 0;
   std::string abort_reason_;
+  WaitStyle wait_style_ = WaitStyle::kEager;
 };
 
 class NcclGroup : public Waiter {

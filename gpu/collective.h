@@ -14,6 +14,7 @@
 
 #include "core/status.h"
 #include "gpu/stream.h"
+#include "gpu/wait_backoff.h"
 
 namespace kvshard::gpu {
 
@@ -52,6 +53,8 @@ class RankGroup {
   virtual int64_t timeout_ms() const = 0;
   // True once a timeout or NCCL error has aborted the group.
   virtual bool aborted() const = 0;
+  // How the waits above poll (gpu/wait_backoff.h; kEager unless set): set before the waits it should govern.
+  virtual void set_wait_style(WaitStyle style) = 0;
 };
 
 // In the factories below, timeout_ms <= 0 means CollectiveTimeoutMsFromEnv(). NCCL groups use nonblocking

@@ -61,7 +61,7 @@ StatusOr<InSeqSplit> RecordSplit(const Json& rec, Impl impl) {
 }  // namespace
 
 // The string choices of the CP data records (a value outside them is a malformed record).
-Status CheckCpChoices(const std::string& name, const Json& rec) {
+Status CheckCpChoices(std::string_view name, const Json& rec) {
   auto check = [&](const char* key, std::initializer_list<const char*> choices) -> Status {
     if (!rec.contains(key)) return Status::Ok();
     const std::string v = rec.at(key).get<std::string>();

@@ -46,6 +46,8 @@ Status GpuPoolPath::Start() {
     if (visible < gpus_) return Unavailable("--gpus: ", gpus_, " devices needed, ", visible, " visible");
     KVSHARD_ASSIGN_OR_RETURN(comm_, gpu::CreateNcclGroup(gpus_));
   }
+  // The device thread runs beside the checking thread and the readers: its waits nap instead of spinning.
+  comm_->set_wait_style(gpu::WaitStyle::kPatient);
   return Init();
 }
 

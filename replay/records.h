@@ -54,7 +54,7 @@ Status SizePadRequest(const Json& rec, const MemoryBudget& budget);
 std::vector<FieldShape> NsaPaddingFields(bool tokens_required, bool seqlens);
 std::vector<FieldShape> CpBatchFields(std::vector<FieldShape> more);
 // A mode or split_kind of cp_split_rows, cp_pad_request or cp_last_tokens outside its choices (malformed).
-Status CheckCpChoices(const std::string& name, const Json& rec);
+Status CheckCpChoices(std::string_view name, const Json& rec);
 
 }  // namespace kvshard::replay
 

@@ -97,17 +97,18 @@ Status CheckSplitMode(const Json& rec) {
 }  // namespace
 
 Status CheckFields(const Json& rec, const ReplayOp& op) {
-  std::vector<std::string> keys;
-  for (const FieldShape& f : op.fields) keys.push_back(f.key);
-  KVSHARD_RETURN_IF_ERROR(CheckRecordKeys(rec, keys));
+  KVSHARD_RETURN_IF_ERROR(CheckRecordKeys(rec, [&](const std::string& key) {
+    return std::any_of(op.fields.begin(), op.fields.end(), [&](const FieldShape& f) { return key == f.key; });
+  }));
   for (const FieldShape& f : op.fields) {
-    if (!rec.contains(f.key)) {
+    const auto value = rec.find(f.key);
+    if (value == rec.end()) {
       if (f.required) return InvalidArgument(f.key, ": missing");
       continue;
     }
-    if (!HasShape(rec.at(f.key), f.shape)) return InvalidArgument(f.key, ": must be ", ShapeText(f.shape));
+    if (!HasShape(*value, f.shape)) return InvalidArgument(f.key, ": must be ", ShapeText(f.shape));
   }
-  const std::string name = op.name;
+  const std::string_view name = op.name;
   if (name == "free" && rec.contains("locs") == rec.contains("request")) {
     return InvalidArgument("locs: give locs or request, exactly one");
   }
@@ -316,16 +317,15 @@ StatusOr<FieldAnswer> Replayer::RunAlloc(const Json& rec) {
   return a;
 }
 
-StatusOr<std::vector<int64_t>> Replayer::FreeLocs(const Json& spec, const std::string& where) const {
+StatusOr<std::vector<int64_t>> Replayer::FreeLocs(const Json& spec) const {
   if (spec.is_array()) return JsonInts(spec);
   const int64_t k = spec.at("request").get<int64_t>();
   if (k < 0 || k >= requests_) {
-    return InvalidArgument(where, "request: no alloc request ", k, " (the trace has made ", requests_, ")");
+    return InvalidArgument("request: no alloc request ", k, " (the trace has made ", requests_, ")");
   }
   const auto it = held_.find(k);
   if (it == held_.end()) {
-    return InvalidArgument(where, "request: alloc request ", k,
-                           " holds no pages (freed already, or its alloc deferred)");
+    return InvalidArgument("request: alloc request ", k, " holds no pages (freed already, or its alloc deferred)");
   }
   std::vector<int64_t> locs;
   for (int64_t p : it->second.pages) {
@@ -354,9 +354,8 @@ void Replayer::Release(const std::vector<int64_t>& locs) {
 
 StatusOr<FieldAnswer> Replayer::RunFree(const Json& rec, bool group) {
   if (!group) {
-    KVSHARD_ASSIGN_OR_RETURN(
-        std::vector<int64_t> locs,
-        FreeLocs(rec.contains("locs") ? rec.at("locs") : Json{{"request", rec.at("request")}}, ""));
+    KVSHARD_ASSIGN_OR_RETURN(std::vector<int64_t> locs,
+                             FreeLocs(rec.contains("locs") ? rec.at("locs") : rec));  // the record's own "request"
     KVSHARD_RETURN_IF_ERROR(allocator_->Free(locs));
     Release(locs);
     return AllocatorState("free");
@@ -364,8 +363,9 @@ StatusOr<FieldAnswer> Replayer::RunFree(const Json& rec, bool group) {
   std::vector<std::vector<int64_t>> frees;
   const Json& specs = rec.at("frees");
   for (size_t f = 0; f < specs.size(); ++f) {
-    KVSHARD_ASSIGN_OR_RETURN(std::vector<int64_t> locs, FreeLocs(specs[f], StrCat("frees[", f, "].")));
-    frees.push_back(std::move(locs));
+    StatusOr<std::vector<int64_t>> locs = FreeLocs(specs[f]);  // its context only on an error
+    if (!locs.ok()) return Annotate(locs.status(), "frees[", f, "].");
+    frees.push_back(std::move(*locs));
   }
   KVSHARD_RETURN_IF_ERROR(allocator_->FreeGroup(frees));
   for (const auto& locs : frees) Release(locs);
@@ -382,10 +382,10 @@ Status Replayer::CheckAllocatorInvariants() const {
                     c.shard_size * c.pages_per_rank);
   }
   const int64_t floor = c.shard_size * c.page_size * *std::min_element(counts.begin(), counts.end());
-  if (allocator_->available_size() != floor || floor > allocator_->aggregate_free_size() ||
-      allocator_->aggregate_free_size() != c.page_size * free_pages) {
-    return Mismatch("invariant: available_size ", allocator_->available_size(), " / aggregate_free_size ",
-                    allocator_->aggregate_free_size(), " disagree with the class counts ", ShortJson(Json(counts)));
+  const int64_t available = allocator_->available_size(), aggregate = allocator_->aggregate_free_size();
+  if (available != floor || floor > aggregate || aggregate != c.page_size * free_pages) {
+    return Mismatch("invariant: available_size ", available, " / aggregate_free_size ", aggregate,
+                    " disagree with the class counts ", ShortJson(Json(counts)));
   }
   return Status::Ok();
 }

@@ -167,7 +167,8 @@ class Replayer {
   StatusOr<FieldAnswer> RunBeginShardExtend(const Json& rec, const Json* only);
   StatusOr<FieldAnswer> RunAlloc(const Json& rec);
   StatusOr<FieldAnswer> RunFree(const Json& rec, bool group);
-  StatusOr<std::vector<int64_t>> FreeLocs(const Json& spec, const std::string& where) const;
+  // The locs a free spec names: a list of locs, or an object whose "request" is an alloc request's number.
+  StatusOr<std::vector<int64_t>> FreeLocs(const Json& spec) const;
   Status CheckAllocatorInvariants() const;
   FieldAnswer AllocatorState(const char* op) const;
   void Release(const std::vector<int64_t>& locs);

@@ -1,0 +1,43 @@
+// The pauses of a polling wait (RankGroup::Synchronize): how a host thread waits for the device without a blocking
+// call, which could not keep the group's deadline. Host-only, so its schedule is tested without a GPU.
+#ifndef KVSHARD_GPU_WAIT_BACKOFF_H_
+#define KVSHARD_GPU_WAIT_BACKOFF_H_
+
+#include <algorithm>
+#include <chrono>
+
+namespace kvshard::gpu {
+
+// How a group's waits poll. kEager (the default) yields for a wait's first 200 us, then naps from 10 us doubling up
+// to 1 ms: a short wait ends as soon as the device does (timed loops, benchmarks). kPatient naps from the second
+// poll on, from 10 us up to 50 us: no core spins while the thread waits, and a wait still ends within about 50 us
+// of the device (replay's device thread, which runs beside busy host threads: issue 27 measured `--backend gpu` and
+// `diff` faster with it on a 16-core host).
+enum class WaitStyle { kEager, kPatient };
+
+// The pause after each poll that found a wait unfinished: zero means yield once.
+class WaitBackoff {
+ public:
+  explicit WaitBackoff(WaitStyle style)
+      : yield_for_(style == WaitStyle::kEager ? std::chrono::microseconds(200) : std::chrono::microseconds(0)),
+        longest_(style == WaitStyle::kEager ? std::chrono::microseconds(1000) : std::chrono::microseconds(50)) {}
+
+  // The pause after a poll `elapsed` after the wait began.
+  std::chrono::microseconds Next(std::chrono::microseconds elapsed) {
+    if (nap_.count() == 0) {
+      if (elapsed > yield_for_) nap_ = std::chrono::microseconds(10);
+      return std::chrono::microseconds(0);
+    }
+    const std::chrono::microseconds now = nap_;
+    nap_ = std::min(nap_ * 2, longest_);
+    return now;
+  }
+
+ private:
+  std::chrono::microseconds yield_for_, longest_;
+  std::chrono::microseconds nap_{0};
+};
+
+}  // namespace kvshard::gpu
+
+#endif  // KVSHARD_GPU_WAIT_BACKOFF_H_
