@@ -26,7 +26,9 @@ struct NoOpSax {
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
 };
 
-// The fast path: a recursive-descent reader over the text that builds the nlohmann value directly. Every method
+// The fast path: a recursive-descent reader over the text that builds the nlohmann value directly, into the value it
+// is given: containers and strings already there are reused where the new value has one at the same place (a trace
+// reader's last record, most often of the same shape), so a record costs few allocations and frees. Every method
 // returns false at the first thing it does not read (the full parser then decides).
 class FastReader {
  public:
@@ -59,44 +61,89 @@ class FastReader {
       case '{': return Object(out, depth + 1);
       case '[': return Array(out, depth + 1);
       case '"': {
+        if (out->is_string()) return String(&out->get_ref<std::string&>());  // its storage reused
         std::string s;
         if (!String(&s)) return false;
         *out = std::move(s);
         return true;
       }
-      case 't': *out = true; return Literal("true");
-      case 'f': *out = false; return Literal("false");
-      case 'n': *out = nullptr; return Literal("null");
+      case 't': Scalar(out, true); return Literal("true");
+      case 'f': Scalar(out, false); return Literal("false");
+      case 'n': Scalar(out, nullptr); return Literal("null");
       default: return Number(out);
+    }
+  }
+
+  // *out = value, a container there torn down by ClearJson first (nlohmann's destructor is the slow way).
+  template <typename T>
+  static void Scalar(Json* out, T value) {
+    if (out->is_structured()) ClearJson(out);
+    *out = value;
+  }
+
+  // An array's element: a number made in place (the common case), anything else through Value.
+  bool Element(Json* out, size_t depth) {
+    if (*p_ == '-' || (*p_ >= '0' && *p_ <= '9')) return Number(out);
+    return Value(out, depth);
+  }
+
+  // Drops the elements of `array` past its first `count`.
+  static void KeepElements(Json::array_t* array, size_t count) {
+    for (size_t i = count; i < array->size(); ++i) {
+      if ((*array)[i].is_structured()) ClearJson(&(*array)[i]);
+    }
+    array->resize(count);
+  }
+
+  // Drops the entries of `object` past its first `count`.
+  static void KeepEntries(Json::object_t* object, size_t count) {
+    while (object->size() > count) {
+      if (object->back().second.is_structured()) ClearJson(&object->back().second);
+      object->pop_back();
     }
   }
 
   bool Object(Json* out, size_t depth) {
     if (depth > kMaxJsonDepth) return false;
     ++p_;  // '{'
-    *out = Json::object();
+    if (!out->is_object()) Scalar(out, Json::object());
     Json::object_t& object = out->get_ref<Json::object_t&>();
+    size_t count = 0;  // the keys read so far: the first `count` entries of `object`
     SkipSpace();
     if (p_ != end_ && *p_ == '}') {
       ++p_;
+      KeepEntries(&object, 0);
       return true;
     }
     object.reserve(kObjectKeys);  // one allocation for a record's or an expect's keys, not four as it grows
     while (true) {
       if (p_ == end_ || *p_ != '"') return false;
-      std::string key;
-      if (!String(&key)) return false;
+      if (!String(&key_)) return false;
       SkipSpace();
       if (p_ == end_ || *p_ != ':') return false;
       ++p_;
       SkipSpace();
-      Json value;
-      if (!Value(&value, depth)) return false;
-      if (!object.emplace(std::move(key), std::move(value)).second) return false;  // a key given twice
+      const auto given = [&](size_t n) {  // whether the key is among the first n entries
+        return std::any_of(object.begin(), object.begin() + static_cast<std::ptrdiff_t>(n),
+                           [&](const auto& entry) { return entry.first == key_; });
+      };
+      // (ordered_map's operator[] takes a key: the entries are reached through iterators)
+      if (count < object.size() && object.begin()[static_cast<std::ptrdiff_t>(count)].first == key_ && !given(count)) {
+        // the entry the last value had here, reused
+        if (!Value(&object.begin()[static_cast<std::ptrdiff_t>(count)].second, depth)) return false;
+      } else {
+        KeepEntries(&object, count);
+        if (given(count)) return false;  // a key given twice
+        std::string key = key_;          // Value may read other keys into key_
+        object.emplace_back(std::move(key), Json());
+        if (!Value(&object.back().second, depth)) return false;
+      }
+      ++count;
       SkipSpace();
       if (p_ == end_) return false;
       if (*p_ == '}') {
         ++p_;
+        KeepEntries(&object, count);
         return true;
       }
       if (*p_ != ',') return false;
@@ -108,32 +155,26 @@ class FastReader {
   bool Array(Json* out, size_t depth) {
     if (depth > kMaxJsonDepth) return false;
     ++p_;  // '['
-    *out = Json::array();
+    if (!out->is_array()) Scalar(out, Json::array());
     Json::array_t& array = out->get_ref<Json::array_t&>();
+    size_t count = 0;  // the elements read so far: the first `count` of `array`
     SkipSpace();
     if (p_ != end_ && *p_ == ']') {
       ++p_;
+      KeepElements(&array, 0);
       return true;
     }
     array.reserve(NumberListLength());
     while (true) {
       if (p_ == end_) return false;
-      if (*p_ == '-' || (*p_ >= '0' && *p_ <= '9')) {  // a number, made in place
-        NumberToken number;
-        if (!ReadNumber(&number)) return false;
-        switch (number.kind) {
-          case NumberToken::kUnsigned: array.emplace_back(number.unsigned_value); break;
-          case NumberToken::kSigned: array.emplace_back(number.signed_value); break;
-          case NumberToken::kFloat: array.emplace_back(number.float_value); break;
-        }
-      } else {
-        array.emplace_back();
-        if (!Value(&array.back(), depth)) return false;
-      }
+      if (count == array.size()) array.emplace_back();
+      if (!Element(&array[count], depth)) return false;
+      ++count;
       SkipSpace();
       if (p_ == end_) return false;
       if (*p_ == ']') {
         ++p_;
+        KeepElements(&array, count);
         return true;
       }
       if (*p_ != ',') return false;
@@ -205,9 +246,9 @@ class FastReader {
     NumberToken number;
     if (!ReadNumber(&number)) return false;
     switch (number.kind) {
-      case NumberToken::kUnsigned: *out = number.unsigned_value; break;
-      case NumberToken::kSigned: *out = number.signed_value; break;
-      case NumberToken::kFloat: *out = number.float_value; break;
+      case NumberToken::kUnsigned: Scalar(out, number.unsigned_value); break;
+      case NumberToken::kSigned: Scalar(out, number.signed_value); break;
+      case NumberToken::kFloat: Scalar(out, number.float_value); break;
     }
     return true;
   }
@@ -269,6 +310,7 @@ class FastReader {
 
   const char* p_;
   const char* end_;
+  std::string key_;  // the key being read (its storage kept from key to key)
 };
 
 }  // namespace
@@ -339,6 +381,20 @@ StatusOr<Json> ParseJsonStrict(const std::string& text, const std::string& where
     return fast;
   }
   return ParseJsonStrictWithNlohmann(text, where, path_prefix);
+}
+
+Status ParseJsonStrictInto(const std::string& text, Json* out, const std::string& where,
+                           const std::string& path_prefix) {
+  if (TryParseJsonFast(text, out)) {
+    OverflowedIntegerTexts().clear();  // a fast parse met none
+    return Status::Ok();
+  }
+  ClearJson(out);  // what a declined fast parse left
+  *out = nullptr;
+  StatusOr<Json> full = ParseJsonStrictWithNlohmann(text, where, path_prefix);
+  if (!full.ok()) return full.status();
+  *out = std::move(full).value();
+  return Status::Ok();
 }
 
 StatusOr<Json> ParseJsonStrictWithNlohmann(const std::string& text, const std::string& where,

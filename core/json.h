@@ -67,7 +67,8 @@ void RememberOverflowedIntegers(const std::string& text, bool any);
 // is one JSON value it reads itself: strings of printable ASCII with the two-character escapes, integers within
 // int64/uint64 and finite doubles, no key twice in an object, at most kMaxJsonDepth levels. Anything else (an error,
 // \u escapes, other bytes, a number nlohmann keeps as an overflowed double) is false, *out unspecified: the full
-// parser then decides and words the error.
+// parser then decides and words the error. Whatever *out holds is reused where the new value has a container or a
+// string at the same place (fewer allocations when one reader parses values of one shape in turn).
 bool TryParseJsonFast(std::string_view text, Json* out);
 
 // Empties `*value` (it becomes an empty array or object, or stays a scalar), children before parents: nlohmann's
@@ -81,6 +82,10 @@ void ClearJson(Json* value);
 // Memory is linear in the input's size and depth. Valid input takes TryParseJsonFast; the rest nlohmann's parser,
 // whose callback keeps each open container's path part, building a full path only for the error.
 StatusOr<Json> ParseJsonStrict(const std::string& text, const std::string& where, const std::string& path_prefix = "");
+// ParseJsonStrict into `*out`, reusing the containers and strings it holds (a trace reader's last record): the same
+// value, or the same error (*out then null), as ParseJsonStrict.
+Status ParseJsonStrictInto(const std::string& text, Json* out, const std::string& where,
+                           const std::string& path_prefix = "");
 // ParseJsonStrict without the fast path: nlohmann's parser decides alone (the reference the fast path is tested
 // against).
 StatusOr<Json> ParseJsonStrictWithNlohmann(const std::string& text, const std::string& where,

@@ -24,6 +24,18 @@ StatusOr<Json> ParseLine(const std::string& text) {
   return j;
 }
 
+// ParseLine into `*json`, reusing what it holds (the reader's last record); null after an error.
+Status ParseLineInto(const std::string& text, Json* json) {
+  if (text.empty()) {
+    ClearJson(json);
+    *json = nullptr;
+    return InvalidArgument("record: empty line");
+  }
+  KVSHARD_RETURN_IF_ERROR(ParseJsonStrictInto(text, json, "record"));
+  if (!json->is_object()) return InvalidArgument("record: must be a JSON object");
+  return Status::Ok();
+}
+
 bool Allowed(const std::vector<std::string>& allowed, const std::string& key) {
   return std::find(allowed.begin(), allowed.end(), key) != allowed.end();
 }
@@ -78,16 +90,14 @@ StatusOr<bool> TraceReader::NextLine(std::string* text, bool* newline, int64_t* 
 Status TraceReader::ParseRecord(const std::string& text, bool newline, int64_t line, TraceRecord* record,
                                 int64_t* truncated_line) {
   record->line = line;
-  StatusOr<Json> j = ParseLine(text);
-  if (!j.ok()) {
+  // Parsed into the last record's value: its containers and strings reused (a trace's records share a few shapes).
+  if (Status parsed = ParseLineInto(text, &record->json); !parsed.ok()) {
     if (!newline && !Json::accept(text)) {  // the input ends inside this line: a writer stopped mid-record
       *truncated_line = line;
       return InvalidArgument("line ", line, ": truncated last record (no newline, not valid JSON)");
     }
-    return AtLine(line, j.status());
+    return AtLine(line, parsed);
   }
-  ClearJson(&record->json);  // the last record's value, emptied fast
-  record->json = std::move(j).value();
   const Json& op = record->json.contains("op") ? record->json.at("op") : Json();
   if (!op.is_string()) return AtLine(line, InvalidArgument("op: missing or not a string"));
   record->op = op.get<std::string>();

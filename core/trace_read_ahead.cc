@@ -57,6 +57,29 @@ bool TraceReadAhead::Publish(size_t index, Item item) {
          (caller_waiting_ == kWaitingForBatch && (ready_ >= kWakeBatch || ended_));
 }
 
+// The op a record line names first, as kvshard writes them ({"op":"alloc",...}), or "" for any other layout.
+std::string_view TraceReadAhead::LeadingOp(std::string_view text) {
+  constexpr std::string_view kLead = "{\"op\":\"";
+  if (text.substr(0, kLead.size()) != kLead) return {};
+  const size_t end = text.find('"', kLead.size());
+  return end == std::string_view::npos ? std::string_view() : text.substr(kLead.size(), end - kLead.size());
+}
+
+void TraceReadAhead::TakeSpare(int reader, std::string_view op, TraceRecord* record) {
+  std::vector<TraceRecord>& spares = spare_[reader];
+  if (spares.empty()) return;
+  size_t pick = spares.size() - 1;  // the last handed back, unless one of the line's op was handed back since
+  for (size_t i = spares.size(); !op.empty() && i-- > 0;) {
+    if (spares[i].op == op) {
+      pick = i;
+      break;
+    }
+  }
+  *record = std::move(spares[pick]);
+  if (pick != spares.size() - 1) spares[pick] = std::move(spares.back());
+  spares.pop_back();
+}
+
 void TraceReadAhead::ReadAll(int reader) {
   std::string text;  // this thread's line
   while (true) {
@@ -83,10 +106,6 @@ void TraceReadAhead::ReadAll(int reader) {
           --readers_waiting_;
         }
         if (stop_ || failed_) return;
-        if (!spare_[reader].empty()) {
-          item.record = std::move(spare_[reader].back());
-          spare_[reader].pop_back();
-        }
         ahead = queue_.size() + taken_left_.load(std::memory_order_relaxed) >= kReadAheadRecords / 2;
         index = first_index_ + static_cast<int64_t>(queue_.size());
         queue_.emplace_back();  // this line's place, filled by Publish
@@ -100,6 +119,7 @@ void TraceReadAhead::ReadAll(int reader) {
       if (item.exception || !item.more.ok() || !*item.more) read_ended_ = true;
       std::lock_guard<std::mutex> lock(mu_);
       queued_bytes_ += item.bytes;  // counted before the next line is read, so the next reader sees it
+      TakeSpare(reader, LeadingOp(text), &item.record);
     }
     if (!item.exception && item.more.ok() && *item.more) {
       try {

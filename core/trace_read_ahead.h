@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -65,6 +66,10 @@ class TraceReadAhead {
   // The CPU seconds the reader threads have run so far (0 without threads, or where the clock is not available).
   double ReaderCpuSeconds() const;
 
+  // The op a record line names first, as kvshard writes them ({"op":"alloc",...}), or "" for any other layout (the
+  // readers parse a line into a record of the same op handed back, whose containers it reuses).
+  static std::string_view LeadingOp(std::string_view text);
+
  private:
   // A line's place in the queue: claimed by a reader thread in line order, ready once parsed and prepared.
   struct Item {
@@ -80,6 +85,9 @@ class TraceReadAhead {
   void ReadAll(int reader);
   // Records queue_[index] as ready and returns whether the caller is to be woken; under mu_.
   bool Publish(size_t index, Item item);
+  // Moves into *record the spare of `reader` to parse a line of `op` into: the last one of that op handed back
+  // (its value has the line's shape: its containers are reused), else the last one (called under mu_).
+  void TakeSpare(int reader, std::string_view op, TraceRecord* record);
 
   // How the caller waits for the readers: not, for a batch of kWakeBatch records (at most kBatchWait), or for any.
   enum CallerWait { kNotWaiting, kWaitingForBatch, kWaitingForAny };

@@ -3,7 +3,8 @@
 // float numbers, the bits of every double) with no key twice and no nesting past the limit; and every document of
 // printable ASCII with ordinary numbers is read by the fast path (so it is not declining everything). Texts are
 // generated documents (escapes, number edges, duplicate keys, whitespace), half of them mutated byte by byte.
-// ClearJson (the fast teardown) is checked on the same values.
+// ClearJson (the fast teardown) is checked on the same values, and ParseJsonStrictInto (the fast path reusing what a
+// value held) against fresh parses of documents read one after another into one value.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -129,13 +130,14 @@ bool SameJson(const Json& a, const Json& b) {
   return a == b;
 }
 
-KVSHARD_PROP(JsonFastProps, FastPathReadsWhatNlohmannReadsAsTheSameValue, ()) {
+// A generated document, half of them mutated byte by byte (*mutated says which).
+Doc GenDocument(bool* mutated) {
   Doc doc;
   doc.text = Space();
   AppendValue(&doc, 0);
   doc.text += Space();
-  const bool mutate = *rc::gen::arbitrary<bool>();
-  if (mutate) {
+  *mutated = *rc::gen::arbitrary<bool>();
+  if (*mutated) {
     const int edits = *rc::gen::inRange(1, 4);
     for (int e = 0; e < edits && !doc.text.empty(); ++e) {
       const size_t at = *rc::gen::inRange<size_t>(0, doc.text.size());
@@ -148,6 +150,28 @@ KVSHARD_PROP(JsonFastProps, FastPathReadsWhatNlohmannReadsAsTheSameValue, ()) {
       }
     }
   }
+  return doc;
+}
+
+// `text` with its shape kept and other values: every digit redrawn (a record of the same op, other numbers), and
+// at times one element of a list dropped or the text cut short.
+std::string Reshaped(std::string text) {
+  for (char& c : text) {
+    if (c >= '0' && c <= '9') c = static_cast<char>('0' + *rc::gen::inRange(0, 10));
+  }
+  switch (*rc::gen::inRange(0, 4)) {
+    case 0:
+      if (const size_t comma = text.find(','); comma != std::string::npos) text.erase(comma, 1);
+      break;
+    case 1: text.resize(*rc::gen::inRange<size_t>(0, text.size() + 1)); break;
+    default: break;
+  }
+  return text;
+}
+
+KVSHARD_PROP(JsonFastProps, FastPathReadsWhatNlohmannReadsAsTheSameValue, ()) {
+  bool mutate = false;
+  const Doc doc = GenDocument(&mutate);
   RC_LOG() << "text: " << doc.text;
   Json fast;
   const bool fast_read = TryParseJsonFast(doc.text, &fast);
@@ -170,6 +194,85 @@ KVSHARD_PROP(JsonFastProps, FastPathReadsWhatNlohmannReadsAsTheSameValue, ()) {
   const StatusOr<Json> strict = ParseJsonStrict(doc.text, "doc");
   RC_ASSERT(strict.ok() == reference.ok());
   if (!strict.ok()) RC_ASSERT(strict.status().message() == reference.status().message());
+}
+
+// A value to write as a document: numbers of each kind, strings, literals, lists and objects (distinct keys).
+Json GenValue(int depth) {
+  switch (*rc::gen::inRange(0, depth >= 3 ? 5 : 8)) {
+    case 0: return *rc::gen::arbitrary<int64_t>();
+    case 1: return *rc::gen::arbitrary<uint64_t>();
+    case 2: return *rc::gen::element<double>(1.5, -0.0, 2.5e-3, -1.7e-300);
+    case 3: return *rc::gen::element<std::string>("", "x", "a string longer than fifteen bytes");
+    case 4: return *rc::gen::element<Json>(Json(true), Json(false), Json(nullptr));
+    case 5:
+    case 6: {
+      Json list = Json::array();
+      const int n = *rc::gen::inRange(0, 5);
+      for (int i = 0; i < n; ++i) list.push_back(GenValue(depth + 1));
+      return list;
+    }
+    default: {
+      Json object = Json::object();
+      const int n = *rc::gen::inRange(0, 5);
+      for (int i = 0; i < n; ++i)
+        object[*rc::gen::element<std::string>("a", "b", "op", "pages", "expect")] = GenValue(depth + 1);
+      return object;
+    }
+  }
+}
+
+// `value` with a few edits of the kinds that make a reader's next record differ from its last: an entry or element
+// dropped from the end or the middle, one added, a scalar redrawn (other value or kind), a part replaced.
+Json Variant(Json value, int depth = 0) {
+  if (value.is_structured() && !value.empty() && *rc::gen::inRange(0, 2) == 0) {
+    if (value.is_array()) {
+      value.erase(*rc::gen::inRange<size_t>(0, value.size()));
+    } else {
+      const size_t drop = *rc::gen::inRange<size_t>(0, value.size());
+      value.erase(std::next(value.begin(), static_cast<std::ptrdiff_t>(drop)).key());
+    }
+  }
+  if (value.is_array()) {
+    for (Json& e : value) e = Variant(std::move(e), depth + 1);
+    if (*rc::gen::inRange(0, 4) == 0) value.push_back(GenValue(depth + 1));
+  } else if (value.is_object()) {
+    for (auto& [key, v] : value.items()) v = Variant(std::move(v), depth + 1);
+    if (*rc::gen::inRange(0, 4) == 0) value[*rc::gen::element<std::string>("a", "b", "op", "z")] = GenValue(depth + 1);
+  } else if (*rc::gen::inRange(0, 3) == 0) {
+    value = GenValue(depth);
+  }
+  return value;
+}
+
+// ParseJsonStrictInto reads a document into whatever its value last held (a value of the same shape with other
+// numbers, another value, or what a declined or failed parse left) exactly as ParseJsonStrict reads it fresh: the same
+// value with the same types and double bits, or the same error, after which the value is null.
+KVSHARD_PROP(JsonFastProps, ParsingIntoAHeldValueIsParsingFresh, ()) {
+  bool mutated = false;
+  Json value = GenValue(0);
+  std::vector<std::string> texts{value.dump()};
+  const int more = *rc::gen::inRange(1, 6);
+  for (int i = 0; i < more; ++i) {
+    switch (*rc::gen::inRange(0, 6)) {
+      case 0: texts.push_back(GenDocument(&mutated).text); break;  // another value, or a text the parse refuses
+      case 1: texts.push_back(Reshaped(texts[*rc::gen::inRange<size_t>(0, texts.size())])); break;
+      default: value = Variant(std::move(value)); texts.push_back(value.dump());
+    }
+  }
+  Json held;
+  for (const std::string& text : texts) {
+    RC_LOG() << "text: " << text;
+    const Status into = ParseJsonStrictInto(text, &held, "doc");
+    const StatusOr<Json> fresh = ParseJsonStrict(text, "doc");
+    RC_CLASSIFY(fresh.ok(), "valid");
+    RC_ASSERT(into.ok() == fresh.ok());
+    if (fresh.ok()) {
+      RC_ASSERT(SameJson(held, *fresh));
+    } else {
+      RC_ASSERT(into.message() == fresh.status().message());
+      RC_ASSERT(held.is_null());
+    }
+  }
 }
 
 }  // namespace
