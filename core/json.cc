@@ -81,12 +81,6 @@ class FastReader {
     *out = value;
   }
 
-  // An array's element: a number made in place (the common case), anything else through Value.
-  bool Element(Json* out, size_t depth) {
-    if (*p_ == '-' || (*p_ >= '0' && *p_ <= '9')) return Number(out);
-    return Value(out, depth);
-  }
-
   // Drops the elements of `array` past its first `count`.
   static void KeepElements(Json::array_t* array, size_t count) {
     for (size_t i = count; i < array->size(); ++i) {
@@ -168,7 +162,7 @@ class FastReader {
     while (true) {
       if (p_ == end_) return false;
       if (count == array.size()) array.emplace_back();
-      if (!Element(&array[count], depth)) return false;
+      if (!Value(&array[count], depth)) return false;  // a number lands in place, a list or object reused
       ++count;
       SkipSpace();
       if (p_ == end_) return false;
