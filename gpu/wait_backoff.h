@@ -11,8 +11,8 @@ namespace kvshard::gpu {
 // How a group's waits poll. kEager (the default) yields for a wait's first 200 us, then naps from 10 us doubling up
 // to 1 ms: a short wait ends as soon as the device does (timed loops, benchmarks). kPatient naps from the second
 // poll on, from 10 us up to 50 us: no core spins while the thread waits, and a wait still ends within about 50 us
-// of the device (replay's device thread, which runs beside busy host threads: issue 27 measured `--backend gpu` and
-// `diff` faster with it on a 16-core host).
+// of the device (replay's device thread, which runs beside busy host threads; issue 27 measured no change of wall
+// time beyond the host's noise, docs/PERFORMANCE.md: it is there so the thread spins no core while it waits).
 enum class WaitStyle { kEager, kPatient };
 
 // The pause after each poll that found a wait unfinished: zero means yield once.
