@@ -369,12 +369,9 @@ void RememberOverflowedIntegers(const std::string& text, bool any) {
 }
 
 StatusOr<Json> ParseJsonStrict(const std::string& text, const std::string& where, const std::string& path_prefix) {
-  Json fast;
-  if (TryParseJsonFast(text, &fast)) {
-    OverflowedIntegerTexts().clear();  // a fast parse met none
-    return fast;
-  }
-  return ParseJsonStrictWithNlohmann(text, where, path_prefix);
+  Json value;
+  KVSHARD_RETURN_IF_ERROR(ParseJsonStrictInto(text, &value, where, path_prefix));
+  return value;
 }
 
 Status ParseJsonStrictInto(const std::string& text, Json* out, const std::string& where,

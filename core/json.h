@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <fstream>
 #include <initializer_list>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -119,6 +120,20 @@ inline StatusOr<Json> ReadJsonFile(const std::string& path) {
   return ParseJsonStrict(buf.str(), path, path + ": ");
 }
 
+// `v` as an int64 when it is an integer within int64's range as written (signed, or unsigned up to INT64_MAX), else
+// nullopt: the common case of the readers below, decided without naming the value.
+inline std::optional<int64_t> JsonInt64(const Json& v) {
+  switch (v.type()) {  // one look at the type (get_ref would look again)
+    case Json::value_t::number_integer: return *v.get_ptr<const Json::number_integer_t*>();
+    case Json::value_t::number_unsigned: {
+      const uint64_t u = *v.get_ptr<const Json::number_unsigned_t*>();
+      if (u <= uint64_t{INT64_MAX}) return static_cast<int64_t>(u);
+      return std::nullopt;
+    }
+    default: return std::nullopt;
+  }
+}
+
 // Value `v` (named `name`) as an int64 in [lo, hi]: "must be an integer", "out of range (must be in [lo, hi]),
 // got 18446744073709551615" for integers outside int64 (as written, OverflowedIntegerTexts), "must be in [lo, hi],
 // got x".
@@ -174,12 +189,9 @@ inline StatusOr<std::vector<int64_t>> JsonIntList(const Json& obj, const std::st
   out.reserve(v.size());
   for (size_t i = 0; i < v.size(); ++i) {
     const Json& e = v[i];
-    if (e.is_number_integer() && !(e.is_number_unsigned() && e.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
-      const int64_t x = e.get<int64_t>();  // the common case, without building the element's name
-      if (x >= lo && x <= hi) {
-        out.push_back(x);
-        continue;
-      }
+    if (const std::optional<int64_t> x = JsonInt64(e); x && *x >= lo && *x <= hi) {  // without naming the element
+      out.push_back(*x);
+      continue;
     }
     KVSHARD_ASSIGN_OR_RETURN(int64_t x, JsonIntValue(e, StrCat(where, key, "[", i, "]"), lo, hi));
     out.push_back(x);

@@ -51,12 +51,17 @@ std::string FormatBytes(long double bytes) {
   return buf;
 }
 
-Status CheckMemory(const std::string& field, const std::string& what, int64_t count, const std::string& unit,
+Status CheckMemory(std::string_view field, std::string_view what, int64_t count, std::string_view unit,
                    int64_t bytes_per, int64_t max_memory) {
-  return CheckMemory(field, what, {{count, unit, bytes_per}}, max_memory);
+  // The test first: a check within the budget (one per record line) builds no term and no string.
+  if (count <= 0 || bytes_per <= 0 ||
+      static_cast<long double>(count) * static_cast<long double>(bytes_per) <= static_cast<long double>(max_memory)) {
+    return Status::Ok();
+  }
+  return CheckMemory(field, what, {{count, std::string(unit), bytes_per}}, max_memory);
 }
 
-Status CheckMemory(const std::string& field, const std::string& what, const std::vector<MemoryTerm>& terms,
+Status CheckMemory(std::string_view field, std::string_view what, const std::vector<MemoryTerm>& terms,
                    int64_t max_memory) {
   long double need = 0;
   for (const MemoryTerm& t : terms) {
@@ -175,11 +180,6 @@ WorkloadLimits MemoryBudget::Workload() const { return WorkloadMemoryLimits(max_
 
 LineCheck LineMemoryCheck(int64_t max_memory) {
   return [max_memory](int64_t line_bytes) {
-    // CheckMemory's test first, so a line within the budget builds none of the message's strings.
-    if (line_bytes <= 0 || static_cast<long double>(line_bytes) * static_cast<long double>(kLineBytesPerByte) <=
-                               static_cast<long double>(max_memory)) {
-      return Status::Ok();
-    }
     return CheckMemory("record", "line held in memory", line_bytes, "line bytes", kLineBytesPerByte, max_memory);
   };
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/gather_plan.h"
@@ -30,10 +31,10 @@ struct MemoryTerm {
 
 // OK iff the terms add up to at most max_memory; else InvalidArgument "<field>: the <what> would need <bytes>
 // (<count> <unit> x <bytes_per> B + ...), over --max-memory <max>" (terms of count 0 left out). Overflow-safe.
-Status CheckMemory(const std::string& field, const std::string& what, const std::vector<MemoryTerm>& terms,
+Status CheckMemory(std::string_view field, std::string_view what, const std::vector<MemoryTerm>& terms,
                    int64_t max_memory);
 // The one-term form: count * bytes_per <= max_memory.
-Status CheckMemory(const std::string& field, const std::string& what, int64_t count, const std::string& unit,
+Status CheckMemory(std::string_view field, std::string_view what, int64_t count, std::string_view unit,
                    int64_t bytes_per, int64_t max_memory);
 
 // a * b and a + b for non-negative sizes, saturating at 2^62 (so estimates never overflow).

@@ -57,12 +57,10 @@ StatusOr<std::vector<int64_t>> JsonBaseList(const Json& obj, const std::string& 
       continue;
     }
     if (!v[i].is_number()) return InvalidArgument(where, key, "[", i, "]: must be an integer or null");
-    const bool plain = v[i].is_number_integer() &&
-                       !(v[i].is_number_unsigned() && v[i].get<uint64_t>() > static_cast<uint64_t>(INT64_MAX));
-    // An int64 without building the element's name (JsonIntList's common case); anything else names it.
-    KVSHARD_ASSIGN_OR_RETURN(const int64_t b,
-                             plain ? StatusOr<int64_t>(v[i].get<int64_t>())
-                                   : JsonIntValue(v[i], StrCat(where, key, "[", i, "]"), kI64Min, kI64Max));
+    const std::optional<int64_t> plain = JsonInt64(v[i]);  // only anything else builds the element's name
+    KVSHARD_ASSIGN_OR_RETURN(
+        const int64_t b,
+        plain ? StatusOr<int64_t>(*plain) : JsonIntValue(v[i], StrCat(where, key, "[", i, "]"), kI64Min, kI64Max));
     if (b < 0 || b >= shard_size) {
       return InvalidArgument(where, key, "[", i, "]: must be null or in [0, ", shard_size, "), got ", b);
     }

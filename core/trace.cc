@@ -16,15 +16,8 @@ Status AtLine(int64_t line, const Status& status) {
 
 namespace {
 
-// Parses one non-empty line as a JSON object.
-StatusOr<Json> ParseLine(const std::string& text) {
-  if (text.empty()) return InvalidArgument("record: empty line");
-  KVSHARD_ASSIGN_OR_RETURN(Json j, ParseJsonStrict(text, "record"));
-  if (!j.is_object()) return InvalidArgument("record: must be a JSON object");
-  return j;
-}
-
-// ParseLine into `*json`, reusing what it holds (the reader's last record); null after an error.
+// Parses one non-empty line as a JSON object into `*json`, reusing what it holds (the reader's last record); null
+// after an error.
 Status ParseLineInto(const std::string& text, Json* json) {
   if (text.empty()) {
     ClearJson(json);
@@ -47,8 +40,8 @@ StatusOr<Json> TraceReader::ReadHeader(const std::vector<std::string>& allowed_k
   StatusOr<bool> got = ReadLine(*in_, &text_, check_);
   if (!got.ok()) return AtLine(line_, got.status());
   if (!*got) return InvalidArgument("line 1: kvshard_trace: the trace is empty (no header)");
-  StatusOr<Json> j = ParseLine(text_);
-  if (!j.ok()) return AtLine(line_, j.status());
+  StatusOr<Json> j = Json();
+  if (Status parsed = ParseLineInto(text_, &*j); !parsed.ok()) return AtLine(line_, parsed);
   if (!j->contains("kvshard_trace")) {
     return InvalidArgument("line 1: kvshard_trace: missing (the first line must be the trace header)");
   }

@@ -8,33 +8,20 @@
 namespace kvshard::replay {
 namespace {
 
-// `v` as an int64 when it is an integer of int64's range as written (signed, or unsigned up to INT64_MAX).
-std::optional<int64_t> Int64Of(const Json& v) {
-  switch (v.type()) {  // one look at the type (get_ref would look again)
-    case Json::value_t::number_integer: return *v.get_ptr<const Json::number_integer_t*>();
-    case Json::value_t::number_unsigned: {
-      const uint64_t u = *v.get_ptr<const Json::number_unsigned_t*>();
-      if (u <= uint64_t{INT64_MAX}) return static_cast<int64_t>(u);
-      return std::nullopt;
-    }
-    default: return std::nullopt;
-  }
-}
-
 // True when `want` is an integer of value `got` (signed or unsigned in the expect's JSON).
 bool IsInteger(const Json& want, int64_t got) {
-  const std::optional<int64_t> x = Int64Of(want);
+  const std::optional<int64_t> x = JsonInt64(want);
   return x && *x == got;
 }
 
-// `v`'s elements into *out when `v` is a list of Int64Of integers; false (and *out empty) otherwise.
+// `v`'s elements into *out when `v` is a list of JsonInt64 integers; false (and *out empty) otherwise.
 bool Int64sOf(const Json& v, std::vector<int64_t>* out) {
   out->clear();
   if (!v.is_array()) return false;
   const Json::array_t& elements = v.get_ref<const Json::array_t&>();
   out->reserve(elements.size());
   for (const Json& e : elements) {
-    const std::optional<int64_t> x = Int64Of(e);
+    const std::optional<int64_t> x = JsonInt64(e);
     if (!x) {
       out->clear();
       return false;
@@ -179,7 +166,7 @@ TypedExpect::TypedExpect(const Json& expect) : object_(expect.is_object()) {
     e.key = &it.key();
     e.json = &it.value();
     const Json& v = it.value();
-    if (const std::optional<int64_t> x = Int64Of(v)) {
+    if (const std::optional<int64_t> x = JsonInt64(v)) {
       e.kind = Kind::kInt;
       e.number = *x;
     } else if (Int64sOf(v, &e.ints)) {
