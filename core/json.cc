@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <limits>
 
 namespace kvshard {
 namespace {
@@ -67,9 +66,11 @@ class FastReader {
         *out = std::move(s);
         return true;
       }
-      case 't': Scalar(out, true); return Literal("true");
-      case 'f': Scalar(out, false); return Literal("false");
-      case 'n': Scalar(out, nullptr); return Literal("null");
+      case 't': Bool(out, true); return Literal("true");
+      case 'f': Bool(out, false); return Literal("false");
+      case 'n':
+        if (!out->is_null()) Scalar(out, nullptr);
+        return Literal("null");
       default: return Number(out);
     }
   }
@@ -79,6 +80,15 @@ class FastReader {
   static void Scalar(Json* out, T value) {
     if (out->is_structured()) ClearJson(out);
     *out = value;
+  }
+
+  // *out = value, in place where *out is a boolean already.
+  static void Bool(Json* out, bool value) {
+    if (out->is_boolean()) {
+      out->get_ref<bool&>() = value;
+    } else {
+      Scalar(out, value);
+    }
   }
 
   // Drops the elements of `array` past its first `count`.
@@ -158,11 +168,21 @@ class FastReader {
       KeepElements(&array, 0);
       return true;
     }
-    array.reserve(NumberListLength());
+    if (array.capacity() == 0) array.reserve(NumberListLength());  // a reused array keeps the room it had
     while (true) {
       if (p_ == end_) return false;
-      if (count == array.size()) array.emplace_back();
-      if (!Value(&array[count], depth)) return false;  // a number lands in place, a list or object reused
+      if (*p_ == '-' || (*p_ >= '0' && *p_ <= '9')) {  // most of a trace: numbers, read here without a call
+        NumberToken number;
+        if (!ReadNumber(&number)) return false;
+        if (count < array.size()) {
+          SetNumber(&array[count], number);
+        } else {
+          AppendNumber(&array, number);
+        }
+      } else {
+        if (count == array.size()) array.emplace_back();
+        if (!Value(&array[count], depth)) return false;  // a list or object reused
+      }
       ++count;
       SkipSpace();
       if (p_ == end_) return false;
@@ -239,12 +259,44 @@ class FastReader {
   bool Number(Json* out) {
     NumberToken number;
     if (!ReadNumber(&number)) return false;
-    switch (number.kind) {
-      case NumberToken::kUnsigned: Scalar(out, number.unsigned_value); break;
-      case NumberToken::kSigned: Scalar(out, number.signed_value); break;
-      case NumberToken::kFloat: Scalar(out, number.float_value); break;
-    }
+    SetNumber(out, number);
     return true;
+  }
+
+  // Appends the number to `array`, made in place.
+  static void AppendNumber(Json::array_t* array, const NumberToken& number) {
+    switch (number.kind) {
+      case NumberToken::kUnsigned: array->emplace_back(number.unsigned_value); return;
+      case NumberToken::kSigned: array->emplace_back(number.signed_value); return;
+      case NumberToken::kFloat: array->emplace_back(number.float_value); return;
+    }
+  }
+
+  // *out = the number; a number of the same kind there is overwritten in place (no copy-and-swap assignment).
+  static void SetNumber(Json* out, const NumberToken& number) {
+    switch (number.kind) {
+      case NumberToken::kUnsigned:
+        if (out->is_number_unsigned()) {
+          out->get_ref<Json::number_unsigned_t&>() = number.unsigned_value;
+          return;
+        }
+        Scalar(out, number.unsigned_value);
+        return;
+      case NumberToken::kSigned:
+        if (out->is_number_integer() && !out->is_number_unsigned()) {
+          out->get_ref<Json::number_integer_t&>() = number.signed_value;
+          return;
+        }
+        Scalar(out, number.signed_value);
+        return;
+      case NumberToken::kFloat:
+        if (out->is_number_float()) {
+          out->get_ref<Json::number_float_t&>() = number.float_value;
+          return;
+        }
+        Scalar(out, number.float_value);
+        return;
+    }
   }
 
   // JSON's number grammar; an integer is nlohmann's number_unsigned when non-negative, number_integer when
@@ -259,12 +311,16 @@ class FastReader {
     if (*p_ == '0') {
       ++p_;
     } else {
+      const char* digits = p_;
       while (p_ != end_ && *p_ >= '0' && *p_ <= '9') {
-        const uint64_t digit = static_cast<uint64_t>(*p_ - '0');
-        overflow = overflow || magnitude > (std::numeric_limits<uint64_t>::max() - digit) / 10;
-        magnitude = magnitude * 10 + digit;
+        magnitude = magnitude * 10 + static_cast<uint64_t>(*p_ - '0');  // wraps only where `overflow` says so
         ++p_;
       }
+      // 19 digits always fit in 64 bits; 20 do up to 2^64 - 1; more never (no leading zeros here)
+      constexpr std::string_view kMaxUnsigned = "18446744073709551615";
+      const size_t length = static_cast<size_t>(p_ - digits);
+      overflow = length > kMaxUnsigned.size() ||
+                 (length == kMaxUnsigned.size() && std::string_view(digits, length) > kMaxUnsigned);
     }
     bool integral = true;
     if (p_ != end_ && *p_ == '.') {

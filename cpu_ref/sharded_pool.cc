@@ -16,6 +16,25 @@ std::string KeyText(const std::pair<int64_t, int64_t>& key) {
   return key.first < 0 ? "None" : StrCat("(", key.first, ", ", key.second, ")");
 }
 
+// Copies `count` rows of `width` bytes: row from_row(i) of `from` to row to_row(i) of `to`, a run of rows that follow
+// each other on both sides in one copy (a page's slots are such a run in every layout here).
+template <typename ToRow, typename FromRow>
+void CopyRows(size_t count, int64_t width, uint8_t* to, ToRow to_row, const uint8_t* from, FromRow from_row) {
+  for (size_t i = 0; i < count;) {
+    const int64_t to_first = to_row(i), from_first = from_row(i);
+    size_t run = 1;
+    while (i + run < count && to_row(i + run) == to_first + static_cast<int64_t>(run) &&
+           from_row(i + run) == from_first + static_cast<int64_t>(run)) {
+      ++run;
+    }
+    std::memcpy(to + to_first * width, from + from_first * width, run * width);
+    i += run;
+  }
+}
+
+// The identity row map: row i.
+int64_t Packed(size_t i) { return static_cast<int64_t>(i); }
+
 }  // namespace
 
 uint32_t RowValue(int64_t layer, int64_t loc, int64_t salt, int64_t word) {
@@ -252,8 +271,8 @@ Status ShardedPool::WriteBuffers(int64_t layer, const std::vector<int64_t>& locs
     for (int64_t r = 0; r < n; ++r) {
       for (size_t b = 0; b < buffers_.size(); ++b) {
         const int64_t w = buffers_[b].row_bytes;
-        uint8_t* scratch = slots_[r][layer % 2][b].data();
-        for (size_t i = 0; i < locs.size(); ++i) std::memcpy(scratch + dst[i] * w, &rows[b][i * w], w);
+        CopyRows(
+            locs.size(), w, slots_[r][layer % 2][b].data(), [&](size_t i) { return dst[i]; }, rows[b].data(), Packed);
       }
     }
   }
@@ -270,8 +289,10 @@ Status ShardedPool::WriteBuffers(int64_t layer, const std::vector<int64_t>& locs
   for (int64_t r = 0; r < n; ++r) {
     for (size_t b = 0; b < buffers_.size(); ++b) {
       const int64_t w = buffers_[b].row_bytes;
-      uint8_t* pool = pools_[r][b].data() + layer * rows_per_rank_ * w;
-      for (const auto& [idx, row] : write_plan_[r]) std::memcpy(pool + row * w, &rows[b][idx * w], w);
+      const auto& plan = write_plan_[r];  // (index in locs, local row) of each of the rank's slots
+      CopyRows(
+          plan.size(), w, pools_[r][b].data() + layer * rows_per_rank_ * w, [&](size_t i) { return plan[i].second; },
+          rows[b].data(), [&](size_t i) { return plan[i].first; });
     }
   }
   return Status::Ok();
@@ -299,9 +320,8 @@ StatusOr<std::vector<BufferRows>> ShardedPool::ReadBuffers(int64_t layer, const 
   for (int64_t r = 0; r < n; ++r) {
     for (size_t b = 0; b < buffers_.size(); ++b) {
       const int64_t w = buffers_[b].row_bytes;
-      const uint8_t* scratch = slots_[r][s][b].data();
       std::vector<uint8_t> rows(locs.size() * w);
-      for (size_t i = 0; i < locs.size(); ++i) std::memcpy(&rows[i * w], scratch + src[i] * w, w);
+      CopyRows(locs.size(), w, rows.data(), Packed, slots_[r][s][b].data(), [&](size_t i) { return src[i]; });
       out[r].push_back(std::move(rows));
     }
   }
@@ -366,9 +386,8 @@ Status UnshardedPool::WriteBuffers(int64_t layer, const std::vector<int64_t>& lo
   KVSHARD_RETURN_IF_ERROR(CheckBufferRows(buffers_, rows, locs.size()));
   for (size_t b = 0; b < buffers_.size(); ++b) {
     const int64_t w = buffers_[b].row_bytes;
-    for (size_t i = 0; i < locs.size(); ++i) {
-      std::memcpy(&data_[b][(layer * slots_ + locs[i]) * w], &rows[b][i * w], w);
-    }
+    CopyRows(
+        locs.size(), w, data_[b].data(), [&](size_t i) { return layer * slots_ + locs[i]; }, rows[b].data(), Packed);
   }
   return Status::Ok();
 }
@@ -379,7 +398,7 @@ StatusOr<BufferRows> UnshardedPool::ReadBuffers(int64_t layer, const std::vector
   for (size_t b = 0; b < buffers_.size(); ++b) {
     const int64_t w = buffers_[b].row_bytes;
     std::vector<uint8_t> rows(locs.size() * w);
-    for (size_t i = 0; i < locs.size(); ++i) std::memcpy(&rows[i * w], &data_[b][(layer * slots_ + locs[i]) * w], w);
+    CopyRows(locs.size(), w, rows.data(), Packed, data_[b].data(), [&](size_t i) { return layer * slots_ + locs[i]; });
     out.push_back(std::move(rows));
   }
   return out;

@@ -4,9 +4,11 @@
 #include "replay/pool_replay.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <span>
 #include <string>
@@ -83,12 +85,16 @@ ref::BufferRows MakePayloadRows(const PoolGeometry& g, int64_t layer, const std:
     const uint64_t slot_hash = PayloadSlotHash(g.payload_seed, layer_hash, locs[i]);
     for (int64_t w = 0; w < words; ++w) {
       const uint32_t x = unwritten_zero && generation == 0 ? 0 : PayloadWordOf(slot_hash, generation, w);
-      for (int k = 0; k < 4; ++k) slot_row[w * 4 + k] = static_cast<uint8_t>(x >> (8 * k));  // low byte first
+      if constexpr (std::endian::native == std::endian::little) {
+        std::memcpy(slot_row.data() + w * 4, &x, 4);
+      } else {
+        for (int k = 0; k < 4; ++k) slot_row[w * 4 + k] = static_cast<uint8_t>(x >> (8 * k));  // low byte first
+      }
     }
     int64_t offset = 0;  // of the buffer in the slot's concatenated row
     for (size_t b = 0; b < g.buffers.size(); ++b) {
       const size_t width = static_cast<size_t>(g.buffers[b].row_bytes);
-      std::copy_n(slot_row.data() + offset, width, rows[b].data() + i * width);
+      std::memcpy(rows[b].data() + i * width, slot_row.data() + offset, width);
       offset += g.buffers[b].row_bytes;
     }
   }

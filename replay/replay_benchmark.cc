@@ -4,15 +4,19 @@
 // rows price `--backend diff`'s machinery without a GPU: the default trace with the reference pool as the "device"
 // (replay/host_pool_path.h), its steps on the device thread or each at its record; one more `--backend gpu`'s (the
 // checking thread's share: plans, answers, each slot's last write; rows made and checked on the device thread). And the
-// reader side alone (BM_ReadAhead): the default trace read, parsed and prepared by 1, 2 and 4 reader threads.
+// reader side alone (BM_ReadAhead): the default trace read, parsed and prepared by 1, 2 and 4 reader threads; and the
+// JSON reader alone on its lines (BM_ParseRecords).
 //   bazel run -c opt //replay:replay_benchmark -- --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <benchmark/benchmark.h>
 
+#include "core/json.h"
 #include "core/status.h"
 #include "core/trace.h"
 #include "core/trace_read_ahead.h"
@@ -115,6 +119,27 @@ void BM_ReadAhead(benchmark::State& state) {
   state.counters["records/s"] = benchmark::Counter(static_cast<double>(records), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_ReadAhead)->Arg(1)->Arg(2)->Arg(4)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The JSON reader alone, as a trace reader thread uses it: each record line of the default trace parsed into a held
+// value of the line's own op (the last record of that op, its containers and strings reused). Bytes/s is the parser's.
+void BM_ParseRecords(benchmark::State& state) {
+  std::vector<std::string> lines;
+  std::istringstream in(Trace(kPipeline));
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  lines.erase(lines.begin());        // the header
+  std::map<std::string, Json> held;  // a value per op, as TraceReadAhead's spares
+  int64_t bytes = 0;
+  for (auto _ : state) {
+    for (const std::string& line : lines) {
+      Json& value = held[std::string(TraceReadAhead::LeadingOp(line))];
+      KVSHARD_CHECK(ParseJsonStrictInto(line, &value, "record").ok());
+      bytes += static_cast<int64_t>(line.size());
+    }
+  }
+  state.SetBytesProcessed(bytes);
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(lines.size()));
+}
+BENCHMARK(BM_ParseRecords)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace kvshard::replay
