@@ -171,7 +171,15 @@ class FastReader {
     if (array.capacity() == 0) array.reserve(NumberListLength());  // a reused array keeps the room it had
     while (true) {
       if (p_ == end_) return false;
-      if (*p_ == '-' || (*p_ >= '0' && *p_ <= '9')) {  // most of a trace: numbers, read here without a call
+      if (uint64_t small = 0; ReadSmallUnsigned(&small)) {  // most of a trace: row, page and token numbers
+        if (count < array.size() && array[count].is_number_unsigned()) {
+          array[count].get_ref<Json::number_unsigned_t&>() = small;
+        } else if (count < array.size()) {
+          Scalar(&array[count], small);
+        } else {
+          array.emplace_back(small);
+        }
+      } else if (*p_ == '-' || (*p_ >= '0' && *p_ <= '9')) {  // any other number, read here without a call
         NumberToken number;
         if (!ReadNumber(&number)) return false;
         if (count < array.size()) {
@@ -297,6 +305,20 @@ class FastReader {
         Scalar(out, number.float_value);
         return;
     }
+  }
+
+  // The common number, read in one tight loop: 1 to 19 digits without a leading zero, sign, fraction or exponent (so
+  // an unsigned that cannot overflow). False, having read nothing, for any other text.
+  bool ReadSmallUnsigned(uint64_t* out) {
+    const char* p = p_;
+    if (p == end_ || *p < '1' || *p > '9') return false;
+    uint64_t value = 0;
+    const char* last = p + std::min<std::ptrdiff_t>(end_ - p, 19);
+    while (p != last && *p >= '0' && *p <= '9') value = value * 10 + static_cast<uint64_t>(*p++ - '0');
+    if (p != end_ && ((*p >= '0' && *p <= '9') || *p == '.' || *p == 'e' || *p == 'E')) return false;
+    p_ = p;
+    *out = value;
+    return true;
   }
 
   // JSON's number grammar; an integer is nlohmann's number_unsigned when non-negative, number_integer when
