@@ -122,24 +122,24 @@ class FastReader {
     object.reserve(kObjectKeys);  // one allocation for a record's or an expect's keys, not four as it grows
     while (true) {
       if (p_ == end_ || *p_ != '"') return false;
-      if (!String(&key_)) return false;
+      std::string_view key;
+      if (!Key(&key)) return false;
       SkipSpace();
       if (p_ == end_ || *p_ != ':') return false;
       ++p_;
       SkipSpace();
       const auto given = [&](size_t n) {  // whether the key is among the first n entries
         return std::any_of(object.begin(), object.begin() + static_cast<std::ptrdiff_t>(n),
-                           [&](const auto& entry) { return entry.first == key_; });
+                           [&](const auto& entry) { return entry.first == key; });
       };
       // (ordered_map's operator[] takes a key: the entries are reached through iterators)
-      if (count < object.size() && object.begin()[static_cast<std::ptrdiff_t>(count)].first == key_ && !given(count)) {
+      if (count < object.size() && object.begin()[static_cast<std::ptrdiff_t>(count)].first == key && !given(count)) {
         // the entry the last value had here, reused
         if (!Value(&object.begin()[static_cast<std::ptrdiff_t>(count)].second, depth)) return false;
       } else {
         KeepEntries(&object, count);
-        if (given(count)) return false;  // a key given twice
-        std::string key = key_;          // Value may read other keys into key_
-        object.emplace_back(std::move(key), Json());
+        if (given(count)) return false;                 // a key given twice
+        object.emplace_back(std::string(key), Json());  // a copy: Value may read other keys into key_
         if (!Value(&object.back().second, depth)) return false;
       }
       ++count;
@@ -237,6 +237,25 @@ class FastReader {
       }
     }
     return false;
+  }
+
+  // An object's key (p_ at its '"'): a view of the text where it has no escape (most keys: no copy), else read into
+  // key_ by String. Valid until the next key is read.
+  bool Key(std::string_view* out) {
+    const char* start = p_ + 1;
+    const char* p = start;
+    while (p != end_ && *p != '"' && *p != '\\' && static_cast<unsigned char>(*p) >= 0x20 &&
+           static_cast<unsigned char>(*p) < 0x80) {
+      ++p;
+    }
+    if (p != end_ && *p == '"') {
+      *out = std::string_view(start, static_cast<size_t>(p - start));
+      p_ = p + 1;
+      return true;
+    }
+    if (!String(&key_)) return false;
+    *out = key_;
+    return true;
   }
 
   // How many elements an array that holds only numbers has (p_ at its first element), from its commas; 0 (nothing to
