@@ -3,7 +3,8 @@
 #   tools/install_deps.sh [fuzz]   fuzz: also clang, libFuzzer and the sanitizer runtimes (tools/fuzz.sh build)
 set -euo pipefail
 pkgs=(bazel-bootstrap bazel-rules-java bazel-platforms googletest libgtest-dev librapidcheck-dev libeigen3-dev
-      libboost-program-options-dev libopenmpi-dev nlohmann-json3-dev libbenchmark-dev python3 g++ clang-format)
+      libboost-program-options-dev libopenmpi-dev nlohmann-json3-dev libbenchmark-dev libjemalloc-dev python3 g++
+      clang-format)
 # clang-14's libclang_rt.fuzzer/asan/ubsan archives are in libclang-rt-14-dev; llvm-14 has llvm-symbolizer.
 [[ ${1:-} == fuzz ]] && pkgs+=(clang libclang-rt-14-dev llvm-14)
 missing=()
