@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <type_traits>
 
 namespace kvshard {
 namespace {
@@ -66,8 +67,8 @@ class FastReader {
         *out = std::move(s);
         return true;
       }
-      case 't': Bool(out, true); return Literal("true");
-      case 'f': Bool(out, false); return Literal("false");
+      case 't': Set(out, true); return Literal("true");
+      case 'f': Set(out, false); return Literal("false");
       case 'n':
         if (!out->is_null()) Scalar(out, nullptr);
         return Literal("null");
@@ -82,10 +83,12 @@ class FastReader {
     *out = value;
   }
 
-  // *out = value, in place where *out is a boolean already.
-  static void Bool(Json* out, bool value) {
-    if (out->is_boolean()) {
-      out->get_ref<bool&>() = value;
+  // *out = value; a value of the same type there is overwritten in place (no copy-and-swap assignment and destroy).
+  template <typename T>
+  static void Set(Json* out, T value) {
+    T* held = out->get_ptr<T*>();  // (nlohmann gives an unsigned's storage for number_integer_t too: not its type)
+    if (held != nullptr && (!std::is_same_v<T, Json::number_integer_t> || !out->is_number_unsigned())) {
+      *held = value;
     } else {
       Scalar(out, value);
     }
@@ -172,10 +175,8 @@ class FastReader {
     while (true) {
       if (p_ == end_) return false;
       if (uint64_t small = 0; ReadSmallUnsigned(&small)) {  // most of a trace: row, page and token numbers
-        if (count < array.size() && array[count].is_number_unsigned()) {
-          array[count].get_ref<Json::number_unsigned_t&>() = small;
-        } else if (count < array.size()) {
-          Scalar(&array[count], small);
+        if (count < array.size()) {
+          Set(&array[count], small);
         } else {
           array.emplace_back(small);
         }
@@ -299,30 +300,12 @@ class FastReader {
     }
   }
 
-  // *out = the number; a number of the same kind there is overwritten in place (no copy-and-swap assignment).
+  // *out = the number (in place where a number of its kind is).
   static void SetNumber(Json* out, const NumberToken& number) {
     switch (number.kind) {
-      case NumberToken::kUnsigned:
-        if (out->is_number_unsigned()) {
-          out->get_ref<Json::number_unsigned_t&>() = number.unsigned_value;
-          return;
-        }
-        Scalar(out, number.unsigned_value);
-        return;
-      case NumberToken::kSigned:
-        if (out->is_number_integer() && !out->is_number_unsigned()) {
-          out->get_ref<Json::number_integer_t&>() = number.signed_value;
-          return;
-        }
-        Scalar(out, number.signed_value);
-        return;
-      case NumberToken::kFloat:
-        if (out->is_number_float()) {
-          out->get_ref<Json::number_float_t&>() = number.float_value;
-          return;
-        }
-        Scalar(out, number.float_value);
-        return;
+      case NumberToken::kUnsigned: Set(out, number.unsigned_value); return;
+      case NumberToken::kSigned: Set(out, number.signed_value); return;
+      case NumberToken::kFloat: Set(out, number.float_value); return;
     }
   }
 
