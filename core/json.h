@@ -68,8 +68,9 @@ void RememberOverflowedIntegers(const std::string& text, bool any);
 // is one JSON value it reads itself: strings of printable ASCII with the two-character escapes, integers within
 // int64/uint64 and finite doubles, no key twice in an object, at most kMaxJsonDepth levels. Anything else (an error,
 // \u escapes, other bytes, a number nlohmann keeps as an overflowed double) is false, *out unspecified: the full
-// parser then decides and words the error. Whatever *out holds is reused where the new value has a container or a
-// string at the same place (fewer allocations when one reader parses values of one shape in turn).
+// parser then decides and words the error. Whatever *out holds is reused where the new value has a container, a
+// string, or a number or boolean of the same type at the same place (fewer allocations and destructions when one
+// reader parses values of one shape in turn).
 bool TryParseJsonFast(std::string_view text, Json* out);
 
 // Empties `*value` (it becomes an empty array or object, or stays a scalar), children before parents: nlohmann's
