@@ -1,41 +1,50 @@
 #!/usr/bin/env bash
-# One device session for issue 27 (replay and rerange speed), on a GPU host with the bundle unpacked in .bundle:
-# the GPU differential tests (run_all.sh), the same-run rerange bench (gather_rows, the rerange per call and with
-# a per-batch table), Nsight Compute durations of the rerange kernels at 64 MiB, and `replay`
-# wall time and peak memory per backend on the default `gen` trace and on a `simulate --emit-trace` Mooncake trace.
-# Writes logs to $OUT.
+# One device session for issue 27 (replay and rerange speed), on a GPU host, from the repository root with the bundle
+# unpacked in .bundle (tools/gpu_bundle.sh): the GPU tests (run_all.sh), the same-run rerange bench (gather_rows, the
+# rerange per call and with a per-batch table, twice), Nsight Compute durations of the rerange kernels at 64 MiB, what a
+# CUDA process pays to start and per call (cuda_start_costs.py, cuda_call_costs.cu), then `replay` of the default `gen`
+# trace, the 200-batch Mooncake `simulate --emit-trace` trace and a header-only trace: ROUNDS interleaved rounds of
+# ref / gpu / diff, each run's wall and user seconds, peak RSS and the replay's own report (threads' busy and wait
+# seconds). Writes logs to $OUT (docs/PERFORMANCE.md quotes them).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
+export PATH=$PATH:/usr/local/cuda/bin
 out=${OUT:-/tmp/replay_out}; mkdir -p "$out"
 k=.bundle/bin/kvshard
-{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc; } | tee "$out/device.txt"
-timeout 200 .bundle/run_all.sh > "$out/run_all.txt" 2>&1; echo "run_all exit $?" >> "$out/run_all.txt"
+rounds=${ROUNDS:-4}
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc; lscpu | grep 'Model name'; } | tee "$out/device.txt"
+(cd .bundle && timeout 300 ./run_all.sh) > "$out/run_all.txt" 2>&1; echo "run_all exit $?" >> "$out/run_all.txt"
 tail -3 "$out/run_all.txt"
-$k bench --op gather_rows,rerange --min-bytes 67108864 --max-bytes 268435456 --layers 16 --iters 50 2>&1 \
-  | tee "$out/bench.txt"
+for i in 1 2; do
+  $k bench --op gather_rows,rerange --min-bytes 67108864 --max-bytes 268435456 --layers 16 --iters 50 2>&1
+done | tee "$out/bench.txt"
 if command -v ncu >/dev/null; then
   timeout 120 ncu --clock-control none -k regex:"Rerange|GatherRows" -c 8 --section SpeedOfLight \
     $k bench --op gather_rows,rerange --min-bytes 67108864 --max-bytes 67108864 --iters 1 --warmup 0 2>&1 \
     | grep -E "Rerange|GatherRows|Duration|DRAM Throughput" > "$out/ncu.txt"
 fi
+for i in 1 2 3; do python3 tools/bench/cuda_start_costs.py; done 2>&1 | tee "$out/cuda_start.txt"
+(nvcc -O2 -arch=sm_90 -o /tmp/cuda_call_costs tools/bench/cuda_call_costs.cu && /tmp/cuda_call_costs) 2>&1 \
+  | tee "$out/cuda_calls.txt"
 $k gen --seed 1 --records 100000 --batch-size 8 --out /tmp/g.jsonl
-$k gen --seed 1 --records 100000 --batch-size 8 --allocator-only --out /tmp/a.jsonl
 $k simulate testdata/workloads/mooncake_conversation_trace.jsonl --shard-size 8 --page-size 64 \
   --cache-tokens 20000000 --emit-trace /tmp/m.jsonl --emit-max-batches 200 --emit-layers 2 --quiet
-ls -la /tmp/g.jsonl /tmp/a.jsonl /tmp/m.jsonl | tee "$out/traces.txt"
-# Wall and user seconds and peak RSS of one command (GNU time may be missing there).
+head -n 1 /tmp/g.jsonl > /tmp/h.jsonl
+ls -la /tmp/g.jsonl /tmp/m.jsonl | tee "$out/traces.txt"
+# Wall and user seconds, peak RSS and the replay's summary and thread report of one command (GNU time may be missing).
 measure() {
   python3 - "$@" <<'PY'
 import resource, subprocess, sys, time
 t = time.time()
 r = subprocess.run(["timeout", "120"] + sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 u = resource.getrusage(resource.RUSAGE_CHILDREN)
-tail = " | ".join(r.stdout.strip().splitlines()[-2:])
-print(f"exit {r.returncode}: {time.time() - t:.2f} s wall, {u.ru_utime:.2f} s user, {u.ru_maxrss / 1024:.1f} MB: {tail}")
+report = " | ".join(l for l in r.stdout.splitlines() if "mismatch" in l or "busy" in l or "error" in l)
+print(f"exit {r.returncode}: {time.time() - t:.3f} s wall, {u.ru_utime:.2f} s user, {u.ru_maxrss / 1024:.1f} MB: {report}")
 PY
 }
-for t in g a m; do
-  for b in ref gpu diff; do
-    echo "$t $b: $(measure $k replay /tmp/$t.jsonl --backend $b)" | tee -a "$out/replay.txt"
+for b in gpu diff; do echo "header-only $b: $(measure $k replay /tmp/h.jsonl --backend $b)"; done | tee "$out/header.txt"
+for round in $(seq "$rounds"); do
+  for t in g m; do
+    for b in ref gpu diff; do echo "round $round $t $b: $(measure $k replay /tmp/$t.jsonl --backend $b)"; done
   done
-done
+done | tee "$out/replay.txt"
