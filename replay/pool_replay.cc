@@ -276,18 +276,18 @@ StatusOr<FieldAnswer> PoolReplay::Begin(const Json& rec, const Json* only) {
   }
   active_ = true;
   ++epoch_;
-  out_cache_loc_ = std::move(chunk);
-  batch_locs_ = std::move(all);
+  out_cache_loc_ = std::make_shared<const std::vector<int64_t>>(std::move(chunk));
+  batch_locs_ = std::make_shared<const std::vector<int64_t>>(std::move(all));
   page_pos_.Update(plan);
   FieldAnswer a = GatherPlanFields(plan, only);  // GatherPlanToJson's fields, then the extend's
   a.Add("epoch", epoch_);
-  a.Add("out_cache_loc", out_cache_loc_);
+  a.Add("out_cache_loc", *out_cache_loc_);
   if (device_) {  // the host's batch stands whatever the device makes of it
-    const size_t bytes = out_cache_loc_.size() * sizeof(int64_t);
+    const size_t bytes = out_cache_loc_->size() * sizeof(int64_t);
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
         bytes, 0,
         [this, batch = std::move(batch), chunk = out_cache_loc_, plan = std::move(plan)] {
-          return DeviceBegin(batch, chunk, plan);
+          return DeviceBegin(batch, *chunk, plan);
         },
         StepKind::kDefers));  // counts no rows: the checks of the batches before may stay pending
   }
@@ -296,8 +296,10 @@ StatusOr<FieldAnswer> PoolReplay::Begin(const Json& rec, const Json* only) {
 
 StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
   const int64_t layer = rec.at("layer").get<int64_t>();
-  std::vector<int64_t> locs = rec.contains("locs") ? JsonInts(rec.at("locs")) : out_cache_loc_;
   if (!rec.contains("locs") && !active_) return InvalidArgument("locs: needed outside an extend (no out_cache_loc)");
+  const SharedLocs held =
+      rec.contains("locs") ? std::make_shared<const std::vector<int64_t>>(JsonInts(rec.at("locs"))) : out_cache_loc_;
+  const std::vector<int64_t>& locs = *held;
   if (layer < 0 || layer >= geometry_.num_layers) {
     return InvalidArgument("layer: must be in [0, ", geometry_.num_layers, "), got ", layer);
   }
@@ -313,7 +315,7 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
   }
   ++generation_;
   if (device_) {  // what the device path cannot write is the record's error, before anything is written
-    KVSHARD_RETURN_IF_ERROR(Annotate(device_->CheckWrite(active_, locs, out_cache_loc_), device_->Name(), ": "));
+    KVSHARD_RETURN_IF_ERROR(Annotate(device_->CheckWrite(active_, locs, *out_cache_loc_), device_->Name(), ": "));
   }
   ref::BufferRows rows;  // the host's rows (none under gpu: the last write of each slot is what a read is checked by)
   if (baseline_) {
@@ -333,8 +335,8 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
     for (const std::vector<uint8_t>& b : rows) bytes += b.size();
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
         bytes, 0,
-        [this, layer, locs = std::move(locs), rows = std::move(rows), generation = generation_] {
-          return DeviceWrite(layer, locs, rows, generation);
+        [this, layer, held, rows = std::move(rows), generation = generation_] {
+          return DeviceWrite(layer, *held, rows, generation);
         },
         StepKind::kDefers));  // counts no rows: checks pending before it may stay pending
   }
@@ -349,7 +351,9 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
   if (layer < 0 || layer >= geometry_.num_layers) {
     return InvalidArgument("layer: must be in [0, ", geometry_.num_layers, "), got ", layer);
   }
-  std::vector<int64_t> locs = rec.contains("locs") ? JsonInts(rec.at("locs")) : batch_locs_;
+  const SharedLocs held =
+      rec.contains("locs") ? std::make_shared<const std::vector<int64_t>>(JsonInts(rec.at("locs"))) : batch_locs_;
+  const std::vector<int64_t>& locs = *held;
   const std::vector<int64_t>& page_pos = page_pos_.pos();
   const int64_t ps = geometry_.page_size, trash = page_pos.empty() ? 0 : page_pos.back();
   std::vector<int64_t> scratch_rows(locs.size());
@@ -375,9 +379,8 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
     const bool checked = device_->MakesRows();
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
         bytes, 0,
-        [this, checked, layer, locs = std::move(locs), generations = std::move(generations)]() mutable {
-          return checked ? CheckedRead(false, layer, std::move(locs), std::move(generations))
-                         : GpuRead(layer, locs, generations);
+        [this, checked, layer, held, generations = std::move(generations)]() mutable {
+          return checked ? CheckedRead(false, layer, held, std::move(generations)) : GpuRead(layer, *held, generations);
         },
         checked ? StepKind::kDefers : StepKind::kSettles));
     FieldAnswer a;
@@ -392,7 +395,7 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
   }
   if (!want.ok() || !checked.ok()) {
     if (device_) {  // diff: the device reads too, to stay in step; the record's error is the reference's
-      KVSHARD_RETURN_IF_ERROR(RunDeviceStep(0, 0, [this, layer, locs] { return DiffRead(layer, locs, {}, false); }));
+      KVSHARD_RETURN_IF_ERROR(RunDeviceStep(0, 0, [this, layer, held] { return DiffRead(layer, *held, {}, false); }));
     }
     return !want.ok() ? want.status() : checked.status();
   }
@@ -413,8 +416,8 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
     const size_t bytes = locs.size() * (sizeof(int64_t) + sizeof(uint32_t));
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
         bytes, rows_compared_ - host_before,
-        [this, layer, locs = std::move(locs), generations = std::move(generations)]() mutable {
-          return CheckedRead(true, layer, std::move(locs), std::move(generations));
+        [this, layer, held, generations = std::move(generations)]() mutable {
+          return CheckedRead(true, layer, held, std::move(generations));
         },
         StepKind::kDefers));
   } else if (device_) {  // diff: every byte of both paths (a difference is the record's first)
@@ -422,10 +425,9 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
     for (const ref::BufferRows& rank : *checked) {
       for (const std::vector<uint8_t>& b : rank) bytes += b.size();
     }
-    KVSHARD_RETURN_IF_ERROR(RunDeviceStep(bytes, rows_compared_ - host_before,
-                                          [this, layer, locs = std::move(locs), ref_rows = std::move(*checked)] {
-                                            return DiffRead(layer, locs, ref_rows, true);
-                                          }));
+    KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
+        bytes, rows_compared_ - host_before,
+        [this, layer, held, ref_rows = std::move(*checked)] { return DiffRead(layer, *held, ref_rows, true); }));
   }
   KVSHARD_RETURN_IF_ERROR(invariant);
   FieldAnswer a;
@@ -438,8 +440,8 @@ StatusOr<Json> PoolReplay::End() {
   if (!active_) return FailedPrecondition("end_shard_extend: no sharded extend in flight");
   if (pool_) pool_->EndShardExtend();
   active_ = false;
-  out_cache_loc_.clear();
-  batch_locs_.clear();
+  out_cache_loc_ = NoLocs();
+  batch_locs_ = NoLocs();
   if (device_) {  // an end the path answers as a pending check leaves the checks before it pending too
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
         0, 0, [this] { return DeviceEnd(); }, device_->EndsChecked() ? StepKind::kDefers : StepKind::kSettles));

@@ -129,7 +129,10 @@ class PoolReplay {
   // A read checked by a path that checks its rows (MakesRows) against `generations`: at its record, answered at once
   // (ReadChecked); on the device thread, started (StartReadChecked) and answered with the others pending by
   // ResolveChecks (a failed start at once). `diff`: diff's texts, else gpu's.
-  Status CheckedRead(bool diff, int64_t layer, std::vector<int64_t> locs, std::vector<uint32_t> generations);
+  // A record's slot list, shared by the record's device step (and its pending check) without a copy: an extend's
+  // default lists are one list for every record of the batch.
+  using SharedLocs = std::shared_ptr<const std::vector<int64_t>>;
+  Status CheckedRead(bool diff, int64_t layer, SharedLocs locs, std::vector<uint32_t> generations);
   // Takes every pending check's answer (one wait) and records each difference as its own step's finding, in order.
   void ResolveChecks();
   // What a checked read's answer `d` makes of the record: OK (its rows counted) or gpu's "invariant: ..." / diff's
@@ -187,8 +190,13 @@ class PoolReplay {
   std::unique_ptr<uint32_t[], FreeDeleter> last_write_;
   std::unique_ptr<PoolDataPath> device_;  // the GPU path (absent for kRef)
   bool active_ = false;
-  std::vector<int64_t> out_cache_loc_;    // the current extend's chunk slots (set_kv_buffer's default locs)
-  std::vector<int64_t> batch_locs_;       // every slot of the current extend (get_key_buffer's default locs)
+  // The empty slot list (no extend in flight).
+  static const SharedLocs& NoLocs() {
+    static const SharedLocs none = std::make_shared<const std::vector<int64_t>>();
+    return none;
+  }
+  SharedLocs out_cache_loc_ = NoLocs();   // the current extend's chunk slots (set_kv_buffer's default locs)
+  SharedLocs batch_locs_ = NoLocs();      // every slot of the current extend (get_key_buffer's default locs)
   DensePagePosCache page_pos_;            // the current plan's dense page_pos
   int64_t epoch_ = 0;                     // extends begun so far
   int64_t generation_ = 0;                // set_kv_buffer records so far
@@ -209,7 +217,7 @@ class PoolReplay {
     StepAt step;
     bool diff = false;
     int64_t layer = 0;
-    std::vector<int64_t> locs;
+    SharedLocs locs;  // null for plans and ends
     std::vector<uint32_t> generations;
     std::shared_ptr<Status> plan_answer;  // a plan check: CheckDevicePlan's answer, written on the plan thread
     bool end = false;                     // an end (StartEndChecked), not a read

@@ -202,10 +202,10 @@ Status PoolReplay::CheckedAnswer(bool diff, int64_t layer, const std::vector<int
       SharedReadDiffers(layer, static_cast<size_t>(at.rank), PayloadDiffText(layer, locs, generations, at)));
 }
 
-Status PoolReplay::CheckedRead(bool diff, int64_t layer, std::vector<int64_t> locs, std::vector<uint32_t> generations) {
-  if (!worker_) return CheckedAnswer(diff, layer, locs, generations, device_->ReadChecked(layer, locs, generations));
-  if (Status s = device_->StartReadChecked(layer, locs, generations); !s.ok()) {
-    return CheckedAnswer(diff, layer, locs, generations, s);
+Status PoolReplay::CheckedRead(bool diff, int64_t layer, SharedLocs locs, std::vector<uint32_t> generations) {
+  if (!worker_) return CheckedAnswer(diff, layer, *locs, generations, device_->ReadChecked(layer, *locs, generations));
+  if (Status s = device_->StartReadChecked(layer, *locs, generations); !s.ok()) {
+    return CheckedAnswer(diff, layer, *locs, generations, s);
   }
   AddPendingCheck({running_, diff, layer, std::move(locs), std::move(generations)});
   return Status::Ok();
@@ -235,7 +235,7 @@ void PoolReplay::ResolveChecks() {
                                         : PoolDataPath::CheckAnswer(Internal("no answer for a pending check"));
       ++next_answer;
       if (!p.end) {
-        s = CheckedAnswer(p.diff, p.layer, p.locs, p.generations, std::move(a));
+        s = CheckedAnswer(p.diff, p.layer, *p.locs, p.generations, std::move(a));
       } else if (a.ok() && a->has_value()) {
         s = EndAnswer(Internal("a row difference as the answer of an end"));
       } else {
