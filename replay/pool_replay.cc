@@ -228,6 +228,11 @@ int64_t PoolReplay::Slots() const {
   return geometry_.shard_size * (geometry_.pages_per_rank + 1) * geometry_.page_size;
 }
 
+PoolReplay::SharedLocs PoolReplay::RecordLocs(const Json& rec, const SharedLocs& otherwise) {
+  if (!rec.contains("locs")) return otherwise;
+  return std::make_shared<const std::vector<int64_t>>(JsonInts(rec.at("locs")));
+}
+
 std::vector<uint32_t> PoolReplay::LastWrites(int64_t layer, const std::vector<int64_t>& locs) const {
   const int64_t slots = Slots();
   std::vector<uint32_t> generations(locs.size());
@@ -297,8 +302,7 @@ StatusOr<FieldAnswer> PoolReplay::Begin(const Json& rec, const Json* only) {
 StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
   const int64_t layer = rec.at("layer").get<int64_t>();
   if (!rec.contains("locs") && !active_) return InvalidArgument("locs: needed outside an extend (no out_cache_loc)");
-  const SharedLocs held =
-      rec.contains("locs") ? std::make_shared<const std::vector<int64_t>>(JsonInts(rec.at("locs"))) : out_cache_loc_;
+  const SharedLocs held = RecordLocs(rec, out_cache_loc_);
   const std::vector<int64_t>& locs = *held;
   if (layer < 0 || layer >= geometry_.num_layers) {
     return InvalidArgument("layer: must be in [0, ", geometry_.num_layers, "), got ", layer);
@@ -351,8 +355,7 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
   if (layer < 0 || layer >= geometry_.num_layers) {
     return InvalidArgument("layer: must be in [0, ", geometry_.num_layers, "), got ", layer);
   }
-  const SharedLocs held =
-      rec.contains("locs") ? std::make_shared<const std::vector<int64_t>>(JsonInts(rec.at("locs"))) : batch_locs_;
+  const SharedLocs held = RecordLocs(rec, batch_locs_);
   const std::vector<int64_t>& locs = *held;
   const std::vector<int64_t>& page_pos = page_pos_.pos();
   const int64_t ps = geometry_.page_size, trash = page_pos.empty() ? 0 : page_pos.back();

@@ -126,12 +126,14 @@ class PoolReplay {
   // uncounted when the step fails; `bytes`: the payload `step` holds.
   Status RunDeviceStep(size_t bytes, int64_t host_rows, std::function<Status()> step,
                        StepKind kind = StepKind::kSettles);
-  // A read checked by a path that checks its rows (MakesRows) against `generations`: at its record, answered at once
-  // (ReadChecked); on the device thread, started (StartReadChecked) and answered with the others pending by
-  // ResolveChecks (a failed start at once). `diff`: diff's texts, else gpu's.
   // A record's slot list, shared by the record's device step (and its pending check) without a copy: an extend's
   // default lists are one list for every record of the batch.
   using SharedLocs = std::shared_ptr<const std::vector<int64_t>>;
+  // The record's `locs`, or `otherwise` (the extend's default list) where it has none.
+  static SharedLocs RecordLocs(const Json& rec, const SharedLocs& otherwise);
+  // A read checked by a path that checks its rows (MakesRows) against `generations`: at its record, answered at once
+  // (ReadChecked); on the device thread, started (StartReadChecked) and answered with the others pending by
+  // ResolveChecks (a failed start at once). `diff`: diff's texts, else gpu's.
   Status CheckedRead(bool diff, int64_t layer, SharedLocs locs, std::vector<uint32_t> generations);
   // Takes every pending check's answer (one wait) and records each difference as its own step's finding, in order.
   void ResolveChecks();
