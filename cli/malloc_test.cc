@@ -1,5 +1,6 @@
-// kvshard's malloc (//third_party:malloc, cc_binary's `malloc`): jemalloc in a normal build, glibc's under the
-// sanitizers, libFuzzer and --define=kvshard_malloc=glibc. This test links the same malloc the binary does.
+// kvshard's malloc (//third_party:malloc, cc_binary's `malloc`): glibc's, or jemalloc with
+// --define=kvshard_malloc=jemalloc outside the sanitizers and libFuzzer. This test links the same malloc the binary
+// does.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -14,10 +15,10 @@ extern "C" int mallctl(const char* name, void* old_value, size_t* old_size, void
 namespace kvshard::cli {
 namespace {
 
-#if defined(KVSHARD_SANITIZER_BUILD) || defined(KVSHARD_FUZZ_BUILD) || defined(KVSHARD_GLIBC_MALLOC)
-constexpr bool kJemallocExpected = false;
-#else
+#if defined(KVSHARD_JEMALLOC_MALLOC) && !defined(KVSHARD_SANITIZER_BUILD) && !defined(KVSHARD_FUZZ_BUILD)
 constexpr bool kJemallocExpected = true;
+#else
+constexpr bool kJemallocExpected = false;
 #endif
 
 TEST(MallocTest, TheBuildsMallocIsTheOneItAsksFor) {
@@ -26,7 +27,8 @@ TEST(MallocTest, TheBuildsMallocIsTheOneItAsksFor) {
 }
 
 TEST(MallocTest, JemallocServesThisThreadsAllocations) {
-  if (mallctl == nullptr) GTEST_SKIP() << "jemalloc is not this build's malloc (sanitizer, fuzz or glibc build)";
+  if (mallctl == nullptr)
+    GTEST_SKIP() << "jemalloc is not this build's malloc (the default; --define=kvshard_malloc=jemalloc)";
   uint64_t* allocated = nullptr;  // jemalloc's running count of this thread's allocated bytes
   size_t size = sizeof(allocated);
   ASSERT_EQ(mallctl("thread.allocatedp", &allocated, &size, nullptr, 0), 0);

@@ -161,7 +161,7 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   }
   // Every record frees and takes again about the same few megabytes: glibc would hand the heap's top back to the
   // kernel after each (past 128 KiB) and fault it in again; keep it (what is kept is what one record used). The
-  // binary's malloc is jemalloc (//third_party:malloc), which ignores this; sanitizer builds keep glibc's.
+  // binary's malloc is glibc's unless built with jemalloc (//third_party:malloc), which ignores this.
 #if defined(__GLIBC__)
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   mallopt(M_TOP_PAD, 16 << 20);
