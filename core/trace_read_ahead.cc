@@ -184,6 +184,8 @@ StatusOr<bool> TraceReadAhead::Next(TraceRecord* record) {
       queue_.pop_front();
       ++first_index_;
     }
+    // What the caller holds once it took the first, counted before a reader can see the emptier queue.
+    taken_left_.store(taken_.size() - 1, std::memory_order_relaxed);
     wake = readers_waiting_ > 0;  // room for them again
   }
   Item item = std::move(taken_.front());

@@ -57,6 +57,8 @@ class TraceReadAhead {
   // As TraceReader::Next, in the same order with the same errors (an exception a reader met is rethrown here).
   // The record *record held before is handed back to the thread that read it, which reuses its memory.
   StatusOr<bool> Next(TraceRecord* record);
+  // The records Next took with the record it gave last and has not given yet: Next gives them without waiting.
+  size_t held_records() const { return taken_.size(); }
   // As TraceReader::truncated_line, once Next returned the error.
   int64_t truncated_line() const { return truncated_line_; }
   // The reader threads that run (0 when none could be made: Next reads in the caller).

@@ -149,39 +149,48 @@ TEST(TraceReadAheadTest, RecordsTheCallerTookCountAsAhead) {
   for (int i = 0; i < 4 * kQueue; ++i) text += "{\"op\": \"place\"}\n";
   for (int threads : {1, 3}) {
     SCOPED_TRACE(testing::Message() << threads << " reader threads");
-    std::istringstream in(text);
-    TraceReader reader(&in);
-    ASSERT_TRUE(reader.ReadHeader({}).ok());
-    std::mutex mu;
-    std::vector<std::pair<int64_t, bool>> prepared;  // line, ahead
-    TraceReadAhead ahead(
-        &reader,
-        [&](TraceRecord* r, bool is_ahead) {
-          std::lock_guard<std::mutex> lock(mu);
-          prepared.emplace_back(r->line, is_ahead);
-        },
-        threads);
-    // Waits (at most 10 s) until `n` records were prepared; the readers then wait for room.
-    const auto wait_for = [&](int64_t n) {
-      for (int i = 0; i < 10000; ++i) {
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          if (static_cast<int64_t>(prepared.size()) >= n) return true;
+    // A record is prepared before it is ready: when the caller comes, a reader thread may not have marked a prepared
+    // record ready yet, and the caller takes only the records before it. Such a try starts again.
+    bool took_full_queue = false;
+    for (int attempt = 0; attempt < 100 && !took_full_queue; ++attempt) {
+      std::istringstream in(text);
+      TraceReader reader(&in);
+      ASSERT_TRUE(reader.ReadHeader({}).ok());
+      std::mutex mu;
+      std::vector<std::pair<int64_t, bool>> prepared;  // line, ahead
+      TraceReadAhead ahead(
+          &reader,
+          [&](TraceRecord* r, bool is_ahead) {
+            std::lock_guard<std::mutex> lock(mu);
+            prepared.emplace_back(r->line, is_ahead);
+          },
+          threads);
+      const auto prepared_count = [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        return static_cast<int64_t>(prepared.size());
+      };
+      // Waits (at most 10 s) until `n` records were prepared; the readers then wait for room.
+      const auto wait_for = [&](int64_t n) {
+        for (int i = 0; i < 10000 && prepared_count() < n; ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-      return false;
-    };
-    ASSERT_TRUE(wait_for(kQueue));  // a full queue
-    TraceRecord r;
-    ASSERT_TRUE(*ahead.Next(&r));       // takes every ready record; holds them from now on
-    ASSERT_TRUE(wait_for(2 * kQueue));  // the queue full again behind them
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& [line, is_ahead] : prepared) {
-      if (line >= 2 + kQueue) {
-        EXPECT_TRUE(is_ahead) << "line " << line;
+        return prepared_count() >= n;
+      };
+      ASSERT_TRUE(wait_for(kQueue)) << prepared_count() << " records prepared";  // a full queue
+      TraceRecord r;
+      ASSERT_TRUE(*ahead.Next(&r));  // takes every ready record; holds them from now on
+      if (static_cast<int64_t>(ahead.held_records()) + 1 < kQueue) continue;
+      took_full_queue = true;
+      // The queue full again behind them.
+      ASSERT_TRUE(wait_for(2 * kQueue)) << prepared_count() << " records prepared";
+      std::lock_guard<std::mutex> lock(mu);
+      for (const auto& [line, is_ahead] : prepared) {
+        if (line >= 2 + kQueue) {
+          EXPECT_TRUE(is_ahead) << "line " << line;
+        }
       }
     }
+    EXPECT_TRUE(took_full_queue) << "in 100 tries, a reader thread never marked a prepared record ready in time";
   }
 }
 
