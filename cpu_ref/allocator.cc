@@ -13,12 +13,10 @@ namespace {
 // Python ints are unbounded; saturating here keeps a huge batch from overflowing while it still defers.
 constexpr int64_t kSimFloor = -(int64_t{1} << 62);
 
-// SGLang's _class_counts: pages drawn from each class by a cyclic run of `new_pages` pages from `start_class`,
+// SGLang's _class_counts[c]: pages drawn from class c by a cyclic run of `new_pages` pages from `start_class`,
 // new_pages // N + ((c - start_class) % N < new_pages % N).
-std::vector<int64_t> ClassCounts(int64_t start_class, int64_t new_pages, int64_t n) {
-  std::vector<int64_t> counts(n);
-  for (int64_t c = 0; c < n; ++c) counts[c] = new_pages / n + ((c - start_class + n) % n < new_pages % n ? 1 : 0);
-  return counts;
+int64_t ClassCount(int64_t start_class, int64_t new_pages, int64_t n, int64_t c) {
+  return new_pages / n + ((c - start_class + n) % n < new_pages % n ? 1 : 0);
 }
 
 // argmax_c (counts[c], -c): the class with the most free pages, ties to the lowest id.
@@ -66,8 +64,9 @@ StatusOr<std::vector<PageInterleaveAllocator::Run>> PageInterleaveAllocator::Sim
     }
     const int64_t start_class = (base + prefix_pages) % n;
     runs.push_back({start_class, new_pages});
-    const std::vector<int64_t> need = ClassCounts(start_class, new_pages, n);
-    for (int64_t c = 0; c < n; ++c) (*sim_counts)[c] = std::max((*sim_counts)[c] - need[c], kSimFloor);
+    for (int64_t c = 0; c < n; ++c) {
+      (*sim_counts)[c] = std::max((*sim_counts)[c] - ClassCount(start_class, new_pages, n, c), kSimFloor);
+    }
   }
   return runs;
 }
@@ -87,12 +86,12 @@ StatusOr<bool> PageInterleaveAllocator::AllocExtend(const AllocBatch& batch, Ext
   const int64_t n = config_.shard_size;
   *out = ExtendPages{{}, {0}, rotation_bases};
   for (const Run& run : runs) {
-    std::vector<int64_t> pages(run.new_pages);
-    const std::vector<int64_t> counts = ClassCounts(run.start_class, run.new_pages, n);
+    const size_t first = out->pages.size();  // the request's pages: out->pages[first, first + new_pages)
+    out->pages.resize(first + static_cast<size_t>(run.new_pages));
     for (int64_t c = 0; c < n; ++c) {
-      for (int64_t k = 0; k < counts[c]; ++k) pages[(c - run.start_class + n) % n + k * n] = PopHead(c);
+      const int64_t count = ClassCount(run.start_class, run.new_pages, n, c);
+      for (int64_t k = 0; k < count; ++k) out->pages[first + (c - run.start_class + n) % n + k * n] = PopHead(c);
     }
-    out->pages.insert(out->pages.end(), pages.begin(), pages.end());
     out->offsets.push_back(static_cast<int64_t>(out->pages.size()));
   }
   return true;
@@ -157,11 +156,10 @@ void PageInterleaveAllocator::ApplyFree(const std::vector<int64_t>& locs) {
   for (int64_t loc : locs) pages.push_back(loc / config_.page_size);
   std::sort(pages.begin(), pages.end());
   pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
-  std::vector<std::vector<int64_t>> freed(config_.shard_size);  // freed[r] = pages[owners == r], in order
-  for (int64_t l : pages) freed[l % config_.shard_size].push_back(l);
-  for (int64_t r = 0; r < config_.shard_size; ++r) {
-    std::deque<int64_t>& list = config_.need_sort ? class_release_pages_[r] : class_free_pages_[r];
-    list.insert(list.begin(), freed[r].begin(), freed[r].end());
+  // Class r's list gets pages[owners == r] prepended, in their order: pushed to its front from the last one back.
+  for (auto it = pages.rbegin(); it != pages.rend(); ++it) {
+    const int64_t r = *it % config_.shard_size;
+    (config_.need_sort ? class_release_pages_[r] : class_free_pages_[r]).push_front(*it);
   }
   for (int64_t l : pages) allocated_[l] = 0;
 }
@@ -203,25 +201,28 @@ Status PageInterleaveAllocator::FreeGroup(const std::vector<std::vector<int64_t>
   return FreeGroupEnd();
 }
 
-// Free pages per class: free + release list lengths.
+// Free pages of class r: its free + release list lengths.
+int64_t PageInterleaveAllocator::ClassFreePageCount(int64_t r) const {
+  return static_cast<int64_t>(class_free_pages_[r].size() + class_release_pages_[r].size());
+}
+
 std::vector<int64_t> PageInterleaveAllocator::class_free_page_counts() const {
   std::vector<int64_t> counts;
   counts.reserve(static_cast<size_t>(config_.shard_size));
-  for (int64_t r = 0; r < config_.shard_size; ++r) {
-    counts.push_back(static_cast<int64_t>(class_free_pages_[r].size() + class_release_pages_[r].size()));
-  }
+  for (int64_t r = 0; r < config_.shard_size; ++r) counts.push_back(ClassFreePageCount(r));
   return counts;
 }
 
 // The min-class floor N * ps * min(counts): a K-page request needs up to ceil(K / N) pages of every class.
 int64_t PageInterleaveAllocator::available_size() const {
-  const std::vector<int64_t> counts = class_free_page_counts();
-  return config_.shard_size * config_.page_size * *std::min_element(counts.begin(), counts.end());
+  int64_t least = ClassFreePageCount(0);
+  for (int64_t r = 1; r < config_.shard_size; ++r) least = std::min(least, ClassFreePageCount(r));
+  return config_.shard_size * config_.page_size * least;
 }
 
 int64_t PageInterleaveAllocator::aggregate_free_size() const {
   int64_t sum = 0;
-  for (int64_t count : class_free_page_counts()) sum += count;
+  for (int64_t r = 0; r < config_.shard_size; ++r) sum += ClassFreePageCount(r);
   return config_.page_size * sum;
 }
 

@@ -85,6 +85,8 @@ class PageInterleaveAllocator {
   int64_t PopHead(int64_t c);
   // free() outside a free group: prepends each class's freed pages, ascending.
   void ApplyFree(const std::vector<int64_t>& locs);
+  // Free pages of class r (free + release list lengths): class_free_page_counts()[r].
+  int64_t ClassFreePageCount(int64_t r) const;
 
   AllocatorConfig config_;
   std::vector<std::deque<int64_t>> class_free_pages_;     // per class, head (next page handed out) first

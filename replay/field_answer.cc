@@ -44,40 +44,31 @@ int64_t SurelyEqualInts(const Json& want, const std::vector<int64_t>& got) {
 
 }  // namespace
 
-void FieldAnswer::Add(const char* key, std::string value) {
-  fields_.push_back(Field{key, Kind::kString});
-  fields_.back().text = std::move(value);
+FieldAnswer::Field& FieldAnswer::NewField(const char* key, Kind kind) {
+  if (fields_.empty()) fields_.reserve(kFieldsReserved);  // one allocation for a whole answer, not one per doubling
+  fields_.push_back(Field{key, kind});
+  return fields_.back();
 }
 
-void FieldAnswer::Add(const char* key, bool value) {
-  fields_.push_back(Field{key, Kind::kBool});
-  fields_.back().flag = value;
-}
+void FieldAnswer::Add(const char* key, std::string value) { NewField(key, Kind::kString).text = std::move(value); }
 
-void FieldAnswer::Add(const char* key, int64_t value) {
-  fields_.push_back(Field{key, Kind::kInt});
-  fields_.back().number = value;
-}
+void FieldAnswer::Add(const char* key, bool value) { NewField(key, Kind::kBool).flag = value; }
+
+void FieldAnswer::Add(const char* key, int64_t value) { NewField(key, Kind::kInt).number = value; }
 
 void FieldAnswer::Add(const char* key, std::vector<int64_t> value) {
-  fields_.push_back(Field{key, Kind::kInts});
-  fields_.back().ints = std::move(value);
+  NewField(key, Kind::kInts).ints = std::move(value);
 }
 
 void FieldAnswer::Add(const char* key, std::vector<std::vector<int64_t>> value) {
-  fields_.push_back(Field{key, Kind::kIntLists});
-  fields_.back().lists = std::move(value);
+  NewField(key, Kind::kIntLists).lists = std::move(value);
 }
 
 void FieldAnswer::Add(const char* key, std::vector<FieldAnswer> value) {
-  fields_.push_back(Field{key, Kind::kObjects});
-  fields_.back().objects = std::move(value);
+  NewField(key, Kind::kObjects).objects = std::move(value);
 }
 
-void FieldAnswer::Add(const char* key, Json value) {
-  fields_.push_back(Field{key, Kind::kJson});
-  fields_.back().json = std::move(value);
-}
+void FieldAnswer::Add(const char* key, Json value) { NewField(key, Kind::kJson).json = std::move(value); }
 
 Json FieldAnswer::ToJson() const {
   Json j = Json::object();

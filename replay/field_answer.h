@@ -74,6 +74,11 @@ class FieldAnswer {
     std::vector<FieldAnswer> objects;
     Json json;
   };
+  // The fields an answer has at most but for a few ops' (an alloc's seven): reserved with the first.
+  static constexpr size_t kFieldsReserved = 8;
+
+  // Appends a field of `kind` named `key`; its value is set by the caller.
+  Field& NewField(const char* key, Kind kind);
   const Field* Find(const std::string& key) const;
   // SurelyMatches' check of one key: `f` against the expect's value `want`, its scalars added to *compared.
   bool SurelyMatchesKey(const Field& f, const Json& want, int64_t* compared) const;
