@@ -335,19 +335,23 @@ StatusOr<std::vector<int64_t>> Replayer::FreeLocs(const Json& spec) const {
 }
 
 void Replayer::Release(const std::vector<int64_t>& locs) {
+  const int64_t ps = allocator_->config().page_size;
+  auto holder = held_.end();  // the request holding the page before: a request's pages are freed together
   for (int64_t loc : locs) {
-    int64_t& h = holder_[loc / allocator_->config().page_size];
+    const int64_t page = loc / ps;
+    int64_t& h = holder_[page];
     if (h == -1) continue;
     --held_pages_;
     if (h == kCached) {
-      if (cache_ && cache_->holds(loc / allocator_->config().page_size)) {
-        freed_cached_.push_back(loc / allocator_->config().page_size);
-      }
+      if (cache_ && cache_->holds(page)) freed_cached_.push_back(page);
       h = -1;
       continue;
     }
-    const auto it = held_.find(h);
-    if (--it->second.live == 0) held_.erase(it);
+    if (holder == held_.end() || holder->first != h) holder = held_.find(h);
+    if (--holder->second.live == 0) {
+      held_.erase(holder);
+      holder = held_.end();
+    }
     h = -1;
   }
 }
