@@ -45,7 +45,6 @@ int64_t SurelyEqualInts(const Json& want, const std::vector<int64_t>& got) {
 }  // namespace
 
 FieldAnswer::Field& FieldAnswer::NewField(const char* key, Kind kind) {
-  if (fields_.empty()) fields_.reserve(kFieldsReserved);  // one allocation for a whole answer, not one per doubling
   fields_.push_back(Field{key, kind});
   return fields_.back();
 }

@@ -74,9 +74,6 @@ class FieldAnswer {
     std::vector<FieldAnswer> objects;
     Json json;
   };
-  // The fields an answer has at most but for a few ops' (an alloc's seven): reserved with the first.
-  static constexpr size_t kFieldsReserved = 8;
-
   // Appends a field of `kind` named `key`; its value is set by the caller.
   Field& NewField(const char* key, Kind kind);
   const Field* Find(const std::string& key) const;
