@@ -147,6 +147,17 @@ KVSHARD_PROP(FieldAnswerProps, SurelyMatchesOnlyWhatMatchExpectMatches, ()) {
   const bool typed_sure = answer.SurelyMatches(replay::TypedExpect(expect), &typed_fields);
   RC_ASSERT(typed_sure == sure);
   RC_ASSERT(typed_fields == fast_fields);
+  // The same from a typed expect reused (a reader thread's record is): assigned another expect first, this answer's
+  // whole (values that match where the expect was changed) or another answer's, at times one too large for its
+  // memory to be kept.
+  std::vector<std::string> other_keys;
+  Json other = *rc::gen::arbitrary<bool>() ? whole : ArbitraryAnswer(&other_keys).ToJson();
+  if (*rc::gen::inRange(0, 6) == 0) other["large"] = Json(std::vector<int64_t>(20000, 7));
+  replay::TypedExpect reused(other);
+  reused.Assign(expect);
+  int64_t reused_fields = 0;
+  RC_ASSERT(answer.SurelyMatches(reused, &reused_fields) == sure);
+  RC_ASSERT(reused_fields == fast_fields);
   const auto mismatch = MatchExpect(expect, whole, &json_fields);
   RC_LOG() << "expect " << expect.dump() << "\nanswer " << whole.dump() << "\n";
   RC_TAG(sure ? "decided without JSON" : "left to MatchExpect", mismatch ? "mismatch" : "match");

@@ -148,28 +148,35 @@ bool FieldAnswer::SurelyMatches(const Json& expect, int64_t* fields) const {
   return true;
 }
 
-TypedExpect::TypedExpect(const Json& expect) : object_(expect.is_object()) {
+void TypedExpect::Assign(const Json& expect) {
+  if (ints_ > kKeptInts) std::vector<Entry>().swap(entries_);  // a large expect's lists are not kept
+  object_ = expect.is_object();
+  count_ = 0;
+  ints_ = 0;
   if (!object_) return;
-  entries_.reserve(expect.size());
+  if (entries_.size() < expect.size()) entries_.resize(expect.size());
   for (auto it = expect.begin(); it != expect.end(); ++it) {
-    Entry e;
+    Entry& e = entries_[count_++];
     e.key = &it.key();
     e.json = &it.value();
+    e.kind = Kind::kJson;
     const Json& v = it.value();
     if (const std::optional<int64_t> x = JsonInt64(v)) {
       e.kind = Kind::kInt;
       e.number = *x;
     } else if (Int64sOf(v, &e.ints)) {
       e.kind = Kind::kInts;
+      ints_ += static_cast<int64_t>(e.ints.size());
     } else if (v.is_array() && !v.empty() && v.front().is_array()) {  // a list of integer lists, or JSON
       e.lists.resize(v.size());
+      ints_ += static_cast<int64_t>(v.size());  // the lists themselves count
       e.kind = Kind::kIntLists;
       for (size_t i = 0; i < v.size() && e.kind == Kind::kIntLists; ++i) {
         if (!Int64sOf(v[i], &e.lists[i])) e.kind = Kind::kJson;
+        ints_ += static_cast<int64_t>(e.lists[i].size());
       }
       if (e.kind == Kind::kJson) e.lists.clear();
     }
-    entries_.push_back(std::move(e));
   }
 }
 
@@ -177,7 +184,8 @@ bool FieldAnswer::SurelyMatches(const TypedExpect& expect, int64_t* fields) cons
   using E = TypedExpect::Kind;
   if (!expect.object_) return false;
   int64_t compared = 0;
-  for (const TypedExpect::Entry& e : expect.entries_) {
+  for (size_t k = 0; k < expect.count_; ++k) {
+    const TypedExpect::Entry& e = expect.entries_[k];
     const Field* f = Find(*e.key);
     if (f == nullptr) return false;
     // The typed comparison where both sides have the kind; the JSON one (the same verdict) for everything else.

@@ -22,9 +22,17 @@ class FieldAnswer;
 // FieldAnswer::SurelyMatches(const Json&) compares it. Holds pointers into `expect`, which must outlive it.
 class TypedExpect {
  public:
-  explicit TypedExpect(const Json& expect);
+  // Holds no expect (not an object: SurelyMatches says "not sure").
+  TypedExpect() = default;
+  explicit TypedExpect(const Json& expect) { Assign(expect); }
+  // Types `expect` in place of what this held, reusing its lists' memory (a reader thread reuses its records'); a
+  // large expect's memory is not kept for the next.
+  void Assign(const Json& expect);
 
  private:
+  // The integers (and lists) an expect may hold and still leave its lists' memory to the next Assign.
+  static constexpr int64_t kKeptInts = int64_t{1} << 14;
+
   friend class FieldAnswer;
   enum class Kind { kJson, kInt, kInts, kIntLists };
   struct Entry {
@@ -36,7 +44,9 @@ class TypedExpect {
     std::vector<std::vector<int64_t>> lists;
   };
   bool object_ = false;
-  std::vector<Entry> entries_;
+  std::vector<Entry> entries_;  // entries_[0, count_) are the expect's; the rest keep their memory for reuse
+  size_t count_ = 0;
+  int64_t ints_ = 0;  // the integers and lists typed into entries_ by the last Assign
 };
 
 // The top-level fields of one answer, in the order its JSON lists them.

@@ -101,12 +101,15 @@ void Replayer::Prepare(TraceRecord* record, bool run_stateless) const {
   const StatusOr<const ReplayOp*> op = FindOp(record->op);
   p->op = op.ok() ? *op : nullptr;
   p->shape = op.ok() ? CheckRecord(record->json, **op, budget_) : op.status();
-  p->typed_expect.reset();
+  p->has_typed_expect = false;
   if (!run_stateless || !p->verdict.ok() || p->op == nullptr) return;
   const Json* expect = record->json.contains("expect") ? &record->json.at("expect") : nullptr;
   const Json* only = expect && !expect->contains("error") ? expect : nullptr;
   if (p->op->state != OpState::kNone) {  // stateful: its expect typed for the checking thread's comparison
-    if (p->shape.ok() && p->op->run_fields != nullptr && only != nullptr) p->typed_expect.emplace(*only);
+    if (p->shape.ok() && p->op->run_fields != nullptr && only != nullptr) {
+      p->typed_expect.Assign(*only);
+      p->has_typed_expect = true;
+    }
     return;
   }
   // A stateless record (plans, CP helpers) depends on nothing before it: run and judge it here.
@@ -198,7 +201,7 @@ Status Replayer::ReplayRecord(const TraceRecord& record) {
     Status begun = BeginOp(**op, record, shape != nullptr);
     std::optional<StatusOr<Json>> json = UnlessSurelyMatches(
         begun.ok() ? (*op)->run_fields(*this, record.json, expect) : StatusOr<FieldAnswer>(begun), expect,
-        &summary_.fields, prepared != nullptr && prepared->typed_expect ? &*prepared->typed_expect : nullptr);
+        &summary_.fields, prepared != nullptr && prepared->has_typed_expect ? &prepared->typed_expect : nullptr);
     if (!json) {
       if (Status s = CheckInvariantsAfter(**op); !s.ok()) return Fail(ModelMismatch(record, s.message()));
       return Status::Ok();

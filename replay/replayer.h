@@ -38,9 +38,11 @@ struct PreparedRecord : TracePrepared {
   Status verdict;                // a malformed expect.error, or (judged) the outcome Replay returns
   ReplayMismatch mismatch;       // the mismatch when verdict is one
   int64_t fields = 0;            // scalars the judged record compared
-  // A stateful record's expect typed (made while the readers were ahead; else empty): the checking thread compares
-  // its typed answer against it without walking the expect's JSON. Points into the record's JSON.
-  std::optional<TypedExpect> typed_expect;
+  // A stateful record's expect typed (made while the readers were ahead; else has_typed_expect is false): the
+  // checking thread compares its typed answer against it without walking the expect's JSON. Points into the
+  // record's JSON; kept with the record for the next one it is reused for.
+  TypedExpect typed_expect;
+  bool has_typed_expect = false;
 };
 
 // What a replay checked so far.
