@@ -34,7 +34,7 @@ double CallingThreadCpuSeconds();
 class TraceReadAhead {
  public:
   static constexpr int64_t kReadAheadBytes = int64_t{4} << 20;
-  static constexpr size_t kReadAheadRecords = 64;
+  static constexpr size_t kReadAheadRecords = 128;
   // The most reader threads one read-ahead runs.
   static constexpr int kMaxThreads = 16;
 
