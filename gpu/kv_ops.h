@@ -100,8 +100,18 @@ struct WriteChunkJob {
 // LaunchStageChunk(scratch, ..., rows, chunk_locs, n, page_pos, ...) and LaunchScatterRows(pool, ..., rows, n,
 // owned_idx, local_rows, owned_count, n, ...) do, with the same bad counts: ranks emulated on one device write a
 // layer's chunk with one launch instead of two per rank. The two halves of a job write different memory.
+// With `made`, the rows are not read from jobs[j].rows (which may be null) but made where they are written: row i of
+// job j is bytes [made->offset, made->offset + row_bytes) of the payload row of (made->layer, jobs[j].chunk_locs[i],
+// made->generation) (core/payload.h, the concatenated row of every buffer): replay's writes without a row-making
+// launch before each.
+struct ChunkPayload {
+  uint64_t seed = 0;
+  int64_t layer = 0;
+  int64_t generation = 0;
+  int64_t offset = 0;  // this buffer's first byte in the payload row (the widths of the buffers before it)
+};
 Status LaunchWriteChunkRanks(const std::vector<WriteChunkJob>& jobs, int64_t n, int64_t page_size, int64_t row_bytes,
-                             cudaStream_t stream);
+                             cudaStream_t stream, const ChunkPayload* made = nullptr);
 
 // One rank's part of LaunchTranslateGatherRanks: its scratch (in, in_rows rows), its page_pos table and where its
 // rows go.

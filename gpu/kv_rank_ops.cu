@@ -1,12 +1,14 @@
 // The pool row movers of ranks emulated on one device, one launch for every rank (a grid row per rank's job):
-// LaunchGatherRowsRanks (packs), LaunchWriteChunkRanks (chunk staging and owner scatter), LaunchTranslateGatherRanks
-// (reads). Each does what the per-rank launches of kv_ops.cu do, job by job.
+// LaunchGatherRowsRanks (packs), LaunchWriteChunkRanks (chunk staging and owner scatter, of rows in memory or made
+// where they are written), LaunchTranslateGatherRanks (reads). Each does what the per-rank launches of kv_ops.cu
+// do, job by job.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "core/payload.h"
 #include "gpu/kv_ops.h"
 #include "gpu/nvtx.h"
 #include "gpu/row_copy.cuh"
@@ -43,15 +45,55 @@ __global__ void GatherRowsRanksKernel(GatherRowsJobs jobs, int64_t n, int64_t ve
   }
 }
 
+// Where WriteChunkRanksKernel's rows come from: memory (jobs[j].rows) ...
+struct RowsInMemory {
+  template <typename V>
+  __device__ __forceinline__ void Put(V* dst, const WriteChunkJob& job, int64_t i, int64_t vecs, int lane,
+                                      int group) const {
+    CopyRow(dst, static_cast<const V*>(job.rows) + i * vecs, vecs, lane, group);
+  }
+};
+
+// ... or made where they are written: bytes [offset, offset + row bytes) of the payload row of
+// (layer, chunk_locs[i], generation), as MakePayloadKernel cuts them (byte q is byte q % 4 of word q / 4).
+struct RowsMade {
+  uint64_t seed, layer_hash;
+  int64_t generation, offset;
+  template <typename V>
+  __device__ __forceinline__ void Put(V* dst, const WriteChunkJob& job, int64_t i, int64_t vecs, int lane,
+                                      int group) const {
+    const uint64_t hash = PayloadSlotHash(seed, layer_hash, job.chunk_locs[i]);
+    for (int64_t v = lane; v < vecs; v += group) {
+      union {
+        V vec;
+        uint8_t bytes[sizeof(V)];
+        uint32_t words[sizeof(V) >= 4 ? sizeof(V) / 4 : 1];
+      } u;
+      const int64_t q0 = offset + v * static_cast<int64_t>(sizeof(V));
+      if (sizeof(V) >= 4 && q0 % 4 == 0) {
+#pragma unroll
+        for (int k = 0; k < static_cast<int>(sizeof(V) / 4); ++k)
+          u.words[k] = PayloadWordOf(hash, generation, q0 / 4 + k);
+      } else {
+#pragma unroll
+        for (int k = 0; k < static_cast<int>(sizeof(V)); ++k) {
+          const int64_t q = q0 + k;
+          u.bytes[k] = static_cast<uint8_t>(PayloadWordOf(hash, generation, q / 4) >> (8 * (q % 4)));
+        }
+      }
+      dst[v] = u.vec;
+    }
+  }
+};
+
 // blockIdx.y < jobs: job y's chunk staging (StageChunkKernel's loop); else job y - jobs's scatter
-// (ScatterRowsKernel's).
-template <typename V>
+// (ScatterRowsKernel's). Row i of a job comes from `rows` (RowsInMemory or RowsMade).
+template <typename V, typename Rows>
 __global__ void WriteChunkRanksKernel(WriteChunkJobs jobs, int jobs_count, int64_t n, int64_t ps, int64_t vecs,
-                                      int group) {
+                                      int group, Rows rows) {
   const bool stage = static_cast<int>(blockIdx.y) < jobs_count;
   const WriteChunkJob& job = jobs.job[stage ? blockIdx.y : blockIdx.y - jobs_count];
   const GroupPos g = MyGroup(group);
-  const auto* rows = static_cast<const V*>(job.rows);
   if (stage) {
     auto* scratch = static_cast<V*>(job.scratch);
     for (int64_t i = g.id; i < n; i += g.count) {
@@ -60,7 +102,7 @@ __global__ void WriteChunkRanksKernel(WriteChunkJobs jobs, int jobs_count, int64
         if (job.bad && g.lane == 0) atomicAdd(reinterpret_cast<unsigned long long*>(job.bad), 1ull);
         continue;
       }
-      CopyRow(scratch + row * vecs, rows + i * vecs, vecs, g.lane, group);
+      rows.template Put<V>(scratch + row * vecs, job, i, vecs, g.lane, group);
     }
     return;
   }
@@ -73,7 +115,7 @@ __global__ void WriteChunkRanksKernel(WriteChunkJobs jobs, int jobs_count, int64
       if (job.bad && g.lane == 0) atomicAdd(reinterpret_cast<unsigned long long*>(job.bad), 1ull);
       continue;
     }
-    CopyRow(pool + d * vecs, rows + s * vecs, vecs, g.lane, group);
+    rows.template Put<V>(pool + d * vecs, job, s, vecs, g.lane, group);
   }
 }
 
@@ -148,23 +190,29 @@ Status LaunchGatherRowsRanks(const std::vector<GatherRowsJob>& jobs, int64_t n, 
 }
 
 Status LaunchWriteChunkRanks(const std::vector<WriteChunkJob>& jobs, int64_t n, int64_t page_size, int64_t row_bytes,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, const ChunkPayload* made) {
   KVSHARD_NVTX_RANGE("kvshard.kv.write_chunk_ranks");
   KVSHARD_RETURN_IF_ERROR(CheckJobs(jobs.size(), n));
   if (page_size < 1) return InvalidArgument("page_size: must be >= 1, got ", page_size);
+  if (made != nullptr && made->offset < 0) return InvalidArgument("made.offset: must be >= 0, got ", made->offset);
   WriteChunkJobs packed;
   uint64_t bits = static_cast<uint64_t>(row_bytes);
   for (size_t j = 0; j < jobs.size(); ++j) {
     KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, n, jobs[j].scratch_rows));
     KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, n, jobs[j].pool_rows));
     packed.job[j] = jobs[j];
-    bits |= reinterpret_cast<uintptr_t>(jobs[j].rows) | reinterpret_cast<uintptr_t>(jobs[j].scratch) |
-            reinterpret_cast<uintptr_t>(jobs[j].pool);
+    bits |= reinterpret_cast<uintptr_t>(jobs[j].scratch) | reinterpret_cast<uintptr_t>(jobs[j].pool);
+    if (made == nullptr) bits |= reinterpret_cast<uintptr_t>(jobs[j].rows);
   }
   if (n == 0 || jobs.empty()) return Status::Ok();
   const int ranks = static_cast<int>(jobs.size());
   LaunchOverRanks(WidestVector(bits), row_bytes, n, 2 * ranks, [&]<typename V>(dim3 grid, int64_t vecs, int group) {
-    WriteChunkRanksKernel<V><<<grid, kThreads, 0, stream>>>(packed, ranks, n, page_size, vecs, group);
+    if (made == nullptr) {
+      WriteChunkRanksKernel<V><<<grid, kThreads, 0, stream>>>(packed, ranks, n, page_size, vecs, group, RowsInMemory{});
+    } else {
+      const RowsMade rows{made->seed, Mix64(static_cast<uint64_t>(made->layer)), made->generation, made->offset};
+      WriteChunkRanksKernel<V><<<grid, kThreads, 0, stream>>>(packed, ranks, n, page_size, vecs, group, rows);
+    }
   });
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();

@@ -1,6 +1,7 @@
 // Payload rows made and checked on the device: a thread per (row, word of the slot's concatenated row), the word
 // computed as the host computes it (core/payload.h) and cut into the buffers byte by byte (one buffer of whole words:
-// stored and compared a word at a time).
+// stored and compared a word at a time). Checked in a gathered block (CheckPayloadKernel) or where the rows are, in
+// each rank's scratch slots (CheckPayloadSlotsKernel).
 #include "gpu/payload_rows.h"
 
 #include <cuda_runtime.h>
@@ -65,9 +66,10 @@ __global__ void MakePayloadKernel(uint8_t* out, const int64_t* locs, int64_t n, 
 }
 
 // The last block of a check (by a ticket after every block's lowering of *first) copies the final key and the
-// differing row to `out` (PayloadCheckOut).
-__device__ void PublishKey(const uint8_t* rows, int64_t n, const Layout& l, unsigned long long* first,
-                           const PayloadCheckOut& out) {
+// differing row to `out` (PayloadCheckOut); row_of(rank, buffer, row) is where that row is read (nullptr: not
+// readable, published as zero bytes).
+template <typename RowOf>
+__device__ void PublishKey(const Layout& l, unsigned long long* first, const PayloadCheckOut& out, RowOf row_of) {
   __shared__ bool last;
   __threadfence();  // this thread's atomicMins are visible to every block before its block takes a ticket
   __syncthreads();
@@ -84,8 +86,8 @@ __device__ void PublishKey(const uint8_t* rows, int64_t n, const Layout& l, unsi
   const int64_t slot = static_cast<int64_t>(key >> kKeyByteBits),
                 byte = static_cast<int64_t>(key & ((1ull << kKeyByteBits) - 1));
   const int64_t rank = slot / l.buffers, b = slot % l.buffers, width = l.width[b];
-  const uint8_t* row = rows + rank * n * l.row_sum + l.offset[b] * n + byte / width * width;
-  for (int64_t k = threadIdx.x; k < width; k += blockDim.x) out.row[k] = row[k];
+  const uint8_t* row = row_of(rank, b, byte / width);
+  for (int64_t k = threadIdx.x; k < width; k += blockDim.x) out.row[k] = row == nullptr ? 0 : row[k];
 }
 
 __global__ void CheckPayloadKernel(const uint8_t* rows, const int64_t* locs, const uint32_t* generations, int64_t n,
@@ -118,7 +120,64 @@ __global__ void CheckPayloadKernel(const uint8_t* rows, const int64_t* locs, con
                            static_cast<unsigned long long>(byte));
     }
   }
-  if (publish.blocks_done != nullptr) PublishKey(rows, n, l, first, publish);
+  if (publish.blocks_done != nullptr) {
+    PublishKey(l, first, publish, [&](int64_t rank, int64_t b, int64_t i) {
+      return rows + rank * n * l.row_sum + l.offset[b] * n + i * l.width[b];
+    });
+  }
+}
+
+// LaunchCheckPayloadSlots's tensors: slot[rank * buffers + b], page_pos[rank].
+struct Slots {
+  const uint8_t* slot[kMaxCheckedSlots];
+  const int32_t* page_pos[kMaxCheckedRanks];
+  int64_t slot_rows, n_page_pos, ps;
+};
+
+// Row i of (rank, buffer b) where it is read, or nullptr where locs[i] translates outside the slot.
+__device__ inline const uint8_t* SlotRow(const Slots& s, const Layout& l, const int64_t* locs, int64_t rank, int64_t b,
+                                         int64_t i) {
+  const int64_t loc = locs[i];
+  if (loc < 0 || loc / s.ps >= s.n_page_pos) return nullptr;
+  const int64_t row = int64_t{s.page_pos[rank][loc / s.ps]} * s.ps + loc % s.ps;
+  if (row < 0 || row >= s.slot_rows) return nullptr;
+  return s.slot[rank * l.buffers + b] + row * l.width[b];
+}
+
+// CheckPayloadKernel over the rows where they are: a thread per (row, word of the slot's concatenated row) of rank
+// blockIdx.y, each row translated once per word it covers.
+__global__ void CheckPayloadSlotsKernel(Slots s, const int64_t* locs, const uint32_t* generations, int64_t n, Layout l,
+                                        unsigned long long* first, PayloadCheckOut publish) {
+  const int64_t words = (l.row_sum + 3) / 4, work = n * words;
+  const int rank = static_cast<int>(blockIdx.y);
+  const bool whole_words = l.buffers == 1 && l.row_sum % 4 == 0;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < work;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = t / words, w = t % words;
+    const uint32_t g = generations[i];
+    const uint32_t x = g == 0 ? 0u : PayloadWordOf(PayloadSlotHash(l.seed, l.layer_hash, locs[i]), g, w);
+    if (whole_words) {
+      const uint8_t* row = SlotRow(s, l, locs, rank, 0, i);
+      const uint32_t got = row == nullptr ? ~x : reinterpret_cast<const uint32_t*>(row)[w];
+      if (got == x) continue;
+      int k = 0;
+      while (((got ^ x) >> (8 * k) & 0xff) == 0) ++k;
+      atomicMin(first, static_cast<unsigned long long>(rank) << kKeyByteBits |
+                           static_cast<unsigned long long>(i * l.row_sum + 4 * w + k));
+      continue;
+    }
+    for (int k = 0; k < 4 && 4 * w + k < l.row_sum; ++k) {
+      const int64_t p = 4 * w + k;
+      const int b = BufferOf(l, p);
+      const uint8_t* row = SlotRow(s, l, locs, rank, b, i);
+      if (row != nullptr && row[p - l.offset[b]] == static_cast<uint8_t>(x >> (8 * k))) continue;
+      atomicMin(first, static_cast<unsigned long long>(rank * l.buffers + b) << kKeyByteBits |
+                           static_cast<unsigned long long>(i * l.width[b] + (p - l.offset[b])));
+    }
+  }
+  if (publish.blocks_done != nullptr) {
+    PublishKey(l, first, publish, [&](int64_t rank, int64_t b, int64_t i) { return SlotRow(s, l, locs, rank, b, i); });
+  }
 }
 
 unsigned Blocks(int64_t work) {
@@ -176,6 +235,46 @@ Status LaunchCheckPayloadRows(const void* rows, int ranks, const int64_t* locs, 
   const int64_t work = n * ((l.row_sum + 3) / 4);
   CheckPayloadKernel<<<dim3(Blocks(work), static_cast<unsigned>(ranks)), kThreads, 0, stream>>>(
       static_cast<const uint8_t*>(rows), locs, generations, n, l, first, publish ? *publish : PayloadCheckOut{});
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status LaunchCheckPayloadSlots(const std::vector<PayloadSlots>& ranks, int64_t slot_rows, int64_t n_page_pos,
+                               int64_t page_size, const int64_t* locs, const uint32_t* generations, int64_t n,
+                               const PayloadLayout& layout, unsigned long long* first, cudaStream_t stream,
+                               const PayloadCheckOut* publish) {
+  KVSHARD_RETURN_IF_ERROR(PayloadCanImplement(layout, n));
+  if (publish != nullptr &&
+      (publish->key == nullptr || publish->row == nullptr || (n > 0 && publish->blocks_done == nullptr))) {
+    return InvalidArgument("publish: key, row and (for rows to check) blocks_done must be given");
+  }
+  const int64_t buffers = static_cast<int64_t>(layout.widths.size());
+  if (ranks.empty() || ranks.size() > static_cast<size_t>(kMaxCheckedRanks) ||
+      static_cast<int64_t>(ranks.size()) * buffers > kMaxCheckedSlots) {
+    return InvalidArgument("ranks: 1 to ", kMaxCheckedRanks, " ranks and at most ", kMaxCheckedSlots,
+                           " (rank, buffer) tensors, got ", ranks.size(), " ranks of ", buffers, " buffers");
+  }
+  if (page_size < 1) return InvalidArgument("page_size: must be >= 1, got ", page_size);
+  if (slot_rows < 0 || n_page_pos < 0) return InvalidArgument("slot_rows, n_page_pos: must be >= 0");
+  Slots s{};
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (static_cast<int64_t>(ranks[r].buffers.size()) != buffers) {
+      return InvalidArgument("ranks[", r, "]: expected ", buffers, " buffers, got ", ranks[r].buffers.size());
+    }
+    for (int64_t b = 0; b < buffers; ++b) s.slot[r * buffers + b] = static_cast<const uint8_t*>(ranks[r].buffers[b]);
+    s.page_pos[r] = ranks[r].page_pos;
+  }
+  s.slot_rows = slot_rows;
+  s.n_page_pos = n_page_pos;
+  s.ps = page_size;
+  if (n == 0) {  // nothing differs
+    if (publish != nullptr) KVSHARD_CUDA_CHECK(cudaMemsetAsync(publish->key, 0xff, sizeof(unsigned long long), stream));
+    return Status::Ok();
+  }
+  const Layout l = ToLayout(layout);
+  const int64_t work = n * ((l.row_sum + 3) / 4);
+  CheckPayloadSlotsKernel<<<dim3(Blocks(work), static_cast<unsigned>(ranks.size())), kThreads, 0, stream>>>(
+      s, locs, generations, n, l, first, publish ? *publish : PayloadCheckOut{});
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }

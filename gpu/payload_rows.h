@@ -48,6 +48,26 @@ Status LaunchCheckPayloadRows(const void* rows, int ranks, const int64_t* locs, 
                               const PayloadLayout& layout, unsigned long long* first, cudaStream_t stream,
                               const PayloadCheckOut* publish = nullptr);
 
+// The most (rank, buffer) scratch tensors one LaunchCheckPayloadSlots reads, and the most ranks.
+inline constexpr int kMaxCheckedSlots = 64;
+inline constexpr int kMaxCheckedRanks = 32;
+
+// One rank's scratch as LaunchCheckPayloadSlots reads it: each buffer's slot tensor (device memory, rows of that
+// buffer's width) and the rank's page_pos table (device memory).
+struct PayloadSlots {
+  std::vector<const void*> buffers;
+  const int32_t* page_pos = nullptr;
+};
+// CheckPayloadSlotsKernel: LaunchCheckPayloadRows of the block LaunchTranslateGatherRanks would gather (rank r's
+// row i of buffer b = ranks[r].buffers[b] row translate(locs[i]), SGLang's page_pos[loc / ps] * ps + loc % ps), read
+// where the rows are, in one launch and without the gathered copy: the same keys, the same published key and row. A
+// row whose translation is negative or past slot_rows differs at every byte (its published row is zero bytes).
+// At most kMaxCheckedRanks ranks and kMaxCheckedSlots (rank, buffer) tensors.
+Status LaunchCheckPayloadSlots(const std::vector<PayloadSlots>& ranks, int64_t slot_rows, int64_t n_page_pos,
+                               int64_t page_size, const int64_t* locs, const uint32_t* generations, int64_t n,
+                               const PayloadLayout& layout, unsigned long long* first, cudaStream_t stream,
+                               const PayloadCheckOut* publish = nullptr);
+
 // A key of LaunchCheckPayloadRows: (rank * buffers + buffer) << 40 | byte (in that buffer's rows of the block).
 struct PayloadKey {
   int64_t rank = 0, buffer = 0, byte = 0;

@@ -69,6 +69,12 @@ class LayerAheadGather {
   Status WriteLayer(int64_t layer, const std::vector<const void*>& rows);
   // WriteLayer of every buffer: rows[i][b] holds buffer b's rows on local rank i's device.
   Status WriteLayerBuffers(int64_t layer, const std::vector<std::vector<const void*>>& rows);
+  // WriteLayerBuffers of rows made where they are written, not read from memory: chunk row i of every buffer is its
+  // part of replay's payload row of (layer, chunk loc i, generation) from `seed` (core/payload.h; one launch a buffer
+  // and no row-making launch before it). Needs CanWriteMade.
+  Status WriteLayerMade(int64_t layer, uint64_t seed, int64_t generation);
+  // Every local rank on one device, and few enough for one launch (kMaxRankJobs).
+  bool CanWriteMade() const;
   // Each compute stream waits for `layer`'s slot (residency must be (layer, epoch)) and the gather of
   // layer + 1 is kicked (its send block packed now, its collective issued by the next read or EndExtend).
   // Returns each local rank's slot (scratch_rows x row_bytes).
@@ -112,6 +118,10 @@ class LayerAheadGather {
   // Local rank 0's compute stream after every rank's compute work so far, and every rank's after rank 0's
   // (nothing where they are one stream).
   Status JoinComputeStreams();
+  // Ranks on one device: a layer's chunk staged and scattered for every rank with one launch a buffer, of `rows`
+  // ([rank][buffer]) or, where rows is null, of replay's payload rows of (layer, chunk loc, generation) from `seed`.
+  Status WriteChunkAllRanks(int64_t layer, const std::vector<std::vector<const void*>>* rows, uint64_t seed,
+                            int64_t generation);
   Status ForkComputeStreams();
   // Issues the in-place all-gathers of packed layers <= upto, in layer order, and records their ready events:
   // one all-gather per layer; with several buffers it gathers the packed blocks, then splits them per buffer.

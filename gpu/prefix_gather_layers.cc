@@ -1,6 +1,7 @@
 // LayerAheadGather's per-layer data movement: packing a layer's send blocks (pack stream), its in-place
 // all-gather and split per buffer (gather stream), and writing a layer's chunk into the scratch slot and the owners'
-// pools (compute stream). Ranks emulated on one device take one launch a buffer for all of them (kv_rank_ops.cu).
+// pools (compute stream). Ranks emulated on one device take one launch a buffer for all of them (kv_rank_ops.cu),
+// and may have the chunk's rows made where they are written (WriteLayerMade: replay's payload rows).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -141,22 +142,7 @@ Status LayerAheadGather::WriteLayerBuffers(int64_t layer, const std::vector<std:
     if (rows[i].size() != widths.size()) return InvalidArgument("rows[", i, "]: expected ", widths.size(), " buffers");
   }
   if (shared_device_ && state_.size() > 1 && state_.size() <= static_cast<size_t>(kMaxRankJobs)) {
-    // Ranks emulated on one device: rank 0's compute stream waits for every rank's, stages and scatters every
-    // rank's rows with one launch a buffer, and every rank's compute stream waits for it.
-    Rank& first = *state_[0];
-    KVSHARD_CUDA_CHECK(cudaSetDevice(first.device));
-    KVSHARD_RETURN_IF_ERROR(JoinComputeStreams());
-    for (size_t b = 0; b < widths.size(); ++b) {
-      std::vector<WriteChunkJob> jobs;
-      for (size_t i = 0; i < state_.size(); ++i) {
-        Rank& r = *state_[i];
-        jobs.push_back({rows[i][b], r.slots[layer % 2][b].data(), shape_.scratch_rows(), r.chunk_locs_at, r.page_pos_at,
-                        shape_.n_page_pos, pool(static_cast<int>(i), layer, static_cast<int>(b)), shape_.pool_rows,
-                        r.owned_idx.as<int64_t>(), r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>(), r.bad_at});
-      }
-      KVSHARD_RETURN_IF_ERROR(LaunchWriteChunkRanks(jobs, n_chunk_locs_, shape_.page_size, widths[b], first.compute));
-    }
-    return ForkComputeStreams();
+    return WriteChunkAllRanks(layer, &rows, 0, 0);
   }
   for (size_t i = 0; i < state_.size(); ++i) {
     Rank& r = *state_[i];
@@ -172,6 +158,44 @@ Status LayerAheadGather::WriteLayerBuffers(int64_t layer, const std::vector<std:
     }
   }
   return Status::Ok();
+}
+
+bool LayerAheadGather::CanWriteMade() const {
+  return shared_device_ && state_.size() <= static_cast<size_t>(kMaxRankJobs);
+}
+
+Status LayerAheadGather::WriteLayerMade(int64_t layer, uint64_t seed, int64_t generation) {
+  KVSHARD_NVTX_RANGE("kvshard.gather.write_layer_made");
+  if (!active_) return FailedPrecondition("sharded pool write outside an active sharded extend batch");
+  if (layer < 0 || layer >= shape_.layers)
+    return InvalidArgument("layer: must be in [0, ", shape_.layers, "), got ", layer);
+  if (!CanWriteMade()) return FailedPrecondition("WriteLayerMade: every local rank must be on one device");
+  return WriteChunkAllRanks(layer, nullptr, seed, generation);
+}
+
+Status LayerAheadGather::WriteChunkAllRanks(int64_t layer, const std::vector<std::vector<const void*>>* rows,
+                                            uint64_t seed, int64_t generation) {
+  // Ranks emulated on one device: rank 0's compute stream waits for every rank's, stages and scatters every
+  // rank's rows with one launch a buffer, and every rank's compute stream waits for it.
+  const std::vector<int64_t> widths = shape_.buffers();
+  Rank& first = *state_[0];
+  KVSHARD_CUDA_CHECK(cudaSetDevice(first.device));
+  KVSHARD_RETURN_IF_ERROR(JoinComputeStreams());
+  ChunkPayload made{seed, layer, generation, 0};
+  for (size_t b = 0; b < widths.size(); ++b) {
+    std::vector<WriteChunkJob> jobs;
+    for (size_t i = 0; i < state_.size(); ++i) {
+      Rank& r = *state_[i];
+      jobs.push_back({rows == nullptr ? nullptr : (*rows)[i][b], r.slots[layer % 2][b].data(), shape_.scratch_rows(),
+                      r.chunk_locs_at, r.page_pos_at, shape_.n_page_pos,
+                      pool(static_cast<int>(i), layer, static_cast<int>(b)), shape_.pool_rows,
+                      r.owned_idx.as<int64_t>(), r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>(), r.bad_at});
+    }
+    KVSHARD_RETURN_IF_ERROR(LaunchWriteChunkRanks(jobs, n_chunk_locs_, shape_.page_size, widths[b], first.compute,
+                                                  rows == nullptr ? &made : nullptr));
+    made.offset += widths[b];
+  }
+  return ForkComputeStreams();
 }
 
 }  // namespace kvshard::gpu

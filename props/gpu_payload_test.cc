@@ -1,10 +1,13 @@
 // Replay's payload rows on the device (gpu/payload_rows.h) against the host's (replay::PayloadRows, PayloadRowsOf):
 // made rows are the host's bytes, and a check finds exactly the host's first difference (rank, then buffer, then
-// byte) or none; one buffer of whole words and several buffers of odd widths, generation 0 (zero bytes). Skips
-// without a GPU.
+// byte) or none; one buffer of whole words and several buffers of odd widths, generation 0 (zero bytes). The fused
+// forms replay uses are pinned against the host too: a chunk write of rows made where they are written is the rows
+// made then written, and a check of rows where they lie in each rank's scratch slots finds the host's first
+// difference of the rows translate would gather. Skips without a GPU.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -12,6 +15,7 @@
 
 #include "replay/pool_replay.h"
 #include "gpu/device.h"
+#include "gpu/kv_ops.h"
 #include "gpu/payload_rows.h"
 #include "props/gpu_test_env.h"
 #include "props/rc_status.h"
@@ -141,6 +145,217 @@ TEST(GpuPayload, CheckFindsTheFirstDifferenceOrNone) {
         RC_ASSERT(RC_VALUE(gpu::Download<uint8_t>(d_out_row.data(), static_cast<size_t>(width))) == row);
       }
     }
+  });
+  EXPECT_TRUE(ok);
+}
+
+// The made rows' chunk write (LaunchWriteChunkRanks with `made`, replay's writes) against the rows made by
+// LaunchMakePayloadRows and written from memory: the same staged scratch, scattered pool and bad counts, for every
+// buffer of a drawn geometry, 1-8 jobs, misses among the chunk locs, the scratch pages and the pool rows.
+TEST(GpuPayload, MadeChunkWriteIsTheRowsMadeThenWritten) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const bool ok = rc::check("made chunk write == make then write", [] {
+    const replay::PoolGeometry g = DrawGeometry();
+    const int64_t layer = *rc::gen::inRange<int64_t>(0, 80);
+    const int64_t generation = *rc::gen::inRange<int64_t>(1, 1 << 30);
+    const int64_t ps = *rc::gen::element<int64_t>(1, 2, 16);
+    const int64_t pages = *rc::gen::inRange<int64_t>(1, 10);
+    const int64_t scratch_rows = *rc::gen::inRange<int64_t>(1, 10) * ps;
+    const int64_t pool_rows = *rc::gen::inRange<int64_t>(1, 200);
+    const int jobs = *rc::gen::inRange(1, 9);
+    const int64_t n = *rc::gen::oneOf(rc::gen::just<int64_t>(0), rc::gen::inRange<int64_t>(1, 120));
+    std::mt19937_64 rng(*rc::gen::arbitrary<uint64_t>());
+    const auto distinct = [&](int64_t size) {
+      std::vector<int64_t> v(size);
+      for (int64_t i = 0; i < size; ++i) v[i] = i;
+      std::shuffle(v.begin(), v.end(), rng);
+      return v;
+    };
+    std::vector<gpu::DeviceBuffer> keep;
+    const auto upload = [&](auto values) -> void* {
+      keep.push_back(RC_VALUE(gpu::Upload(values)));
+      return keep.back().data();
+    };
+    // Each job's plan: every scratch row and pool row written at most once (two writes of one row would race).
+    struct Plan {
+      const int64_t* locs;
+      const int32_t* page_pos;
+      const int64_t* owned;
+      const int64_t* local;
+      const int64_t* count;
+    };
+    std::vector<Plan> plans;
+    for (int j = 0; j < jobs; ++j) {
+      std::vector<int64_t> locs(std::max<int64_t>(1, n)), owned(locs.size()), local(locs.size());
+      const std::vector<int64_t> slots = distinct(pages * ps), rows_left = distinct(pool_rows);
+      size_t next_slot = 0, next_row = 0;
+      for (int64_t& loc : locs) {
+        const int kind = *rc::gen::inRange(0, 6);
+        loc = kind == 0 ? -1 : kind == 1 ? pages * ps : next_slot < slots.size() ? slots[next_slot++] : -1;
+      }
+      for (int64_t& x : owned) x = *rc::gen::inRange<int64_t>(-1, n + 2);
+      for (int64_t& x : local) {
+        const int kind = *rc::gen::inRange(0, 6);
+        x = kind == 0 ? -1 : kind == 1 ? pool_rows : next_row < rows_left.size() ? rows_left[next_row++] : -1;
+      }
+      std::vector<int32_t> page_pos(pages);  // distinct scratch pages, some past the scratch
+      const std::vector<int64_t> scratch_pages = distinct(pages + scratch_rows / ps);
+      for (int64_t k = 0; k < pages; ++k) page_pos[k] = static_cast<int32_t>(scratch_pages[k]);
+      plans.push_back(
+          {static_cast<const int64_t*>(upload(locs)), static_cast<const int32_t*>(upload(page_pos)),
+           static_cast<const int64_t*>(upload(owned)), static_cast<const int64_t*>(upload(local)),
+           static_cast<const int64_t*>(upload(std::vector<int64_t>{*rc::gen::inRange<int64_t>(0, n + 3)}))});
+    }
+    const gpu::PayloadLayout layout = LayoutOf(g, layer);
+    int64_t row_sum = 0;
+    for (int64_t w : layout.widths) row_sum += w;
+    int64_t offset = 0;
+    for (size_t b = 0; b < layout.widths.size(); ++b) {
+      const int64_t width = layout.widths[b];
+      const std::vector<uint8_t> scratch0(scratch_rows * width, static_cast<uint8_t>(0x30 + b));
+      const std::vector<uint8_t> pool0(pool_rows * width, static_cast<uint8_t>(0x60 + b));
+      std::vector<gpu::WriteChunkJob> made_jobs, want_jobs;
+      for (int j = 0; j < jobs; ++j) {
+        // The rows made from this job's chunk locs, all buffers' blocks in turn; buffer b's start at offset * n.
+        auto* rows = static_cast<uint8_t*>(upload(std::vector<uint8_t>(std::max<int64_t>(1, n * row_sum))));
+        RC_ASSERT_OK(gpu::LaunchMakePayloadRows(rows, plans[j].locs, n, generation, layout, nullptr));
+        gpu::WriteChunkJob job{
+            nullptr,        upload(scratch0),  scratch_rows,
+            plans[j].locs,  plans[j].page_pos, pages,
+            upload(pool0),  pool_rows,         plans[j].owned,
+            plans[j].local, plans[j].count,    static_cast<int64_t*>(upload(std::vector<int64_t>{0}))};
+        made_jobs.push_back(job);
+        job.rows = rows + offset * n;
+        job.scratch = upload(scratch0);
+        job.pool = upload(pool0);
+        job.bad = static_cast<int64_t*>(upload(std::vector<int64_t>{0}));
+        want_jobs.push_back(job);
+      }
+      RC_ASSERT_OK(gpu::LaunchWriteChunkRanks(want_jobs, n, ps, width, nullptr));
+      const gpu::ChunkPayload made{g.payload_seed, layer, generation, offset};
+      RC_ASSERT_OK(gpu::LaunchWriteChunkRanks(made_jobs, n, ps, width, nullptr, &made));
+      RC_ASSERT_OK(gpu::SyncStream(nullptr));
+      for (int j = 0; j < jobs; ++j) {
+        RC_ASSERT(RC_VALUE(gpu::Download<uint8_t>(made_jobs[j].scratch, scratch0.size())) ==
+                  RC_VALUE(gpu::Download<uint8_t>(want_jobs[j].scratch, scratch0.size())));
+        RC_ASSERT(RC_VALUE(gpu::Download<uint8_t>(made_jobs[j].pool, pool0.size())) ==
+                  RC_VALUE(gpu::Download<uint8_t>(want_jobs[j].pool, pool0.size())));
+        RC_ASSERT(RC_VALUE(gpu::Download<int64_t>(made_jobs[j].bad, 1)) ==
+                  RC_VALUE(gpu::Download<int64_t>(want_jobs[j].bad, 1)));
+      }
+      offset += width;
+    }
+  });
+  EXPECT_TRUE(ok);
+}
+
+// The check of rows where they are (LaunchCheckPayloadSlots, replay's checked reads) against the host: each rank's
+// rows are what translate would gather from its slots (page_pos[loc / ps] * ps + loc % ps); a loc translating outside
+// the slot differs at every byte; the key is the host's first difference by rank, buffer and byte, and the published
+// row that row as read (zero bytes where it cannot be read).
+TEST(GpuPayload, CheckOfRowsInTheirSlotsFindsTheHostsFirstDifference) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const bool ok = rc::check("in-slot check == host's first difference", [] {
+    const replay::PoolGeometry g = DrawGeometry();
+    const int64_t buffers = static_cast<int64_t>(g.buffers.size());
+    const int64_t layer = *rc::gen::inRange<int64_t>(0, 8);
+    const int64_t ps = *rc::gen::element<int64_t>(1, 2, 16);
+    const int64_t pages = *rc::gen::inRange<int64_t>(1, 12);
+    const int64_t slot_rows = *rc::gen::inRange<int64_t>(1, 12) * ps;
+    const int ranks = *rc::gen::inRange(1, static_cast<int>(std::min<int64_t>(9, gpu::kMaxCheckedSlots / buffers + 1)));
+    const bool misses = *rc::gen::arbitrary<bool>();
+    RC_CLASSIFY(misses, "locs outside the slot");
+    std::vector<int64_t> locs;
+    const int64_t n = *rc::gen::inRange<int64_t>(0, 150);
+    for (int64_t i = 0; i < n; ++i) {
+      const int kind = misses ? *rc::gen::inRange(0, 8) : 7;
+      locs.push_back(kind == 0   ? -1
+                     : kind == 1 ? pages * ps + *rc::gen::inRange<int64_t>(0, 5)
+                                 : *rc::gen::inRange<int64_t>(0, pages * ps));
+    }
+    std::vector<uint32_t> gens;
+    for (int64_t i = 0; i < n; ++i) gens.push_back(*rc::gen::element<uint32_t>(0, 1, 2, 77, 4000000000u));
+    const ref::BufferRows want_rows =
+        replay::PayloadRowsOf(g, layer, locs, [&](size_t i) { return static_cast<int64_t>(gens[i]); });
+    // Per rank: a page_pos (pages past the slot when misses are drawn), slots holding the expected rows where they
+    // translate (a later loc of the same row wins), then a few flipped bytes.
+    std::vector<gpu::DeviceBuffer> keep;
+    std::vector<gpu::PayloadSlots> at(ranks);
+    std::vector<std::vector<int32_t>> page_pos(ranks);
+    std::vector<std::vector<std::vector<uint8_t>>> slots(ranks);
+    const auto row_of = [&](int r, int64_t loc) -> int64_t {
+      if (loc < 0 || loc / ps >= pages) return -1;
+      const int64_t row = int64_t{page_pos[r][loc / ps]} * ps + loc % ps;
+      return row < slot_rows ? row : -1;
+    };
+    for (int r = 0; r < ranks; ++r) {
+      for (int64_t k = 0; k < pages; ++k) {
+        page_pos[r].push_back(*rc::gen::inRange<int32_t>(0, static_cast<int32_t>(slot_rows / ps + (misses ? 2 : 0))));
+      }
+      for (int64_t b = 0; b < buffers; ++b) {
+        const int64_t width = g.buffers[b].row_bytes;
+        std::vector<uint8_t> slot(slot_rows * width);
+        for (uint8_t& x : slot) x = *rc::gen::arbitrary<uint8_t>();
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t row = row_of(r, locs[i]);
+          if (row >= 0) std::copy_n(want_rows[b].begin() + i * width, width, slot.begin() + row * width);
+        }
+        const int flips = *rc::gen::inRange(0, 3);
+        for (int f = 0; f < flips; ++f) slot[*rc::gen::inRange<size_t>(0, slot.size())] ^= 1 << *rc::gen::inRange(0, 8);
+        slots[r].push_back(slot);
+        keep.push_back(RC_VALUE(gpu::Upload(slot)));
+        at[r].buffers.push_back(keep.back().data());
+      }
+      keep.push_back(RC_VALUE(gpu::Upload(page_pos[r])));
+      at[r].page_pos = keep.back().as<int32_t>();
+    }
+    // The host's first difference: rank, then buffer, then byte of that buffer's rows (row i at i * width).
+    unsigned long long want = UINT64_MAX;
+    for (int r = 0; r < ranks && want == UINT64_MAX; ++r) {
+      for (int64_t b = 0; b < buffers && want == UINT64_MAX; ++b) {
+        const int64_t width = g.buffers[b].row_bytes;
+        for (int64_t i = 0; i < n && want == UINT64_MAX; ++i) {
+          const int64_t row = row_of(r, locs[i]);
+          for (int64_t p = 0; p < width; ++p) {
+            if (row < 0 || slots[r][b][row * width + p] != want_rows[b][i * width + p]) {
+              want = static_cast<unsigned long long>(r * buffers + b) << 40 |
+                     static_cast<unsigned long long>(i * width + p);
+              break;
+            }
+          }
+        }
+      }
+    }
+    RC_CLASSIFY(want == UINT64_MAX, "no difference");
+    auto d_locs = RC_VALUE(gpu::Upload(locs.empty() ? std::vector<int64_t>{0} : locs));
+    auto d_gens = RC_VALUE(gpu::Upload(gens.empty() ? std::vector<uint32_t>{0} : gens));
+    auto d_key = RC_VALUE(gpu::Upload(std::vector<unsigned long long>{UINT64_MAX}));
+    int64_t widest = 0;
+    for (const ref::PoolBuffer& b : g.buffers) widest = std::max(widest, b.row_bytes);
+    auto d_done = RC_VALUE(gpu::Upload(std::vector<unsigned>{0}));
+    auto d_out_key = RC_VALUE(gpu::Upload(std::vector<unsigned long long>{12345}));
+    auto d_out_row = RC_VALUE(gpu::Upload(std::vector<uint8_t>(static_cast<size_t>(widest), 0xa5)));
+    const gpu::PayloadCheckOut out{d_done.as<unsigned>(), d_out_key.as<unsigned long long>(), d_out_row.as<uint8_t>()};
+    RC_ASSERT_OK(gpu::LaunchCheckPayloadSlots(at, slot_rows, pages, ps, d_locs.as<int64_t>(), d_gens.as<uint32_t>(), n,
+                                              LayoutOf(g, layer), d_key.as<unsigned long long>(), nullptr, &out));
+    RC_ASSERT_OK(gpu::SyncStream(nullptr));
+    if (n > 0) RC_ASSERT(RC_VALUE(gpu::Download<unsigned long long>(d_key.data(), 1))[0] == want);
+    RC_ASSERT(RC_VALUE(gpu::Download<unsigned long long>(d_out_key.data(), 1))[0] == want);
+    if (want != UINT64_MAX) {
+      const gpu::PayloadKey k = gpu::DecodePayloadKey(want, buffers);
+      const int64_t width = g.buffers[k.buffer].row_bytes, i = k.byte / width;
+      const int64_t row = row_of(static_cast<int>(k.rank), locs[i]);
+      const std::vector<uint8_t> want_row =
+          row < 0 ? std::vector<uint8_t>(width, 0)
+                  : std::vector<uint8_t>(slots[k.rank][k.buffer].begin() + row * width,
+                                         slots[k.rank][k.buffer].begin() + (row + 1) * width);
+      RC_ASSERT(RC_VALUE(gpu::Download<uint8_t>(d_out_row.data(), static_cast<size_t>(width))) == want_row);
+    }
+    // More (rank, buffer) tensors than one launch takes are refused.
+    std::vector<gpu::PayloadSlots> many(gpu::kMaxCheckedRanks + 1, at[0]);
+    RC_ASSERT(gpu::LaunchCheckPayloadSlots(many, slot_rows, pages, ps, d_locs.as<int64_t>(), d_gens.as<uint32_t>(), n,
+                                           LayoutOf(g, layer), d_key.as<unsigned long long>(), nullptr, &out)
+                  .code() == StatusCode::kInvalidArgument);
   });
   EXPECT_TRUE(ok);
 }

@@ -135,6 +135,14 @@ Status GpuPoolPath::WriteStaged(int64_t layer, const std::vector<int64_t>& locs,
   KVSHARD_NVTX_RANGE("kvshard.pool.write_layer");
   const int64_t n = static_cast<int64_t>(locs.size());
   KVSHARD_RETURN_IF_ERROR(CheckWrite(active_, locs, out_cache_loc_));
+  if (rows == nullptr && active_ && gather_->one_stream() && gather_->CanWriteMade()) {
+    // Rows made where they are written (the chunk's staging and owner scatter), from the chunk locs on the device
+    // since Install: one launch a buffer, nothing staged, no event (the next user of what it writes comes later on
+    // the same stream).
+    KVSHARD_RETURN_IF_ERROR(gather_->WriteLayerMade(layer, g_.payload_seed, generation));
+    in_flight_ = true;
+    return Status::Ok();
+  }
   // The staging buffers go round kWriteSlots writes: the copies and kernels of the write that last used this
   // slot must be done with them (the write kWriteSlots before this one: rarely a wait).
   WriteSlot& slot = writes_[next_write_];

@@ -14,6 +14,7 @@
 
 #include "gpu/kv_ops.h"
 #include "gpu/nvtx.h"
+#include "gpu/payload_rows.h"
 #include "replay/gpu_pool_path_impl.h"
 
 namespace kvshard::replay::gpu_path {
@@ -200,6 +201,25 @@ Status GpuPoolPath::StartSharedRead(const std::vector<std::vector<void*>>& slots
   KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
   const cudaStream_t s0 = gather_->compute_stream(0);
   KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&staging_[0].locs, upload));
+  // A check on one stream reads the rows where they are, in each rank's scratch slots: one launch, no gathered copy.
+  const bool in_place = publish != nullptr && gather_->one_stream() && ranks <= gpu::kMaxCheckedRanks &&
+                        ranks * static_cast<int64_t>(g_.buffers.size()) <= gpu::kMaxCheckedSlots;
+  if (in_place) {
+    KVSHARD_CUDA_CHECK(cudaMemcpyAsync(staging_[0].locs.data(), from.data(), upload, cudaMemcpyHostToDevice, s0));
+    std::vector<gpu::PayloadSlots> at(ranks);
+    for (int i = 0; i < ranks; ++i) {
+      at[i].buffers.assign(slots[i].begin(), slots[i].end());
+      at[i].page_pos = gather_->page_pos(i);
+    }
+    const int64_t* d_locs = staging_[0].locs.as<int64_t>();
+    auto* key = reinterpret_cast<unsigned long long*>(staging_[0].locs.as<uint8_t>() + m * sizeof(int64_t));
+    publish->blocks_done = reinterpret_cast<unsigned*>(key + 1);
+    KVSHARD_RETURN_IF_ERROR(gpu::LaunchCheckPayloadSlots(
+        at, gather_->shape().scratch_rows(), gather_->shape().n_page_pos, g_.page_size, d_locs,
+        reinterpret_cast<const uint32_t*>(key + 2), m, Layout(check_layer), key, s0, publish));
+    in_flight_ = true;  // its upload is its own until TakeChecked (or Quiesce) has waited for it
+    return Status::Ok();
+  }
   KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&staging_[0].out, rank_bytes * ranks));
   const int64_t* d_locs = staging_[0].locs.as<int64_t>();
   KVSHARD_CUDA_CHECK(cudaMemcpyAsync(staging_[0].locs.data(), from.data(), upload, cudaMemcpyHostToDevice, s0));
