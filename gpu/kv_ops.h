@@ -80,6 +80,21 @@ inline constexpr int kMaxRankJobs = 32;
 // ranks emulated on one device pack a layer's send blocks with one launch instead of one per rank.
 Status LaunchGatherRowsRanks(const std::vector<GatherRowsJob>& jobs, int64_t n, int64_t row_bytes, cudaStream_t stream);
 
+// One source rank of LaunchPackAllGatherRanks: its pool (in_rows rows), the send rows it packs (index) and the
+// counter of its rows skipped for out-of-range indices (may be null).
+struct PackSource {
+  const void* in = nullptr;
+  int64_t in_rows = 0;
+  const int64_t* index = nullptr;
+  int64_t* bad = nullptr;
+};
+// Every source rank's pack (LaunchGatherRowsRanks of n send rows) and the in-place all-gather of the packed blocks
+// that follows it, in one launch, for ranks emulated on one device: for every destination q and source r,
+// rows r * n + k of outs[q] = sources[r].in row sources[r].index[k]. An index out of range is counted once (in
+// sources[r].bad) and its row is left as it is in every destination. At most kMaxRankJobs sources and destinations.
+Status LaunchPackAllGatherRanks(const std::vector<PackSource>& sources, const std::vector<void*>& outs, int64_t n,
+                                int64_t row_bytes, cudaStream_t stream);
+
 // One rank's part of LaunchWriteChunkRanks: LaunchStageChunk's (scratch, page_pos, chunk locs) and LaunchScatterRows's
 // (pool, write plan) arguments for the same rows.
 struct WriteChunkJob {

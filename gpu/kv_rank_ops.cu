@@ -1,7 +1,7 @@
 // The pool row movers of ranks emulated on one device, one launch for every rank (a grid row per rank's job):
-// LaunchGatherRowsRanks (packs), LaunchWriteChunkRanks (chunk staging and owner scatter, of rows in memory or made
-// where they are written), LaunchTranslateGatherRanks (reads). Each does what the per-rank launches of kv_ops.cu
-// do, job by job.
+// LaunchGatherRowsRanks (packs), LaunchPackAllGatherRanks (packs and the emulated all-gather), LaunchWriteChunkRanks
+// (chunk staging and owner scatter, of rows in memory or made where they are written), LaunchTranslateGatherRanks
+// (reads). Each does what the per-rank launches of kv_ops.cu do, job by job.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -42,6 +42,30 @@ __global__ void GatherRowsRanksKernel(GatherRowsJobs jobs, int64_t n, int64_t ve
       continue;
     }
     CopyRow(out + i * vecs, in + src * vecs, vecs, g.lane, group);
+  }
+}
+
+// LaunchPackAllGatherRanks's sources and destinations, by value.
+struct PackAllGatherArgs {
+  PackSource source[kMaxRankJobs];
+  void* out[kMaxRankJobs];
+};
+
+// Destination blockIdx.y's copy of every source's packed rows: item s * n + k is source s's send row k.
+template <typename V>
+__global__ void PackAllGatherRanksKernel(PackAllGatherArgs args, int sources, int64_t n, int64_t vecs, int group) {
+  const int q = static_cast<int>(blockIdx.y);
+  const GroupPos g = MyGroup(group);
+  auto* out = static_cast<V*>(args.out[q]);
+  for (int64_t item = g.id; item < sources * n; item += g.count) {
+    const int s = static_cast<int>(item / n);
+    const PackSource& src = args.source[s];
+    const int64_t row = src.index[item - s * n];
+    if (row < 0 || row >= src.in_rows) {
+      if (src.bad && q == s && g.lane == 0) atomicAdd(reinterpret_cast<unsigned long long*>(src.bad), 1ull);
+      continue;
+    }
+    CopyRow(out + item * vecs, static_cast<const V*>(src.in) + row * vecs, vecs, g.lane, group);
   }
 }
 
@@ -184,6 +208,32 @@ Status LaunchGatherRowsRanks(const std::vector<GatherRowsJob>& jobs, int64_t n, 
   LaunchOverRanks(WidestVector(bits), row_bytes, n, static_cast<int>(jobs.size()),
                   [&]<typename V>(dim3 grid, int64_t vecs, int group) {
                     GatherRowsRanksKernel<V><<<grid, kThreads, 0, stream>>>(packed, n, vecs, group);
+                  });
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status LaunchPackAllGatherRanks(const std::vector<PackSource>& sources, const std::vector<void*>& outs, int64_t n,
+                                int64_t row_bytes, cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.kv.pack_all_gather_ranks");
+  KVSHARD_RETURN_IF_ERROR(CheckJobs(std::max(sources.size(), outs.size()), n));
+  PackAllGatherArgs args{};
+  uint64_t bits = static_cast<uint64_t>(row_bytes);
+  for (size_t s = 0; s < sources.size(); ++s) {
+    KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(n, row_bytes, sources[s].in_rows, n));
+    args.source[s] = sources[s];
+    bits |= reinterpret_cast<uintptr_t>(sources[s].in);
+  }
+  for (size_t q = 0; q < outs.size(); ++q) {
+    args.out[q] = outs[q];
+    bits |= reinterpret_cast<uintptr_t>(outs[q]);
+  }
+  const int64_t items = n * static_cast<int64_t>(sources.size());
+  if (items == 0 || outs.empty()) return Status::Ok();
+  const int count = static_cast<int>(sources.size());
+  LaunchOverRanks(WidestVector(bits), row_bytes, items, static_cast<int>(outs.size()),
+                  [&]<typename V>(dim3 grid, int64_t vecs, int group) {
+                    PackAllGatherRanksKernel<V><<<grid, kThreads, 0, stream>>>(args, count, n, vecs, group);
                   });
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();

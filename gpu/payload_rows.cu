@@ -82,6 +82,7 @@ __device__ void PublishKey(const Layout& l, unsigned long long* first, const Pay
   __threadfence();
   const unsigned long long key = atomicAdd(first, 0ull);  // every block's lowering is visible to the last
   if (threadIdx.x == 0) *out.key = key;
+  if (threadIdx.x == 0 && out.count_in != nullptr) *out.count_out = *out.count_in;
   if (key == ULLONG_MAX) return;
   const int64_t slot = static_cast<int64_t>(key >> kKeyByteBits),
                 byte = static_cast<int64_t>(key & ((1ull << kKeyByteBits) - 1));
@@ -223,6 +224,9 @@ Status LaunchCheckPayloadRows(const void* rows, int ranks, const int64_t* locs, 
       (publish->key == nullptr || publish->row == nullptr || (n > 0 && publish->blocks_done == nullptr))) {
     return InvalidArgument("publish: key, row and (for rows to check) blocks_done must be given");
   }
+  if (publish != nullptr && (publish->count_in == nullptr) != (publish->count_out == nullptr)) {
+    return InvalidArgument("publish: count_in and count_out go together");
+  }
   if (ranks < 1 || ranks > 65535) return InvalidArgument("ranks: must be in [1, 65535], got ", ranks);
   if (static_cast<int64_t>(ranks) * static_cast<int64_t>(layout.widths.size()) >= (int64_t{1} << 23)) {
     return OutOfRange("ranks: ", ranks, " ranks of ", layout.widths.size(), " buffers exceed a check key");
@@ -247,6 +251,9 @@ Status LaunchCheckPayloadSlots(const std::vector<PayloadSlots>& ranks, int64_t s
   if (publish != nullptr &&
       (publish->key == nullptr || publish->row == nullptr || (n > 0 && publish->blocks_done == nullptr))) {
     return InvalidArgument("publish: key, row and (for rows to check) blocks_done must be given");
+  }
+  if (publish != nullptr && (publish->count_in == nullptr) != (publish->count_out == nullptr)) {
+    return InvalidArgument("publish: count_in and count_out go together");
   }
   const int64_t buffers = static_cast<int64_t>(layout.widths.size());
   if (ranks.empty() || ranks.size() > static_cast<size_t>(kMaxCheckedRanks) ||

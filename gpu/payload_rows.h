@@ -39,10 +39,15 @@ Status LaunchMakePayloadRows(void* out, const int64_t* locs, int64_t n, int64_t 
 // the row of that buffer that holds the byte (as read) to publish->row (the widest buffer's bytes): a read checked
 // now and looked at after later reads reused `rows` (replay's deferred checks). publish->blocks_done (device memory,
 // 0 before) counts the finished blocks. A check of no rows launches nothing and sets publish->key to UINT64_MAX.
+// With count_in (device memory), the last block also copies *count_in, as it is once every block is done, to
+// *count_out: a counter as of the check's end (replay's batch end reads the skipped-rows count there, with no copy
+// of its own). Not copied by a check of no rows.
 struct PayloadCheckOut {
   unsigned* blocks_done = nullptr;
   unsigned long long* key = nullptr;
   uint8_t* row = nullptr;
+  const int64_t* count_in = nullptr;
+  int64_t* count_out = nullptr;
 };
 Status LaunchCheckPayloadRows(const void* rows, int ranks, const int64_t* locs, const uint32_t* generations, int64_t n,
                               const PayloadLayout& layout, unsigned long long* first, cudaStream_t stream,

@@ -382,6 +382,8 @@ StatusOr<int64_t> LayerAheadGather::BadRows() {
   return total;
 }
 
+const int64_t* LayerAheadGather::bad_counter() const { return state_[0]->bad.as<int64_t>(); }
+
 Status LayerAheadGather::CopyBadRows(int64_t* to) {
   if (!one_stream_) return FailedPrecondition("CopyBadRows: every rank must be on one stream");
   Rank& first = *state_[0];

@@ -92,6 +92,10 @@ class LayerAheadGather {
   // Rows skipped for out-of-range indices since creation (must stay 0); waits for everything issued on every
   // rank's streams (the group's deadline), so nothing is in flight on return.
   StatusOr<int64_t> BadRows();
+  // One stream only: rank 0's device counter of the rows BadRows counts (every rank counts there).
+  const int64_t* bad_counter() const;
+  // Collectives packed but not issued yet (EndExtend would issue them).
+  bool gathers_pending() const { return !pending_.empty(); }
   // One stream only: copies the count BadRows returns to device memory `to` on that stream, after everything issued
   // so far (no host wait: the caller copies it back with its own answers).
   Status CopyBadRows(int64_t* to);

@@ -1,7 +1,8 @@
 // LayerAheadGather's per-layer data movement: packing a layer's send blocks (pack stream), its in-place
-// all-gather and split per buffer (gather stream), and writing a layer's chunk into the scratch slot and the owners'
-// pools (compute stream). Ranks emulated on one device take one launch a buffer for all of them (kv_rank_ops.cu),
-// and may have the chunk's rows made where they are written (WriteLayerMade: replay's payload rows).
+// all-gather and split per buffer (gather stream; ranks emulated on one stream pack into every rank's slot at once),
+// and writing a layer's chunk into the scratch slot and the owners' pools (compute stream). Ranks emulated on one
+// device take one launch a buffer for all of them (kv_rank_ops.cu), and may have the chunk's rows made where they are
+// written (WriteLayerMade: replay's payload rows).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -30,6 +31,30 @@ Status LayerAheadGather::Pack(int64_t layer) {
     return widths.size() == 1 ? static_cast<char*>(r.slots[which][0].data()) + r.rank * block_rows * widths[0]
                               : static_cast<char*>(r.staging[which].data()) + r.rank * block_rows * row_sum;
   };
+  if (one_stream_ && state_.size() > 1 && state_.size() <= static_cast<size_t>(kMaxRankJobs)) {
+    // Ranks emulated on one stream: every rank's send block packed straight into every rank's slot, one launch a
+    // buffer, which is the pack and the emulated in-place all-gather after it (nothing between them on the stream
+    // touches the gathered region). Nothing is left for IssueGathers; the group is still asked whether it is usable.
+    if (comm_->aborted())
+      return Unavailable("collective all_gather_in_place: the ", comm_->Kind(), " group was aborted");
+    Rank& first = *state_[0];
+    KVSHARD_CUDA_CHECK(cudaSetDevice(first.device));
+    TraceBegin(StrCat("pack + all-gather L", layer), first.compute);
+    for (size_t b = 0; b < widths.size(); ++b) {
+      std::vector<PackSource> sources;
+      std::vector<void*> outs;
+      for (size_t i = 0; i < state_.size(); ++i) {
+        Rank& r = *state_[i];
+        sources.push_back(
+            {pool(static_cast<int>(i), layer, static_cast<int>(b)), shape_.pool_rows, r.send_rows_at, r.bad_at});
+        outs.push_back(r.slots[which][b].data());
+      }
+      KVSHARD_RETURN_IF_ERROR(LaunchPackAllGatherRanks(sources, outs, block_rows, widths[b], first.compute));
+    }
+    TraceEnd(first.compute);
+    resident_[which] = {layer, epoch_};
+    return Status::Ok();
+  }
   if (shared_device_ && state_.size() > 1 && state_.size() <= static_cast<size_t>(kMaxRankJobs)) {
     // Ranks emulated on one device: rank 0's pack stream waits for every rank's compute work so far (as each
     // rank's own pack stream would), packs every rank's send block with one launch a buffer, and every rank's

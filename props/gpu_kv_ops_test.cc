@@ -222,6 +222,63 @@ TEST(GpuKvOps, GatherRowsRanksIsEachRanksGather) {
   EXPECT_TRUE(ok);
 }
 
+// Every emulated rank's pack and the in-place all-gather after it, in one launch: destination q's block of source r
+// is what LaunchGatherRows of r's send rows leaves in it (a row whose index is out of range left as q had it), and
+// each source's skipped rows are counted once, not once per destination.
+TEST(GpuKvOps, PackAllGatherRanksIsEachRanksGatherIntoEveryRank) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const bool ok = rc::check("pack + all-gather in one launch == each source's gather into every destination", [] {
+    const int64_t row_bytes = *rc::gen::element<int64_t>(1, 3, 8, 16, 48, 1152);
+    const int ranks = *rc::gen::inRange(1, 9);
+    const int64_t n = *rc::gen::oneOf(rc::gen::just<int64_t>(0), rc::gen::inRange<int64_t>(1, 200));
+    const int64_t block = std::max<int64_t>(1, n) * row_bytes;
+    std::vector<gpu::DeviceBuffer> keep;
+    const auto upload = [&](auto values) -> void* {
+      keep.push_back(RC_VALUE(gpu::Upload(values)));
+      return keep.back().data();
+    };
+    std::vector<gpu::PackSource> sources;
+    for (int r = 0; r < ranks; ++r) {
+      const int64_t in_rows = *rc::gen::inRange<int64_t>(1, 200);
+      std::vector<int64_t> index(std::max<int64_t>(1, n));
+      for (int64_t& x : index) x = *rc::gen::inRange<int64_t>(-2, in_rows + 3);
+      std::vector<int64_t> slots(in_rows);
+      for (int64_t i = 0; i < in_rows; ++i) slots[i] = r * 100000 + i;
+      sources.push_back({upload(MakeRows(slots, row_bytes, 7)), in_rows, static_cast<const int64_t*>(upload(index)),
+                         static_cast<int64_t*>(upload(std::vector<int64_t>{0}))});
+    }
+    std::vector<void*> outs;
+    std::vector<std::vector<uint8_t>> want(ranks);
+    std::vector<int64_t> want_bad(ranks);
+    for (int q = 0; q < ranks; ++q) {
+      std::vector<uint8_t> before(ranks * block);
+      for (size_t k = 0; k < before.size(); ++k) before[k] = static_cast<uint8_t>(0x40 + q + 3 * k);
+      outs.push_back(upload(before));
+      for (int r = 0; r < ranks; ++r) {  // the gather of source r into destination q's block r, as q had it
+        auto d_want =
+            RC_VALUE(gpu::Upload(std::vector<uint8_t>(before.begin() + r * block, before.begin() + (r + 1) * block)));
+        auto d_bad = RC_VALUE(gpu::Upload(std::vector<int64_t>{0}));
+        RC_ASSERT_OK(gpu::LaunchGatherRows(d_want.data(), sources[r].in, sources[r].in_rows, sources[r].index, n,
+                                           row_bytes, d_bad.as<int64_t>(), nullptr));
+        const auto rows = RC_VALUE(gpu::Download<uint8_t>(d_want.data(), static_cast<size_t>(block)));
+        want[q].insert(want[q].end(), rows.begin(), rows.end());
+        want_bad[r] = RC_VALUE(gpu::Download<int64_t>(d_bad.data(), 1))[0];
+      }
+    }
+    RC_ASSERT_OK(gpu::LaunchPackAllGatherRanks(sources, outs, n, row_bytes, nullptr));
+    RC_ASSERT_OK(gpu::SyncStream(nullptr));
+    for (int q = 0; q < ranks; ++q) {
+      RC_ASSERT_OK(CompareRows(RC_VALUE(gpu::Download<uint8_t>(outs[q], want[q].size())), want[q], row_bytes,
+                               "every source's send rows in every destination"));
+    }
+    for (int r = 0; r < ranks; ++r) RC_ASSERT(RC_VALUE(gpu::Download<int64_t>(sources[r].bad, 1))[0] == want_bad[r]);
+    sources.resize(gpu::kMaxRankJobs + 1, sources[0]);
+    RC_ASSERT(gpu::LaunchPackAllGatherRanks(sources, outs, n, row_bytes, nullptr).code() ==
+              StatusCode::kInvalidArgument);
+  });
+  EXPECT_TRUE(ok);
+}
+
 // Every emulated rank's write of a layer's chunk in one launch: each job's scratch and pool are what
 // LaunchStageChunk then LaunchScatterRows leave for it, and its bad count theirs (locs that translate to nothing or
 // past the scratch; plan entries past the rows or the pool; a count past n).

@@ -335,11 +335,16 @@ TEST(GpuPayload, CheckOfRowsInTheirSlotsFindsTheHostsFirstDifference) {
     auto d_done = RC_VALUE(gpu::Upload(std::vector<unsigned>{0}));
     auto d_out_key = RC_VALUE(gpu::Upload(std::vector<unsigned long long>{12345}));
     auto d_out_row = RC_VALUE(gpu::Upload(std::vector<uint8_t>(static_cast<size_t>(widest), 0xa5)));
-    const gpu::PayloadCheckOut out{d_done.as<unsigned>(), d_out_key.as<unsigned long long>(), d_out_row.as<uint8_t>()};
+    // A counter copied by the last block (replay's skipped rows, read by the batch's end).
+    const int64_t counter = *rc::gen::inRange<int64_t>(0, 1000);
+    auto d_counts = RC_VALUE(gpu::Upload(std::vector<int64_t>{counter, -1}));
+    const gpu::PayloadCheckOut out{d_done.as<unsigned>(), d_out_key.as<unsigned long long>(), d_out_row.as<uint8_t>(),
+                                   d_counts.as<int64_t>(), d_counts.as<int64_t>() + 1};
     RC_ASSERT_OK(gpu::LaunchCheckPayloadSlots(at, slot_rows, pages, ps, d_locs.as<int64_t>(), d_gens.as<uint32_t>(), n,
                                               LayoutOf(g, layer), d_key.as<unsigned long long>(), nullptr, &out));
     RC_ASSERT_OK(gpu::SyncStream(nullptr));
     if (n > 0) RC_ASSERT(RC_VALUE(gpu::Download<unsigned long long>(d_key.data(), 1))[0] == want);
+    RC_ASSERT(RC_VALUE(gpu::Download<int64_t>(d_counts.data(), 2))[1] == (n > 0 ? counter : -1));
     RC_ASSERT(RC_VALUE(gpu::Download<unsigned long long>(d_out_key.data(), 1))[0] == want);
     if (want != UINT64_MAX) {
       const gpu::PayloadKey k = gpu::DecodePayloadKey(want, buffers);

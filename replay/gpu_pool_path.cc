@@ -106,6 +106,7 @@ Status GpuPoolPath::Install(const ExtendBatch& batch, const GatherPlan& plan,
   // A begin without an end: the last batch's work reads what this replaces. After an end nothing waits here (the
   // gather orders the new plan's upload after the last batch's work).
   if (active_) KVSHARD_RETURN_IF_ERROR(Quiesce());
+  snap_check_ = -1;
   KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
   // Every rank installs the device plan (page_pos mirrored, its own send rows); page_pos is the downloaded plan's.
   std::vector<int32_t> page_pos(plan.page_pos_size, static_cast<int32_t>(plan.trash_page));
@@ -135,6 +136,7 @@ Status GpuPoolPath::WriteStaged(int64_t layer, const std::vector<int64_t>& locs,
   KVSHARD_NVTX_RANGE("kvshard.pool.write_layer");
   const int64_t n = static_cast<int64_t>(locs.size());
   KVSHARD_RETURN_IF_ERROR(CheckWrite(active_, locs, out_cache_loc_));
+  snap_check_ = -1;
   if (rows == nullptr && active_ && gather_->one_stream() && gather_->CanWriteMade()) {
     // Rows made where they are written (the chunk's staging and owner scatter), from the chunk locs on the device
     // since Install: one launch a buffer, nothing staged, no event (the next user of what it writes comes later on
@@ -222,6 +224,7 @@ Status GpuPoolPath::WriteStaged(int64_t layer, const std::vector<int64_t>& locs,
 
 Status GpuPoolPath::End() {
   KVSHARD_NVTX_RANGE("kvshard.pool.end_extend");
+  snap_check_ = -1;
   KVSHARD_RETURN_IF_ERROR(gather_->EndExtend());
   active_ = false;
   if (reading_) KVSHARD_RETURN_IF_ERROR(FinishReadSpans().status());

@@ -114,10 +114,14 @@ class GpuPoolPath : public PoolDataPath {
   // (the layer-ahead gather's state moves on) and waits until the last read's copies are done with the locs.
   StatusOr<std::vector<std::vector<void*>>> BeginRead(int64_t layer);
 
-  // Where checks_ holds pending check i's differing row: after the kMaxPendingChecks keys, one widest row each.
+  // Where checks_ holds pending check i's differing row: after the kMaxPendingChecks keys and as many counter
+  // copies (CountAt), one widest row each.
   size_t CheckRowAt(int i) const;
+  // Where checks_ holds pending check i's copy of the skipped-rows counter.
+  size_t CountAt(int i) const { return (kMaxPendingChecks + i) * sizeof(uint64_t); }
 
-  // The first n pending keys into host_keys_, once the checks are done.
+  // The first n pending keys and counter copies into host_keys_ (keys at 0, copies at kMaxPendingChecks), once the
+  // checks are done.
   Status DownloadKeys(int n);
 
   // Bytes of a slot's row, every buffer.
@@ -161,6 +165,11 @@ class GpuPoolPath : public PoolDataPath {
   gpu::PinnedBuffer host_keys_;                         // the pending checks' keys, copied back
   int pending_checks_ = 0;                              // checked reads and ends started since the last TakeChecked
   bool end_check_[kMaxPendingChecks] = {};              // pending check i is an end (its key: rows skipped)
+  // Pending end i's count is pending check end_from_[i]'s copy of the skipped-rows counter (-1: its own key).
+  int end_from_[kMaxPendingChecks] = {};
+  // The pending checked read whose last block copied the skipped-rows counter after everything issued so far (no
+  // device work since), or -1: an end right after it reads its count there and issues nothing.
+  int snap_check_ = -1;
   // A write's staging: its rows and locs pinned, copied to every rank's device buffer (one when the ranks share a
   // device), and the event after the work that uses them.
   struct WriteSlot {

@@ -42,6 +42,7 @@ Status GpuPoolPath::StartReadChecked(int64_t layer, const std::vector<int64_t>& 
   KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&checks_, CheckRowAt(kMaxPendingChecks)));
   const int slot = pending_checks_;
   end_check_[slot] = false;
+  snap_check_ = -1;
   gpu::PayloadCheckOut out{nullptr, checks_.as<unsigned long long>() + slot, checks_.as<uint8_t>() + CheckRowAt(slot)};
   if (m == 0) {  // nothing to read: the check of no rows publishes "no difference"
     KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
@@ -49,6 +50,10 @@ Status GpuPoolPath::StartReadChecked(int64_t layer, const std::vector<int64_t>& 
                                                         gather_->compute_stream(0), &out));
     ++pending_checks_;
     return Status::Ok();
+  }
+  if (gather_->one_stream()) {  // the check's last block copies the skipped-rows counter for an end right after it
+    out.count_in = gather_->bad_counter();
+    out.count_out = reinterpret_cast<int64_t*>(checks_.as<uint8_t>() + CountAt(slot));
   }
   const size_t key_at = m * sizeof(int64_t), done_at = key_at + sizeof(uint64_t), gens_at = done_at + 8;
   gpu::PinnedBuffer& up = check_uploads_[slot];
@@ -60,6 +65,7 @@ Status GpuPoolPath::StartReadChecked(int64_t layer, const std::vector<int64_t>& 
   std::memcpy(host + done_at, &zero, sizeof(zero));
   std::memcpy(host + gens_at, generations.data(), m * sizeof(uint32_t));
   KVSHARD_RETURN_IF_ERROR(StartSharedRead(slots, m, m * RowBytes(), layer, up, gens_at + m * sizeof(uint32_t), &out));
+  if (out.count_out != nullptr) snap_check_ = slot;
   ++pending_checks_;
   return Status::Ok();
 }
@@ -67,6 +73,7 @@ Status GpuPoolPath::StartReadChecked(int64_t layer, const std::vector<int64_t>& 
 std::vector<PoolDataPath::CheckAnswer> GpuPoolPath::TakeChecked() {
   KVSHARD_NVTX_RANGE("kvshard.pool.take_checked");
   const int n = std::exchange(pending_checks_, 0);
+  snap_check_ = -1;
   if (n == 0) return {};
   if (Status s = DownloadKeys(n); !s.ok()) return std::vector<CheckAnswer>(static_cast<size_t>(n), s);
   std::vector<CheckAnswer> answers;
@@ -74,7 +81,10 @@ std::vector<PoolDataPath::CheckAnswer> GpuPoolPath::TakeChecked() {
   for (int i = 0; i < n; ++i) {
     uint64_t key = 0;
     std::memcpy(&key, static_cast<const char*>(host_keys_.data()) + i * sizeof(uint64_t), sizeof(key));
-    if (end_check_[i]) {  // an end: its key is the rows skipped so far, as End's BadRows counts them
+    if (end_check_[i]) {  // an end: its key (or its checked read's counter copy) is the rows skipped so far
+      if (end_from_[i] >= 0) {
+        std::memcpy(&key, static_cast<const char*>(host_keys_.data()) + CountAt(end_from_[i]), sizeof(key));
+      }
       if (key == 0) {
         answers.emplace_back(std::optional<RowDifference>());
       } else {
@@ -107,12 +117,17 @@ Status GpuPoolPath::StartEndChecked() {
   if (pending_checks_ >= kMaxPendingChecks) {
     return FailedPrecondition("gpu: more than ", kMaxPendingChecks, " checks pending");
   }
+  // Right after a checked read (no device work since, none left for EndExtend to issue) the end's count is the
+  // counter that read's check copied as it finished; else the counter is copied now, after the batch's work.
+  const int from = gather_->gathers_pending() ? -1 : std::exchange(snap_check_, -1);
+  snap_check_ = -1;
   KVSHARD_RETURN_IF_ERROR(gather_->EndExtend());
   active_ = false;
   if (reading_) KVSHARD_RETURN_IF_ERROR(FinishReadSpans().status());
   KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&checks_, CheckRowAt(kMaxPendingChecks)));
   const int slot = pending_checks_;
-  KVSHARD_RETURN_IF_ERROR(gather_->CopyBadRows(checks_.as<int64_t>() + slot));
+  if (from < 0) KVSHARD_RETURN_IF_ERROR(gather_->CopyBadRows(checks_.as<int64_t>() + slot));
+  end_from_[slot] = from;
   end_check_[slot] = true;
   ++pending_checks_;
   in_flight_ = true;
@@ -121,6 +136,7 @@ Status GpuPoolPath::StartEndChecked() {
 
 Status GpuPoolPath::StartRead(int64_t layer, const std::vector<int64_t>& locs) {
   KVSHARD_NVTX_RANGE("kvshard.pool.start_read");
+  snap_check_ = -1;
   KVSHARD_ASSIGN_OR_RETURN(auto slots, BeginRead(layer));
   const int64_t m = static_cast<int64_t>(locs.size());
   KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_locs_, locs.size() * sizeof(int64_t)));
@@ -277,15 +293,14 @@ StatusOr<std::vector<std::vector<void*>>> GpuPoolPath::BeginRead(int64_t layer) 
 size_t GpuPoolPath::CheckRowAt(int i) const {
   size_t widest = 0;
   for (const ref::PoolBuffer& b : g_.buffers) widest = std::max(widest, static_cast<size_t>(b.row_bytes));
-  return kMaxPendingChecks * sizeof(uint64_t) + static_cast<size_t>(i) * widest;
+  return 2 * kMaxPendingChecks * sizeof(uint64_t) + static_cast<size_t>(i) * widest;
 }
 
 Status GpuPoolPath::DownloadKeys(int n) {
   KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
-  KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_keys_, kMaxPendingChecks * sizeof(uint64_t)));
+  KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&host_keys_, 2 * kMaxPendingChecks * sizeof(uint64_t)));
   const cudaStream_t s0 = gather_->compute_stream(0);
-  KVSHARD_CUDA_CHECK(
-      cudaMemcpyAsync(host_keys_.data(), checks_.data(), n * sizeof(uint64_t), cudaMemcpyDeviceToHost, s0));
+  KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host_keys_.data(), checks_.data(), CountAt(n), cudaMemcpyDeviceToHost, s0));
   return comm_->SynchronizeRank(0, s0);  // the group's deadline
 }
 
