@@ -252,6 +252,14 @@ StatusOr<FieldAnswer> PoolReplay::Begin(const Json& rec, const Json* only) {
   // previous batch's staged chunk and plan are dropped), so a begin without an end is what the next batch does.
   const int64_t ps = geometry_.page_size;
   std::vector<int64_t> chunk, all;
+  size_t all_size = 0, chunk_size = 0;  // sized first: the batch's lists are long, and grown once each
+  for (const ExtendRequest& r : batch.requests) {
+    const int64_t end = std::min(static_cast<int64_t>(r.pages.size()) * ps, r.seq_len);
+    all_size += static_cast<size_t>(std::max<int64_t>(0, end));
+    chunk_size += static_cast<size_t>(std::max<int64_t>(0, end - r.prefix_len));
+  }
+  all.reserve(all_size);
+  chunk.reserve(chunk_size);
   for (const ExtendRequest& r : batch.requests) {  // positions [0, seq_len) page by page, as far as the pages go
     for (size_t p = 0; p < r.pages.size() && static_cast<int64_t>(p) * ps < r.seq_len; ++p) {
       const int64_t first = static_cast<int64_t>(p) * ps, last = std::min(first + ps, r.seq_len);
