@@ -157,8 +157,11 @@ inline StatusOr<int64_t> JsonIntValue(const Json& v, const std::string& name, in
 // Reads obj[key] as an int64 in [lo, hi]; errors name `where.key`.
 inline StatusOr<int64_t> JsonInt(const Json& obj, const std::string& key, const std::string& where, int64_t lo,
                                  int64_t hi) {
-  if (!obj.is_object() || !obj.contains(key)) return InvalidArgument(where, key, ": missing");
-  return JsonIntValue(obj.at(key), where + key, lo, hi);
+  if (!obj.is_object()) return InvalidArgument(where, key, ": missing");
+  const auto it = obj.find(key);
+  if (it == obj.end()) return InvalidArgument(where, key, ": missing");
+  if (const std::optional<int64_t> x = JsonInt64(*it); x && *x >= lo && *x <= hi) return *x;  // without naming it
+  return JsonIntValue(*it, where + key, lo, hi);
 }
 
 // What list.get<std::vector<int64_t>>() returns (and throws), read without nlohmann's per-element type dispatch for

@@ -25,7 +25,8 @@ std::vector<int64_t> Ints() {
   return *rc::gen::container<std::vector<int64_t>>(*rc::gen::inRange<size_t>(0, 5), rc::gen::inRange<int64_t>(-3, 40));
 }
 
-// A random answer: up to six fields of every kind, keys k0.. in order (lists of objects only at the top: `nested`
+// A random answer: up to six fields of every kind (lists of lists also kept flat, as rows of one width), keys k0.. in
+// order (lists of objects only at the top: `nested`
 // is false inside one).
 FieldAnswer ArbitraryAnswer(std::vector<std::string>* keys, bool nested = true) {
   static const char* const kKeys[] = {"k0", "k1", "k2", "k3", "k4", "k5"};
@@ -39,6 +40,13 @@ FieldAnswer ArbitraryAnswer(std::vector<std::string>* keys, bool nested = true) 
       case 2: a.Add(kKeys[i], *rc::gen::inRange<int64_t>(-5, 50)); break;
       case 3: a.Add(kKeys[i], Ints()); break;
       case 4: {
+        if (*rc::gen::arbitrary<bool>()) {  // rows of one width (a gather plan's page_pos), kept flat
+          const int64_t width = *rc::gen::inRange<int64_t>(1, 4);
+          std::vector<int64_t> flat = *rc::gen::container<std::vector<int64_t>>(
+              static_cast<size_t>(width) * *rc::gen::inRange<size_t>(0, 4), rc::gen::inRange<int64_t>(-3, 40));
+          a.AddRows(kKeys[i], std::move(flat), width);
+          break;
+        }
         std::vector<std::vector<int64_t>> lists(*rc::gen::inRange(0, 4));
         for (auto& l : lists) l = Ints();
         a.Add(kKeys[i], std::move(lists));
@@ -168,6 +176,35 @@ KVSHARD_PROP(FieldAnswerProps, SurelyMatchesOnlyWhatMatchExpectMatches, ()) {
     RC_ASSERT(fast_fields == 0);
   }
   if (!changed) RC_ASSERT(sure);
+}
+
+// Rows kept flat (AddRows) are the nested lists they stand for: the same JSON, and against an expect made from that
+// JSON and often changed (a row cut, lengthened or nested, a value changed, the list cut), the same verdicts and
+// counts from SurelyMatches on the JSON and on the typed expect.
+KVSHARD_PROP(FieldAnswerProps, RowsKeptFlatAreTheirNestedLists, ()) {
+  const int64_t width = *rc::gen::inRange<int64_t>(1, 4);
+  const std::vector<int64_t> flat = *rc::gen::container<std::vector<int64_t>>(
+      static_cast<size_t>(width) * *rc::gen::inRange<size_t>(0, 5), rc::gen::inRange<int64_t>(-3, 40));
+  std::vector<std::vector<int64_t>> nested;
+  for (size_t at = 0; at < flat.size(); at += static_cast<size_t>(width)) {
+    nested.emplace_back(flat.begin() + static_cast<std::ptrdiff_t>(at),
+                        flat.begin() + static_cast<std::ptrdiff_t>(at) + width);
+  }
+  FieldAnswer rows, lists;
+  rows.AddRows("page_pos", flat, width);
+  lists.Add("page_pos", nested);
+  RC_ASSERT(rows.ToJson() == lists.ToJson());
+  Json expect = lists.ToJson();
+  const int edits = *rc::gen::inRange(0, 3);
+  for (int e = 0; e < edits; ++e) Mutate(&expect["page_pos"]);
+  RC_TAG(edits == 0 ? "unchanged" : "changed");
+  int64_t rows_fields = 0, lists_fields = 0, rows_typed = 0, lists_typed = 0;
+  RC_ASSERT(rows.SurelyMatches(expect, &rows_fields) == lists.SurelyMatches(expect, &lists_fields));
+  RC_ASSERT(rows_fields == lists_fields);
+  const replay::TypedExpect typed(expect);
+  RC_ASSERT(rows.SurelyMatches(typed, &rows_typed) == lists.SurelyMatches(typed, &lists_typed));
+  RC_ASSERT(rows_typed == lists_typed);
+  RC_ASSERT(rows_typed == rows_fields);
 }
 
 }  // namespace

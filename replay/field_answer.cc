@@ -1,8 +1,10 @@
 // FieldAnswer: typed answer fields, their JSON, and the expect check that needs no JSON when everything is equal.
 #include "replay/field_answer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <utility>
 
 namespace kvshard::replay {
@@ -32,7 +34,7 @@ bool Int64sOf(const Json& v, std::vector<int64_t>* out) {
 }
 
 // MatchExpect's count for an equal integer list (one per element), or -1 when not surely equal.
-int64_t SurelyEqualInts(const Json& want, const std::vector<int64_t>& got) {
+int64_t SurelyEqualInts(const Json& want, std::span<const int64_t> got) {
   if (!want.is_array()) return -1;
   const Json::array_t& elements = want.get_ref<const Json::array_t&>();  // no per-element is_array and bounds checks
   if (elements.size() != got.size()) return -1;
@@ -45,6 +47,7 @@ int64_t SurelyEqualInts(const Json& want, const std::vector<int64_t>& got) {
 }  // namespace
 
 FieldAnswer::Field& FieldAnswer::NewField(const char* key, Kind kind) {
+  if (fields_.empty()) fields_.reserve(kFieldsReserved);  // one allocation for most answers, not one per doubling
   fields_.push_back(Field{key, kind});
   return fields_.back();
 }
@@ -63,6 +66,12 @@ void FieldAnswer::Add(const char* key, std::vector<std::vector<int64_t>> value) 
   NewField(key, Kind::kIntLists).lists = std::move(value);
 }
 
+void FieldAnswer::AddRows(const char* key, std::vector<int64_t> flat, int64_t width) {
+  Field& f = NewField(key, Kind::kIntRows);
+  f.ints = std::move(flat);
+  f.number = std::max<int64_t>(1, width);
+}
+
 void FieldAnswer::Add(const char* key, std::vector<FieldAnswer> value) {
   NewField(key, Kind::kObjects).objects = std::move(value);
 }
@@ -78,6 +87,15 @@ Json FieldAnswer::ToJson() const {
       case Kind::kInt: j[f.key] = f.number; break;
       case Kind::kInts: j[f.key] = f.ints; break;
       case Kind::kIntLists: j[f.key] = f.lists; break;
+      case Kind::kIntRows: {
+        Json rows = Json::array();
+        for (size_t at = 0; at < f.ints.size(); at += static_cast<size_t>(f.number)) {
+          const auto first = f.ints.begin() + static_cast<std::ptrdiff_t>(at);
+          rows.push_back(std::vector<int64_t>(first, first + std::min<std::ptrdiff_t>(f.number, f.ints.end() - first)));
+        }
+        j[f.key] = std::move(rows);
+        break;
+      }
       case Kind::kObjects: {
         Json list = Json::array();
         for (const FieldAnswer& o : f.objects) list.push_back(o.ToJson());
@@ -125,6 +143,17 @@ bool FieldAnswer::SurelyMatchesKey(const Field& f, const Json& want, int64_t* co
         *compared += n;
       }
       return true;
+    case Kind::kIntRows: {
+      const std::span<const int64_t> all(f.ints);
+      const size_t width = static_cast<size_t>(f.number), rows = (all.size() + width - 1) / width;
+      if (!want.is_array() || want.size() != rows) return false;
+      for (size_t i = 0; i < rows; ++i) {
+        const int64_t n = SurelyEqualInts(want[i], all.subspan(i * width, std::min(width, all.size() - i * width)));
+        if (n < 0) return false;
+        *compared += n;
+      }
+      return true;
+    }
     case Kind::kObjects:  // each element an object whose keys are its fields' (MatchExpect's object subset)
       if (!want.is_array() || want.size() != f.objects.size()) return false;
       for (size_t i = 0; i < f.objects.size(); ++i) {
@@ -198,6 +227,15 @@ bool FieldAnswer::SurelyMatches(const TypedExpect& expect, int64_t* fields) cons
     } else if (e.kind == E::kIntLists && f->kind == Kind::kIntLists) {
       if (e.lists != f->lists) return false;
       for (const std::vector<int64_t>& l : e.lists) compared += static_cast<int64_t>(l.size());
+    } else if (e.kind == E::kIntLists && f->kind == Kind::kIntRows) {
+      const size_t width = static_cast<size_t>(f->number);
+      if (e.lists.size() != (f->ints.size() + width - 1) / width) return false;
+      for (size_t i = 0; i < e.lists.size(); ++i) {
+        const auto first = f->ints.begin() + static_cast<std::ptrdiff_t>(i * width);
+        const size_t n = std::min(width, f->ints.size() - i * width);
+        if (e.lists[i].size() != n || !std::equal(e.lists[i].begin(), e.lists[i].end(), first)) return false;
+        compared += static_cast<int64_t>(n);
+      }
     } else if (!SurelyMatchesKey(*f, *e.json, &compared)) {
       return false;
     }

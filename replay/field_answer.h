@@ -57,6 +57,9 @@ class FieldAnswer {
   void Add(const char* key, int64_t value);
   void Add(const char* key, std::vector<int64_t> value);
   void Add(const char* key, std::vector<std::vector<int64_t>> value);
+  // A list of flat.size() / width integer lists of `width` integers each, kept row after row in one vector (its
+  // JSON and checks those of the nested lists; one allocation, not one per row). width >= 1.
+  void AddRows(const char* key, std::vector<int64_t> flat, int64_t width);
   // A list of objects, each its own typed fields (a gather plan's ranks).
   void Add(const char* key, std::vector<FieldAnswer> value);
   // Any other value (checked with MatchExpect on its own).
@@ -72,18 +75,20 @@ class FieldAnswer {
   bool SurelyMatches(const TypedExpect& expect, int64_t* fields) const;
 
  private:
-  enum class Kind { kString, kBool, kInt, kInts, kIntLists, kObjects, kJson };
+  enum class Kind { kString, kBool, kInt, kInts, kIntLists, kIntRows, kObjects, kJson };
   struct Field {
     const char* key;
     Kind kind;
     std::string text;
     bool flag = false;
-    int64_t number = 0;
-    std::vector<int64_t> ints;
+    int64_t number = 0;         // kInt's value; kIntRows' width
+    std::vector<int64_t> ints;  // kInts' list; kIntRows' rows, one after another
     std::vector<std::vector<int64_t>> lists;
     std::vector<FieldAnswer> objects;
     Json json;
   };
+  // The fields an answer has room for at its first: most have at most this many.
+  static constexpr size_t kFieldsReserved = 8;
   // Appends a field of `kind` named `key`; its value is set by the caller.
   Field& NewField(const char* key, Kind kind);
   const Field* Find(const std::string& key) const;

@@ -138,9 +138,12 @@ FieldAnswer GatherPlanFields(const GatherPlan& plan, const Json* only) {
   a.Add("n_prefix_slots", plan.n_prefix_slots);
   a.Add("trash_page", plan.trash_page);
   a.Add("chunk_base_page", plan.chunk_base_page);
-  std::vector<std::vector<int64_t>> page_pos(plan.mapped_pages.size());
-  for (size_t i = 0; i < page_pos.size(); ++i) page_pos[i] = {plan.mapped_pages[i], plan.mapped_scratch_pages[i]};
-  a.Add("page_pos", std::move(page_pos));
+  std::vector<int64_t> page_pos(2 * plan.mapped_pages.size());  // [page, scratch page] pairs, in one vector
+  for (size_t i = 0; i < plan.mapped_pages.size(); ++i) {
+    page_pos[2 * i] = plan.mapped_pages[i];
+    page_pos[2 * i + 1] = plan.mapped_scratch_pages[i];
+  }
+  a.AddRows("page_pos", std::move(page_pos), 2);
   if (only == nullptr || only->contains("ranks")) {
     std::vector<FieldAnswer> ranks(plan.ranks.size());
     for (size_t i = 0; i < ranks.size(); ++i) {
