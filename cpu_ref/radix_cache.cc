@@ -20,7 +20,8 @@ std::vector<int64_t> RadixCache::MatchNodes(const std::vector<int64_t>& tokens, 
   int64_t cur = 0;
   ++clock_;
   for (int64_t k = 0; k < max_pages; ++k) {
-    std::vector<int64_t> block(tokens.begin() + k * ps_, tokens.begin() + (k + 1) * ps_);
+    std::vector<int64_t>& block = block_;  // page k's tokens, in a buffer kept from match to match
+    block.assign(tokens.begin() + k * ps_, tokens.begin() + (k + 1) * ps_);
     auto it = nodes_[cur].children.find(block);
     if (it == nodes_[cur].children.end()) break;
     cur = it->second;
@@ -90,7 +91,9 @@ int64_t RadixCache::AddNode(int64_t parent, const std::vector<int64_t>& tokens, 
   if (!free_ids_.empty()) {
     id = free_ids_.back();
     free_ids_.pop_back();
+    std::vector<int64_t> key = std::move(nodes_[id].key);  // its memory kept for the new node's block
     nodes_[id] = Node();
+    nodes_[id].key = std::move(key);
   } else {
     id = static_cast<int64_t>(nodes_.size());
     nodes_.emplace_back();

@@ -81,6 +81,7 @@ class RadixCache {
     std::map<std::vector<int64_t>, int64_t> children;
   };
   std::vector<int64_t> MatchNodes(const std::vector<int64_t>& tokens, int64_t max_pages);
+  std::vector<int64_t> block_;  // MatchNodes' token block, kept for the next
   Status CheckInsertPages(const std::vector<int64_t>& pages, int64_t full, int64_t rotation_base) const;
   Status CheckCachedPositions(const std::vector<int64_t>& pages, int64_t full, const std::vector<int64_t>& path) const;
   int64_t AddNode(int64_t parent, const std::vector<int64_t>& tokens, int64_t page, int64_t base, int64_t k);
