@@ -181,6 +181,25 @@ __global__ void CheckPayloadSlotsKernel(Slots s, const int64_t* locs, const uint
   }
 }
 
+// What both checks take: a layout and row count PayloadCanImplement takes, and a whole `publish` (where given).
+Status CheckCanImplement(const PayloadLayout& layout, int64_t n, const PayloadCheckOut* publish) {
+  KVSHARD_RETURN_IF_ERROR(PayloadCanImplement(layout, n));
+  if (publish != nullptr &&
+      (publish->key == nullptr || publish->row == nullptr || (n > 0 && publish->blocks_done == nullptr))) {
+    return InvalidArgument("publish: key, row and (for rows to check) blocks_done must be given");
+  }
+  if (publish != nullptr && (publish->count_in == nullptr) != (publish->count_out == nullptr)) {
+    return InvalidArgument("publish: count_in and count_out go together");
+  }
+  return Status::Ok();
+}
+
+// A check of no rows: nothing differs (published as UINT64_MAX where asked), nothing launched.
+Status PublishNoDifference(const PayloadCheckOut* publish, cudaStream_t stream) {
+  if (publish != nullptr) KVSHARD_CUDA_CHECK(cudaMemsetAsync(publish->key, 0xff, sizeof(unsigned long long), stream));
+  return Status::Ok();
+}
+
 unsigned Blocks(int64_t work) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((work + kThreads - 1) / kThreads, 4096)));
 }
@@ -219,22 +238,12 @@ Status LaunchMakePayloadRows(void* out, const int64_t* locs, int64_t n, int64_t 
 Status LaunchCheckPayloadRows(const void* rows, int ranks, const int64_t* locs, const uint32_t* generations, int64_t n,
                               const PayloadLayout& layout, unsigned long long* first, cudaStream_t stream,
                               const PayloadCheckOut* publish) {
-  KVSHARD_RETURN_IF_ERROR(PayloadCanImplement(layout, n));
-  if (publish != nullptr &&
-      (publish->key == nullptr || publish->row == nullptr || (n > 0 && publish->blocks_done == nullptr))) {
-    return InvalidArgument("publish: key, row and (for rows to check) blocks_done must be given");
-  }
-  if (publish != nullptr && (publish->count_in == nullptr) != (publish->count_out == nullptr)) {
-    return InvalidArgument("publish: count_in and count_out go together");
-  }
+  KVSHARD_RETURN_IF_ERROR(CheckCanImplement(layout, n, publish));
   if (ranks < 1 || ranks > 65535) return InvalidArgument("ranks: must be in [1, 65535], got ", ranks);
   if (static_cast<int64_t>(ranks) * static_cast<int64_t>(layout.widths.size()) >= (int64_t{1} << 23)) {
     return OutOfRange("ranks: ", ranks, " ranks of ", layout.widths.size(), " buffers exceed a check key");
   }
-  if (n == 0) {  // nothing differs
-    if (publish != nullptr) KVSHARD_CUDA_CHECK(cudaMemsetAsync(publish->key, 0xff, sizeof(unsigned long long), stream));
-    return Status::Ok();
-  }
+  if (n == 0) return PublishNoDifference(publish, stream);
   const Layout l = ToLayout(layout);
   const int64_t work = n * ((l.row_sum + 3) / 4);
   CheckPayloadKernel<<<dim3(Blocks(work), static_cast<unsigned>(ranks)), kThreads, 0, stream>>>(
@@ -247,14 +256,7 @@ Status LaunchCheckPayloadSlots(const std::vector<PayloadSlots>& ranks, int64_t s
                                int64_t page_size, const int64_t* locs, const uint32_t* generations, int64_t n,
                                const PayloadLayout& layout, unsigned long long* first, cudaStream_t stream,
                                const PayloadCheckOut* publish) {
-  KVSHARD_RETURN_IF_ERROR(PayloadCanImplement(layout, n));
-  if (publish != nullptr &&
-      (publish->key == nullptr || publish->row == nullptr || (n > 0 && publish->blocks_done == nullptr))) {
-    return InvalidArgument("publish: key, row and (for rows to check) blocks_done must be given");
-  }
-  if (publish != nullptr && (publish->count_in == nullptr) != (publish->count_out == nullptr)) {
-    return InvalidArgument("publish: count_in and count_out go together");
-  }
+  KVSHARD_RETURN_IF_ERROR(CheckCanImplement(layout, n, publish));
   const int64_t buffers = static_cast<int64_t>(layout.widths.size());
   if (ranks.empty() || ranks.size() > static_cast<size_t>(kMaxCheckedRanks) ||
       static_cast<int64_t>(ranks.size()) * buffers > kMaxCheckedSlots) {
@@ -274,10 +276,7 @@ Status LaunchCheckPayloadSlots(const std::vector<PayloadSlots>& ranks, int64_t s
   s.slot_rows = slot_rows;
   s.n_page_pos = n_page_pos;
   s.ps = page_size;
-  if (n == 0) {  // nothing differs
-    if (publish != nullptr) KVSHARD_CUDA_CHECK(cudaMemsetAsync(publish->key, 0xff, sizeof(unsigned long long), stream));
-    return Status::Ok();
-  }
+  if (n == 0) return PublishNoDifference(publish, stream);
   const Layout l = ToLayout(layout);
   const int64_t work = n * ((l.row_sum + 3) / 4);
   CheckPayloadSlotsKernel<<<dim3(Blocks(work), static_cast<unsigned>(ranks.size())), kThreads, 0, stream>>>(

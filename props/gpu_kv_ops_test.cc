@@ -303,33 +303,13 @@ TEST(GpuKvOps, WriteChunkRanksIsEachRanksStageThenScatter) {
       keep.push_back(RC_VALUE(gpu::Upload(values)));
       return keep.back().data();
     };
-    // Every row written at most once (two writes of one row would race, in both shapes): valid locs, scratch pages
-    // and pool rows are drawn without replacement; the rest are misses (-1, a page past page_pos, a scratch page or
-    // pool row past the end), skipped and counted.
+    // Every row written at most once (two writes of one row would race, in both shapes), misses skipped and counted.
     std::mt19937_64 rng(*rc::gen::arbitrary<uint64_t>());
-    const auto distinct = [&](int64_t size) {
-      std::vector<int64_t> v(size);
-      for (int64_t i = 0; i < size; ++i) v[i] = i;
-      std::shuffle(v.begin(), v.end(), rng);
-      return v;
-    };
     for (int j = 0; j < jobs; ++j) {
-      std::vector<int64_t> locs(std::max<int64_t>(1, n)), owned(std::max<int64_t>(1, n)), local(owned.size());
-      const std::vector<int64_t> slots = distinct(pages * ps), rows_left = distinct(pool_rows);
-      size_t next_slot = 0, next_row = 0;
-      for (int64_t& loc : locs) {
-        const int kind = *rc::gen::inRange(0, 5);
-        loc = kind == 0 ? -1 : kind == 1 ? pages * ps : next_slot < slots.size() ? slots[next_slot++] : -1;
-      }
-      for (int64_t& x : owned) x = *rc::gen::inRange<int64_t>(-1, n + 2);
-      for (int64_t& x : local) {
-        const int kind = *rc::gen::inRange(0, 5);
-        x = kind == 0 ? -1 : kind == 1 ? pool_rows : next_row < rows_left.size() ? rows_left[next_row++] : -1;
-      }
-      const int64_t count = *rc::gen::inRange<int64_t>(0, n + 3);  // past n: only n entries are read
-      std::vector<int32_t> page_pos(pages);                        // distinct scratch pages, some past the scratch
-      const std::vector<int64_t> scratch_pages = distinct(pages + scratch_rows / ps);
-      for (int64_t k = 0; k < pages; ++k) page_pos[k] = static_cast<int32_t>(scratch_pages[k]);
+      const ChunkWritePlan plan = DrawChunkWritePlan(n, pages, ps, scratch_rows, pool_rows, rng);
+      const std::vector<int64_t>&locs = plan.locs, &owned = plan.owned, &local = plan.local;
+      const std::vector<int32_t>& page_pos = plan.page_pos;
+      const int64_t count = plan.count;
       const std::vector<uint8_t> scratch0(scratch_rows * row_bytes, static_cast<uint8_t>(0x30 + j));
       const std::vector<uint8_t> pool0(pool_rows * row_bytes, static_cast<uint8_t>(0x60 + j));
       gpu::WriteChunkJob job;

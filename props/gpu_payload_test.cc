@@ -17,6 +17,7 @@
 #include "gpu/device.h"
 #include "gpu/kv_ops.h"
 #include "gpu/payload_rows.h"
+#include "props/gpu_test_data.h"
 #include "props/gpu_test_env.h"
 #include "props/rc_status.h"
 
@@ -165,18 +166,12 @@ TEST(GpuPayload, MadeChunkWriteIsTheRowsMadeThenWritten) {
     const int jobs = *rc::gen::inRange(1, 9);
     const int64_t n = *rc::gen::oneOf(rc::gen::just<int64_t>(0), rc::gen::inRange<int64_t>(1, 120));
     std::mt19937_64 rng(*rc::gen::arbitrary<uint64_t>());
-    const auto distinct = [&](int64_t size) {
-      std::vector<int64_t> v(size);
-      for (int64_t i = 0; i < size; ++i) v[i] = i;
-      std::shuffle(v.begin(), v.end(), rng);
-      return v;
-    };
     std::vector<gpu::DeviceBuffer> keep;
     const auto upload = [&](auto values) -> void* {
       keep.push_back(RC_VALUE(gpu::Upload(values)));
       return keep.back().data();
     };
-    // Each job's plan: every scratch row and pool row written at most once (two writes of one row would race).
+    // Each job's plan: every scratch row and pool row written at most once, misses skipped and counted.
     struct Plan {
       const int64_t* locs;
       const int32_t* page_pos;
@@ -186,25 +181,10 @@ TEST(GpuPayload, MadeChunkWriteIsTheRowsMadeThenWritten) {
     };
     std::vector<Plan> plans;
     for (int j = 0; j < jobs; ++j) {
-      std::vector<int64_t> locs(std::max<int64_t>(1, n)), owned(locs.size()), local(locs.size());
-      const std::vector<int64_t> slots = distinct(pages * ps), rows_left = distinct(pool_rows);
-      size_t next_slot = 0, next_row = 0;
-      for (int64_t& loc : locs) {
-        const int kind = *rc::gen::inRange(0, 6);
-        loc = kind == 0 ? -1 : kind == 1 ? pages * ps : next_slot < slots.size() ? slots[next_slot++] : -1;
-      }
-      for (int64_t& x : owned) x = *rc::gen::inRange<int64_t>(-1, n + 2);
-      for (int64_t& x : local) {
-        const int kind = *rc::gen::inRange(0, 6);
-        x = kind == 0 ? -1 : kind == 1 ? pool_rows : next_row < rows_left.size() ? rows_left[next_row++] : -1;
-      }
-      std::vector<int32_t> page_pos(pages);  // distinct scratch pages, some past the scratch
-      const std::vector<int64_t> scratch_pages = distinct(pages + scratch_rows / ps);
-      for (int64_t k = 0; k < pages; ++k) page_pos[k] = static_cast<int32_t>(scratch_pages[k]);
-      plans.push_back(
-          {static_cast<const int64_t*>(upload(locs)), static_cast<const int32_t*>(upload(page_pos)),
-           static_cast<const int64_t*>(upload(owned)), static_cast<const int64_t*>(upload(local)),
-           static_cast<const int64_t*>(upload(std::vector<int64_t>{*rc::gen::inRange<int64_t>(0, n + 3)}))});
+      const ChunkWritePlan p = DrawChunkWritePlan(n, pages, ps, scratch_rows, pool_rows, rng);
+      plans.push_back({static_cast<const int64_t*>(upload(p.locs)), static_cast<const int32_t*>(upload(p.page_pos)),
+                       static_cast<const int64_t*>(upload(p.owned)), static_cast<const int64_t*>(upload(p.local)),
+                       static_cast<const int64_t*>(upload(std::vector<int64_t>{p.count}))});
     }
     const gpu::PayloadLayout layout = LayoutOf(g, layer);
     int64_t row_sum = 0;

@@ -3,10 +3,14 @@
 #ifndef KVSHARD_PROPS_GPU_TEST_DATA_H_
 #define KVSHARD_PROPS_GPU_TEST_DATA_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
+
+#include <rapidcheck.h>
 
 #include "core/status.h"
 
@@ -46,5 +50,44 @@ inline Status CompareRows(const std::vector<uint8_t>& got, const std::vector<uin
 }
 
 }  // namespace kvshard::props
+
+// One rank's chunk write for the chunk-write properties: n chunk locs (at least one entry), a page_pos over `pages`
+// pages of ps slots into a scratch of scratch_rows rows, and owner-scatter entries (owned, local) with their count.
+// Every valid slot, scratch page and pool row is drawn without replacement (two writes of one row would race); the
+// rest are misses (-1, a page past page_pos, a scratch page or pool row past the end), skipped and counted; owned
+// entries past n and a count past n test that only n are read.
+struct ChunkWritePlan {
+  std::vector<int64_t> locs, owned, local;
+  std::vector<int32_t> page_pos;
+  int64_t count = 0;
+};
+inline ChunkWritePlan DrawChunkWritePlan(int64_t n, int64_t pages, int64_t ps, int64_t scratch_rows, int64_t pool_rows,
+                                         std::mt19937_64& rng) {
+  const auto distinct = [&](int64_t size) {
+    std::vector<int64_t> v(size);
+    for (int64_t i = 0; i < size; ++i) v[i] = i;
+    std::shuffle(v.begin(), v.end(), rng);
+    return v;
+  };
+  ChunkWritePlan plan;
+  plan.locs.resize(std::max<int64_t>(1, n));
+  plan.owned.resize(plan.locs.size());
+  plan.local.resize(plan.locs.size());
+  const std::vector<int64_t> slots = distinct(pages * ps), rows_left = distinct(pool_rows);
+  size_t next_slot = 0, next_row = 0;
+  for (int64_t& loc : plan.locs) {
+    const int kind = *rc::gen::inRange(0, 5);
+    loc = kind == 0 ? -1 : kind == 1 ? pages * ps : next_slot < slots.size() ? slots[next_slot++] : -1;
+  }
+  for (int64_t& x : plan.owned) x = *rc::gen::inRange<int64_t>(-1, n + 2);
+  for (int64_t& x : plan.local) {
+    const int kind = *rc::gen::inRange(0, 5);
+    x = kind == 0 ? -1 : kind == 1 ? pool_rows : next_row < rows_left.size() ? rows_left[next_row++] : -1;
+  }
+  plan.count = *rc::gen::inRange<int64_t>(0, n + 3);
+  const std::vector<int64_t> scratch_pages = distinct(pages + scratch_rows / ps);  // some past the scratch
+  for (int64_t k = 0; k < pages; ++k) plan.page_pos.push_back(static_cast<int32_t>(scratch_pages[k]));
+  return plan;
+}
 
 #endif  // KVSHARD_PROPS_GPU_TEST_DATA_H_
