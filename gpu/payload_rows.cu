@@ -1,7 +1,7 @@
 // Payload rows made and checked on the device: a thread per (row, word of the slot's concatenated row), the word
 // computed as the host computes it (core/payload.h) and cut into the buffers byte by byte (one buffer of whole words:
-// stored and compared a word at a time). Checked in a gathered block (CheckPayloadKernel) or where the rows are, in
-// each rank's scratch slots (CheckPayloadSlotsKernel).
+// stored and compared a word at a time). Checked in a gathered block or where the rows are, in each rank's scratch
+// slots (CheckPayloadKernel with GatheredRows or RowsInSlots).
 #include "gpu/payload_rows.h"
 
 #include <cuda_runtime.h>
@@ -91,43 +91,6 @@ __device__ void PublishKey(const Layout& l, unsigned long long* first, const Pay
   for (int64_t k = threadIdx.x; k < width; k += blockDim.x) out.row[k] = row == nullptr ? 0 : row[k];
 }
 
-__global__ void CheckPayloadKernel(const uint8_t* rows, const int64_t* locs, const uint32_t* generations, int64_t n,
-                                   Layout l, unsigned long long* first, PayloadCheckOut publish) {
-  const int64_t words = (l.row_sum + 3) / 4, work = n * words;
-  const int rank = static_cast<int>(blockIdx.y);
-  const uint8_t* block = rows + rank * n * l.row_sum;
-  const bool whole_words = l.buffers == 1 && l.row_sum % 4 == 0;
-  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < work;
-       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = t / words, w = t % words;
-    const uint32_t g = generations[i];
-    const uint32_t x = g == 0 ? 0u : PayloadWordOf(PayloadSlotHash(l.seed, l.layer_hash, locs[i]), g, w);
-    if (whole_words) {
-      const uint32_t got = reinterpret_cast<const uint32_t*>(block + i * l.row_sum)[w];
-      if (got == x) continue;
-      int k = 0;
-      while (((got ^ x) >> (8 * k) & 0xff) == 0) ++k;
-      const unsigned long long key = static_cast<unsigned long long>(rank) << kKeyByteBits |
-                                     static_cast<unsigned long long>(i * l.row_sum + 4 * w + k);
-      atomicMin(first, key);
-      continue;
-    }
-    for (int k = 0; k < 4 && 4 * w + k < l.row_sum; ++k) {
-      const int64_t p = 4 * w + k;
-      const int b = BufferOf(l, p);
-      const int64_t byte = i * l.width[b] + (p - l.offset[b]);
-      if (block[l.offset[b] * n + byte] == static_cast<uint8_t>(x >> (8 * k))) continue;
-      atomicMin(first, static_cast<unsigned long long>(rank * l.buffers + b) << kKeyByteBits |
-                           static_cast<unsigned long long>(byte));
-    }
-  }
-  if (publish.blocks_done != nullptr) {
-    PublishKey(l, first, publish, [&](int64_t rank, int64_t b, int64_t i) {
-      return rows + rank * n * l.row_sum + l.offset[b] * n + i * l.width[b];
-    });
-  }
-}
-
 // LaunchCheckPayloadSlots's tensors: slot[rank * buffers + b], page_pos[rank].
 struct Slots {
   const uint8_t* slot[kMaxCheckedSlots];
@@ -135,20 +98,34 @@ struct Slots {
   int64_t slot_rows, n_page_pos, ps;
 };
 
-// Row i of (rank, buffer b) where it is read, or nullptr where locs[i] translates outside the slot.
-__device__ inline const uint8_t* SlotRow(const Slots& s, const Layout& l, const int64_t* locs, int64_t rank, int64_t b,
-                                         int64_t i) {
-  const int64_t loc = locs[i];
-  if (loc < 0 || loc / s.ps >= s.n_page_pos) return nullptr;
-  const int64_t row = int64_t{s.page_pos[rank][loc / s.ps]} * s.ps + loc % s.ps;
-  if (row < 0 || row >= s.slot_rows) return nullptr;
-  return s.slot[rank * l.buffers + b] + row * l.width[b];
-}
+// Where a check reads row i of (rank, buffer b): in a gathered block (rank r's at rows + r * n * row_sum, every
+// buffer's n rows in turn) ...
+struct GatheredRows {
+  const uint8_t* rows;
+  int64_t n;
+  __device__ const uint8_t* operator()(const Layout& l, int64_t rank, int64_t b, int64_t i) const {
+    return rows + rank * n * l.row_sum + l.offset[b] * n + i * l.width[b];
+  }
+};
 
-// CheckPayloadKernel over the rows where they are: a thread per (row, word of the slot's concatenated row) of rank
-// blockIdx.y, each row translated once per word it covers.
-__global__ void CheckPayloadSlotsKernel(Slots s, const int64_t* locs, const uint32_t* generations, int64_t n, Layout l,
-                                        unsigned long long* first, PayloadCheckOut publish) {
+// ... or where it lies, in the rank's scratch slot of buffer b at translate(locs[i]) (nullptr outside the slot).
+struct RowsInSlots {
+  Slots s;
+  const int64_t* locs;
+  __device__ const uint8_t* operator()(const Layout& l, int64_t rank, int64_t b, int64_t i) const {
+    const int64_t loc = locs[i];
+    if (loc < 0 || loc / s.ps >= s.n_page_pos) return nullptr;
+    const int64_t row = int64_t{s.page_pos[rank][loc / s.ps]} * s.ps + loc % s.ps;
+    if (row < 0 || row >= s.slot_rows) return nullptr;
+    return s.slot[rank * l.buffers + b] + row * l.width[b];
+  }
+};
+
+// A thread per (row, word of the slot's concatenated row) of rank blockIdx.y: the word the payload has, against the
+// bytes row_at gives (a row it cannot give differs at every byte), each difference lowering *first to its key.
+template <typename RowAt>
+__global__ void CheckPayloadKernel(RowAt row_at, const int64_t* locs, const uint32_t* generations, int64_t n, Layout l,
+                                   unsigned long long* first, PayloadCheckOut publish) {
   const int64_t words = (l.row_sum + 3) / 4, work = n * words;
   const int rank = static_cast<int>(blockIdx.y);
   const bool whole_words = l.buffers == 1 && l.row_sum % 4 == 0;
@@ -158,7 +135,7 @@ __global__ void CheckPayloadSlotsKernel(Slots s, const int64_t* locs, const uint
     const uint32_t g = generations[i];
     const uint32_t x = g == 0 ? 0u : PayloadWordOf(PayloadSlotHash(l.seed, l.layer_hash, locs[i]), g, w);
     if (whole_words) {
-      const uint8_t* row = SlotRow(s, l, locs, rank, 0, i);
+      const uint8_t* row = row_at(l, rank, 0, i);
       const uint32_t got = row == nullptr ? ~x : reinterpret_cast<const uint32_t*>(row)[w];
       if (got == x) continue;
       int k = 0;
@@ -170,14 +147,14 @@ __global__ void CheckPayloadSlotsKernel(Slots s, const int64_t* locs, const uint
     for (int k = 0; k < 4 && 4 * w + k < l.row_sum; ++k) {
       const int64_t p = 4 * w + k;
       const int b = BufferOf(l, p);
-      const uint8_t* row = SlotRow(s, l, locs, rank, b, i);
+      const uint8_t* row = row_at(l, rank, b, i);
       if (row != nullptr && row[p - l.offset[b]] == static_cast<uint8_t>(x >> (8 * k))) continue;
       atomicMin(first, static_cast<unsigned long long>(rank * l.buffers + b) << kKeyByteBits |
                            static_cast<unsigned long long>(i * l.width[b] + (p - l.offset[b])));
     }
   }
   if (publish.blocks_done != nullptr) {
-    PublishKey(l, first, publish, [&](int64_t rank, int64_t b, int64_t i) { return SlotRow(s, l, locs, rank, b, i); });
+    PublishKey(l, first, publish, [&](int64_t r, int64_t b, int64_t i) { return row_at(l, r, b, i); });
   }
 }
 
@@ -247,7 +224,8 @@ Status LaunchCheckPayloadRows(const void* rows, int ranks, const int64_t* locs, 
   const Layout l = ToLayout(layout);
   const int64_t work = n * ((l.row_sum + 3) / 4);
   CheckPayloadKernel<<<dim3(Blocks(work), static_cast<unsigned>(ranks)), kThreads, 0, stream>>>(
-      static_cast<const uint8_t*>(rows), locs, generations, n, l, first, publish ? *publish : PayloadCheckOut{});
+      GatheredRows{static_cast<const uint8_t*>(rows), n}, locs, generations, n, l, first,
+      publish ? *publish : PayloadCheckOut{});
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }
@@ -279,8 +257,8 @@ Status LaunchCheckPayloadSlots(const std::vector<PayloadSlots>& ranks, int64_t s
   if (n == 0) return PublishNoDifference(publish, stream);
   const Layout l = ToLayout(layout);
   const int64_t work = n * ((l.row_sum + 3) / 4);
-  CheckPayloadSlotsKernel<<<dim3(Blocks(work), static_cast<unsigned>(ranks.size())), kThreads, 0, stream>>>(
-      s, locs, generations, n, l, first, publish ? *publish : PayloadCheckOut{});
+  CheckPayloadKernel<<<dim3(Blocks(work), static_cast<unsigned>(ranks.size())), kThreads, 0, stream>>>(
+      RowsInSlots{s, locs}, locs, generations, n, l, first, publish ? *publish : PayloadCheckOut{});
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }
