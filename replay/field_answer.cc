@@ -67,9 +67,17 @@ void FieldAnswer::Add(const char* key, std::vector<std::vector<int64_t>> value) 
 }
 
 void FieldAnswer::AddRows(const char* key, std::vector<int64_t> flat, int64_t width) {
+  KVSHARD_CHECK(width >= 1 && flat.size() % static_cast<size_t>(width) == 0);  // whole rows, by the callers' code
   Field& f = NewField(key, Kind::kIntRows);
   f.ints = std::move(flat);
-  f.number = std::max<int64_t>(1, width);
+  f.number = width;
+}
+
+size_t FieldAnswer::RowCount(const Field& f) { return f.ints.size() / static_cast<size_t>(f.number); }
+
+std::span<const int64_t> FieldAnswer::Row(const Field& f, size_t i) {
+  const size_t width = static_cast<size_t>(f.number);
+  return std::span<const int64_t>(f.ints).subspan(i * width, width);
 }
 
 void FieldAnswer::Add(const char* key, std::vector<FieldAnswer> value) {
@@ -89,9 +97,9 @@ Json FieldAnswer::ToJson() const {
       case Kind::kIntLists: j[f.key] = f.lists; break;
       case Kind::kIntRows: {
         Json rows = Json::array();
-        for (size_t at = 0; at < f.ints.size(); at += static_cast<size_t>(f.number)) {
-          const auto first = f.ints.begin() + static_cast<std::ptrdiff_t>(at);
-          rows.push_back(std::vector<int64_t>(first, first + std::min<std::ptrdiff_t>(f.number, f.ints.end() - first)));
+        for (size_t i = 0; i < RowCount(f); ++i) {
+          const std::span<const int64_t> row = Row(f, i);
+          rows.push_back(std::vector<int64_t>(row.begin(), row.end()));
         }
         j[f.key] = std::move(rows);
         break;
@@ -143,17 +151,14 @@ bool FieldAnswer::SurelyMatchesKey(const Field& f, const Json& want, int64_t* co
         *compared += n;
       }
       return true;
-    case Kind::kIntRows: {
-      const std::span<const int64_t> all(f.ints);
-      const size_t width = static_cast<size_t>(f.number), rows = (all.size() + width - 1) / width;
-      if (!want.is_array() || want.size() != rows) return false;
-      for (size_t i = 0; i < rows; ++i) {
-        const int64_t n = SurelyEqualInts(want[i], all.subspan(i * width, std::min(width, all.size() - i * width)));
+    case Kind::kIntRows:
+      if (!want.is_array() || want.size() != RowCount(f)) return false;
+      for (size_t i = 0; i < RowCount(f); ++i) {
+        const int64_t n = SurelyEqualInts(want[i], Row(f, i));
         if (n < 0) return false;
         *compared += n;
       }
       return true;
-    }
     case Kind::kObjects:  // each element an object whose keys are its fields' (MatchExpect's object subset)
       if (!want.is_array() || want.size() != f.objects.size()) return false;
       for (size_t i = 0; i < f.objects.size(); ++i) {
@@ -228,13 +233,11 @@ bool FieldAnswer::SurelyMatches(const TypedExpect& expect, int64_t* fields) cons
       if (e.lists != f->lists) return false;
       for (const std::vector<int64_t>& l : e.lists) compared += static_cast<int64_t>(l.size());
     } else if (e.kind == E::kIntLists && f->kind == Kind::kIntRows) {
-      const size_t width = static_cast<size_t>(f->number);
-      if (e.lists.size() != (f->ints.size() + width - 1) / width) return false;
-      for (size_t i = 0; i < e.lists.size(); ++i) {
-        const auto first = f->ints.begin() + static_cast<std::ptrdiff_t>(i * width);
-        const size_t n = std::min(width, f->ints.size() - i * width);
-        if (e.lists[i].size() != n || !std::equal(e.lists[i].begin(), e.lists[i].end(), first)) return false;
-        compared += static_cast<int64_t>(n);
+      if (e.lists.size() != RowCount(*f)) return false;
+      for (size_t r = 0; r < e.lists.size(); ++r) {
+        const std::span<const int64_t> row = Row(*f, r);
+        if (!std::equal(e.lists[r].begin(), e.lists[r].end(), row.begin(), row.end())) return false;
+        compared += static_cast<int64_t>(row.size());
       }
     } else if (!SurelyMatchesKey(*f, *e.json, &compared)) {
       return false;

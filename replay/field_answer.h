@@ -6,6 +6,7 @@
 #define KVSHARD_REPLAY_FIELD_ANSWER_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,7 +59,7 @@ class FieldAnswer {
   void Add(const char* key, std::vector<int64_t> value);
   void Add(const char* key, std::vector<std::vector<int64_t>> value);
   // A list of flat.size() / width integer lists of `width` integers each, kept row after row in one vector (its
-  // JSON and checks those of the nested lists; one allocation, not one per row). width >= 1.
+  // JSON and checks those of the nested lists; one allocation, not one per row). width >= 1, whole rows only.
   void AddRows(const char* key, std::vector<int64_t> flat, int64_t width);
   // A list of objects, each its own typed fields (a gather plan's ranks).
   void Add(const char* key, std::vector<FieldAnswer> value);
@@ -89,6 +90,9 @@ class FieldAnswer {
   };
   // The fields an answer has room for at its first: most have at most this many.
   static constexpr size_t kFieldsReserved = 8;
+  // A kIntRows field's rows, and its row i.
+  static size_t RowCount(const Field& f);
+  static std::span<const int64_t> Row(const Field& f, size_t i);
   // Appends a field of `kind` named `key`; its value is set by the caller.
   Field& NewField(const char* key, Kind kind);
   const Field* Find(const std::string& key) const;
