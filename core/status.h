@@ -3,12 +3,14 @@
 #ifndef KVSHARD_CORE_STATUS_H_
 #define KVSHARD_CORE_STATUS_H_
 
+#include <charconv>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace kvshard {
@@ -42,12 +44,41 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-// Builds a message from streamable parts: StrCat("x=", 3).
+namespace status_internal {
+
+// Appends `v` to `out` as `std::ostream << v` writes it: text and integers directly (no stream is built: the
+// replay's hot paths name a record's fields this way), anything else (bool, floats, 1-byte integers, enums,
+// pointers, types with their own operator<<) through a stream.
+template <typename T>
+void AppendPiece(std::string& out, const T& v) {
+  if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::string_view>) {
+    out.append(v);
+  } else if constexpr (std::is_same_v<std::decay_t<T>, const char*> || std::is_same_v<std::decay_t<T>, char*>) {
+    if (v != nullptr) {
+      out.append(v);
+    } else {  // what a stream does with a null string: nothing written (and its badbit set)
+    }
+  } else if constexpr (std::is_same_v<T, char>) {
+    out.push_back(v);
+  } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && sizeof(T) > 1) {
+    char digits[24];
+    const std::to_chars_result end = std::to_chars(digits, digits + sizeof(digits), v);
+    out.append(digits, end.ptr);
+  } else {
+    std::ostringstream os;
+    os << v;
+    out += os.str();
+  }
+}
+
+}  // namespace status_internal
+
+// Builds a message from streamable parts, as `std::ostream <<` writes each: StrCat("x=", 3).
 template <typename... Args>
 std::string StrCat(const Args&... args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return os.str();
+  std::string out;
+  (status_internal::AppendPiece(out, args), ...);
+  return out;
 }
 
 // The most characters QuoteInput shows of a value (an escape such as \u200b counts its length) before cutting it.

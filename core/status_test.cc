@@ -1,7 +1,14 @@
 // Tests for Status, StatusOr and the error macros.
 #include "core/status.h"
 
+#include <climits>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <string_view>
+
 #include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
 
 namespace kvshard {
 namespace {
@@ -48,6 +55,36 @@ TEST(StatusTest, AnnotatePrefixesTheMessageAndKeepsTheCode) {
   EXPECT_EQ(s.message(), "frees[1].locs[2]: too large");
   EXPECT_TRUE(Annotate(Status::Ok(), "line 3: ").ok());
   EXPECT_EQ(Annotate(Mismatch("x"), "line ", 3, ": ").message(), "line 3: x");
+}
+
+// What `std::ostream <<` writes for each of `args`, one after the other (StrCat's contract).
+template <typename... Args>
+std::string Streamed(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+// StrCat appends text and integers without a stream: each kind it writes itself is what a stream writes, at the
+// edges of its range too; bools, 1-byte integers and floats keep the stream's form ("1", a character, "0.5").
+RC_GTEST_PROP(StrCatProps, WritesEachPartAsAStreamDoes, ()) {
+  const auto edge64 = rc::gen::element<int64_t>(INT64_MIN, INT64_MIN + 1, -1, 0, 1, INT64_MAX);
+  const int64_t i64 = *rc::gen::oneOf(edge64, rc::gen::arbitrary<int64_t>());
+  const uint64_t u64 = *rc::gen::oneOf(rc::gen::element<uint64_t>(0, 1, UINT64_MAX), rc::gen::arbitrary<uint64_t>());
+  const int i32 = *rc::gen::oneOf(rc::gen::element<int>(INT_MIN, -1, 0, INT_MAX), rc::gen::arbitrary<int>());
+  const auto u16 = *rc::gen::arbitrary<uint16_t>();
+  const auto s8 = *rc::gen::arbitrary<int8_t>();
+  const auto u8 = *rc::gen::arbitrary<uint8_t>();
+  const char c = *rc::gen::inRange<char>(1, 127);
+  const bool b = *rc::gen::arbitrary<bool>();
+  const double d = *rc::gen::element(0.5, -1.25, 1e300, 3.0);
+  const std::string text = *rc::gen::arbitrary<std::string>();
+  const std::string_view view(text);
+  const size_t size = *rc::gen::arbitrary<size_t>();
+  RC_ASSERT(StrCat("requests[", size, "].", i64, u64, i32, u16) ==
+            Streamed("requests[", size, "].", i64, u64, i32, u16));
+  RC_ASSERT(StrCat(text, view, c, b, s8, u8, d, "") == Streamed(text, view, c, b, s8, u8, d, ""));
+  RC_ASSERT(StrCat() == std::string());
 }
 
 TEST(QuoteInputTest, ShortPlainValuesUnchanged) {
