@@ -119,7 +119,7 @@ Status GpuPoolPath::StartEndChecked() {
   }
   // Right after a checked read (no device work since, none left for EndExtend to issue) the end's count is the
   // counter that read's check copied as it finished; else the counter is copied now, after the batch's work.
-  const int from = gather_->gathers_pending() ? -1 : std::exchange(snap_check_, -1);
+  const int from = gather_->gathers_pending() ? -1 : snap_check_;
   snap_check_ = -1;
   KVSHARD_RETURN_IF_ERROR(gather_->EndExtend());
   active_ = false;
@@ -217,28 +217,28 @@ Status GpuPoolPath::StartSharedRead(const std::vector<std::vector<void*>>& slots
   KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
   const cudaStream_t s0 = gather_->compute_stream(0);
   KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&staging_[0].locs, upload));
+  const int64_t* d_locs = staging_[0].locs.as<int64_t>();
+  KVSHARD_CUDA_CHECK(cudaMemcpyAsync(staging_[0].locs.data(), from.data(), upload, cudaMemcpyHostToDevice, s0));
+  // A check's key, block count and generations follow the locs in its upload.
+  auto* key = reinterpret_cast<unsigned long long*>(staging_[0].locs.as<uint8_t>() + m * sizeof(int64_t));
+  const auto* gens = reinterpret_cast<const uint32_t*>(key + 2);
+  if (publish != nullptr) publish->blocks_done = reinterpret_cast<unsigned*>(key + 1);
   // A check on one stream reads the rows where they are, in each rank's scratch slots: one launch, no gathered copy.
   const bool in_place = publish != nullptr && gather_->one_stream() && ranks <= gpu::kMaxCheckedRanks &&
                         ranks * static_cast<int64_t>(g_.buffers.size()) <= gpu::kMaxCheckedSlots;
   if (in_place) {
-    KVSHARD_CUDA_CHECK(cudaMemcpyAsync(staging_[0].locs.data(), from.data(), upload, cudaMemcpyHostToDevice, s0));
     std::vector<gpu::PayloadSlots> at(ranks);
     for (int i = 0; i < ranks; ++i) {
       at[i].buffers.assign(slots[i].begin(), slots[i].end());
       at[i].page_pos = gather_->page_pos(i);
     }
-    const int64_t* d_locs = staging_[0].locs.as<int64_t>();
-    auto* key = reinterpret_cast<unsigned long long*>(staging_[0].locs.as<uint8_t>() + m * sizeof(int64_t));
-    publish->blocks_done = reinterpret_cast<unsigned*>(key + 1);
-    KVSHARD_RETURN_IF_ERROR(gpu::LaunchCheckPayloadSlots(
-        at, gather_->shape().scratch_rows(), gather_->shape().n_page_pos, g_.page_size, d_locs,
-        reinterpret_cast<const uint32_t*>(key + 2), m, Layout(check_layer), key, s0, publish));
+    KVSHARD_RETURN_IF_ERROR(gpu::LaunchCheckPayloadSlots(at, gather_->shape().scratch_rows(),
+                                                         gather_->shape().n_page_pos, g_.page_size, d_locs, gens, m,
+                                                         Layout(check_layer), key, s0, publish));
     in_flight_ = true;  // its upload is its own until TakeChecked (or Quiesce) has waited for it
     return Status::Ok();
   }
   KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&staging_[0].out, rank_bytes * ranks));
-  const int64_t* d_locs = staging_[0].locs.as<int64_t>();
-  KVSHARD_CUDA_CHECK(cudaMemcpyAsync(staging_[0].locs.data(), from.data(), upload, cudaMemcpyHostToDevice, s0));
   for (int i = 1; i < StreamCount(); ++i) {
     KVSHARD_CUDA_CHECK(cudaEventRecord(order_[i], gather_->compute_stream(i)));
     KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(s0, order_[i], 0));
@@ -259,9 +259,6 @@ Status GpuPoolPath::StartSharedRead(const std::vector<std::vector<void*>>& slots
     offset += static_cast<size_t>(m * width);
   }
   if (publish != nullptr) {
-    auto* key = reinterpret_cast<unsigned long long*>(staging_[0].locs.as<uint8_t>() + m * sizeof(int64_t));
-    publish->blocks_done = reinterpret_cast<unsigned*>(key + 1);
-    const auto* gens = reinterpret_cast<const uint32_t*>(key + 2);
     KVSHARD_RETURN_IF_ERROR(gpu::LaunchCheckPayloadRows(staging_[0].out.data(), ranks, d_locs, gens, m,
                                                         Layout(check_layer), key, s0, publish));
   } else {
