@@ -52,7 +52,13 @@ FieldAnswer::Field& FieldAnswer::NewField(const char* key, Kind kind) {
   return fields_.back();
 }
 
-void FieldAnswer::Add(const char* key, std::string value) { NewField(key, Kind::kString).text = std::move(value); }
+FieldAnswer::Rare& FieldAnswer::NewRareField(const char* key, Kind kind) {
+  Field& f = NewField(key, kind);
+  f.rare = std::make_unique<Rare>();
+  return *f.rare;
+}
+
+void FieldAnswer::Add(const char* key, std::string value) { NewRareField(key, Kind::kString).text = std::move(value); }
 
 void FieldAnswer::Add(const char* key, bool value) { NewField(key, Kind::kBool).flag = value; }
 
@@ -63,7 +69,7 @@ void FieldAnswer::Add(const char* key, std::vector<int64_t> value) {
 }
 
 void FieldAnswer::Add(const char* key, std::vector<std::vector<int64_t>> value) {
-  NewField(key, Kind::kIntLists).lists = std::move(value);
+  NewRareField(key, Kind::kIntLists).lists = std::move(value);
 }
 
 void FieldAnswer::AddRows(const char* key, std::vector<int64_t> flat, int64_t width) {
@@ -81,20 +87,20 @@ std::span<const int64_t> FieldAnswer::Row(const Field& f, size_t i) {
 }
 
 void FieldAnswer::Add(const char* key, std::vector<FieldAnswer> value) {
-  NewField(key, Kind::kObjects).objects = std::move(value);
+  NewRareField(key, Kind::kObjects).objects = std::move(value);
 }
 
-void FieldAnswer::Add(const char* key, Json value) { NewField(key, Kind::kJson).json = std::move(value); }
+void FieldAnswer::Add(const char* key, Json value) { NewRareField(key, Kind::kJson).json = std::move(value); }
 
 Json FieldAnswer::ToJson() const {
   Json j = Json::object();
   for (const Field& f : fields_) {
     switch (f.kind) {
-      case Kind::kString: j[f.key] = f.text; break;
+      case Kind::kString: j[f.key] = f.rare->text; break;
       case Kind::kBool: j[f.key] = f.flag; break;
       case Kind::kInt: j[f.key] = f.number; break;
       case Kind::kInts: j[f.key] = f.ints; break;
-      case Kind::kIntLists: j[f.key] = f.lists; break;
+      case Kind::kIntLists: j[f.key] = f.rare->lists; break;
       case Kind::kIntRows: {
         Json rows = Json::array();
         for (size_t i = 0; i < RowCount(f); ++i) {
@@ -106,11 +112,11 @@ Json FieldAnswer::ToJson() const {
       }
       case Kind::kObjects: {
         Json list = Json::array();
-        for (const FieldAnswer& o : f.objects) list.push_back(o.ToJson());
+        for (const FieldAnswer& o : f.rare->objects) list.push_back(o.ToJson());
         j[f.key] = std::move(list);
         break;
       }
-      case Kind::kJson: j[f.key] = f.json; break;
+      case Kind::kJson: j[f.key] = f.rare->json; break;
     }
   }
   return j;
@@ -126,7 +132,7 @@ const FieldAnswer::Field* FieldAnswer::Find(const std::string& key) const {
 bool FieldAnswer::SurelyMatchesKey(const Field& f, const Json& want, int64_t* compared) const {
   switch (f.kind) {
     case Kind::kString:
-      if (!want.is_string() || want.get_ref<const std::string&>() != f.text) return false;
+      if (!want.is_string() || want.get_ref<const std::string&>() != f.rare->text) return false;
       ++*compared;
       return true;
     case Kind::kBool:
@@ -144,9 +150,9 @@ bool FieldAnswer::SurelyMatchesKey(const Field& f, const Json& want, int64_t* co
       return true;
     }
     case Kind::kIntLists:
-      if (!want.is_array() || want.size() != f.lists.size()) return false;
-      for (size_t i = 0; i < f.lists.size(); ++i) {
-        const int64_t n = SurelyEqualInts(want[i], f.lists[i]);
+      if (!want.is_array() || want.size() != f.rare->lists.size()) return false;
+      for (size_t i = 0; i < f.rare->lists.size(); ++i) {
+        const int64_t n = SurelyEqualInts(want[i], f.rare->lists[i]);
         if (n < 0) return false;
         *compared += n;
       }
@@ -160,13 +166,13 @@ bool FieldAnswer::SurelyMatchesKey(const Field& f, const Json& want, int64_t* co
       }
       return true;
     case Kind::kObjects:  // each element an object whose keys are its fields' (MatchExpect's object subset)
-      if (!want.is_array() || want.size() != f.objects.size()) return false;
-      for (size_t i = 0; i < f.objects.size(); ++i) {
-        if (!f.objects[i].SurelyMatches(want[i], compared)) return false;
+      if (!want.is_array() || want.size() != f.rare->objects.size()) return false;
+      for (size_t i = 0; i < f.rare->objects.size(); ++i) {
+        if (!f.rare->objects[i].SurelyMatches(want[i], compared)) return false;
       }
       return true;
     case Kind::kJson:  // what MatchExpect does at this key
-      return !MatchExpect(want, f.json, compared);
+      return !MatchExpect(want, f.rare->json, compared);
   }
   return false;
 }
@@ -230,7 +236,7 @@ bool FieldAnswer::SurelyMatches(const TypedExpect& expect, int64_t* fields) cons
       if (e.ints != f->ints) return false;
       compared += static_cast<int64_t>(e.ints.size());
     } else if (e.kind == E::kIntLists && f->kind == Kind::kIntLists) {
-      if (e.lists != f->lists) return false;
+      if (e.lists != f->rare->lists) return false;
       for (const std::vector<int64_t>& l : e.lists) compared += static_cast<int64_t>(l.size());
     } else if (e.kind == E::kIntLists && f->kind == Kind::kIntRows) {
       if (e.lists.size() != RowCount(*f)) return false;

@@ -6,6 +6,7 @@
 #define KVSHARD_REPLAY_FIELD_ANSWER_H_
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -77,16 +78,21 @@ class FieldAnswer {
 
  private:
   enum class Kind { kString, kBool, kInt, kInts, kIntLists, kIntRows, kObjects, kJson };
+  // The values of the kinds most answers do not have, held apart so that a field stays small: an answer's fields
+  // (kFieldsReserved of them) then fit one allocation that malloc's per-thread cache serves.
+  struct Rare {
+    std::string text;                         // kString's
+    std::vector<std::vector<int64_t>> lists;  // kIntLists'
+    std::vector<FieldAnswer> objects;         // kObjects'
+    Json json;                                // kJson's
+  };
   struct Field {
     const char* key;
     Kind kind;
-    std::string text;
-    bool flag = false;
-    int64_t number = 0;         // kInt's value; kIntRows' width
-    std::vector<int64_t> ints;  // kInts' list; kIntRows' rows, one after another
-    std::vector<std::vector<int64_t>> lists;
-    std::vector<FieldAnswer> objects;
-    Json json;
+    bool flag = false;           // kBool's value
+    int64_t number = 0;          // kInt's value; kIntRows' width
+    std::vector<int64_t> ints;   // kInts' list; kIntRows' rows, one after another
+    std::unique_ptr<Rare> rare;  // set for kString, kIntLists, kObjects and kJson
   };
   // The fields an answer has room for at its first: most have at most this many.
   static constexpr size_t kFieldsReserved = 8;
@@ -95,6 +101,8 @@ class FieldAnswer {
   static std::span<const int64_t> Row(const Field& f, size_t i);
   // Appends a field of `kind` named `key`; its value is set by the caller.
   Field& NewField(const char* key, Kind kind);
+  // Appends a field of a rare kind named `key`; its value is set by the caller.
+  Rare& NewRareField(const char* key, Kind kind);
   const Field* Find(const std::string& key) const;
   // SurelyMatches' check of one key: `f` against the expect's value `want`, its scalars added to *compared.
   bool SurelyMatchesKey(const Field& f, const Json& want, int64_t* compared) const;
