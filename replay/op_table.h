@@ -47,6 +47,9 @@ struct ReplayOp {
   // The answer as typed fields (replay/field_answer.h), for the frequent ops whose expect is then checked without
   // building JSON; null where `run` is the executor.
   StatusOr<FieldAnswer> (*run_fields)(Replayer& replayer, const Json& rec, const Json* only) = nullptr;
+  // A stateful op whose executor takes its integer lists (and a begin_shard_extend's requests) typed by a reader
+  // thread ahead of it (PreparedRecord's typed_ints, requests), not converted on the checking thread.
+  bool takes_typed = false;
 };
 
 // The record's keys and their shapes against its op's row (replay/replayer.cc): InvalidArgument "<field>: <what>".

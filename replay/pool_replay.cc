@@ -228,11 +228,6 @@ int64_t PoolReplay::Slots() const {
   return geometry_.shard_size * (geometry_.pages_per_rank + 1) * geometry_.page_size;
 }
 
-PoolReplay::SharedLocs PoolReplay::RecordLocs(const Json& rec, const SharedLocs& otherwise) {
-  if (!rec.contains("locs")) return otherwise;
-  return std::make_shared<const std::vector<int64_t>>(JsonInts(rec.at("locs")));
-}
-
 std::vector<uint32_t> PoolReplay::LastWrites(int64_t layer, const std::vector<int64_t>& locs) const {
   const int64_t slots = Slots();
   std::vector<uint32_t> generations(locs.size());
@@ -240,13 +235,10 @@ std::vector<uint32_t> PoolReplay::LastWrites(int64_t layer, const std::vector<in
   return generations;
 }
 
-StatusOr<FieldAnswer> PoolReplay::Begin(const Json& rec, const Json* only) {
+StatusOr<FieldAnswer> PoolReplay::Begin(const std::vector<ExtendRequest>& requests, const Json* only) {
   // The batch of the header's geometry and the record's requests, as ExtendBatchFromJson would read it.
   ExtendBatch batch{geometry_.shard_size,        geometry_.page_size,    geometry_.pages_per_rank,
-                    geometry_.max_prefix_tokens, geometry_.chunk_tokens, {}};
-  StatusOr<std::vector<ExtendRequest>> requests = ExtendRequestsFromJson(rec.at("requests"));
-  if (!requests.ok()) return InvalidArgument(requests.status().message());
-  batch.requests = std::move(*requests);
+                    geometry_.max_prefix_tokens, geometry_.chunk_tokens, requests};
   if (Status s = ValidateExtendBatch(batch); !s.ok()) return InvalidArgument(s.message());
   // SGLang's begin_shard_extend has no guard: a begin while an extend is in flight re-plans and replaces it (the
   // previous batch's staged chunk and plan are dropped), so a begin without an end is what the next batch does.
@@ -307,10 +299,10 @@ StatusOr<FieldAnswer> PoolReplay::Begin(const Json& rec, const Json* only) {
   return a;
 }
 
-StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
+StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, SharedLocs record_locs, const Json* only) {
   const int64_t layer = rec.at("layer").get<int64_t>();
-  if (!rec.contains("locs") && !active_) return InvalidArgument("locs: needed outside an extend (no out_cache_loc)");
-  const SharedLocs held = RecordLocs(rec, out_cache_loc_);
+  if (record_locs == nullptr && !active_) return InvalidArgument("locs: needed outside an extend (no out_cache_loc)");
+  const SharedLocs held = record_locs != nullptr ? std::move(record_locs) : out_cache_loc_;
   const std::vector<int64_t>& locs = *held;
   if (layer < 0 || layer >= geometry_.num_layers) {
     return InvalidArgument("layer: must be in [0, ", geometry_.num_layers, "), got ", layer);
@@ -355,7 +347,7 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, const Json* only) {
   return a;
 }
 
-StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
+StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, const Json* only) {
   (void)only;
   const int64_t layer = rec.at("layer").get<int64_t>();
   if (!active_)
@@ -363,7 +355,7 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, const Json* only) {
   if (layer < 0 || layer >= geometry_.num_layers) {
     return InvalidArgument("layer: must be in [0, ", geometry_.num_layers, "), got ", layer);
   }
-  const SharedLocs held = RecordLocs(rec, batch_locs_);
+  const SharedLocs held = record_locs != nullptr ? std::move(record_locs) : batch_locs_;
   const std::vector<int64_t>& locs = *held;
   const std::vector<int64_t>& page_pos = page_pos_.pos();
   const int64_t ps = geometry_.page_size, trash = page_pos.empty() ? 0 : page_pos.back();

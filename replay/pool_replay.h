@@ -73,11 +73,17 @@ class PoolReplay {
   static StatusOr<std::unique_ptr<PoolReplay>> Create(const PoolGeometry& geometry, Backend backend,
                                                       std::unique_ptr<PoolDataPath> device, bool device_thread = false);
 
+  // A record's slot list, shared by the record's device step (and its pending check) without a copy: an extend's
+  // default lists are one list for every record of the batch.
+  using SharedLocs = std::shared_ptr<const std::vector<int64_t>>;
+
   // The pipeline records (docs/trace-format.md): each answer is what its expect is checked against. A read that
   // differs from the unsharded baseline, or (diff) between the paths, is a Mismatch "invariant: ..." / "diff: ...".
-  StatusOr<FieldAnswer> Begin(const Json& rec, const Json* only);
-  StatusOr<FieldAnswer> Write(const Json& rec, const Json* only);
-  StatusOr<FieldAnswer> Read(const Json& rec, const Json* only);
+  // Begin takes the record's requests as ExtendRequestsFromJson reads them; Write and Read the record's "locs"
+  // (null where it has none: the extend's default list).
+  StatusOr<FieldAnswer> Begin(const std::vector<ExtendRequest>& requests, const Json* only);
+  StatusOr<FieldAnswer> Write(const Json& rec, SharedLocs record_locs, const Json* only);
+  StatusOr<FieldAnswer> Read(const Json& rec, SharedLocs record_locs, const Json* only);
   StatusOr<Json> End();
 
   // Rows compared so far (reads against the baseline, and between paths in diff mode; with a device thread, the
@@ -126,11 +132,6 @@ class PoolReplay {
   // uncounted when the step fails; `bytes`: the payload `step` holds.
   Status RunDeviceStep(size_t bytes, int64_t host_rows, std::function<Status()> step,
                        StepKind kind = StepKind::kSettles);
-  // A record's slot list, shared by the record's device step (and its pending check) without a copy: an extend's
-  // default lists are one list for every record of the batch.
-  using SharedLocs = std::shared_ptr<const std::vector<int64_t>>;
-  // The record's `locs`, or `otherwise` (the extend's default list) where it has none.
-  static SharedLocs RecordLocs(const Json& rec, const SharedLocs& otherwise);
   // A read checked by a path that checks its rows (MakesRows) against `generations`: at its record, answered at once
   // (ReadChecked); on the device thread, started (StartReadChecked) and answered with the others pending by
   // ResolveChecks (a failed start at once). `diff`: diff's texts, else gpu's.

@@ -1,10 +1,12 @@
 // A record's expect and invariant checks (Replayer::Replay, which fills the record's ReplayMismatch) and
 // ReplayStream over a whole trace, with a truncated last record reported after every complete one was checked.
+#include <cstring>
 #include <istream>
 #include <optional>
 #include <thread>
 #include <utility>
 
+#include "core/pool_json.h"
 #include "core/trace_read_ahead.h"
 #include "replay/op_table.h"
 #include "replay/replayer.h"
@@ -89,6 +91,46 @@ Status Replayer::Judge(const TraceRecord& record, const StatusOr<const ReplayOp*
   return Status::Ok();
 }
 
+void Replayer::PrepareInputs(const Json& rec, const ReplayOp& op, PreparedRecord* p) {
+  for (const FieldShape& f : op.fields) {
+    if (f.shape != Shape::kIntList || !rec.contains(f.key)) continue;
+    if (p->typed_ints.size() == p->typed_int_count) p->typed_ints.emplace_back();
+    PreparedRecord::TypedInts& t = p->typed_ints[p->typed_int_count++];
+    t.key = f.key;
+    t.ints = JsonInts(rec.at(f.key));
+  }
+  if (rec.contains("requests")) {
+    p->requests = ExtendRequestsFromJson(rec.at("requests"));
+    p->has_requests = true;
+  }
+}
+
+std::vector<int64_t> Replayer::TakeInts(const Json& rec, const char* key) {
+  if (current_ != nullptr) {
+    for (size_t i = 0; i < current_->typed_int_count; ++i) {
+      PreparedRecord::TypedInts& t = current_->typed_ints[i];
+      if (t.key != nullptr && std::strcmp(t.key, key) == 0) {
+        t.key = nullptr;
+        return std::move(t.ints);
+      }
+    }
+  }
+  return JsonInts(rec.at(key));
+}
+
+PoolReplay::SharedLocs Replayer::TakeLocs(const Json& rec) {
+  if (!rec.contains("locs")) return nullptr;
+  return std::make_shared<const std::vector<int64_t>>(TakeInts(rec, "locs"));
+}
+
+StatusOr<std::vector<ExtendRequest>> Replayer::TakeRequests(const Json& rec) {
+  if (current_ != nullptr && current_->has_requests) {
+    current_->has_requests = false;
+    return std::move(current_->requests);
+  }
+  return ExtendRequestsFromJson(rec.at("requests"));
+}
+
 void Replayer::Prepare(TraceRecord* record, bool run_stateless) const {
   if (record->prepared == nullptr || record->prepared->maker != this)
     record->prepared = std::make_unique<PreparedRecord>();
@@ -102,14 +144,17 @@ void Replayer::Prepare(TraceRecord* record, bool run_stateless) const {
   p->op = op.ok() ? *op : nullptr;
   p->shape = op.ok() ? CheckRecord(record->json, **op, budget_) : op.status();
   p->has_typed_expect = false;
+  p->typed_int_count = 0;
+  p->has_requests = false;
   if (!run_stateless || !p->verdict.ok() || p->op == nullptr) return;
   const Json* expect = record->json.contains("expect") ? &record->json.at("expect") : nullptr;
   const Json* only = expect && !expect->contains("error") ? expect : nullptr;
-  if (p->op->state != OpState::kNone) {  // stateful: its expect typed for the checking thread's comparison
+  if (p->op->state != OpState::kNone) {  // stateful: its expect and inputs typed for the checking thread
     if (p->shape.ok() && p->op->run_fields != nullptr && only != nullptr) {
       p->typed_expect.Assign(*only);
       p->has_typed_expect = true;
     }
+    if (p->shape.ok() && p->op->takes_typed) PrepareInputs(record->json, *p->op, p);
     return;
   }
   // A stateless record (plans, CP helpers) depends on nothing before it: run and judge it here.
@@ -183,6 +228,12 @@ Status Replayer::ReplayRecord(const TraceRecord& record) {
     if (prepared->verdict.code() == StatusCode::kMismatch) return Fail(prepared->mismatch);
     return prepared->verdict;
   }
+  // The record's inputs a reader typed ahead are taken while it runs, and by no other record.
+  current_ = prepared;
+  const struct ClearCurrent {
+    PreparedRecord** current;
+    ~ClearCurrent() { *current = nullptr; }
+  } clear_current{&current_};
   if (prepared == nullptr) KVSHARD_RETURN_IF_ERROR(CheckExpectError(record));
   const Json* expect = record.json.contains("expect") ? &record.json.at("expect") : nullptr;
   const bool expect_error = expect && expect->contains("error");

@@ -43,6 +43,17 @@ struct PreparedRecord : TracePrepared {
   // record's JSON; kept with the record for the next one it is reused for.
   TypedExpect typed_expect;
   bool has_typed_expect = false;
+  // A stateful record's inputs typed while the readers were ahead, for an op row with takes_typed (its kIntList
+  // fields by JsonInts, a begin_shard_extend's requests by ExtendRequestsFromJson): the checking thread takes them
+  // (Replayer::TakeInts, TakeRequests) instead of converting the record's JSON itself. Each is taken once.
+  struct TypedInts {
+    const char* key = nullptr;  // null once taken
+    std::vector<int64_t> ints;
+  };
+  std::vector<TypedInts> typed_ints;  // [0, typed_int_count) are this record's
+  size_t typed_int_count = 0;
+  bool has_requests = false;
+  StatusOr<std::vector<ExtendRequest>> requests = std::vector<ExtendRequest>();
 };
 
 // What a replay checked so far.
@@ -158,6 +169,15 @@ class Replayer {
   StatusOr<Json> ExecuteOp(const ReplayOp& op, const TraceRecord& record, const Json* only, bool shape_checked = false);
   // What ExecuteOp checks before its executor runs (shape, the state the op needs); counts the record's kind.
   Status BeginOp(const ReplayOp& op, const TraceRecord& record, bool shape_checked);
+  // A reader's share of Prepare for an op with takes_typed: the record's inputs typed into *p.
+  static void PrepareInputs(const Json& rec, const ReplayOp& op, PreparedRecord* p);
+  // The current record's integer list rec[key] (a kIntList field it has), as JsonInts reads it: the one typed ahead
+  // when a reader did (PreparedRecord::typed_ints), else converted here.
+  std::vector<int64_t> TakeInts(const Json& rec, const char* key);
+  // The current record's rec["locs"] as TakeInts reads it, shared with the device thread; null when it has none.
+  PoolReplay::SharedLocs TakeLocs(const Json& rec);
+  // The current begin_shard_extend record's requests, as ExtendRequestsFromJson reads them (typed ahead or here).
+  StatusOr<std::vector<ExtendRequest>> TakeRequests(const Json& rec);
   // The model's invariants after a record of `op` ran: a Mismatch "invariant: ..." when one breaks.
   Status CheckInvariantsAfter(const ReplayOp& op);
   // A record's outcome against its expect, touching no state: OK, a Mismatch (*mismatch holds it), or the record's
@@ -216,7 +236,8 @@ class Replayer {
   std::unique_ptr<ref::RadixRequests> request_path_;  // over *allocator_, made by the first request record
   int64_t requests_records_ = 0, allocator_records_ = 0;
   int64_t stateless_records_ = 0, stateless_judged_ahead_ = 0;
-  std::unique_ptr<PoolReplay> pool_;  // with the header's "pool"
+  std::unique_ptr<PoolReplay> pool_;   // with the header's "pool"
+  PreparedRecord* current_ = nullptr;  // what a reader worked out for the record ReplayRecord runs now, if anything
   Impl impl_ = Impl::kRef;
   MemoryBudget budget_;  // --max-memory, for every record's answer
   bool full_invariants_ = false;
