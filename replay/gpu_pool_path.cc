@@ -123,7 +123,7 @@ Status GpuPoolPath::Install(const ExtendBatch& batch, const GatherPlan& plan,
 
 Status GpuPoolPath::CheckWrite(bool in_extend, const std::vector<int64_t>& locs,
                                const std::vector<int64_t>& out_cache_loc) const {
-  if (in_extend && locs != out_cache_loc) {
+  if (in_extend && &locs != &out_cache_loc && locs != out_cache_loc) {  // the batch's own list: equal, not compared
     return InvalidArgument(
         "locs: during an extend the GPU backend writes the batch's out_cache_loc only "
         "(leave locs out, or give exactly those slots)");
