@@ -51,13 +51,11 @@ namespace status_internal {
 // pointers, types with their own operator<<) through a stream.
 template <typename T>
 void AppendPiece(std::string& out, const T& v) {
-  if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::string_view>) {
-    out.append(v);
+  if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::string_view> ||
+                (std::is_array_v<T> && std::is_same_v<std::remove_cv_t<std::remove_extent_t<T>>, char>)) {
+    out.append(v);  // a literal (a char array) is never null
   } else if constexpr (std::is_same_v<std::decay_t<T>, const char*> || std::is_same_v<std::decay_t<T>, char*>) {
-    if (v != nullptr) {
-      out.append(v);
-    } else {  // what a stream does with a null string: nothing written (and its badbit set)
-    }
+    if (v != nullptr) out.append(v);  // a null one: a stream writes nothing (and sets its badbit)
   } else if constexpr (std::is_same_v<T, char>) {
     out.push_back(v);
   } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && sizeof(T) > 1) {
