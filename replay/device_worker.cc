@@ -31,24 +31,21 @@ DeviceWorker::~DeviceWorker() {
   thread_.join();
 }
 
-void DeviceWorker::DestroySpent(size_t at_most) {
-  if (spent_here_.size() < at_most) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (Queued& q : spent_) spent_here_.push_back(std::move(q));
-    spent_.clear();  // its room stays for the worker's next steps
-  }
+void DeviceWorker::DestroySpent() {
+  std::vector<Queued> spent;
   size_t bytes = 0;
-  for (size_t n = 0; n < at_most && !spent_here_.empty(); ++n) {
-    bytes += spent_here_.front().bytes;
-    spent_here_.pop_front();  // the payload goes here, on this thread
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    spent.swap(spent_);
   }
+  for (const Queued& q : spent) bytes += q.bytes;
+  spent.clear();  // the payloads go here, on this thread
   if (bytes == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   queued_bytes_ -= bytes;
 }
 
 void DeviceWorker::Submit(size_t bytes, std::function<void()> step) {
-  DestroySpent(kDestroyedPerSubmit);
   pending_.push_back({bytes, std::move(step)});
   pending_bytes_ += bytes;
   const bool first = !std::exchange(any_submitted_, true);
@@ -58,11 +55,12 @@ void DeviceWorker::Submit(size_t bytes, std::function<void()> step) {
 // Moves the pending group into the queue in order (each step waiting for room), then wakes an idle worker.
 void DeviceWorker::HandOver() {
   if (pending_.empty()) return;
+  DestroySpent();
   std::unique_lock<std::mutex> lock(mu_);
   for (Queued& q : pending_) {
     // Spent steps count until destroyed: while the bound holds the submitter back, it destroys what ran meanwhile.
-    while (queued_bytes_ + q.bytes > max_queued_bytes_ && !(queue_.empty() && spent_.empty() && spent_here_.empty())) {
-      if (!spent_.empty() || !spent_here_.empty()) {
+    while (queued_bytes_ + q.bytes > max_queued_bytes_ && !(queue_.empty() && spent_.empty())) {
+      if (!spent_.empty()) {
         lock.unlock();
         DestroySpent();
         lock.lock();

@@ -54,13 +54,8 @@ class DeviceWorker {
     std::function<void()> step;
   };
   void Run();
-  // Destroys up to `at_most` of the steps that ran, outside the lock (their bytes leave the bound then), oldest first.
-  void DestroySpent(size_t at_most = SIZE_MAX);
-
-  // Spent steps Submit destroys each time: more than the one it adds, so none pile up, and few enough that their
-  // frees and the next steps' allocations alternate (a group of same-size frees at once overflows glibc's
-  // per-thread cache, seven chunks a size, into its slower bins; on the H100 host that cost `gpu` about 16 %).
-  static constexpr size_t kDestroyedPerSubmit = 2;
+  // Destroys the steps that ran, outside the lock (their bytes leave the bound then).
+  void DestroySpent();
 
   const size_t max_queued_bytes_;
   std::mutex mu_;
@@ -70,8 +65,6 @@ class DeviceWorker {
   bool host_waiting_ = false;     // the submitter waits on host_
   std::deque<Queued> queue_;
   std::vector<Queued> spent_;  // ran, to be destroyed on the submitting thread
-  // The submitting thread's own: spent steps taken from spent_, destroyed a few at a time, oldest first.
-  std::deque<Queued> spent_here_;
   // The submitting thread's own: steps not handed over yet, their bytes, and whether any step was submitted.
   std::vector<Queued> pending_;
   size_t pending_bytes_ = 0;

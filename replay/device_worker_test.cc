@@ -2,12 +2,8 @@
 // holds the submitter back (and lets a step larger than the bound through alone), the destructor runs what is left.
 #include "replay/device_worker.h"
 
-#include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <memory>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -57,47 +53,6 @@ TEST(DeviceWorkerTest, TheByteBoundHoldsTheSubmitterBack) {
   EXPECT_EQ(finished, 51);
   EXPECT_LE(queued_peak, 4) << "the queue held more than its 100 bytes allow (2 queued + 1 running + 1 racing)";
   EXPECT_EQ(running, 1);
-}
-
-// A step's captures are destroyed on the submitting thread, a few at each later Submit (their frees alternate with the
-// next steps' allocations) rather than a whole group at once; Settle destroys the rest.
-TEST(DeviceWorkerTest, SpentStepsAreDestroyedAFewAtATimeOnTheSubmittingThread) {
-  struct Tracked {  // counts its destruction, and whether it happened on the submitting thread
-    std::atomic<int>* destroyed;
-    std::atomic<int>* elsewhere;
-    std::thread::id caller;
-    ~Tracked() {
-      if (destroyed == nullptr) return;  // moved from
-      ++*destroyed;
-      if (std::this_thread::get_id() != caller) ++*elsewhere;
-    }
-    Tracked(std::atomic<int>* d, std::atomic<int>* e, std::thread::id c) : destroyed(d), elsewhere(e), caller(c) {}
-    Tracked(Tracked&& o) noexcept
-        : destroyed(std::exchange(o.destroyed, nullptr)), elsewhere(o.elsewhere), caller(o.caller) {}
-  };
-  std::atomic<int> destroyed{0}, elsewhere{0}, ran{0};
-  int most_destroyed_by_one_submit = 0;
-  DeviceWorker worker(1 << 20);
-  constexpr int kSteps = 2000;
-  for (int i = 0; i < kSteps; ++i) {
-    auto held = std::make_shared<Tracked>(&destroyed, &elsewhere, std::this_thread::get_id());
-    const int before = destroyed;
-    worker.Submit(8, [held = std::move(held), &ran] { ++ran; });
-    most_destroyed_by_one_submit = std::max(most_destroyed_by_one_submit, destroyed - before);
-    if (i % 64 == 63) {  // every step so far handed over and run: the next Submits find them spent
-      worker.HandOver();
-      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (worker.done() <= i && std::chrono::steady_clock::now() < give_up) {
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-      }
-    }
-  }
-  worker.Settle();
-  EXPECT_EQ(ran, kSteps);
-  EXPECT_EQ(destroyed, kSteps);
-  EXPECT_EQ(elsewhere, 0) << "a step's captures were destroyed on the worker thread";
-  EXPECT_GE(most_destroyed_by_one_submit, 1) << "Submit destroyed no spent step";
-  EXPECT_LE(most_destroyed_by_one_submit, 2) << "Submit destroyed a whole group of spent steps at once";
 }
 
 // The first step is handed over at once (the device's set-up starts early), later ones in groups of 16.
