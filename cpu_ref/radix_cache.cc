@@ -105,7 +105,15 @@ int64_t RadixCache::AddNode(int64_t parent, const std::vector<int64_t>& tokens, 
   node.depth = k + 1;
   node.last_access = clock_;
   node.key.assign(tokens.begin() + k * ps_, tokens.begin() + (k + 1) * ps_);
-  nodes_[parent].children.emplace(node.key, id);
+  if (spare_children_.empty()) {
+    nodes_[parent].children.emplace(node.key, id);
+  } else {  // a removed child's entry, its key overwritten in the memory it has
+    auto child = std::move(spare_children_.back());
+    spare_children_.pop_back();
+    child.key() = node.key;
+    child.mapped() = id;
+    nodes_[parent].children.insert(std::move(child));
+  }
   if (node_of_page_[page] >= 0) new_nodes_.push_back(node_of_page_[page]);  // checked again: its page is taken
   node_of_page_[page] = id;
   ++cached_pages_;
@@ -166,8 +174,10 @@ StatusOr<int64_t> RadixCache::Evict(int64_t num_pages) {
     freed.push_back(node.page);
     node_of_page_[node.page] = -1;
     const int64_t parent = node.parent;
-    nodes_[parent].children.erase(node.key);
+    spare_children_.push_back(nodes_[parent].children.extract(node.key));  // erased, its memory kept for AddNode
+    std::vector<int64_t> key = std::move(node.key);
     node = Node();  // page = -1: not a live node
+    node.key = std::move(key);  // its memory kept for the node AddNode makes here
     free_ids_.push_back(id);
     --cached_pages_;
     if (evictable(parent)) leaves.push({nodes_[parent].last_access, parent});

@@ -91,6 +91,9 @@ class RadixCache {
   int64_t n_, ps_;
   std::vector<Node> nodes_;  // nodes_[0] is the root; removed nodes go to free_ids_
   std::vector<int64_t> free_ids_;
+  // Children entries of removed nodes (a map node with its key's memory), reused by AddNode: memory only, the maps'
+  // contents are what erase and emplace would leave.
+  std::vector<std::map<std::vector<int64_t>, int64_t>::node_type> spare_children_;
   std::vector<int64_t> node_of_page_;  // per logical page: its node, or -1
   int64_t cached_pages_ = 0;
   uint64_t clock_ = 0;
