@@ -176,7 +176,7 @@ StatusOr<int64_t> RadixCache::Evict(int64_t num_pages) {
     const int64_t parent = node.parent;
     spare_children_.push_back(nodes_[parent].children.extract(node.key));  // erased, its memory kept for AddNode
     std::vector<int64_t> key = std::move(node.key);
-    node = Node();  // page = -1: not a live node
+    node = Node();              // page = -1: not a live node
     node.key = std::move(key);  // its memory kept for the node AddNode makes here
     free_ids_.push_back(id);
     --cached_pages_;
