@@ -319,7 +319,9 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, SharedLocs record_locs,
   }
   ++generation_;
   if (device_) {  // what the device path cannot write is the record's error, before anything is written
-    KVSHARD_RETURN_IF_ERROR(Annotate(device_->CheckWrite(active_, locs, *out_cache_loc_), device_->Name(), ": "));
+    if (Status s = device_->CheckWrite(active_, locs, *out_cache_loc_); !s.ok()) {
+      return Annotate(s, device_->Name(), ": ");  // the path's name built only for an error
+    }
   }
   ref::BufferRows rows;  // the host's rows (none under gpu: the last write of each slot is what a read is checked by)
   if (baseline_) {
