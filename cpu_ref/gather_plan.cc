@@ -42,8 +42,8 @@ int64_t BlockPages(const ExtendBatch& b) {
 
 // The batch's prefix pages, sorted unique, in owner-major order: by key (l % N) * stride + l // N, where
 // stride = pages_per_rank + 2, SGLang's _local_page_stride (so each owner's pages come in local-page order).
-std::vector<int64_t> OwnerMajorPrefixPages(const ExtendBatch& b) {
-  std::set<int64_t> unique;
+std::vector<int64_t> OwnerMajorPrefixPages(const ExtendBatch& b, std::pmr::memory_resource* nodes) {
+  std::pmr::set<int64_t> unique(nodes);
   for (const ExtendRequest& r : b.requests) {
     for (int64_t page : PrefixPages(r, b.page_size)) unique.insert(page);
   }
@@ -70,7 +70,8 @@ Status CheckCapacity(const ExtendBatch& b, int64_t block_pages, int64_t n_prefix
 
 // Each prefix page (owner-major order) goes to slot owner * block_pages + its rank within its owner, and is
 // rank owner's next send page (local page l // N); send pages start as block_pages trash pages (local page 0).
-void PlacePrefixPages(const std::vector<int64_t>& owner_major, GatherPlan* plan, std::map<int64_t, int64_t>* page_pos) {
+void PlacePrefixPages(const std::vector<int64_t>& owner_major, GatherPlan* plan,
+                      std::pmr::map<int64_t, int64_t>* page_pos) {
   const int64_t n = plan->shard_size, block_pages = plan->block_pages;
   for (int64_t r = 0; r < n; ++r) plan->ranks.push_back({r, std::vector<int64_t>(block_pages, 0), {}});
   std::vector<int64_t> within(n, 0);  // pages placed per owner
@@ -84,7 +85,7 @@ void PlacePrefixPages(const std::vector<int64_t>& owner_major, GatherPlan* plan,
 
 // The j-th chunk page of the batch (in request order) goes to chunk_base_page + j; it must be fresh: neither a
 // prefix page nor an earlier chunk page.
-Status PlaceChunkPages(const ExtendBatch& b, int64_t chunk_base_page, std::map<int64_t, int64_t>* page_pos) {
+Status PlaceChunkPages(const ExtendBatch& b, int64_t chunk_base_page, std::pmr::map<int64_t, int64_t>* page_pos) {
   int64_t next = chunk_base_page;
   for (size_t i = 0; i < b.requests.size(); ++i) {
     const ExtendRequest& r = b.requests[i];
@@ -113,7 +114,7 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
   KVSHARD_RETURN_IF_ERROR(ValidateExtendBatch(batch));
   for (size_t i = 0; i < batch.requests.size(); ++i) KVSHARD_RETURN_IF_ERROR(CheckPrefix(batch, i));
   const int64_t n = batch.shard_size, ps = batch.page_size, block_pages = BlockPages(batch);
-  const std::vector<int64_t> prefix = OwnerMajorPrefixPages(batch);
+  const std::vector<int64_t> prefix = OwnerMajorPrefixPages(batch, nodes_.get());
   KVSHARD_RETURN_IF_ERROR(CheckCapacity(batch, block_pages, static_cast<int64_t>(prefix.size())));
   GatherPlan p;
   p.shard_size = n;
@@ -123,7 +124,7 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
   p.chunk_base_page = batch.max_prefix_tokens / ps;
   p.trash_page = (batch.max_prefix_tokens + batch.chunk_tokens) / ps;
   p.page_pos_size = n * (batch.pages_per_rank + 2);
-  std::map<int64_t, int64_t> page_pos;  // logical page -> absolute scratch page; absent: the trash page
+  std::pmr::map<int64_t, int64_t> page_pos(nodes_.get());  // logical page -> absolute scratch page; absent: trash
   PlacePrefixPages(prefix, &p, &page_pos);
   KVSHARD_RETURN_IF_ERROR(PlaceChunkPages(batch, p.chunk_base_page, &page_pos));
   for (const auto& [page, scratch_page] : page_pos) {
@@ -138,7 +139,7 @@ Status GatherPlanner::Build(const ExtendBatch& batch, GatherPlan* plan, bool wit
 }
 
 StatusOr<GatherPlan> BuildGatherPlan(const ExtendBatch& batch) {
-  GatherPlanner planner;
+  thread_local GatherPlanner planner;  // its nodes kept for the thread's next plan (a reader's next record)
   GatherPlan plan;
   KVSHARD_RETURN_IF_ERROR(planner.Build(batch, &plan));
   return plan;

@@ -4,9 +4,11 @@
 #define KVSHARD_CPU_REF_GATHER_PLAN_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/gather_plan.h"
+#include "core/recycling_resource.h"
 #include "core/status.h"
 
 namespace kvshard::ref {
@@ -20,9 +22,20 @@ class GatherPlanner {
   // then scratch overflow ("capacity"), then chunk pages that are not fresh. With with_send_rows = false the
   // RankSend::send_rows stay empty (they are send_local_pages expanded).
   Status Build(const ExtendBatch& batch, GatherPlan* plan, bool with_send_rows = true);
+
+  GatherPlanner() = default;
+  // A copy plans alike and keeps nodes of its own.
+  GatherPlanner(const GatherPlanner&) : GatherPlanner() {}
+  GatherPlanner& operator=(const GatherPlanner&) { return *this; }
+
+ private:
+  // Where Build's page map and page set keep their nodes: freed into it when Build returns, and taken again by the
+  // next Build (memory only, every Build starts from empty containers). A batch's prefix and chunk pages are a node
+  // each, so a planner that builds one plan after another makes no allocation for them once warm.
+  std::unique_ptr<RecyclingResource> nodes_ = std::make_unique<RecyclingResource>();
 };
 
-// One-shot GatherPlanner::Build with send rows.
+// GatherPlanner::Build with send rows, by a planner of the calling thread's.
 StatusOr<GatherPlan> BuildGatherPlan(const ExtendBatch& batch);
 
 // DensePagePos and Translate: core/gather_plan.h's, under this namespace too (callers switch by namespace).
