@@ -69,9 +69,10 @@ uint32_t PayloadWord(uint64_t seed, int64_t layer, int64_t loc, int64_t generati
 
 namespace {
 
-// PayloadRows(Of): with `unwritten_zero`, generation 0 is zero bytes.
+// PayloadRows(Of): with `unwritten_zero`, generation 0 is zero bytes. `generation_of(i)` is locs[i]'s generation.
+template <typename GenerationOf>
 ref::BufferRows MakePayloadRows(const PoolGeometry& g, int64_t layer, const std::vector<int64_t>& locs,
-                                const std::function<int64_t(size_t)>& generation_of, bool unwritten_zero) {
+                                const GenerationOf& generation_of, bool unwritten_zero) {
   // A slot's row is computed once, a word at a time (its hash prefix once per slot), then cut into the buffers.
   int64_t slot_bytes = 0;
   for (const ref::PoolBuffer& b : g.buffers) slot_bytes += b.row_bytes;
@@ -79,17 +80,29 @@ ref::BufferRows MakePayloadRows(const PoolGeometry& g, int64_t layer, const std:
   const uint64_t layer_hash = Mix64(static_cast<uint64_t>(layer));
   ref::BufferRows rows;
   for (const ref::PoolBuffer& b : g.buffers) rows.emplace_back(locs.size() * static_cast<size_t>(b.row_bytes));
+  const auto word_of = [&](uint64_t slot_hash, int64_t generation, int64_t w) -> uint32_t {
+    return unwritten_zero && generation == 0 ? 0 : PayloadWordOf(slot_hash, generation, w);
+  };
+  if (std::endian::native == std::endian::little && g.buffers.size() == 1 && slot_bytes % 4 == 0) {
+    // One buffer of whole words (every trace `gen` writes): the words go straight into the slot's row.
+    uint8_t* row = rows[0].data();
+    for (size_t i = 0; i < locs.size(); ++i) {
+      const int64_t generation = generation_of(i);
+      const uint64_t slot_hash = PayloadSlotHash(g.payload_seed, layer_hash, locs[i]);
+      for (int64_t w = 0; w < words; ++w, row += 4) {
+        const uint32_t x = word_of(slot_hash, generation, w);
+        std::memcpy(row, &x, 4);
+      }
+    }
+    return rows;
+  }
   std::vector<uint8_t> slot_row(static_cast<size_t>(words) * 4);
   for (size_t i = 0; i < locs.size(); ++i) {
     const int64_t generation = generation_of(i);
     const uint64_t slot_hash = PayloadSlotHash(g.payload_seed, layer_hash, locs[i]);
     for (int64_t w = 0; w < words; ++w) {
-      const uint32_t x = unwritten_zero && generation == 0 ? 0 : PayloadWordOf(slot_hash, generation, w);
-      if constexpr (std::endian::native == std::endian::little) {
-        std::memcpy(slot_row.data() + w * 4, &x, 4);
-      } else {
-        for (int k = 0; k < 4; ++k) slot_row[w * 4 + k] = static_cast<uint8_t>(x >> (8 * k));  // low byte first
-      }
+      const uint32_t x = word_of(slot_hash, generation, w);
+      for (int k = 0; k < 4; ++k) slot_row[w * 4 + k] = static_cast<uint8_t>(x >> (8 * k));  // low byte first
     }
     int64_t offset = 0;  // of the buffer in the slot's concatenated row
     for (size_t b = 0; b < g.buffers.size(); ++b) {
