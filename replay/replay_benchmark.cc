@@ -50,16 +50,20 @@ const std::string& Trace(Shape shape) {
 }
 
 // Where the pipeline's second path runs: none (the reference backend), the host path on the device thread, or the
-// host path at each record (diff); the host path as --backend gpu's device, on the device thread.
-enum Second { kNone, kHostOnThread, kHostAtRecord, kGpuHostOnThread };
+// host path at each record (diff); the host path as --backend gpu's device, on the device thread. The *MakesRows
+// ones give the host path the GPU path's contract on one device (it makes its rows and checks its reads itself), so
+// the checking thread does what it does beside a GPU: the closest stand-in for `replay --backend diff|gpu` there is
+// without one.
+enum Second { kNone, kHostOnThread, kHostAtRecord, kGpuHostOnThread, kDiffHostMakesRows, kGpuHostMakesRows };
 
 void BM_Replay(benchmark::State& state, Shape shape, Second second = kNone) {
   const std::string& text = Trace(shape);
   ReplayOptions options;
   if (second != kNone) {
-    options.backend = second == kGpuHostOnThread ? Backend::kGpu : Backend::kDiff;
+    options.backend = second == kGpuHostOnThread || second == kGpuHostMakesRows ? Backend::kGpu : Backend::kDiff;
     options.device_thread = second != kHostAtRecord;
-    options.make_device = [](const PoolGeometry& g) { return CreateHostPoolPath(g); };
+    const bool makes_rows = second == kDiffHostMakesRows || second == kGpuHostMakesRows;
+    options.make_device = [makes_rows](const PoolGeometry& g) { return CreateHostPoolPath(g, makes_rows); };
   }
   int64_t records = 0;
   for (auto _ : state) {
@@ -89,6 +93,12 @@ BENCHMARK_CAPTURE(BM_Replay, pipeline_diff_host_at_record, kPipeline, kHostAtRec
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Replay, pipeline_gpu_host_on_thread, kPipeline, kGpuHostOnThread)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Replay, pipeline_diff_host_makes_rows, kPipeline, kDiffHostMakesRows)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Replay, pipeline_gpu_host_makes_rows, kPipeline, kGpuHostMakesRows)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
