@@ -170,11 +170,12 @@ ShardedPool::ShardedPool(const ShardedPoolConfig& c)
       keys_(c.shard_size, std::vector<std::pair<int64_t, int64_t>>(2, {-1, -1})),
       write_plan_(c.shard_size) {
   pools_.resize(c.shard_size);
-  slots_.assign(c.shard_size, std::vector<std::vector<std::vector<uint8_t>>>(2));
+  slots_.resize(c.shard_size);
   for (int64_t r = 0; r < c.shard_size; ++r) {
+    slots_[r].resize(2);
     for (const PoolBuffer& b : buffers_) {
-      pools_[r].emplace_back(c.num_layers * rows_per_rank_ * b.row_bytes, 0);
-      for (auto& slot : slots_[r]) slot.emplace_back(scratch_rows_ * b.row_bytes, 0);
+      pools_[r].emplace_back(c.num_layers * rows_per_rank_ * b.row_bytes);
+      for (auto& slot : slots_[r]) slot.emplace_back(scratch_rows_ * b.row_bytes);
     }
   }
 }
@@ -185,7 +186,7 @@ Status ShardedPool::BeginShardExtend(const std::vector<ExtendRequest>& requests)
   GatherPlan next;
   KVSHARD_RETURN_IF_ERROR(planner_.Build(batch, &next));
   plan_ = std::move(next);
-  page_pos_ = DensePagePos(plan_);
+  page_pos_.Update(plan_);
   ++epoch_;
   active_ = true;
   translate_cache_.clear();
@@ -227,7 +228,8 @@ const std::vector<int64_t>& ShardedPool::TranslateCached(const std::vector<int64
   if (it != translate_cache_.end()) return it->second;
   std::vector<int64_t> rows(locs.size());
   const int64_t ps = config_.page_size;
-  for (size_t i = 0; i < locs.size(); ++i) rows[i] = page_pos_[locs[i] / ps] * ps + locs[i] % ps;
+  const std::vector<int64_t>& page_pos = page_pos_.pos();
+  for (size_t i = 0; i < locs.size(); ++i) rows[i] = page_pos[locs[i] / ps] * ps + locs[i] % ps;
   return translate_cache_.emplace(locs, std::move(rows)).first->second;
 }
 
@@ -370,7 +372,7 @@ Status UnshardedPool::CanCreate(const ShardedPoolConfig& c) {
 
 UnshardedPool::UnshardedPool(int64_t slots, int64_t layers, std::vector<PoolBuffer> buffers)
     : slots_(slots), layers_(layers), buffers_(std::move(buffers)) {
-  for (const PoolBuffer& b : buffers_) data_.emplace_back(slots * layers * b.row_bytes, 0);
+  for (const PoolBuffer& b : buffers_) data_.emplace_back(slots * layers * b.row_bytes);
 }
 
 Status UnshardedPool::CheckLayerAndLocs(int64_t layer, const std::vector<int64_t>& locs) const {

@@ -13,6 +13,7 @@
 
 #include "core/gather_plan.h"
 #include "core/status.h"
+#include "core/zeroed_bytes.h"
 #include "cpu_ref/gather_plan.h"
 
 namespace kvshard::ref {
@@ -131,12 +132,13 @@ class ShardedPool {
   ShardedPoolConfig config_;
   std::vector<PoolBuffer> buffers_;
   int64_t rows_per_rank_, scratch_rows_;
-  std::vector<std::vector<std::vector<uint8_t>>> pools_;               // [rank][buffer][(layer * rows + row) * B]
-  std::vector<std::vector<std::vector<std::vector<uint8_t>>>> slots_;  // [rank][slot][buffer][row * B]
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> keys_;         // [rank][slot] residency
+  // Zeros until written (core/zeroed_bytes.h): a large pool costs only the pages a trace writes.
+  std::vector<std::vector<ZeroedBytes>> pools_;                 // [rank][buffer][(layer * rows + row) * B]
+  std::vector<std::vector<std::vector<ZeroedBytes>>> slots_;    // [rank][slot][buffer][row * B]
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> keys_;  // [rank][slot] residency
   GatherPlanner planner_;
   GatherPlan plan_;
-  std::vector<int64_t> page_pos_;  // dense, of plan_
+  DensePagePosCache page_pos_;  // dense, of plan_ (rewritten where the last plan and this one map pages)
   int64_t epoch_ = 0;
   bool active_ = false;
   std::map<std::vector<int64_t>, std::vector<int64_t>> translate_cache_;  // cleared per batch
@@ -166,7 +168,7 @@ class UnshardedPool {
   Status CheckLayerAndLocs(int64_t layer, const std::vector<int64_t>& locs) const;
   int64_t slots_, layers_;
   std::vector<PoolBuffer> buffers_;
-  std::vector<std::vector<uint8_t>> data_;  // [buffer][(layer * slots + slot) * B]
+  std::vector<ZeroedBytes> data_;  // [buffer][(layer * slots + slot) * B], zeros until written
 };
 
 }  // namespace kvshard::ref
