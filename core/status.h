@@ -46,37 +46,55 @@ class [[nodiscard]] Status {
 
 namespace status_internal {
 
-// Appends `v` to `out` as `std::ostream << v` writes it: text and integers directly (no stream is built: the
-// replay's hot paths name a record's fields this way), anything else (bool, floats, 1-byte integers, enums,
-// pointers, types with their own operator<<) through a stream.
+// Integers wider than a byte (a 1-byte one is a character to a stream, bool is "0" / "1"); sizeof is asked only of
+// integral types (StrCat's parts may be functions: std::hex).
+template <typename T, bool = std::is_integral_v<T>>
+struct IsWideInteger : std::false_type {};
+template <typename T>
+struct IsWideInteger<T, true> : std::bool_constant<!std::is_same_v<T, bool> && (sizeof(T) > 1)> {};
+
+// The parts StrCat writes itself, exactly as `std::ostream <<` writes them: text, characters and wide integers.
+template <typename T>
+constexpr bool kAppendsDirectly =
+    std::is_same_v<T, std::string> || std::is_same_v<T, std::string_view> ||
+    (std::is_array_v<T> && std::is_same_v<std::remove_cv_t<std::remove_extent_t<T>>, char>) ||
+    std::is_same_v<std::decay_t<T>, const char*> || std::is_same_v<std::decay_t<T>, char*> || std::is_same_v<T, char> ||
+    IsWideInteger<T>::value;
+
+// Appends `v` (a kAppendsDirectly kind) to `out` as a stream writes it.
 template <typename T>
 void AppendPiece(std::string& out, const T& v) {
-  if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::string_view> ||
-                (std::is_array_v<T> && std::is_same_v<std::remove_cv_t<std::remove_extent_t<T>>, char>)) {
+  if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::string_view> || std::is_array_v<T>) {
     out.append(v);  // a literal (a char array) is never null
   } else if constexpr (std::is_same_v<std::decay_t<T>, const char*> || std::is_same_v<std::decay_t<T>, char*>) {
     if (v != nullptr) out.append(v);  // a null one: a stream writes nothing (and sets its badbit)
   } else if constexpr (std::is_same_v<T, char>) {
     out.push_back(v);
-  } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && sizeof(T) > 1) {
+  } else {
     char digits[24];
     const std::to_chars_result end = std::to_chars(digits, digits + sizeof(digits), v);
     out.append(digits, end.ptr);
-  } else {
-    std::ostringstream os;
-    os << v;
-    out += os.str();
   }
 }
 
 }  // namespace status_internal
 
-// Builds a message from streamable parts, as `std::ostream <<` writes each: StrCat("x=", 3).
+// Builds a message from streamable parts, as one `std::ostream` writes them in turn: StrCat("x=", 3). Parts that
+// are only text and integers (the replay's hot paths name a record's fields this way) are appended without a
+// stream; any other part (bool, floats, 1-byte integers, enums, pointers, types with their own operator<<, and
+// manipulators such as std::hex, which change how the parts after them are written) sends every part through one
+// stream.
 template <typename... Args>
 std::string StrCat(const Args&... args) {
-  std::string out;
-  (status_internal::AppendPiece(out, args), ...);
-  return out;
+  if constexpr ((status_internal::kAppendsDirectly<Args> && ...)) {
+    std::string out;
+    (status_internal::AppendPiece(out, args), ...);
+    return out;
+  } else {
+    std::ostringstream os;
+    (os << ... << args);
+    return os.str();
+  }
 }
 
 // The most characters QuoteInput shows of a value (an escape such as \u200b counts its length) before cutting it.

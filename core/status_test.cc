@@ -2,6 +2,7 @@
 #include "core/status.h"
 
 #include <climits>
+#include <iomanip>
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -66,7 +67,8 @@ std::string Streamed(const Args&... args) {
 }
 
 // StrCat appends text and integers without a stream: each kind it writes itself is what a stream writes, at the
-// edges of its range too; bools, 1-byte integers and floats keep the stream's form ("1", a character, "0.5").
+// edges of its range too; bools, 1-byte integers and floats keep the stream's form ("1", a character, "0.5"), and a
+// manipulator changes the parts after it as in one stream (std::hex, std::setw).
 RC_GTEST_PROP(StrCatProps, WritesEachPartAsAStreamDoes, ()) {
   const auto edge64 = rc::gen::element<int64_t>(INT64_MIN, INT64_MIN + 1, -1, 0, 1, INT64_MAX);
   const int64_t i64 = *rc::gen::oneOf(edge64, rc::gen::arbitrary<int64_t>());
@@ -85,6 +87,14 @@ RC_GTEST_PROP(StrCatProps, WritesEachPartAsAStreamDoes, ()) {
             Streamed("requests[", size, "].", i64, u64, i32, u16));
   RC_ASSERT(StrCat(text, view, c, b, s8, u8, d, "") == Streamed(text, view, c, b, s8, u8, d, ""));
   RC_ASSERT(StrCat() == std::string());
+  RC_ASSERT(StrCat("got word0 0x", std::hex, u64, " expected 0x", i32) ==
+            Streamed("got word0 0x", std::hex, u64, " expected 0x", i32));
+  RC_ASSERT(StrCat("[", std::setw(12), i64, "]", u16) == Streamed("[", std::setw(12), i64, "]", u16));
+}
+
+TEST(StrCatTest, HexAppliesToTheIntegersAfterIt) {
+  EXPECT_EQ(StrCat("0x", std::hex, 255, " 0x", uint32_t{4096}), "0xff 0x1000");
+  EXPECT_EQ(StrCat("rows ", 255), "rows 255");
 }
 
 TEST(QuoteInputTest, ShortPlainValuesUnchanged) {
