@@ -7,43 +7,46 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <new>
-#include <utility>
-#include <vector>
 
 namespace kvshard {
 
-// A std::allocator for trivial types whose memory comes from calloc (large blocks are fresh zero pages, faulted in
-// only where written) and whose value-initialization writes nothing: the calloc'd zeros are the values.
-template <typename T>
-struct ZeroPageAllocator {
-  using value_type = T;
-  ZeroPageAllocator() = default;
-  template <typename U>
-  ZeroPageAllocator(const ZeroPageAllocator<U>&) {}  // NOLINT: allocators convert implicitly
+// A fixed number of bytes, zero until written, from calloc: a large block is fresh zero pages, faulted in only where
+// written. Copies copy the bytes; the size never changes.
+class ZeroedBytes {
+ public:
+  explicit ZeroedBytes(size_t n = 0) : bytes_(Allocate(n, /*zero=*/true)), size_(n) {}
+  ZeroedBytes(const ZeroedBytes& other) : bytes_(Allocate(other.size_, /*zero=*/false)), size_(other.size_) {
+    if (size_ > 0) std::memcpy(bytes_.get(), other.bytes_.get(), size_);
+  }
+  ZeroedBytes& operator=(const ZeroedBytes& other) {
+    if (this != &other) *this = ZeroedBytes(other);
+    return *this;
+  }
+  ZeroedBytes(ZeroedBytes&& other) noexcept = default;
+  ZeroedBytes& operator=(ZeroedBytes&& other) noexcept = default;
 
-  T* allocate(size_t n) {
-    void* p = std::calloc(n == 0 ? 1 : n, sizeof(T));
+  uint8_t* data() { return bytes_.get(); }
+  const uint8_t* data() const { return bytes_.get(); }
+  size_t size() const { return size_; }
+  uint8_t& operator[](size_t i) { return bytes_[i]; }
+  uint8_t operator[](size_t i) const { return bytes_[i]; }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  static std::unique_ptr<uint8_t[], Free> Allocate(size_t n, bool zero) {
+    void* p = zero ? std::calloc(n == 0 ? 1 : n, 1) : std::malloc(n == 0 ? 1 : n);
     if (p == nullptr) throw std::bad_alloc();
-    return static_cast<T*>(p);
+    return std::unique_ptr<uint8_t[], Free>(static_cast<uint8_t*>(p));
   }
-  void deallocate(T* p, size_t) { std::free(p); }
-  // Value-initialization (vector(n), resize(n)) leaves calloc's zeros; every other construction is as usual.
-  template <typename U>
-  void construct(U*) {}
-  template <typename U, typename... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-  template <typename U>
-  bool operator==(const ZeroPageAllocator<U>&) const {
-    return true;
-  }
-};
 
-// Bytes that read as zero until written; `ZeroedBytes(n)` touches none of its n bytes' pages (only a vector grown
-// later copies them).
-using ZeroedBytes = std::vector<uint8_t, ZeroPageAllocator<uint8_t>>;
+  std::unique_ptr<uint8_t[], Free> bytes_;
+  size_t size_ = 0;
+};
 
 }  // namespace kvshard
 

@@ -1,29 +1,34 @@
-// ZeroedBytes: reads as zeros, keeps what is written, grows with zeros, and a large one faults in no page until
-// written.
+// ZeroedBytes: reads as zeros, keeps what is written, copies and moves its bytes, and a large one faults in no page
+// until written.
 #include "core/zeroed_bytes.h"
 
 #include <sys/resource.h>
 
 #include <cstdint>
+#include <utility>
 
 #include <gtest/gtest.h>
 
 namespace kvshard {
 namespace {
 
-TEST(ZeroedBytes, ReadsAsZerosKeepsWritesAndGrowsWithZeros) {
+TEST(ZeroedBytes, ReadsAsZerosKeepsWritesAndCopiesThem) {
   for (size_t n : {size_t{0}, size_t{1}, size_t{4095}, size_t{1} << 20}) {
     ZeroedBytes b(n);
     ASSERT_EQ(b.size(), n);
-    for (size_t i = 0; i < n; i += 997) ASSERT_EQ(b[i], 0) << "n=" << n << " i=" << i;
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(b[i], 0) << "n=" << n << " i=" << i;
     for (size_t i = 0; i < n; i += 997) b[i] = static_cast<uint8_t>(i * 31 + 7);
-    ZeroedBytes copy = b;
-    copy.resize(n + 5000);
-    for (size_t i = 0; i < n; i += 997) ASSERT_EQ(copy[i], static_cast<uint8_t>(i * 31 + 7)) << "n=" << n;
-    for (size_t i = n; i < n + 5000; ++i) ASSERT_EQ(copy[i], 0) << "n=" << n << " i=" << i;
+    const ZeroedBytes copy = b;
+    ZeroedBytes assigned(3);
+    assigned = copy;
+    const ZeroedBytes moved = std::move(b);
+    for (const ZeroedBytes* c : {&copy, static_cast<const ZeroedBytes*>(&assigned), &moved}) {
+      ASSERT_EQ(c->size(), n);
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ((*c)[i], i % 997 == 0 ? static_cast<uint8_t>(i * 31 + 7) : 0) << "n=" << n << " i=" << i;
+      }
+    }
   }
-  ZeroedBytes filled(100, 9);  // a value given is written as usual
-  for (uint8_t x : filled) ASSERT_EQ(x, 9);
 }
 
 long MinorFaults() {
