@@ -153,7 +153,7 @@ class Waiter : public RankGroup {
       if (pause.count() == 0) {
         std::this_thread::yield();
       } else {
-        std::this_thread::sleep_for(pause);
+        Nap(pause);
       }
     }
   }

@@ -1,11 +1,16 @@
 // WaitBackoff's schedules: an eager wait yields for 200 us then naps 10, 20, ... up to 1 ms; a patient one naps from
-// its second poll, never longer than 50 us.
+// its second poll, never longer than 50 us. Nap tightens its own thread's timer slack, no other thread's.
 #include "gpu/wait_backoff.h"
 
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 namespace kvshard::gpu {
 namespace {
@@ -31,6 +36,25 @@ TEST(WaitBackoffTest, PatientNapsFromItsSecondPollAndNeverLongerThanFiftyMicrose
   // A poll at the wait's very start yields; the next one after any time naps.
   EXPECT_EQ(Pauses(WaitStyle::kPatient, {0, 0, 1, 2}), (std::vector<int64_t>{0, 0, 0, 10}));
 }
+
+#ifdef __linux__
+TEST(NapTest, TightensItsThreadsTimerSlackOnly) {
+  const int caller_before = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  if (caller_before <= static_cast<int>(kNapSlackNs)) {
+    GTEST_SKIP() << "this thread's timer slack is already " << caller_before << " ns: a tightening would not show";
+  }
+  int before = -1, after = -1;
+  std::thread napper([&] {
+    before = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    Nap(microseconds(1));
+    after = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  });
+  napper.join();
+  EXPECT_EQ(before, caller_before);  // inherited from its creator
+  EXPECT_EQ(after, static_cast<int>(kNapSlackNs));
+  EXPECT_EQ(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), caller_before);
+}
+#endif
 
 }  // namespace
 }  // namespace kvshard::gpu

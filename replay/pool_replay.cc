@@ -363,7 +363,6 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, SharedLocs record_locs,
 }
 
 StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, const Json* only) {
-  (void)only;
   const int64_t layer = rec.at("layer").get<int64_t>();
   if (!active_)
     return FailedPrecondition("get_key_buffer: no sharded extend in flight (begin_shard_extend not called?)");
@@ -374,11 +373,13 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, 
   const std::vector<int64_t>& locs = *held;
   const std::vector<int64_t>& page_pos = page_pos_.pos();
   const int64_t ps = geometry_.page_size, trash = page_pos.empty() ? 0 : page_pos.back();
-  std::vector<int64_t> scratch_rows(locs.size());
+  // Every slot is checked; the scratch rows are kept only where the record's expect (or a recorder) asks for them.
+  const bool keep_rows = only == nullptr || only->contains("scratch_rows");
+  std::vector<int64_t> scratch_rows(keep_rows ? locs.size() : 0);
   int64_t page_end = -1;  // the end of locs[i - 1]'s page: the next slot before it is on the same (checked) page
   for (size_t i = 0; i < locs.size(); ++i) {
     if (i > 0 && locs[i] == locs[i - 1] + 1 && locs[i] < page_end) {
-      scratch_rows[i] = scratch_rows[i - 1] + 1;
+      if (keep_rows) scratch_rows[i] = scratch_rows[i - 1] + 1;
       continue;
     }
     const int64_t page = locs[i] < 0 ? -1 : locs[i] / ps;
@@ -387,7 +388,7 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, 
                              " is not a slot of the extend batch (translate would "
                              "read the trash page)");
     }
-    scratch_rows[i] = page_pos[page] * ps + locs[i] % ps;
+    if (keep_rows) scratch_rows[i] = page_pos[page] * ps + locs[i] % ps;
     page_end = (page + 1) * ps;
   }
   if (!baseline_) {  // --backend gpu: the device's read against the last write of each slot, on the device thread
@@ -403,7 +404,7 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, 
         checked ? StepKind::kDefers : StepKind::kSettles));
     FieldAnswer a;
     a.Add("slot", layer % 2);
-    a.Add("scratch_rows", std::move(scratch_rows));
+    if (keep_rows) a.Add("scratch_rows", std::move(scratch_rows));
     return a;
   }
   StatusOr<ref::BufferRows> want = baseline_->ReadBuffers(layer, locs);
@@ -450,7 +451,7 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, 
   KVSHARD_RETURN_IF_ERROR(invariant);
   FieldAnswer a;
   a.Add("slot", layer % 2);
-  a.Add("scratch_rows", std::move(scratch_rows));
+  if (keep_rows) a.Add("scratch_rows", std::move(scratch_rows));
   return a;
 }
 
