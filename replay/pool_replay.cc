@@ -28,25 +28,39 @@ namespace {
 // Payload bytes the device thread's queue may hold (a larger step waits for an empty queue).
 constexpr size_t kMaxQueuedBytes = size_t{64} << 20;
 
-// set_kv_buffer's answer: each rank's count of owned rows and, when `only` asks, SGLang's _get_write_plan of every
-// rank.
-FieldAnswer OwnerWritePlan(const std::vector<int64_t>& locs, int64_t n, int64_t ps, const Json* only) {
+}  // namespace
+
+int64_t SlotRuns(const std::vector<int64_t>& locs, int64_t page_size, int64_t slots, std::vector<SlotRun>* runs) {
+  runs->clear();
+  const int64_t* loc = locs.data();
+  const int64_t n = static_cast<int64_t>(locs.size());
+  for (int64_t i = 0; i < n;) {
+    const int64_t first = loc[i];
+    if (first < 0 || first >= slots) return i;
+    // The run goes on while the slots count up, to its page's end (first is a slot: no overflow).
+    const int64_t most = std::min({(first / page_size + 1) * page_size, slots, first + (n - i)}) - first;
+    int64_t len = 1;
+    // Four slots a step, one branch for them (XOR: any slot value, no overflow).
+    const auto differs = [&](int64_t k) {
+      return static_cast<uint64_t>(loc[i + k]) ^ static_cast<uint64_t>(first + k);
+    };
+    while (len + 4 <= most && (differs(len) | differs(len + 1) | differs(len + 2) | differs(len + 3)) == 0) len += 4;
+    while (len < most && loc[i + len] == first + len) ++len;
+    runs->push_back({first, len});
+    i += len;
+  }
+  return -1;
+}
+
+namespace {
+
+// set_kv_buffer's answer: each rank's count of owned rows (a run's slots share a page, so its owner) and, when `only`
+// asks, SGLang's _get_write_plan of every rank.
+FieldAnswer OwnerWritePlan(const std::vector<int64_t>& locs, const std::vector<SlotRun>& runs, int64_t n, int64_t ps,
+                           const Json* only) {
   FieldAnswer a;
   std::vector<int64_t> counts(n, 0);
-  // A write's slots run page by page: the owner is divided out once per page (the next slot of the same page has it)
-  // and counted once per run (an increment per slot would wait on the one before it).
-  int64_t owner = 0, page_end = -1, prev = -2, run = 0;
-  for (int64_t loc : locs) {
-    if (loc != prev + 1 || loc >= page_end) {
-      counts[owner] += run;
-      owner = (loc % (n * ps)) / ps;
-      page_end = (loc / ps + 1) * ps;
-      run = 0;
-    }
-    ++run;
-    prev = loc;
-  }
-  counts[owner] += run;  // n >= 1: the pool's shard size
+  for (const SlotRun& run : runs) counts[(run.first % (n * ps)) / ps] += run.len;
   a.Add("owned_counts", std::move(counts));
   if (only == nullptr || only->contains("ranks")) {
     std::vector<Json> ranks(n);
@@ -241,10 +255,14 @@ int64_t PoolReplay::Slots() const {
   return geometry_.shard_size * (geometry_.pages_per_rank + 1) * geometry_.page_size;
 }
 
-std::vector<uint32_t> PoolReplay::LastWrites(int64_t layer, const std::vector<int64_t>& locs) const {
-  const int64_t slots = Slots();
-  std::vector<uint32_t> generations(locs.size());
-  for (size_t i = 0; i < locs.size(); ++i) generations[i] = last_write_[layer * slots + locs[i]];
+std::vector<uint32_t> PoolReplay::LastWrites(int64_t layer, const std::vector<SlotRun>& runs) const {
+  const uint32_t* layer_writes = last_write_.get() + layer * Slots();
+  size_t n = 0;
+  for (const SlotRun& run : runs) n += static_cast<size_t>(run.len);
+  std::vector<uint32_t> generations;
+  generations.reserve(n);
+  for (const SlotRun& run : runs)
+    generations.insert(generations.end(), layer_writes + run.first, layer_writes + run.first + run.len);
   return generations;
 }
 
@@ -321,10 +339,8 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, SharedLocs record_locs,
     return InvalidArgument("layer: must be in [0, ", geometry_.num_layers, "), got ", layer);
   }
   const int64_t slots = Slots();
-  for (size_t i = 0; i < locs.size(); ++i) {
-    if (locs[i] < 0 || locs[i] >= slots) {
-      return InvalidArgument("locs[", i, "]: must be a slot of the pool, in [0, ", slots, "), got ", locs[i]);
-    }
+  if (const int64_t bad = SlotRuns(locs, geometry_.page_size, slots, &runs_); bad >= 0) {
+    return InvalidArgument("locs[", bad, "]: must be a slot of the pool, in [0, ", slots, "), got ", locs[bad]);
   }
   if (last_write_ != nullptr && generation_ >= int64_t{UINT32_MAX}) {
     return OutOfRange("set_kv_buffer: more than ", UINT32_MAX,
@@ -343,9 +359,10 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, SharedLocs record_locs,
     if (pool_) KVSHARD_RETURN_IF_ERROR(pool_->WriteBuffers(layer, locs, rows));
   }
   if (last_write_ != nullptr) {
-    for (int64_t loc : locs) last_write_[layer * slots + loc] = static_cast<uint32_t>(generation_);
+    uint32_t* layer_writes = last_write_.get() + layer * slots;
+    for (const SlotRun& run : runs_) std::fill_n(layer_writes + run.first, run.len, static_cast<uint32_t>(generation_));
   }
-  FieldAnswer a = OwnerWritePlan(locs, geometry_.shard_size, geometry_.page_size, only);
+  FieldAnswer a = OwnerWritePlan(locs, runs_, geometry_.shard_size, geometry_.page_size, only);
   a.Add("staged", active_);
   a.Add("generation", generation_);
   if (device_) {  // the rows go along only to a path that does not make them
@@ -375,24 +392,29 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, 
   const int64_t ps = geometry_.page_size, trash = page_pos.empty() ? 0 : page_pos.back();
   // Every slot is checked; the scratch rows are kept only where the record's expect (or a recorder) asks for them.
   const bool keep_rows = only == nullptr || only->contains("scratch_rows");
-  std::vector<int64_t> scratch_rows(keep_rows ? locs.size() : 0);
-  int64_t page_end = -1;  // the end of locs[i - 1]'s page: the next slot before it is on the same (checked) page
-  for (size_t i = 0; i < locs.size(); ++i) {
-    if (i > 0 && locs[i] == locs[i - 1] + 1 && locs[i] < page_end) {
-      if (keep_rows) scratch_rows[i] = scratch_rows[i - 1] + 1;
-      continue;
+  // A run's slots share a page, so its check and translation: the first slot off the pool's pages or on an unmapped
+  // one is the error.
+  const int64_t outside = SlotRuns(locs, ps, static_cast<int64_t>(page_pos.size()) * ps, &runs_);
+  int64_t at = 0;  // the first slot of the first run on an unmapped page, else the first slot off the pool's pages
+  for (const SlotRun& run : runs_) {
+    if (page_pos[run.first / ps] == trash) break;
+    at += run.len;
+  }
+  if (at < static_cast<int64_t>(locs.size())) {
+    return InvalidArgument("locs[", at, "]: slot ", locs[at],
+                           " is not a slot of the extend batch (translate would "
+                           "read the trash page)");
+  }
+  std::vector<int64_t> scratch_rows;
+  if (keep_rows) {
+    scratch_rows.reserve(locs.size());
+    for (const SlotRun& run : runs_) {
+      const int64_t row = page_pos[run.first / ps] * ps + run.first % ps;
+      for (int64_t k = 0; k < run.len; ++k) scratch_rows.push_back(row + k);
     }
-    const int64_t page = locs[i] < 0 ? -1 : locs[i] / ps;
-    if (page < 0 || page >= static_cast<int64_t>(page_pos.size()) || page_pos[page] == trash) {
-      return InvalidArgument("locs[", i, "]: slot ", locs[i],
-                             " is not a slot of the extend batch (translate would "
-                             "read the trash page)");
-    }
-    if (keep_rows) scratch_rows[i] = page_pos[page] * ps + locs[i] % ps;
-    page_end = (page + 1) * ps;
   }
   if (!baseline_) {  // --backend gpu: the device's read against the last write of each slot, on the device thread
-    std::vector<uint32_t> generations = LastWrites(layer, locs);
+    std::vector<uint32_t> generations = LastWrites(layer, runs_);
     const size_t bytes = locs.size() * (sizeof(int64_t) + sizeof(uint32_t));
     // Checked where the rows are (on the device thread, waited for with the batch's other checks), or here.
     const bool checked = device_->MakesRows();
@@ -431,7 +453,7 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, 
   if (device_ && invariant.ok() && device_->MakesRows()) {
     // diff, the reference's read being the baseline's on every rank: the path checks its read against the payload
     // of each slot's last write (those very bytes) where its rows are, and no row is handed over.
-    std::vector<uint32_t> generations = LastWrites(layer, locs);
+    std::vector<uint32_t> generations = LastWrites(layer, runs_);
     const size_t bytes = locs.size() * (sizeof(int64_t) + sizeof(uint32_t));
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
         bytes, rows_compared_ - host_before,

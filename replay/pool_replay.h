@@ -51,6 +51,14 @@ const std::vector<std::string>& PoolHeaderKeys();
 StatusOr<PoolGeometry> PoolGeometryFromJson(const Json& pool, int64_t shard_size, int64_t page_size,
                                             int64_t pages_per_rank);
 
+// A run of a write's slots: `len` consecutive slots from `first`, all on first's page.
+struct SlotRun {
+  int64_t first = 0, len = 0;
+};
+// Splits `locs` into maximal runs of consecutive slots within one page of `page_size` slots (into *runs, reused),
+// checking each slot is in [0, slots): the index of the first that is not, or -1. `slots` is a multiple of page_size.
+int64_t SlotRuns(const std::vector<int64_t>& locs, int64_t page_size, int64_t slots, std::vector<SlotRun>* runs);
+
 // Word `word` of the row set_kv_buffer writes for `loc` of `layer` in write generation `generation`: every
 // (seed, layer, slot, generation) gives other bytes, so a misplaced or stale row is visible.
 uint32_t PayloadWord(uint64_t seed, int64_t layer, int64_t loc, int64_t generation, int64_t word);
@@ -169,8 +177,8 @@ class PoolReplay {
                               const PoolDataPath::RowDifference& at) const;
   // Slots of the pool: N * (pages_per_rank + 1) * page_size (the trash pages included).
   int64_t Slots() const;
-  // The generation of the last write of each of `locs` in `layer` (last_write_).
-  std::vector<uint32_t> LastWrites(int64_t layer, const std::vector<int64_t>& locs) const;
+  // The generation of the last write of each slot of `runs` (a read's slots, checked) in `layer` (last_write_).
+  std::vector<uint32_t> LastWrites(int64_t layer, const std::vector<SlotRun>& runs) const;
   // end_shard_extend on the device: answered at once, or (on the device thread, a path whose ends are checks) as a
   // pending check answered with the reads'.
   Status DeviceEnd();
@@ -191,6 +199,7 @@ class PoolReplay {
     void operator()(uint32_t* p) const { std::free(p); }
   };
   std::unique_ptr<uint32_t[], FreeDeleter> last_write_;
+  std::vector<SlotRun> runs_;             // the current write's slot runs (reused)
   std::unique_ptr<PoolDataPath> device_;  // the GPU path (absent for kRef)
   bool active_ = false;
   // The empty slot list (no extend in flight).

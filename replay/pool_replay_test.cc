@@ -1,8 +1,14 @@
 // PayloadRows against its definition: byte j of a slot's concatenated buffers is byte j % 4 (low first) of
-// PayloadWord(seed, layer, slot, generation, j / 4), for buffers whose widths are not multiples of 4.
+// PayloadWord(seed, layer, slot, generation, j / 4), for buffers whose widths are not multiples of 4. SlotRuns
+// against a slot-by-slot reading of the same lists.
 #include "replay/pool_replay.h"
 
+#include <cstdint>
+#include <limits>
+#include <vector>
+
 #include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
 
 namespace kvshard::replay {
 namespace {
@@ -40,6 +46,54 @@ TEST(PayloadRowsTest, EveryByteIsItsPayloadWordsByte) {
   EXPECT_NE(PayloadRows(g, 0, {1}, 0)[0], PayloadRows(g, 0, {1}, 1)[0]);
   EXPECT_NE(PayloadRows(g, 0, {1}, 0)[0], PayloadRows(g, 1, {1}, 0)[0]);
   EXPECT_NE(PayloadRows(g, 0, {1}, 0)[0], PayloadRows(g, 0, {2}, 0)[0]);
+}
+
+// A write's slots: runs of consecutive slots from anywhere around the pool (across page ends, starting below 0 or
+// ending past the pool), single slots far outside it, repeats.
+rc::Gen<std::vector<int64_t>> WriteSlots(int64_t slots) {
+  const auto run = rc::gen::apply(
+      [](int64_t first, int64_t len) {
+        std::vector<int64_t> r;
+        for (int64_t k = 0; k < len; ++k) r.push_back(first + k);
+        return r;
+      },
+      rc::gen::inRange<int64_t>(-3, slots + 3), rc::gen::inRange<int64_t>(1, 40));
+  const auto far = rc::gen::map(
+      rc::gen::element(std::numeric_limits<int64_t>::min(), int64_t{-1}, slots, std::numeric_limits<int64_t>::max()),
+      [](int64_t v) { return std::vector<int64_t>{v}; });
+  return rc::gen::map(rc::gen::container<std::vector<std::vector<int64_t>>>(
+                          rc::gen::weightedOneOf<std::vector<int64_t>>({{12, run}, {1, far}})),
+                      [](const std::vector<std::vector<int64_t>>& parts) {
+                        std::vector<int64_t> locs;
+                        for (const std::vector<int64_t>& p : parts) locs.insert(locs.end(), p.begin(), p.end());
+                        return locs;
+                      });
+}
+
+RC_GTEST_PROP(SlotRunsProps, RunsAreTheMaximalSamePageStretchesAndTheFirstBadSlotIsNamed, ()) {
+  const int64_t page_size = *rc::gen::inRange<int64_t>(1, 9);
+  const int64_t slots = page_size * *rc::gen::inRange<int64_t>(1, 9);
+  const std::vector<int64_t> locs = *WriteSlots(slots);
+  std::vector<SlotRun> runs = {{7, 7}};  // what a reused list held before
+  const int64_t bad = SlotRuns(locs, page_size, slots, &runs);
+  int64_t want_bad = -1;
+  for (size_t i = 0; i < locs.size() && want_bad < 0; ++i) {
+    if (locs[i] < 0 || locs[i] >= slots) want_bad = static_cast<int64_t>(i);
+  }
+  RC_ASSERT(bad == want_bad);
+  if (bad >= 0) return;
+  std::vector<int64_t> expanded;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const SlotRun& run = runs[r];
+    RC_ASSERT(run.len >= 1);
+    RC_ASSERT(run.first / page_size == (run.first + run.len - 1) / page_size);  // one page
+    if (r > 0) {  // maximal: a run does not continue the one before on its page
+      const SlotRun& before = runs[r - 1];
+      RC_ASSERT(!(run.first == before.first + before.len && run.first % page_size != 0));
+    }
+    for (int64_t k = 0; k < run.len; ++k) expanded.push_back(run.first + k);
+  }
+  RC_ASSERT(expanded == locs);
 }
 
 }  // namespace
