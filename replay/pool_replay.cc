@@ -392,10 +392,10 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, 
   const int64_t ps = geometry_.page_size, trash = page_pos.empty() ? 0 : page_pos.back();
   // Every slot is checked; the scratch rows are kept only where the record's expect (or a recorder) asks for them.
   const bool keep_rows = only == nullptr || only->contains("scratch_rows");
-  // A run's slots share a page, so its check and translation: the first slot off the pool's pages or on an unmapped
-  // one is the error.
-  const int64_t outside = SlotRuns(locs, ps, static_cast<int64_t>(page_pos.size()) * ps, &runs_);
-  int64_t at = 0;  // the first slot of the first run on an unmapped page, else the first slot off the pool's pages
+  // A run's slots share a page, so its check and translation. The runs end before the first slot off the pool's
+  // pages, if one is: the first slot of the first run on an unmapped page, else that slot, is the error.
+  SlotRuns(locs, ps, static_cast<int64_t>(page_pos.size()) * ps, &runs_);
+  int64_t at = 0;
   for (const SlotRun& run : runs_) {
     if (page_pos[run.first / ps] == trash) break;
     at += run.len;
