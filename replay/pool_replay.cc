@@ -386,35 +386,42 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, 
   if (layer < 0 || layer >= geometry_.num_layers) {
     return InvalidArgument("layer: must be in [0, ", geometry_.num_layers, "), got ", layer);
   }
-  const SharedLocs held = record_locs != nullptr ? std::move(record_locs) : batch_locs_;
+  const bool batch_list = record_locs == nullptr;
+  const SharedLocs held = batch_list ? batch_locs_ : std::move(record_locs);
   const std::vector<int64_t>& locs = *held;
   const std::vector<int64_t>& page_pos = page_pos_.pos();
   const int64_t ps = geometry_.page_size, trash = page_pos.empty() ? 0 : page_pos.back();
   // Every slot is checked; the scratch rows are kept only where the record's expect (or a recorder) asks for them.
   const bool keep_rows = only == nullptr || only->contains("scratch_rows");
-  // A run's slots share a page, so its check and translation. The runs end before the first slot off the pool's
-  // pages, if one is: the first slot of the first run on an unmapped page, else that slot, is the error.
-  SlotRuns(locs, ps, static_cast<int64_t>(page_pos.size()) * ps, &runs_);
-  int64_t at = 0;
-  for (const SlotRun& run : runs_) {
-    if (page_pos[run.first / ps] == trash) break;
-    at += run.len;
-  }
-  if (at < static_cast<int64_t>(locs.size())) {
-    return InvalidArgument("locs[", at, "]: slot ", locs[at],
-                           " is not a slot of the extend batch (translate would "
-                           "read the trash page)");
+  // The batch's own list was checked by the batch's first read that used it (the plan is the batch's): its runs stay.
+  const bool checked_before = batch_list && batch_runs_epoch_ == epoch_;
+  std::vector<SlotRun>& runs = batch_list ? batch_runs_ : runs_;
+  if (!checked_before) {
+    // A run's slots share a page, so its check and translation. The runs end before the first slot off the pool's
+    // pages, if one is: the first slot of the first run on an unmapped page, else that slot, is the error.
+    SlotRuns(locs, ps, static_cast<int64_t>(page_pos.size()) * ps, &runs);
+    int64_t at = 0;
+    for (const SlotRun& run : runs) {
+      if (page_pos[run.first / ps] == trash) break;
+      at += run.len;
+    }
+    if (at < static_cast<int64_t>(locs.size())) {
+      return InvalidArgument("locs[", at, "]: slot ", locs[at],
+                             " is not a slot of the extend batch (translate would "
+                             "read the trash page)");
+    }
+    if (batch_list) batch_runs_epoch_ = epoch_;
   }
   std::vector<int64_t> scratch_rows;
   if (keep_rows) {
     scratch_rows.reserve(locs.size());
-    for (const SlotRun& run : runs_) {
+    for (const SlotRun& run : runs) {
       const int64_t row = page_pos[run.first / ps] * ps + run.first % ps;
       for (int64_t k = 0; k < run.len; ++k) scratch_rows.push_back(row + k);
     }
   }
   if (!baseline_) {  // --backend gpu: the device's read against the last write of each slot, on the device thread
-    std::vector<uint32_t> generations = LastWrites(layer, runs_);
+    std::vector<uint32_t> generations = LastWrites(layer, runs);
     const size_t bytes = locs.size() * (sizeof(int64_t) + sizeof(uint32_t));
     // Checked where the rows are (on the device thread, waited for with the batch's other checks), or here.
     const bool checked = device_->MakesRows();
@@ -453,7 +460,7 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, 
   if (device_ && invariant.ok() && device_->MakesRows()) {
     // diff, the reference's read being the baseline's on every rank: the path checks its read against the payload
     // of each slot's last write (those very bytes) where its rows are, and no row is handed over.
-    std::vector<uint32_t> generations = LastWrites(layer, runs_);
+    std::vector<uint32_t> generations = LastWrites(layer, runs);
     const size_t bytes = locs.size() * (sizeof(int64_t) + sizeof(uint32_t));
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
         bytes, rows_compared_ - host_before,

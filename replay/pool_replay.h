@@ -199,7 +199,11 @@ class PoolReplay {
     void operator()(uint32_t* p) const { std::free(p); }
   };
   std::unique_ptr<uint32_t[], FreeDeleter> last_write_;
-  std::vector<SlotRun> runs_;             // the current write's slot runs (reused)
+  std::vector<SlotRun> runs_;  // the current write's (or a read's own list's) slot runs (reused)
+  // The runs of the batch's default read list (batch_locs_), checked by the first read of batch epoch_ ==
+  // batch_runs_epoch_ that used it.
+  std::vector<SlotRun> batch_runs_;
+  int64_t batch_runs_epoch_ = -1;
   std::unique_ptr<PoolDataPath> device_;  // the GPU path (absent for kRef)
   bool active_ = false;
   // The empty slot list (no extend in flight).
