@@ -51,7 +51,7 @@ const std::vector<std::string>& PoolHeaderKeys();
 StatusOr<PoolGeometry> PoolGeometryFromJson(const Json& pool, int64_t shard_size, int64_t page_size,
                                             int64_t pages_per_rank);
 
-// A run of a write's slots: `len` consecutive slots from `first`, all on first's page.
+// A run of a write's or a read's slots: `len` consecutive slots from `first`, all on first's page.
 struct SlotRun {
   int64_t first = 0, len = 0;
 };
