@@ -170,8 +170,13 @@ StatusOr<std::unique_ptr<DeviceGatherPlanner>> DeviceGatherPlanner::Create(const
   p->page_pos_size_ = g.shard_size * (g.pages_per_rank + 2);
   p->trash_page_ = (g.max_prefix_tokens + g.chunk_tokens) / g.page_size;
   std::vector<int32_t> fill(p->page_pos_size_, static_cast<int32_t>(p->trash_page_));
-  KVSHARD_ASSIGN_OR_RETURN(p->page_pos_, gpu::Upload(fill));
-  KVSHARD_ASSIGN_OR_RETURN(p->state_, gpu::Upload(std::vector<int64_t>(kStateWords, 0)));
+  const size_t state_bytes = kStateWords * sizeof(int64_t);
+  KVSHARD_ASSIGN_OR_RETURN(p->answers_, DeviceBuffer::Allocate(state_bytes + fill.size() * sizeof(int32_t)));
+  p->state_at_ = p->answers_.as<int64_t>();
+  p->page_pos_at_ = reinterpret_cast<int32_t*>(p->answers_.as<char>() + state_bytes);
+  const std::vector<int64_t> zeros(kStateWords, 0);
+  KVSHARD_RETURN_IF_ERROR(CopyToDevice(p->state_at_, zeros.data(), state_bytes));
+  KVSHARD_RETURN_IF_ERROR(CopyToDevice(p->page_pos_at_, fill.data(), fill.size() * sizeof(int32_t)));
   // Key space: owner * stride + local page, stride = pages_per_rank + 2 (SGLang's _local_page_stride), so
   // keys == page_pos_size <= 2^24 (ValidateExtendBatch).
   p->keys_ = g.shard_size * (g.pages_per_rank + 2);
@@ -192,7 +197,8 @@ Status DeviceGatherPlanner::Upload(const ExtendBatch& batch, cudaStream_t stream
       batch.chunk_tokens != geometry_.chunk_tokens) {
     return InvalidArgument("batch: geometry differs from the planner's (create a planner per geometry)");
   }
-  KVSHARD_CUDA_CHECK(cudaStreamSynchronize(stream));  // the previous build's buffers may still be in use
+  if (!idle_) KVSHARD_CUDA_CHECK(cudaStreamSynchronize(stream));  // the previous build's buffers may still be in use
+  idle_ = true;
   const int64_t n = batch.shard_size, ps = batch.page_size, b = static_cast<int64_t>(batch.requests.size());
   std::vector<int64_t> pages, meta(4 * (b + 1), 0);
   int64_t* page_off = meta.data();
@@ -218,21 +224,21 @@ Status DeviceGatherPlanner::Upload(const ExtendBatch& batch, cudaStream_t stream
   // Buffers reused batch after batch (grown when a batch needs more): no allocation and free per batch.
   if (pages.empty()) pages.push_back(0);
   const size_t page_bytes = pages.size() * sizeof(int64_t), meta_bytes = meta.size() * sizeof(int64_t);
-  KVSHARD_RETURN_IF_ERROR(Reserve(&pages_, page_bytes));
-  KVSHARD_RETURN_IF_ERROR(Reserve(&req_meta_, meta_bytes));
+  KVSHARD_RETURN_IF_ERROR(Reserve(&pages_and_meta_, page_bytes + meta_bytes));
   KVSHARD_RETURN_IF_ERROR(Reserve(&upload_, page_bytes + meta_bytes));  // the stream is idle (synchronized above)
   std::memcpy(upload_.data(), pages.data(), page_bytes);
   std::memcpy(static_cast<char*>(upload_.data()) + page_bytes, meta.data(), meta_bytes);
-  KVSHARD_CUDA_CHECK(cudaMemcpyAsync(pages_.data(), upload_.data(), page_bytes, cudaMemcpyHostToDevice, stream));
-  KVSHARD_CUDA_CHECK(cudaMemcpyAsync(req_meta_.data(), static_cast<char*>(upload_.data()) + page_bytes, meta_bytes,
-                                     cudaMemcpyHostToDevice, stream));
+  meta_at_ = page_bytes;
+  idle_ = false;
+  KVSHARD_CUDA_CHECK(
+      cudaMemcpyAsync(pages_and_meta_.data(), upload_.data(), page_bytes + meta_bytes, cudaMemcpyHostToDevice, stream));
   KVSHARD_RETURN_IF_ERROR(Reserve(&send_pages_, std::max<int64_t>(1, n * block_pages_) * 8));
   KVSHARD_RETURN_IF_ERROR(Reserve(&send_rows_, std::max<int64_t>(1, block_pages_ * ps) * 8));
   const int64_t need = n_prefix_refs_ + n_chunk_;
   if (need > capacity_pages_ || !mapped_.data()) {
     // Keep the previous build's mapped list (the next launch resets those page_pos entries).
     int64_t prev = 0;
-    KVSHARD_RETURN_IF_ERROR(CopyToHost(&prev, state_.data(), sizeof(prev)));
+    KVSHARD_RETURN_IF_ERROR(CopyToHost(&prev, state_at_, sizeof(prev)));
     std::vector<int64_t> old = prev ? gpu::Download<int64_t>(mapped_.data(), prev).value() : std::vector<int64_t>{};
     old.resize(std::max<int64_t>(need, prev) + 1, 0);
     KVSHARD_ASSIGN_OR_RETURN(mapped_, gpu::Upload(old));
@@ -247,9 +253,9 @@ Status DeviceGatherPlanner::Launch(int64_t send_rank, cudaStream_t stream) {
   if (send_rank < 0 || send_rank >= g.shard_size)
     return InvalidArgument("send_rank: must be in [0, ", g.shard_size, ")");
   const int64_t b = static_cast<int64_t>(batch_.requests.size());
-  const int64_t* meta = req_meta_.as<int64_t>();
+  const auto* meta = reinterpret_cast<const int64_t*>(pages_and_meta_.as<char>() + meta_at_);
   PlanArgs a;
-  a.pages = pages_.as<int64_t>();
+  a.pages = pages_and_meta_.as<int64_t>();
   a.page_off = meta;
   a.k_pages = meta + (b + 1);
   a.ref_off = meta + 2 * (b + 1);
@@ -266,14 +272,15 @@ Status DeviceGatherPlanner::Launch(int64_t send_rank, cudaStream_t stream) {
   a.page_pos_size = page_pos_size_;
   a.send_rank = send_rank;
   a.keys = keys_;
-  a.page_pos = page_pos_.as<int32_t>();
+  a.page_pos = page_pos_at_;
   a.send_pages = send_pages_.as<int64_t>();
   a.send_rows = send_rows_.as<int64_t>();
   a.mapped = mapped_.as<int64_t>();
-  a.state = state_.as<int64_t>();
+  a.state = state_at_;
   a.flags = flags_.as<int32_t>();
   a.scan = scan_.as<int32_t>();
   int64_t prev_bound = capacity_pages_;  // the previous build mapped at most this many pages
+  idle_ = false;
   ResetAndFlagKernel<<<GridFor(std::max({prev_bound, g.shard_size * block_pages_, n_prefix_refs_})), kThreads, 0,
                        stream>>>(a);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
@@ -293,7 +300,8 @@ Status DeviceGatherPlanner::Finish(cudaStream_t stream) {
   KVSHARD_CUDA_CHECK(cudaStreamSynchronize(stream));
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   int64_t st[kStateWords];
-  KVSHARD_RETURN_IF_ERROR(CopyToHost(st, state_.data(), sizeof(st)));
+  idle_ = true;
+  KVSHARD_RETURN_IF_ERROR(CopyToHost(st, state_at_, sizeof(st)));
   return CheckState(st);
 }
 
@@ -348,17 +356,17 @@ Status DeviceGatherPlanner::CheckState(const int64_t* st) const {
 StatusOr<GatherPlan> DeviceGatherPlanner::Download(cudaStream_t stream) {
   KVSHARD_NVTX_RANGE("kvshard.plan.download");
   const int64_t n = batch_.shard_size, ps = batch_.page_size;
-  // One pinned buffer: the state words, then page_pos (int32), then the send pages (int64, 8-byte aligned).
+  // One pinned buffer: the state words and page_pos (int32) in one copy, then the send pages (int64, 8-byte aligned).
   const size_t state_bytes = kStateWords * sizeof(int64_t), pos_bytes = page_pos_size_ * sizeof(int32_t);
   const size_t send_at = state_bytes + (pos_bytes + 7) / 8 * 8, send_bytes = n * block_pages_ * sizeof(int64_t);
   KVSHARD_RETURN_IF_ERROR(Reserve(&download_, send_at + send_bytes));
   auto* host = static_cast<char*>(download_.data());
-  KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host, state_.data(), state_bytes, cudaMemcpyDeviceToHost, stream));
-  KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host + state_bytes, page_pos_.data(), pos_bytes, cudaMemcpyDeviceToHost, stream));
+  KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host, answers_.data(), state_bytes + pos_bytes, cudaMemcpyDeviceToHost, stream));
   if (send_bytes > 0) {
     KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host + send_at, send_pages_.data(), send_bytes, cudaMemcpyDeviceToHost, stream));
   }
   KVSHARD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  idle_ = true;
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   KVSHARD_RETURN_IF_ERROR(CheckState(reinterpret_cast<const int64_t*>(host)));
   GatherPlan plan;

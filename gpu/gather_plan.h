@@ -39,7 +39,7 @@ class DeviceGatherPlanner {
   StatusOr<GatherPlan> Download(cudaStream_t stream);
 
   // Device page_pos (int32, page_pos_size entries) and send rows of `send_rank` (block_pages * ps entries).
-  const int32_t* page_pos() const { return page_pos_.as<int32_t>(); }
+  const int32_t* page_pos() const { return page_pos_at_; }
   const int64_t* send_rows() const { return send_rows_.as<int64_t>(); }
   int64_t block_pages() const { return block_pages_; }
   int64_t page_pos_size() const { return page_pos_size_; }
@@ -54,19 +54,25 @@ class DeviceGatherPlanner {
   int64_t trash_page_ = 0;
   int64_t block_pages_ = 0;
   int64_t n_prefix_refs_ = 0, n_chunk_ = 0, first_misaligned_ = -1;
-  DeviceBuffer page_pos_;    // int32 [page_pos_size]
-  DeviceBuffer pages_;       // int64 all position-pages of the batch, request-major
-  DeviceBuffer req_meta_;    // int64 [4 * (B + 1)]: page offset, prefix pages, chunk offset, block offset
+  // The build's answers, downloaded with one copy: [state words | page_pos], page_pos resident between builds.
+  DeviceBuffer answers_;
+  int64_t* state_at_ = nullptr;     // int64 [kStateWords]: mapped count, first cyclic request, first stale chunk ref,
+                                    // unique, overflow
+  int32_t* page_pos_at_ = nullptr;  // int32 [page_pos_size]
+  // The batch, uploaded with one copy: [pages (int64, all position-pages of the batch, request-major) | req_meta
+  // (int64 [4 * (B + 1)]: page offset, prefix pages, chunk offset, block offset)].
+  DeviceBuffer pages_and_meta_;
+  size_t meta_at_ = 0;       // req_meta's byte offset in pages_and_meta_
   DeviceBuffer send_pages_;  // int64 [N * block_pages]
   DeviceBuffer send_rows_;   // int64 [block_pages * ps]
   DeviceBuffer mapped_;      // int64 pages mapped by the previous build (reset to trash by the next)
-  DeviceBuffer state_;       // int64 [5]: mapped count, first cyclic request, first stale chunk ref, unique, overflow
   DeviceBuffer flags_;       // int32 [keys_ + 1]: prefix key flags (all 0 between builds)
   DeviceBuffer scan_;        // int32 [keys_ + 1]: exclusive prefix of flags_
   DeviceBuffer scan_temp_;   // CUB scan storage
   int64_t keys_ = 0;         // shard_size * (pages_per_rank + 2)
   int64_t capacity_pages_ = 0;
-  PinnedBuffer upload_;    // Upload's pages then req_meta (reused; the stream is synchronized before refilling it)
+  PinnedBuffer upload_;    // Upload's pages then req_meta (reused; refilled once the last build's copies are done)
+  bool idle_ = true;       // nothing of this planner's is in flight (Finish or Download synchronized after it)
   PinnedBuffer download_;  // Download's state words, page_pos and send pages
 };
 

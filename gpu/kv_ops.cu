@@ -3,12 +3,12 @@
 
 #include <algorithm>
 
-#include <cub/block/block_scan.cuh>
 #include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
 
 #include "gpu/kv_ops.h"
 #include "gpu/row_copy.cuh"
+#include "gpu/write_plans.cuh"
 #include "gpu/nvtx.h"
 
 namespace kvshard::gpu {
@@ -82,15 +82,6 @@ __global__ void StageChunkKernel(V* __restrict__ scratch, int64_t scratch_rows, 
   }
 }
 
-struct OwnedBy {
-  const int64_t* locs;
-  int64_t lps, ps, rank;
-  __host__ __device__ bool operator()(int64_t i) const {
-    const int64_t loc = locs[i];
-    return loc >= 0 && (loc % lps) / ps == rank;
-  }
-};
-
 __global__ void LocalRowsKernel(int64_t* __restrict__ local_rows, const int64_t* __restrict__ owned_idx,
                                 const int64_t* __restrict__ locs, const int64_t* __restrict__ count, int64_t lps,
                                 int64_t ps) {
@@ -102,39 +93,9 @@ __global__ void LocalRowsKernel(int64_t* __restrict__ local_rows, const int64_t*
 }
 
 constexpr int kPlanThreads = 512;
-constexpr int kMaxPlansPerLaunch = 32;  // the plans' pointers travel as kernel parameters (about 1 KB)
 
-struct WritePlansArgs {
-  const int64_t* locs;
-  int64_t n, lps, ps;
-  int64_t rank[kMaxPlansPerLaunch];
-  int64_t* owned_idx[kMaxPlansPerLaunch];
-  int64_t* local_rows[kMaxPlansPerLaunch];
-  int64_t* count[kMaxPlansPerLaunch];
-};
-
-// Block p builds plan p: tiles of kPlanThreads locs, a block scan of the owned flags places each owned position.
-__global__ void WritePlansKernel(WritePlansArgs a) {
-  using Scan = cub::BlockScan<int, kPlanThreads>;
-  __shared__ typename Scan::TempStorage temp;
-  const int p = blockIdx.x;
-  const OwnedBy owned_by{a.locs, a.lps, a.ps, a.rank[p]};
-  int64_t base = 0;
-  for (int64_t start = 0; start < a.n; start += kPlanThreads) {
-    const int64_t i = start + threadIdx.x;
-    const int owned = i < a.n && owned_by(i) ? 1 : 0;
-    int at = 0, total = 0;
-    Scan(temp).ExclusiveSum(owned, at, total);
-    if (owned) {
-      const int64_t loc = a.locs[i];
-      a.owned_idx[p][base + at] = i;
-      a.local_rows[p][base + at] = (loc / a.lps) * a.ps + loc % a.ps;
-    }
-    base += total;
-    __syncthreads();  // the scan's storage is reused by the next tile
-  }
-  if (threadIdx.x == 0) *a.count[p] = base;
-}
+// Block p builds plan p.
+__global__ void WritePlansKernel(WritePlansArgs a) { BuildWritePlanBlock<kPlanThreads>(a, blockIdx.x); }
 
 template <typename V>
 __global__ void ScatterRowsKernel(V* __restrict__ dst, int64_t dst_rows, const V* __restrict__ src, int64_t src_rows,

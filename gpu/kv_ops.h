@@ -95,6 +95,21 @@ struct PackSource {
 Status LaunchPackAllGatherRanks(const std::vector<PackSource>& sources, const std::vector<void*>& outs, int64_t n,
                                 int64_t row_bytes, cudaStream_t stream);
 
+// One layer's pack and emulated all-gather in LaunchBatchStartRanks: LaunchPackAllGatherRanks's sources and outs.
+struct PackAllGatherJob {
+  std::vector<PackSource> sources;
+  std::vector<void*> outs;
+};
+// The most packs one LaunchBatchStartRanks takes: a batch's first two layers (the two scratch slots).
+inline constexpr int kMaxBatchStartPacks = 2;
+// A batch's start for ranks emulated on one device, in one launch: LaunchBuildWritePlans(locs, n, spec, plans) and
+// LaunchPackAllGatherRanks(packs[k].sources, packs[k].outs, pack_rows, row_bytes) for every k, with the same results
+// and bad counts, where the plans and the packs write different memory (the packs read none of it). At most
+// kMaxRankJobs plans and kMaxBatchStartPacks packs; n at most kMaxWritePlansLocs. One launch instead of one per part.
+Status LaunchBatchStartRanks(const int64_t* locs, int64_t n, const PlacementSpec& spec,
+                             const std::vector<WritePlanOut>& plans, const std::vector<PackAllGatherJob>& packs,
+                             int64_t pack_rows, int64_t row_bytes, cudaStream_t stream);
+
 // One rank's part of LaunchWriteChunkRanks: LaunchStageChunk's (scratch, page_pos, chunk locs) and LaunchScatterRows's
 // (pool, write plan) arguments for the same rows.
 struct WriteChunkJob {

@@ -12,6 +12,7 @@
 #include "gpu/kv_ops.h"
 #include "gpu/nvtx.h"
 #include "gpu/row_copy.cuh"
+#include "gpu/write_plans.cuh"
 
 namespace kvshard::gpu {
 namespace {
@@ -51,10 +52,10 @@ struct PackAllGatherArgs {
   void* out[kMaxRankJobs];
 };
 
-// Destination blockIdx.y's copy of every source's packed rows: item s * n + k is source s's send row k.
+// Destination q's copy of every source's packed rows, by the calling grid row: item s * n + k is source s's send row k.
 template <typename V>
-__global__ void PackAllGatherRanksKernel(PackAllGatherArgs args, int sources, int64_t n, int64_t vecs, int group) {
-  const int q = static_cast<int>(blockIdx.y);
+__device__ __forceinline__ void PackAllGatherInto(const PackAllGatherArgs& args, int q, int sources, int64_t n,
+                                                  int64_t vecs, int group) {
   const GroupPos g = MyGroup(group);
   auto* out = static_cast<V*>(args.out[q]);
   for (int64_t item = g.id; item < sources * n; item += g.count) {
@@ -67,6 +68,37 @@ __global__ void PackAllGatherRanksKernel(PackAllGatherArgs args, int sources, in
     }
     CopyRow(out + item * vecs, static_cast<const V*>(src.in) + row * vecs, vecs, g.lane, group);
   }
+}
+
+template <typename V>
+__global__ void PackAllGatherRanksKernel(PackAllGatherArgs args, int sources, int64_t n, int64_t vecs, int group) {
+  PackAllGatherInto<V>(args, static_cast<int>(blockIdx.y), sources, n, vecs, group);
+}
+
+// LaunchBatchStartRanks's plans and packs, by value (about 3.6 KB: under the 4 KB every CUDA version takes).
+struct BatchStartArgs {
+  WritePlansArgs plans;
+  PackAllGatherArgs pack[kMaxBatchStartPacks];
+  int plan_count;
+  int packs;
+  int sources[kMaxBatchStartPacks];  // pack k's sources
+  int outs[kMaxBatchStartPacks];     // pack k's destinations: its grid rows
+};
+static_assert(sizeof(BatchStartArgs) <= 4000, "kernel parameters past 4 KB");
+
+// Grid rows [0, plan_count): plan y, built by the row's first block (kThreads threads); then pack k's destinations,
+// one grid row each, in pack order.
+template <typename V>
+__global__ void BatchStartRanksKernel(BatchStartArgs a, int64_t n, int64_t vecs, int group) {
+  int y = static_cast<int>(blockIdx.y);
+  if (y < a.plan_count) {
+    if (blockIdx.x == 0) BuildWritePlanBlock<kThreads>(a.plans, y);
+    return;
+  }
+  y -= a.plan_count;
+  int k = 0;
+  while (k + 1 < a.packs && y >= a.outs[k]) y -= a.outs[k++];
+  PackAllGatherInto<V>(a.pack[k], y, a.sources[k], n, vecs, group);
 }
 
 // Where WriteChunkRanksKernel's rows come from: memory (jobs[j].rows) ...
@@ -234,6 +266,63 @@ Status LaunchPackAllGatherRanks(const std::vector<PackSource>& sources, const st
   LaunchOverRanks(WidestVector(bits), row_bytes, items, static_cast<int>(outs.size()),
                   [&]<typename V>(dim3 grid, int64_t vecs, int group) {
                     PackAllGatherRanksKernel<V><<<grid, kThreads, 0, stream>>>(args, count, n, vecs, group);
+                  });
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status LaunchBatchStartRanks(const int64_t* locs, int64_t n, const PlacementSpec& spec,
+                             const std::vector<WritePlanOut>& plans, const std::vector<PackAllGatherJob>& packs,
+                             int64_t pack_rows, int64_t row_bytes, cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.kv.batch_start_ranks");
+  if (n < 0 || n > kMaxWritePlansLocs) return InvalidArgument("n: must be in [0, ", kMaxWritePlansLocs, "], got ", n);
+  KVSHARD_RETURN_IF_ERROR(ValidatePlacementSpec(spec));
+  if (plans.size() > static_cast<size_t>(kMaxPlansPerLaunch)) {
+    return InvalidArgument("plans: at most ", kMaxPlansPerLaunch, " in one launch, got ", plans.size());
+  }
+  if (packs.size() > static_cast<size_t>(kMaxBatchStartPacks)) {
+    return InvalidArgument("packs: at most ", kMaxBatchStartPacks, " in one launch, got ", packs.size());
+  }
+  BatchStartArgs a{};
+  a.plans.locs = locs;
+  a.plans.n = n;
+  a.plans.lps = spec.logical_page_size();
+  a.plans.ps = spec.page_size;
+  for (size_t k = 0; k < plans.size(); ++k) {
+    KVSHARD_RETURN_IF_ERROR(ValidateRank(plans[k].rank, spec.shard_size));
+    a.plans.rank[k] = plans[k].rank;
+    a.plans.owned_idx[k] = plans[k].owned_idx;
+    a.plans.local_rows[k] = plans[k].local_rows;
+    a.plans.count[k] = plans[k].count;
+  }
+  a.plan_count = static_cast<int>(plans.size());
+  KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(pack_rows, row_bytes, 0, pack_rows));
+  uint64_t bits = static_cast<uint64_t>(row_bytes);
+  int rows = a.plan_count, widest = 1;  // grid rows; the most sources of a pack
+  for (const PackAllGatherJob& job : packs) {
+    KVSHARD_RETURN_IF_ERROR(CheckJobs(std::max(job.sources.size(), job.outs.size()), pack_rows));
+    PackAllGatherArgs& args = a.pack[a.packs];
+    args = PackAllGatherArgs{};
+    for (size_t s = 0; s < job.sources.size(); ++s) {
+      KVSHARD_RETURN_IF_ERROR(RowOpCanImplement(pack_rows, row_bytes, job.sources[s].in_rows, pack_rows));
+      args.source[s] = job.sources[s];
+      bits |= reinterpret_cast<uintptr_t>(job.sources[s].in);
+    }
+    for (size_t q = 0; q < job.outs.size(); ++q) {
+      args.out[q] = job.outs[q];
+      bits |= reinterpret_cast<uintptr_t>(job.outs[q]);
+    }
+    if (pack_rows == 0 || job.sources.empty() || job.outs.empty()) continue;  // nothing to move: no grid rows
+    a.sources[a.packs] = static_cast<int>(job.sources.size());
+    a.outs[a.packs] = static_cast<int>(job.outs.size());
+    widest = std::max(widest, a.sources[a.packs]);
+    rows += a.outs[a.packs];
+    ++a.packs;
+  }
+  if (rows == 0) return Status::Ok();
+  LaunchOverRanks(WidestVector(bits), row_bytes, pack_rows * widest, rows,
+                  [&]<typename V>(dim3 grid, int64_t vecs, int group) {
+                    BatchStartRanksKernel<V><<<grid, kThreads, 0, stream>>>(a, pack_rows, vecs, group);
                   });
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();

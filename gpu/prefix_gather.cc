@@ -293,6 +293,10 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
         r.chunk_locs_at, n, {comm_->size(), shape_.page_size}, r.rank, r.owned_idx.as<int64_t>(),
         r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>(), r.plan_temp.data(), temp_bytes, r.compute));
   }
+  if (one_plan_launch && one_stream_ && shape_.buffers().size() == 1 &&
+      state_.size() <= static_cast<size_t>(kMaxRankJobs)) {
+    return StartOnOneStream(block_pages, n);  // the write plans and the first two layers' packs in one launch
+  }
   if (one_plan_launch) {
     // Rank 0's stream waits for every rank's uploads and earlier use of its plan buffers (the last batch's
     // scatters), builds every plan from its own copy of the chunk locs, and every other rank waits for it.

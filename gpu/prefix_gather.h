@@ -117,6 +117,9 @@ class LayerAheadGather {
   LayerAheadGather(RankGroup* comm, const PrefixGatherShape& shape);
   // Packs `layer`'s send block into its slot (pack stream, after all compute work so far); marks it resident.
   Status Pack(int64_t layer);
+  // BeginExtend's device work once the plan is up, every rank on one stream with one buffer: the batch's write plans
+  // and the packs and emulated all-gathers of layers 0 and 1 in one launch (layer 1 resident from layer 0's read).
+  Status StartOnOneStream(int64_t block_pages, int64_t n);
   // Orders `r`'s compute stream after its pack and gather streams' work so far (nothing for one stream).
   Status AfterPackAndGather(Rank& r);
   // Local rank 0's compute stream after every rank's compute work so far, and every rank's after rank 0's
@@ -140,6 +143,7 @@ class LayerAheadGather {
   int64_t n_chunk_locs_ = 0;
   bool active_ = false;
   std::pair<int64_t, int64_t> resident_[2] = {{-1, -1}, {-1, -1}};
+  std::pair<int64_t, int64_t> prepacked_ = {-1, -1};  // (layer, epoch) packed by StartOnOneStream, not yet resident
   std::vector<int64_t> pending_;
   bool trace_ = false;
   struct TraceEvents;

@@ -2,11 +2,14 @@
 // all-gather and split per buffer (gather stream; ranks emulated on one stream pack into every rank's slot at once),
 // and writing a layer's chunk into the scratch slot and the owners' pools (compute stream). Ranks emulated on one
 // device take one launch a buffer for all of them (kv_rank_ops.cu), and may have the chunk's rows made where they are
-// written (WriteLayerMade: replay's payload rows).
+// written (WriteLayerMade: replay's payload rows); on one stream with one buffer a batch's start (write plans and the
+// first two layers' packs) is one launch (StartOnOneStream).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/kv_ops.h"
@@ -21,6 +24,12 @@ Status LayerAheadGather::Pack(int64_t layer) {
   if (layer >= shape_.layers) return Status::Ok();
   const int which = static_cast<int>(layer % 2);
   if (resident_[which] == std::make_pair(layer, epoch_)) return Status::Ok();
+  if (prepacked_ == std::make_pair(layer, epoch_)) {  // packed and gathered with the batch's start
+    if (comm_->aborted())
+      return Unavailable("collective all_gather_in_place: the ", comm_->Kind(), " group was aborted");
+    resident_[which] = prepacked_;
+    return Status::Ok();
+  }
   const int64_t block_rows = block_pages_ * shape_.page_size;
   const std::vector<int64_t> widths = shape_.buffers();
   int64_t row_sum = 0;
@@ -107,6 +116,44 @@ Status LayerAheadGather::Pack(int64_t layer) {
   }
   resident_[which] = {layer, epoch_};
   pending_.push_back(layer);
+  return Status::Ok();
+}
+
+Status LayerAheadGather::StartOnOneStream(int64_t block_pages, int64_t n) {
+  KVSHARD_NVTX_RANGE("kvshard.gather.start_on_one_stream");
+  Rank& first = *state_[0];
+  KVSHARD_CUDA_CHECK(cudaSetDevice(first.device));
+  n_chunk_locs_ = n;
+  ++epoch_;
+  block_pages_ = block_pages;
+  active_ = true;
+  std::vector<WritePlanOut> plans;
+  for (auto& rp : state_) {
+    plans.push_back(
+        {rp->rank, rp->owned_idx.as<int64_t>(), rp->local_rows.as<int64_t>(), rp->owned_count.as<int64_t>()});
+  }
+  // Layer 1's send rows are prefix rows, which no chunk write of this batch touches (chunk pages are fresh), and its
+  // slot's last readers came earlier on this stream: packed now, it holds what packing it at layer 0's read would
+  // put there. It becomes resident only then (Pack), so a read's scratch-miss errors are unchanged.
+  const int64_t layers = block_pages_ > 0 ? std::min<int64_t>(kMaxBatchStartPacks, shape_.layers) : 0;
+  if (layers > 0 && comm_->aborted()) {
+    return Unavailable("collective all_gather_in_place: the ", comm_->Kind(), " group was aborted");
+  }
+  std::vector<PackAllGatherJob> packs(layers);
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    for (size_t i = 0; i < state_.size(); ++i) {
+      Rank& r = *state_[i];
+      packs[layer].sources.push_back({pool(static_cast<int>(i), layer), shape_.pool_rows, r.send_rows_at, r.bad_at});
+      packs[layer].outs.push_back(r.slots[layer % 2][0].data());
+    }
+  }
+  TraceBegin(layers > 1 ? "write plans, pack + all-gather L0 and L1" : "write plans, pack + all-gather L0",
+             first.compute);
+  KVSHARD_RETURN_IF_ERROR(LaunchBatchStartRanks(first.chunk_locs_at, n, {comm_->size(), shape_.page_size}, plans, packs,
+                                                block_pages_ * shape_.page_size, shape_.buffers()[0], first.compute));
+  TraceEnd(first.compute);
+  if (layers > 0) resident_[0] = {0, epoch_};
+  prepacked_ = layers > 1 ? std::make_pair(int64_t{1}, epoch_) : std::make_pair(int64_t{-1}, int64_t{-1});
   return Status::Ok();
 }
 

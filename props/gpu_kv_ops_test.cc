@@ -279,6 +279,110 @@ TEST(GpuKvOps, PackAllGatherRanksIsEachRanksGatherIntoEveryRank) {
   EXPECT_TRUE(ok);
 }
 
+// A batch's start in one launch (LaunchBatchStartRanks): every rank's write plan and up to two layers' packs with their
+// emulated all-gathers leave what LaunchBuildWritePlans then LaunchPackAllGatherRanks per layer leave, bad counts
+// included: empty batches, no prefix (no rows to pack), one rank, tiles past one block, out-of-range send rows.
+TEST(GpuKvOps, BatchStartRanksIsThePlansThenEachLayersPack) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const bool ok = rc::check("write plans + packs in one launch == their own launches", [] {
+    const PlacementSpec spec = *GenPlacementSpec();
+    const int ranks = static_cast<int>(spec.shard_size);
+    const int64_t row_bytes = *rc::gen::element<int64_t>(1, 4, 16, 48, 1152);
+    const int64_t slots = *rc::gen::inRange<int64_t>(1, 40) * spec.logical_page_size();
+    const int64_t n = *rc::gen::oneOf(rc::gen::just<int64_t>(0), rc::gen::inRange<int64_t>(1, 300),
+                                      rc::gen::inRange<int64_t>(300, 1200));
+    const int64_t pack_rows = *rc::gen::oneOf(rc::gen::just<int64_t>(0), rc::gen::inRange<int64_t>(1, 120));
+    const int layers = *rc::gen::inRange(0, gpu::kMaxBatchStartPacks + 1);
+    std::vector<gpu::DeviceBuffer> keep;
+    const auto upload = [&](auto values) -> void* {
+      keep.push_back(RC_VALUE(gpu::Upload(values)));
+      return keep.back().data();
+    };
+    std::vector<int64_t> locs(std::max<int64_t>(1, n));
+    for (int64_t& loc : locs) loc = *rc::gen::inRange<int64_t>(-1, slots);
+    const auto* d_locs = static_cast<const int64_t*>(upload(locs));
+    // Two copies of everything written: one for the separate launches (want), one for the fused launch (got).
+    std::vector<gpu::WritePlanOut> plans[2];
+    std::vector<gpu::PackAllGatherJob> packs[2];
+    std::vector<const int64_t*> index(ranks);
+    std::vector<int64_t> in_rows(ranks);
+    std::vector<const void*> pools(layers * ranks);
+    for (int r = 0; r < ranks; ++r) {
+      in_rows[r] = *rc::gen::inRange<int64_t>(1, 150);
+      std::vector<int64_t> rows(std::max<int64_t>(1, pack_rows));
+      for (int64_t& x : rows) x = *rc::gen::inRange<int64_t>(-2, in_rows[r] + 3);
+      index[r] = static_cast<const int64_t*>(upload(rows));
+      for (int l = 0; l < layers; ++l) {
+        std::vector<int64_t> values(in_rows[r]);
+        for (int64_t i = 0; i < in_rows[r]; ++i) values[i] = r * 100000 + i;
+        pools[l * ranks + r] = upload(MakeRows(values, row_bytes, l));
+      }
+    }
+    for (int copy = 0; copy < 2; ++copy) {
+      for (int r = 0; r < ranks; ++r) {
+        const size_t room = static_cast<size_t>(std::max<int64_t>(1, n));
+        plans[copy].push_back({r, static_cast<int64_t*>(upload(std::vector<int64_t>(room, -7))),
+                               static_cast<int64_t*>(upload(std::vector<int64_t>(room, -7))),
+                               static_cast<int64_t*>(upload(std::vector<int64_t>{-1}))});
+      }
+      std::vector<int64_t*> bad(ranks);
+      for (int r = 0; r < ranks; ++r) bad[r] = static_cast<int64_t*>(upload(std::vector<int64_t>{0}));
+      for (int l = 0; l < layers; ++l) {
+        gpu::PackAllGatherJob job;
+        for (int r = 0; r < ranks; ++r) {
+          job.sources.push_back({pools[l * ranks + r], in_rows[r], index[r], bad[r]});
+          std::vector<uint8_t> before(ranks * std::max<int64_t>(1, pack_rows) * row_bytes);
+          for (size_t k = 0; k < before.size(); ++k) before[k] = static_cast<uint8_t>(0x40 + r + 5 * l + 3 * k);
+          job.outs.push_back(upload(before));
+        }
+        packs[copy].push_back(std::move(job));
+      }
+    }
+    RC_ASSERT_OK(gpu::LaunchBuildWritePlans(d_locs, n, spec, plans[0], nullptr));
+    for (const gpu::PackAllGatherJob& job : packs[0]) {
+      RC_ASSERT_OK(gpu::LaunchPackAllGatherRanks(job.sources, job.outs, pack_rows, row_bytes, nullptr));
+    }
+    RC_ASSERT_OK(gpu::LaunchBatchStartRanks(d_locs, n, spec, plans[1], packs[1], pack_rows, row_bytes, nullptr));
+    RC_ASSERT_OK(gpu::SyncStream(nullptr));
+    for (int r = 0; r < ranks; ++r) {
+      const int64_t count = RC_VALUE(gpu::Download<int64_t>(plans[0][r].count, 1))[0];
+      RC_ASSERT(RC_VALUE(gpu::Download<int64_t>(plans[1][r].count, 1))[0] == count);
+      RC_ASSERT(RC_VALUE(gpu::Download<int64_t>(plans[1][r].owned_idx, count)) ==
+                RC_VALUE(gpu::Download<int64_t>(plans[0][r].owned_idx, count)));
+      RC_ASSERT(RC_VALUE(gpu::Download<int64_t>(plans[1][r].local_rows, count)) ==
+                RC_VALUE(gpu::Download<int64_t>(plans[0][r].local_rows, count)));
+      for (int l = 0; l < layers; ++l) {
+        const size_t bytes = static_cast<size_t>(ranks * std::max<int64_t>(1, pack_rows) * row_bytes);
+        RC_ASSERT_OK(CompareRows(RC_VALUE(gpu::Download<uint8_t>(packs[1][l].outs[r], bytes)),
+                                 RC_VALUE(gpu::Download<uint8_t>(packs[0][l].outs[r], bytes)), row_bytes,
+                                 "a layer's packed rows in every destination"));
+      }
+      if (layers > 0) {
+        RC_ASSERT(RC_VALUE(gpu::Download<int64_t>(packs[1][0].sources[r].bad, 1)) ==
+                  RC_VALUE(gpu::Download<int64_t>(packs[0][0].sources[r].bad, 1)));
+      }
+    }
+  });
+  EXPECT_TRUE(ok);
+}
+
+TEST(GpuKvOps, LaunchBatchStartRanksRefusesWhatItCannotTake) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const PlacementSpec spec{4, 2};
+  EXPECT_EQ(gpu::LaunchBatchStartRanks(nullptr, gpu::kMaxWritePlansLocs + 1, spec, {}, {}, 0, 8, nullptr).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpu::LaunchBatchStartRanks(nullptr, 0, spec, {{4, nullptr, nullptr, nullptr}}, {}, 0, 8, nullptr).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      gpu::LaunchBatchStartRanks(nullptr, 0, spec, {}, std::vector<gpu::PackAllGatherJob>(3), 0, 8, nullptr).code(),
+      StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpu::LaunchBatchStartRanks(nullptr, 0, spec, {}, {}, 0, 0, nullptr).code(), StatusCode::kInvalidArgument);
+  gpu::PackAllGatherJob wide;
+  wide.sources.resize(gpu::kMaxRankJobs + 1);
+  EXPECT_EQ(gpu::LaunchBatchStartRanks(nullptr, 0, spec, {}, {wide}, 1, 8, nullptr).code(),
+            StatusCode::kInvalidArgument);
+}
+
 // Every emulated rank's write of a layer's chunk in one launch: each job's scratch and pool are what
 // LaunchStageChunk then LaunchScatterRows leave for it, and its bad count theirs (locs that translate to nothing or
 // past the scratch; plan entries past the rows or the pool; a count past n).

@@ -46,8 +46,11 @@ std::vector<uint8_t> RowsFor(const std::vector<int64_t>& locs, int64_t key, int6
 }
 
 // Runs `rounds` extend batches of `reqs` requests on group `comm`; returns the first mismatch as a status.
+// With `early_second_write`, layer 1's chunk is written before layer 0 is read (a trace may order its records so; on
+// one stream layer 1's prefix is packed at the batch's start, before either write).
 Status RunStream(gpu::RankGroup& comm, int64_t ps, int64_t pages_per_rank, int64_t reqs, int64_t rounds,
-                 const std::vector<int64_t>& widths, uint64_t seed, bool one_stream = false) {
+                 const std::vector<int64_t>& widths, uint64_t seed, bool one_stream = false,
+                 bool early_second_write = false) {
   const int64_t n = comm.size();
   std::mt19937_64 rng(seed);
   ref::AllocatorConfig ac;
@@ -125,8 +128,15 @@ Status RunStream(gpu::RankGroup& comm, int64_t ps, int64_t pages_per_rank, int64
       for (int64_t pos = 0; pos < r.seq_len; ++pos) read_locs.push_back(r.pages[pos / ps] * ps + pos % ps);
     }
     KVSHARD_ASSIGN_OR_RETURN(std::vector<int64_t> rows_idx, ref::Translate(want_plan, read_locs));
-    for (int64_t l = 0; l < kLayers; ++l) {
-      std::vector<gpu::DeviceBuffer> chunk_rows;
+    if (want_plan.block_pages > 0) {  // layer 1 is not resident before layer 0's read, packed early or not
+      const StatusOr<std::vector<void*>> miss = gather->AcquireForRead(1);
+      if (miss.ok() || miss.status().message().find("prefix scratch miss for layer 1") == std::string::npos) {
+        return Mismatch("round ", round, ": reading layer 1 first: want a scratch miss, got ",
+                        miss.ok() ? "its slots" : miss.status().ToString());
+      }
+    }
+    std::vector<gpu::DeviceBuffer> chunk_rows;  // every layer's written rows, kept until the round's end
+    const auto write = [&](int64_t l) -> Status {
       std::vector<std::vector<const void*>> ptrs(comm.local_ranks().size());
       for (int i = 0; i < static_cast<int>(comm.local_ranks().size()); ++i) {
         KVSHARD_CUDA_CHECK(cudaSetDevice(comm.device(i)));
@@ -136,15 +146,19 @@ Status RunStream(gpu::RankGroup& comm, int64_t ps, int64_t pages_per_rank, int64
           chunk_rows.push_back(std::move(d));
         }
       }
-      std::vector<std::vector<void*>> slots;
       if (widths.size() == 1) {  // the one-buffer API
         std::vector<const void*> one;
         for (const auto& p : ptrs) one.push_back(p[0]);
-        KVSHARD_RETURN_IF_ERROR(gather->WriteLayer(l, one));
+        return gather->WriteLayer(l, one);
+      }
+      return gather->WriteLayerBuffers(l, ptrs);
+    };
+    const auto read = [&](int64_t l) -> Status {
+      std::vector<std::vector<void*>> slots;
+      if (widths.size() == 1) {  // the one-buffer API
         KVSHARD_ASSIGN_OR_RETURN(std::vector<void*> first, gather->AcquireForRead(l));
         for (void* p : first) slots.push_back({p});
       } else {
-        KVSHARD_RETURN_IF_ERROR(gather->WriteLayerBuffers(l, ptrs));
         KVSHARD_ASSIGN_OR_RETURN(slots, gather->AcquireBuffersForRead(l));
       }
       for (size_t b = 0; b < widths.size(); ++b) {
@@ -178,6 +192,16 @@ Status RunStream(gpu::RankGroup& comm, int64_t ps, int64_t pages_per_rank, int64
           KVSHARD_RETURN_IF_ERROR(cmp);
         }
       }
+      return Status::Ok();
+    };
+    for (int64_t l = 0; l < kLayers; ++l) {
+      if (early_second_write && l == 0) {
+        KVSHARD_RETURN_IF_ERROR(write(0));
+        KVSHARD_RETURN_IF_ERROR(write(1));
+      } else if (!(early_second_write && l == 1)) {
+        KVSHARD_RETURN_IF_ERROR(write(l));
+      }
+      KVSHARD_RETURN_IF_ERROR(read(l));
     }
     KVSHARD_RETURN_IF_ERROR(gather->EndExtend());
     for (int64_t loc : chunk_locs) written_round[loc] = round;
@@ -196,13 +220,15 @@ TEST(GpuPoolE2E, EmulatedRanksMatchUnshardedReads) {
     const int64_t row_bytes = *rc::gen::element<int64_t>(4, 64, 1152);
     const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
     const bool one_stream = *rc::gen::arbitrary<bool>();  // replay's: every rank on one stream
+    const bool early = *rc::gen::arbitrary<bool>();       // layer 1 written before layer 0 is read
     RC_CLASSIFY(one_stream, "one stream");
+    RC_CLASSIFY(early, "layer 1 written before layer 0's read");
     auto comm = RC_VALUE(gpu::CreateEmulatedGroup(n, 0));
     const Status s =
-        RunStream(*comm, ps, /*pages_per_rank=*/6 * reqs + 4, reqs, /*rounds=*/4, {row_bytes}, seed, one_stream);
+        RunStream(*comm, ps, /*pages_per_rank=*/6 * reqs + 4, reqs, /*rounds=*/4, {row_bytes}, seed, one_stream, early);
     if (!s.ok()) {
       std::cerr << "N=" << n << " ps=" << ps << " reqs=" << reqs << " row_bytes=" << row_bytes << " seed=" << seed
-                << " one_stream=" << one_stream << ": " << s.ToString() << "\n";
+                << " one_stream=" << one_stream << " early=" << early << ": " << s.ToString() << "\n";
       RC_FAIL(s.ToString());
     }
   });
