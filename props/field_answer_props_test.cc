@@ -124,7 +124,12 @@ KVSHARD_PROP(FieldAnswerProps, SurelyMatchesOnlyWhatMatchExpectMatches, ()) {
   const FieldAnswer answer = ArbitraryAnswer(&keys);
   const Json whole = answer.ToJson();
   Json expect = Json::object();
-  for (const std::string& key : keys) {
+  // Mostly in the answer's order (as recorded), at times shuffled: the lookup starts after the last key found.
+  std::vector<std::string> order = keys;
+  if (*rc::gen::inRange(0, 3) == 0) {
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[*rc::gen::inRange<size_t>(0, i)]);
+  }
+  for (const std::string& key : order) {
     if (*rc::gen::inRange(0, 3) == 0) continue;
     expect[key] = whole.at(key);
     for (Json& element : expect[key]) {  // a list of objects: each element's expect a subset of its keys
@@ -141,7 +146,12 @@ KVSHARD_PROP(FieldAnswerProps, SurelyMatchesOnlyWhatMatchExpectMatches, ()) {
     const int edits = *rc::gen::inRange(1, 3);
     for (int e = 0; e < edits; ++e) {
       if (expect.empty() || *rc::gen::inRange(0, 5) == 0) {
-        expect["unknown"] = 1;
+        // An unknown key, at times one that is a known key up to a NUL inside it, with that key's value.
+        if (*rc::gen::arbitrary<bool>()) {
+          expect["unknown"] = 1;
+        } else {
+          expect[std::string("k0\0z", 4)] = whole.contains("k0") ? whole.at("k0") : Json(1);
+        }
       } else {
         auto it = expect.begin();
         std::advance(it, *rc::gen::inRange<size_t>(0, expect.size()));

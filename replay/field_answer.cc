@@ -122,9 +122,16 @@ Json FieldAnswer::ToJson() const {
   return j;
 }
 
-const FieldAnswer::Field* FieldAnswer::Find(const std::string& key) const {
-  for (const Field& f : fields_) {
-    if (key == f.key) return &f;
+const FieldAnswer::Field* FieldAnswer::Find(const std::string& key, size_t* hint) const {
+  // From the field after the last one found: an expect lists its fields in the answer's order, as recorded.
+  const size_t n = fields_.size(), from = hint != nullptr && *hint < n ? *hint : 0;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = from + k < n ? from + k : from + k - n;
+    // strcmp stops at a NUL inside the key: equal only if the lengths agree too.
+    if (std::strcmp(key.c_str(), fields_[i].key) == 0 && key.size() == std::strlen(fields_[i].key)) {
+      if (hint != nullptr) *hint = i + 1;
+      return &fields_[i];
+    }
   }
   return nullptr;
 }
@@ -180,8 +187,9 @@ bool FieldAnswer::SurelyMatchesKey(const Field& f, const Json& want, int64_t* co
 bool FieldAnswer::SurelyMatches(const Json& expect, int64_t* fields) const {
   if (!expect.is_object()) return false;
   int64_t compared = 0;
+  size_t hint = 0;
   for (const auto& [key, want] : expect.items()) {
-    const Field* f = Find(key);
+    const Field* f = Find(key, &hint);
     if (f == nullptr || !SurelyMatchesKey(*f, want, &compared)) return false;
   }
   *fields += compared;
@@ -224,9 +232,10 @@ bool FieldAnswer::SurelyMatches(const TypedExpect& expect, int64_t* fields) cons
   using E = TypedExpect::Kind;
   if (!expect.object_) return false;
   int64_t compared = 0;
+  size_t hint = 0;
   for (size_t k = 0; k < expect.count_; ++k) {
     const TypedExpect::Entry& e = expect.entries_[k];
-    const Field* f = Find(*e.key);
+    const Field* f = Find(*e.key, &hint);
     if (f == nullptr) return false;
     // The typed comparison where both sides have the kind; the JSON one (the same verdict) for everything else.
     if (e.kind == E::kInt && f->kind == Kind::kInt) {

@@ -103,7 +103,8 @@ class FieldAnswer {
   Field& NewField(const char* key, Kind kind);
   // Appends a field of a rare kind named `key`; its value is set by the caller.
   Rare& NewRareField(const char* key, Kind kind);
-  const Field* Find(const std::string& key) const;
+  // The field named `key`, or null; with `hint`, searched from field *hint on (wrapping) and *hint set past it.
+  const Field* Find(const std::string& key, size_t* hint = nullptr) const;
   // SurelyMatches' check of one key: `f` against the expect's value `want`, its scalars added to *compared.
   bool SurelyMatchesKey(const Field& f, const Json& want, int64_t* compared) const;
   std::vector<Field> fields_;

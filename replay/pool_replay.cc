@@ -274,22 +274,21 @@ StatusOr<FieldAnswer> PoolReplay::Begin(const std::vector<ExtendRequest>& reques
   // SGLang's begin_shard_extend has no guard: a begin while an extend is in flight re-plans and replaces it (the
   // previous batch's staged chunk and plan are dropped), so a begin without an end is what the next batch does.
   const int64_t ps = geometry_.page_size;
-  std::vector<int64_t> chunk, all;
-  size_t all_size = 0, chunk_size = 0;  // sized first: the batch's lists are long, and grown once each
+  size_t all_size = 0, chunk_size = 0;  // sized first: the batch's lists are long, and filled in place
   for (const ExtendRequest& r : batch.requests) {
     const int64_t end = std::min(static_cast<int64_t>(r.pages.size()) * ps, r.seq_len);
     all_size += static_cast<size_t>(std::max<int64_t>(0, end));
-    chunk_size += static_cast<size_t>(std::max<int64_t>(0, end - r.prefix_len));
+    chunk_size += static_cast<size_t>(std::max<int64_t>(0, end - std::max<int64_t>(0, r.prefix_len)));
   }
-  all.reserve(all_size);
-  chunk.reserve(chunk_size);
+  std::vector<int64_t> all(all_size), chunk(chunk_size);
+  int64_t* to_all = all.data();
+  int64_t* to_chunk = chunk.data();
   for (const ExtendRequest& r : batch.requests) {  // positions [0, seq_len) page by page, as far as the pages go
     for (size_t p = 0; p < r.pages.size() && static_cast<int64_t>(p) * ps < r.seq_len; ++p) {
       const int64_t first = static_cast<int64_t>(p) * ps, last = std::min(first + ps, r.seq_len);
-      for (int64_t pos = first, loc = r.pages[p] * ps; pos < last; ++pos, ++loc) {
-        all.push_back(loc);
-        if (pos >= r.prefix_len) chunk.push_back(loc);
-      }
+      const int64_t to_loc = r.pages[p] * ps - first;  // position pos is slot to_loc + pos
+      for (int64_t pos = first; pos < last; ++pos) *to_all++ = to_loc + pos;
+      for (int64_t pos = std::max(first, r.prefix_len); pos < last; ++pos) *to_chunk++ = to_loc + pos;
     }
   }
   // The host's plan answers the record: the reference pool's (ref, diff), or the host planner's (gpu; cpu_fast,
