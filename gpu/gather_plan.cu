@@ -1,9 +1,10 @@
 // Device gather plan, grid-wide (any batch): key every prefix page reference by (owner, local page) and flag
 // it in a key-space array; an exclusive scan (CUB DeviceScan) of the flags is the sorted, deduplicated,
 // owner-major order; then slots, page_pos and send pages, chunk pages (atomicMin finds non-fresh ones) and one
-// rank's send rows. Five launches, no host round trip.
+// rank's send rows. Five launches, no host round trip; a small batch's build is one launch of one block.
 #include <cuda_runtime.h>
 
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
@@ -55,19 +56,25 @@ __device__ int64_t UpperBoundMinus1(const int64_t* off, int64_t count, int64_t t
 __device__ __forceinline__ int64_t GridThread() { return blockIdx.x * int64_t{blockDim.x} + threadIdx.x; }
 __device__ __forceinline__ int64_t GridThreads() { return int64_t{gridDim.x} * blockDim.x; }
 
+// Which thread of how many runs a phase below: the grid's in the grid-wide launches, the block's in the one-block
+// build.
+struct Worker {
+  int64_t id, count;
+};
+
 // Request of prefix reference t.
 __device__ __forceinline__ int64_t RefRequest(const PlanArgs& a, int64_t t) {
   return UpperBoundMinus1(a.ref_off, a.batch, t);
 }
 
-// Launch 1: reset what the previous build mapped; pad every send block with the trash page (local page 0);
+// Phase 1: reset what the previous build mapped; pad every send block with the trash page (local page 0);
 // flag every prefix reference's key; reset the error words.
-__global__ void __launch_bounds__(kThreads) ResetAndFlagKernel(PlanArgs a) {
+__device__ __forceinline__ void ResetAndFlag(const PlanArgs& a, Worker w) {
   const int64_t prev = a.state[kMappedCount];
   const int64_t send = a.n * a.block_pages;
   const int64_t ps_work = prev > send ? prev : send;
   const int64_t work = ps_work > a.n_refs ? ps_work : a.n_refs;
-  for (int64_t t = GridThread(); t < work; t += GridThreads()) {
+  for (int64_t t = w.id; t < work; t += w.count) {
     if (t < prev) a.page_pos[a.mapped[t]] = static_cast<int32_t>(a.trash);
     if (t < send) a.send_pages[t] = 0;
     if (t < a.n_refs) {
@@ -76,18 +83,18 @@ __global__ void __launch_bounds__(kThreads) ResetAndFlagKernel(PlanArgs a) {
       a.flags[(page % a.n) * a.stride + page / a.n] = 1;  // same value from every duplicate: no race
     }
   }
-  if (GridThread() == 0) {
+  if (w.id == 0) {
     a.state[kFirstCyclic] = kNone;
     a.state[kFirstStaleChunk] = kNone;
     a.state[kOverflow] = 0;
   }
 }
 
-// Launch 3 (after the scan): slots, page_pos and send pages of the unique prefix pages (clearing their flags
+// Phase 3 (after the scan, phase 2): slots, page_pos and send pages of the unique prefix pages (clearing their flags
 // for the next build), and chunk pages at chunk_base + t in batch order (the earliest reference wins).
-__global__ void __launch_bounds__(kThreads) PlaceKernel(PlanArgs a) {
+__device__ __forceinline__ void Place(const PlanArgs& a, Worker w) {
   const int64_t n_unique = a.scan[a.keys];
-  for (int64_t key = GridThread(); key < a.keys; key += GridThreads()) {
+  for (int64_t key = w.id; key < a.keys; key += w.count) {
     if (!a.flags[key]) continue;
     a.flags[key] = 0;
     const int64_t owner = key / a.stride, local = key % a.stride;
@@ -104,7 +111,7 @@ __global__ void __launch_bounds__(kThreads) PlaceKernel(PlanArgs a) {
   }
   // A chunk page's atomicMin and a prefix page's store to the same entry leave the prefix slot either way
   // (prefix slots < chunk_base), which the stale check below reports.
-  for (int64_t t = GridThread(); t < a.n_chunk; t += GridThreads()) {
+  for (int64_t t = w.id; t < a.n_chunk; t += w.count) {
     const int64_t i = UpperBoundMinus1(a.chunk_off, a.batch, t);
     const int64_t page = a.pages[a.page_off[i] + a.k_pages[i] + (t - a.chunk_off[i])];
     atomicMin(&a.page_pos[page], static_cast<int32_t>(a.chunk_base + t));
@@ -112,16 +119,16 @@ __global__ void __launch_bounds__(kThreads) PlaceKernel(PlanArgs a) {
   }
 }
 
-// Launch 4: stale chunk pages, cyclic owners, this rank's send rows and the mapped count.
-__global__ void __launch_bounds__(kThreads) CheckAndExpandKernel(PlanArgs a) {
+// Phase 4: stale chunk pages, cyclic owners, this rank's send rows and the mapped count.
+__device__ __forceinline__ void CheckAndExpand(const PlanArgs& a, Worker w) {
   const int64_t n_unique = a.scan[a.keys];
-  for (int64_t t = GridThread(); t < a.n_chunk; t += GridThreads()) {
+  for (int64_t t = w.id; t < a.n_chunk; t += w.count) {
     const int64_t page = a.mapped[n_unique + t];
     if (a.page_pos[page] != a.chunk_base + t) {  // a prefix page, or an earlier chunk reference of the page
       atomicMin(reinterpret_cast<long long*>(&a.state[kFirstStaleChunk]), t);
     }
   }
-  for (int64_t t = GridThread(); t < a.n_refs; t += GridThreads()) {
+  for (int64_t t = w.id; t < a.n_refs; t += w.count) {
     const int64_t i = RefRequest(a, t);
     const int64_t kk = t - a.ref_off[i];
     const int64_t first_owner = a.pages[a.page_off[i]] % a.n;
@@ -130,14 +137,47 @@ __global__ void __launch_bounds__(kThreads) CheckAndExpandKernel(PlanArgs a) {
     }
   }
   const int64_t rows = a.block_pages * a.ps;
-  for (int64_t j = GridThread(); j < rows; j += GridThreads()) {
+  for (int64_t j = w.id; j < rows; j += w.count) {
     const int64_t p = j / a.ps;
     a.send_rows[j] = a.send_pages[a.send_rank * a.block_pages + p] * a.ps + (j - p * a.ps);
   }
-  if (GridThread() == 0) {
+  if (w.id == 0) {
     a.state[kMappedCount] = n_unique + a.n_chunk;
     a.state[kUniquePrefix] = n_unique;
   }
+}
+
+// The grid-wide build: launch 1, the CUB scan (launch 2), launch 3, launch 4.
+__global__ void __launch_bounds__(kThreads) ResetAndFlagKernel(PlanArgs a) {
+  ResetAndFlag(a, {GridThread(), GridThreads()});
+}
+__global__ void __launch_bounds__(kThreads) PlaceKernel(PlanArgs a) { Place(a, {GridThread(), GridThreads()}); }
+__global__ void __launch_bounds__(kThreads) CheckAndExpandKernel(PlanArgs a) {
+  CheckAndExpand(a, {GridThread(), GridThreads()});
+}
+
+// The one-block build of a small batch: the four phases in one launch, the block's barrier between them (it orders
+// the block's global writes before its later reads) and the scan a block scan in tiles.
+constexpr int kOneBlockThreads = 1024;
+__global__ void __launch_bounds__(kOneBlockThreads) PlanOneBlockKernel(PlanArgs a) {
+  const Worker w{threadIdx.x, blockDim.x};
+  ResetAndFlag(a, w);
+  __syncthreads();
+  using Scan = cub::BlockScan<int32_t, kOneBlockThreads>;
+  __shared__ typename Scan::TempStorage temp;
+  int32_t carry = 0;  // the flags before this tile
+  for (int64_t base = 0; base <= a.keys; base += kOneBlockThreads) {
+    const int64_t key = base + threadIdx.x;
+    const int32_t flag = key <= a.keys ? a.flags[key] : 0;
+    int32_t before = 0, tile = 0;
+    Scan(temp).ExclusiveSum(flag, before, tile);
+    if (key <= a.keys) a.scan[key] = carry + before;
+    carry += tile;
+    __syncthreads();  // the scan's storage is reused by the next tile
+  }
+  Place(a, w);
+  __syncthreads();
+  CheckAndExpand(a, w);
 }
 
 int GridFor(int64_t work) {
@@ -281,6 +321,13 @@ Status DeviceGatherPlanner::Launch(int64_t send_rank, cudaStream_t stream) {
   a.scan = scan_.as<int32_t>();
   int64_t prev_bound = capacity_pages_;  // the previous build mapped at most this many pages
   idle_ = false;
+  const int64_t work = std::max(
+      {prev_bound, g.shard_size * block_pages_, n_prefix_refs_, keys_ + 1, n_chunk_, block_pages_ * g.page_size});
+  if (work <= one_block_work_) {  // a small batch: one launch, where the grid-wide build makes five
+    PlanOneBlockKernel<<<1, kOneBlockThreads, 0, stream>>>(a);
+    KVSHARD_CUDA_CHECK(cudaGetLastError());
+    return Status::Ok();
+  }
   ResetAndFlagKernel<<<GridFor(std::max({prev_bound, g.shard_size * block_pages_, n_prefix_refs_})), kThreads, 0,
                        stream>>>(a);
   KVSHARD_CUDA_CHECK(cudaGetLastError());

@@ -31,6 +31,10 @@ class DeviceGatherPlanner {
   // Builds the plan of the uploaded batch on `stream` without a host round trip: page_pos, send pages of
   // every rank, and the send rows of `send_rank`. Errors are detected on the device; call Finish to see them.
   Status Launch(int64_t send_rank, cudaStream_t stream);
+  // The most work (entries of the largest list a build walks: key space, references, mapped pages, send rows) one
+  // block builds a plan for, in one launch; larger batches take the grid-wide launches. 0: always those (the tests
+  // pin both forms against the reference).
+  void set_one_block_work(int64_t work) { one_block_work_ = work; }
   // Synchronizes and returns the build's status: SGLang's errors ("page-aligned", "cyclic", "capacity", and
   // non-fresh chunk pages) with the same first-failing request as the reference.
   Status Finish(cudaStream_t stream);
@@ -71,8 +75,10 @@ class DeviceGatherPlanner {
   DeviceBuffer scan_temp_;   // CUB scan storage
   int64_t keys_ = 0;         // shard_size * (pages_per_rank + 2)
   int64_t capacity_pages_ = 0;
-  PinnedBuffer upload_;    // Upload's pages then req_meta (reused; refilled once the last build's copies are done)
-  bool idle_ = true;       // nothing of this planner's is in flight (Finish or Download synchronized after it)
+  PinnedBuffer upload_;  // Upload's pages then req_meta (reused; refilled once the last build's copies are done)
+  bool idle_ = true;
+  int64_t one_block_work_ =
+      int64_t{1} << 14;    // nothing of this planner's is in flight (Finish or Download synchronized after it)
   PinnedBuffer download_;  // Download's state words, page_pos and send pages
 };
 

@@ -2,6 +2,7 @@
 // (same request, same tag) on corrupted ones, and page_pos kept correct across consecutive batches of one
 // planner (only the previous batch's entries are reset); batches at, 2x and 16x past the old single-block
 // limits. Skips without a GPU.
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
@@ -71,6 +72,9 @@ TEST(GpuGatherPlan, MatchesReferenceIncludingErrors) {
     ExtendBatch geometry = batch;
     geometry.requests.clear();
     auto planner = RC_VALUE(gpu::DeviceGatherPlanner::Create(geometry));
+    const bool one_block = *rc::gen::arbitrary<bool>();  // the one-block build, or the grid-wide launches
+    RC_CLASSIFY(one_block, "one block");
+    planner->set_one_block_work(one_block ? INT64_MAX : 0);
     const auto want = ref::BuildGatherPlan(batch);
     const Outcome got = OnGpu(*planner, batch);
     RC_ASSERT(got.status.ok() == want.ok());
@@ -91,6 +95,8 @@ TEST(GpuGatherPlan, ConsecutiveBatchesOfOnePlanner) {
     geometry.requests.clear();
     auto planner = RC_VALUE(gpu::DeviceGatherPlanner::Create(geometry));
     for (int k = 0; k < 3; ++k) {
+      // Each build one block or grid-wide: a build resets what the last one mapped, whichever form made it.
+      planner->set_one_block_work(*rc::gen::arbitrary<bool>() ? INT64_MAX : 0);
       // Later batches keep the geometry but draw new requests (a failed build in between must not leak).
       ExtendBatch b = k == 0 ? first : DrawFullSizeBatch();
       b.shard_size = geometry.shard_size;
