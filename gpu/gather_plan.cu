@@ -264,14 +264,13 @@ Status DeviceGatherPlanner::Upload(const ExtendBatch& batch, cudaStream_t stream
   // Buffers reused batch after batch (grown when a batch needs more): no allocation and free per batch.
   if (pages.empty()) pages.push_back(0);
   const size_t page_bytes = pages.size() * sizeof(int64_t), meta_bytes = meta.size() * sizeof(int64_t);
-  KVSHARD_RETURN_IF_ERROR(Reserve(&pages_and_meta_, page_bytes + meta_bytes));
-  KVSHARD_RETURN_IF_ERROR(Reserve(&upload_, page_bytes + meta_bytes));  // the stream is idle (synchronized above)
-  std::memcpy(upload_.data(), pages.data(), page_bytes);
-  std::memcpy(static_cast<char*>(upload_.data()) + page_bytes, meta.data(), meta_bytes);
-  meta_at_ = page_bytes;
+  KVSHARD_RETURN_IF_ERROR(Reserve(&meta_and_pages_, meta_bytes + page_bytes));
+  KVSHARD_RETURN_IF_ERROR(Reserve(&upload_, meta_bytes + page_bytes));  // the stream is idle (synchronized above)
+  std::memcpy(upload_.data(), meta.data(), meta_bytes);
+  std::memcpy(static_cast<char*>(upload_.data()) + meta_bytes, pages.data(), page_bytes);
   idle_ = false;
   KVSHARD_CUDA_CHECK(
-      cudaMemcpyAsync(pages_and_meta_.data(), upload_.data(), page_bytes + meta_bytes, cudaMemcpyHostToDevice, stream));
+      cudaMemcpyAsync(meta_and_pages_.data(), upload_.data(), meta_bytes + page_bytes, cudaMemcpyHostToDevice, stream));
   KVSHARD_RETURN_IF_ERROR(Reserve(&send_pages_, std::max<int64_t>(1, n * block_pages_) * 8));
   KVSHARD_RETURN_IF_ERROR(Reserve(&send_rows_, std::max<int64_t>(1, block_pages_ * ps) * 8));
   const int64_t need = n_prefix_refs_ + n_chunk_;
@@ -293,9 +292,9 @@ Status DeviceGatherPlanner::Launch(int64_t send_rank, cudaStream_t stream) {
   if (send_rank < 0 || send_rank >= g.shard_size)
     return InvalidArgument("send_rank: must be in [0, ", g.shard_size, ")");
   const int64_t b = static_cast<int64_t>(batch_.requests.size());
-  const auto* meta = reinterpret_cast<const int64_t*>(pages_and_meta_.as<char>() + meta_at_);
+  const int64_t* meta = meta_and_pages_.as<int64_t>();
   PlanArgs a;
-  a.pages = pages_and_meta_.as<int64_t>();
+  a.pages = meta + 4 * (b + 1);
   a.page_off = meta;
   a.k_pages = meta + (b + 1);
   a.ref_off = meta + 2 * (b + 1);

@@ -63,10 +63,9 @@ class DeviceGatherPlanner {
   int64_t* state_at_ = nullptr;     // int64 [kStateWords]: mapped count, first cyclic request, first stale chunk ref,
                                     // unique, overflow
   int32_t* page_pos_at_ = nullptr;  // int32 [page_pos_size]
-  // The batch, uploaded with one copy: [pages (int64, all position-pages of the batch, request-major) | req_meta
-  // (int64 [4 * (B + 1)]: page offset, prefix pages, chunk offset, block offset)].
-  DeviceBuffer pages_and_meta_;
-  size_t meta_at_ = 0;       // req_meta's byte offset in pages_and_meta_
+  // The batch, uploaded with one copy: [req_meta (int64 [4 * (B + 1)]: page offset, prefix pages, chunk offset, block
+  // offset) | pages (int64, all position-pages of the batch, request-major)].
+  DeviceBuffer meta_and_pages_;
   DeviceBuffer send_pages_;  // int64 [N * block_pages]
   DeviceBuffer send_rows_;   // int64 [block_pages * ps]
   DeviceBuffer mapped_;      // int64 pages mapped by the previous build (reset to trash by the next)
@@ -75,11 +74,10 @@ class DeviceGatherPlanner {
   DeviceBuffer scan_temp_;   // CUB scan storage
   int64_t keys_ = 0;         // shard_size * (pages_per_rank + 2)
   int64_t capacity_pages_ = 0;
-  PinnedBuffer upload_;  // Upload's pages then req_meta (reused; refilled once the last build's copies are done)
-  bool idle_ = true;
-  int64_t one_block_work_ =
-      int64_t{1} << 14;    // nothing of this planner's is in flight (Finish or Download synchronized after it)
-  PinnedBuffer download_;  // Download's state words, page_pos and send pages
+  PinnedBuffer upload_;  // Upload's req_meta then pages (reused; refilled once the last build's copies are done)
+  bool idle_ = true;     // nothing of this planner's is in flight (Finish or Download synchronized after it)
+  int64_t one_block_work_ = int64_t{1} << 14;  // set_one_block_work
+  PinnedBuffer download_;                      // Download's state words, page_pos and send pages
 };
 
 }  // namespace kvshard::gpu

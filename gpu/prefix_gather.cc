@@ -302,14 +302,9 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
     // scatters), builds every plan from its own copy of the chunk locs, and every other rank waits for it.
     Rank& first = *state_[0];
     KVSHARD_CUDA_CHECK(cudaSetDevice(first.device));
-    std::vector<WritePlanOut> plans;
-    for (size_t i = 0; i < state_.size(); ++i) {
-      Rank& r = *state_[i];
-      plans.push_back({r.rank, r.owned_idx.as<int64_t>(), r.local_rows.as<int64_t>(), r.owned_count.as<int64_t>()});
-    }
     KVSHARD_RETURN_IF_ERROR(JoinComputeStreams());
-    KVSHARD_RETURN_IF_ERROR(
-        LaunchBuildWritePlans(first.chunk_locs_at, n, {comm_->size(), shape_.page_size}, plans, first.compute));
+    KVSHARD_RETURN_IF_ERROR(LaunchBuildWritePlans(first.chunk_locs_at, n, {comm_->size(), shape_.page_size},
+                                                  WritePlanOuts(), first.compute));
     KVSHARD_RETURN_IF_ERROR(ForkComputeStreams());
   }
   n_chunk_locs_ = static_cast<int64_t>(chunk_locs.size());
@@ -403,6 +398,19 @@ Status LayerAheadGather::AfterPackAndGather(Rank& r) {
     KVSHARD_CUDA_CHECK(cudaEventRecord(r.compute_done, earlier));
     KVSHARD_CUDA_CHECK(cudaStreamWaitEvent(r.compute, r.compute_done, 0));
   }
+  return Status::Ok();
+}
+
+std::vector<WritePlanOut> LayerAheadGather::WritePlanOuts() const {
+  std::vector<WritePlanOut> plans;
+  for (const std::unique_ptr<Rank>& r : state_) {
+    plans.push_back({r->rank, r->owned_idx.as<int64_t>(), r->local_rows.as<int64_t>(), r->owned_count.as<int64_t>()});
+  }
+  return plans;
+}
+
+Status LayerAheadGather::CheckNotAborted() const {
+  if (comm_->aborted()) return Unavailable("collective all_gather_in_place: the ", comm_->Kind(), " group was aborted");
   return Status::Ok();
 }
 

@@ -16,6 +16,7 @@
 #include "core/status.h"
 #include "gpu/collective.h"
 #include "gpu/device.h"
+#include "gpu/kv_ops.h"
 #include "gpu/stream.h"
 
 namespace kvshard::gpu {
@@ -120,6 +121,10 @@ class LayerAheadGather {
   // BeginExtend's device work once the plan is up, every rank on one stream with one buffer: the batch's write plans
   // and the packs and emulated all-gathers of layers 0 and 1 in one launch (layer 1 resident from layer 0's read).
   Status StartOnOneStream(int64_t block_pages, int64_t n);
+  // Every local rank's write plan buffers, for LaunchBuildWritePlans and LaunchBatchStartRanks.
+  std::vector<WritePlanOut> WritePlanOuts() const;
+  // Unavailable once the group was aborted: an emulated all-gather on one stream asks the group as a collective would.
+  Status CheckNotAborted() const;
   // Orders `r`'s compute stream after its pack and gather streams' work so far (nothing for one stream).
   Status AfterPackAndGather(Rank& r);
   // Local rank 0's compute stream after every rank's compute work so far, and every rank's after rank 0's

@@ -25,8 +25,7 @@ Status LayerAheadGather::Pack(int64_t layer) {
   const int which = static_cast<int>(layer % 2);
   if (resident_[which] == std::make_pair(layer, epoch_)) return Status::Ok();
   if (prepacked_ == std::make_pair(layer, epoch_)) {  // packed and gathered with the batch's start
-    if (comm_->aborted())
-      return Unavailable("collective all_gather_in_place: the ", comm_->Kind(), " group was aborted");
+    KVSHARD_RETURN_IF_ERROR(CheckNotAborted());
     resident_[which] = prepacked_;
     return Status::Ok();
   }
@@ -44,8 +43,7 @@ Status LayerAheadGather::Pack(int64_t layer) {
     // Ranks emulated on one stream: every rank's send block packed straight into every rank's slot, one launch a
     // buffer, which is the pack and the emulated in-place all-gather after it (nothing between them on the stream
     // touches the gathered region). Nothing is left for IssueGathers; the group is still asked whether it is usable.
-    if (comm_->aborted())
-      return Unavailable("collective all_gather_in_place: the ", comm_->Kind(), " group was aborted");
+    KVSHARD_RETURN_IF_ERROR(CheckNotAborted());
     Rank& first = *state_[0];
     KVSHARD_CUDA_CHECK(cudaSetDevice(first.device));
     TraceBegin(StrCat("pack + all-gather L", layer), first.compute);
@@ -127,18 +125,11 @@ Status LayerAheadGather::StartOnOneStream(int64_t block_pages, int64_t n) {
   ++epoch_;
   block_pages_ = block_pages;
   active_ = true;
-  std::vector<WritePlanOut> plans;
-  for (auto& rp : state_) {
-    plans.push_back(
-        {rp->rank, rp->owned_idx.as<int64_t>(), rp->local_rows.as<int64_t>(), rp->owned_count.as<int64_t>()});
-  }
   // Layer 1's send rows are prefix rows, which no chunk write of this batch touches (chunk pages are fresh), and its
   // slot's last readers came earlier on this stream: packed now, it holds what packing it at layer 0's read would
   // put there. It becomes resident only then (Pack), so a read's scratch-miss errors are unchanged.
   const int64_t layers = block_pages_ > 0 ? std::min<int64_t>(kMaxBatchStartPacks, shape_.layers) : 0;
-  if (layers > 0 && comm_->aborted()) {
-    return Unavailable("collective all_gather_in_place: the ", comm_->Kind(), " group was aborted");
-  }
+  if (layers > 0) KVSHARD_RETURN_IF_ERROR(CheckNotAborted());
   std::vector<PackAllGatherJob> packs(layers);
   for (int64_t layer = 0; layer < layers; ++layer) {
     for (size_t i = 0; i < state_.size(); ++i) {
@@ -149,8 +140,9 @@ Status LayerAheadGather::StartOnOneStream(int64_t block_pages, int64_t n) {
   }
   TraceBegin(layers > 1 ? "write plans, pack + all-gather L0 and L1" : "write plans, pack + all-gather L0",
              first.compute);
-  KVSHARD_RETURN_IF_ERROR(LaunchBatchStartRanks(first.chunk_locs_at, n, {comm_->size(), shape_.page_size}, plans, packs,
-                                                block_pages_ * shape_.page_size, shape_.buffers()[0], first.compute));
+  KVSHARD_RETURN_IF_ERROR(LaunchBatchStartRanks(first.chunk_locs_at, n, {comm_->size(), shape_.page_size},
+                                                WritePlanOuts(), packs, block_pages_ * shape_.page_size,
+                                                shape_.buffers()[0], first.compute));
   TraceEnd(first.compute);
   if (layers > 0) resident_[0] = {0, epoch_};
   prepacked_ = layers > 1 ? std::make_pair(int64_t{1}, epoch_) : std::make_pair(int64_t{-1}, int64_t{-1});
