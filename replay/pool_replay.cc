@@ -357,14 +357,20 @@ StatusOr<FieldAnswer> PoolReplay::Begin(PreparedBegin* prepared, const Json* onl
 StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, SharedLocs record_locs, const Json* only) {
   const int64_t layer = rec.at("layer").get<int64_t>();
   if (record_locs == nullptr && !active_) return InvalidArgument("locs: needed outside an extend (no out_cache_loc)");
-  const SharedLocs held = record_locs != nullptr ? std::move(record_locs) : out_cache_loc_;
+  const bool chunk_list = record_locs == nullptr;
+  const SharedLocs held = chunk_list ? out_cache_loc_ : std::move(record_locs);
   const std::vector<int64_t>& locs = *held;
   if (layer < 0 || layer >= geometry_.num_layers) {
     return InvalidArgument("layer: must be in [0, ", geometry_.num_layers, "), got ", layer);
   }
   const int64_t slots = Slots();
-  if (const int64_t bad = SlotRuns(locs, geometry_.page_size, slots, &runs_); bad >= 0) {
-    return InvalidArgument("locs[", bad, "]: must be a slot of the pool, in [0, ", slots, "), got ", locs[bad]);
+  // The batch's chunk list was split and checked by the batch's first write that used it: its runs stay.
+  std::vector<SlotRun>& runs = chunk_list ? chunk_runs_ : runs_;
+  if (!chunk_list || chunk_runs_epoch_ != epoch_) {
+    if (const int64_t bad = SlotRuns(locs, geometry_.page_size, slots, &runs); bad >= 0) {
+      return InvalidArgument("locs[", bad, "]: must be a slot of the pool, in [0, ", slots, "), got ", locs[bad]);
+    }
+    if (chunk_list) chunk_runs_epoch_ = epoch_;
   }
   if (last_write_ != nullptr && generation_ >= int64_t{UINT32_MAX}) {
     return OutOfRange("set_kv_buffer: more than ", UINT32_MAX,
@@ -384,9 +390,9 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, SharedLocs record_locs,
   }
   if (last_write_ != nullptr) {
     uint32_t* layer_writes = last_write_.get() + layer * slots;
-    for (const SlotRun& run : runs_) std::fill_n(layer_writes + run.first, run.len, static_cast<uint32_t>(generation_));
+    for (const SlotRun& run : runs) std::fill_n(layer_writes + run.first, run.len, static_cast<uint32_t>(generation_));
   }
-  FieldAnswer a = OwnerWritePlan(locs, runs_, geometry_.shard_size, geometry_.page_size, only);
+  FieldAnswer a = OwnerWritePlan(locs, runs, geometry_.shard_size, geometry_.page_size, only);
   a.Add("staged", active_);
   a.Add("generation", generation_);
   if (device_) {  // the rows go along only to a path that does not make them
@@ -438,10 +444,11 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, 
   }
   std::vector<int64_t> scratch_rows;
   if (keep_rows) {
-    scratch_rows.reserve(locs.size());
+    scratch_rows.resize(locs.size());  // the runs cover locs in order
+    int64_t* to = scratch_rows.data();
     for (const SlotRun& run : runs) {
       const int64_t row = page_pos[run.first / ps] * ps + run.first % ps;
-      for (int64_t k = 0; k < run.len; ++k) scratch_rows.push_back(row + k);
+      for (int64_t k = 0; k < run.len; ++k) *to++ = row + k;
     }
   }
   if (!baseline_) {  // --backend gpu: the device's read against the last write of each slot, on the device thread

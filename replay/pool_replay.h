@@ -223,6 +223,10 @@ class PoolReplay {
   // batch_runs_epoch_ that used it.
   std::vector<SlotRun> batch_runs_;
   int64_t batch_runs_epoch_ = -1;
+  // The runs of the batch's chunk list (out_cache_loc_, set_kv_buffer's default), checked by the first write of
+  // batch epoch_ == chunk_runs_epoch_ that used it.
+  std::vector<SlotRun> chunk_runs_;
+  int64_t chunk_runs_epoch_ = -1;
   std::unique_ptr<PoolDataPath> device_;  // the GPU path (absent for kRef)
   bool active_ = false;
   // The empty slot list (no extend in flight).
