@@ -135,8 +135,6 @@ class PoolReplay {
   bool device_found() const { return found_.load(std::memory_order_acquire); }
   // The device thread's DeviceWorker (null without one), for its timings.
   const DeviceWorker* device_worker() const { return worker_.get(); }
-  // Slots a page holds (the header's page_size).
-  int64_t page_size() const { return geometry_.page_size; }
   // The device path's Start error on the device thread (OK until SettleDevice has seen one; no step runs after it).
   const Status& device_error() const { return device_error_; }
   // Seconds the device path's Start took on the device thread (its context, buffers), and how many times the pending

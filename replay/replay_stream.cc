@@ -104,21 +104,10 @@ void Replayer::PrepareInputs(const Json& rec, const ReplayOp& op, const Json* on
     p->requests = ExtendRequestsFromJson(rec.at("requests"));
     p->has_requests = true;
     if (pool_ != nullptr && p->requests.ok() && op.state == OpState::kPipeline) {  // begin_shard_extend
-      // What it will hold, at most: two slot lists, the send rows and their copy in the answer, a row a page slot.
-      int64_t pages = 0;
-      for (const ExtendRequest& r : *p->requests) pages += static_cast<int64_t>(r.pages.size());
-      const int64_t ps = pool_->page_size();
-      const int64_t bytes = pages <= kPreparedBeginBytes / ps ? 4 * static_cast<int64_t>(sizeof(int64_t)) * pages * ps
-                                                              : kPreparedBeginBytes + 1;  // never prepared ahead
-      if (prepared_begin_bytes_.fetch_add(bytes) + bytes <= kPreparedBeginBytes) {
-        thread_local fast::GatherPlanner planner;  // each reader's own
-        pool_->PrepareBegin(std::move(*p->requests), only, &planner, &p->begin);
-        p->has_requests = false;
-        p->has_begin = true;
-        p->begin_bytes = bytes;
-      } else {  // the checking thread makes it, from the typed requests
-        prepared_begin_bytes_.fetch_sub(bytes);
-      }
+      thread_local fast::GatherPlanner planner;                                    // each reader's own
+      pool_->PrepareBegin(std::move(*p->requests), only, &planner, &p->begin);
+      p->has_requests = false;
+      p->has_begin = true;
     }
   }
 }
@@ -164,7 +153,6 @@ void Replayer::Prepare(TraceRecord* record, bool run_stateless) const {
   p->has_typed_expect = false;
   p->typed_int_count = 0;
   p->has_requests = false;
-  if (p->has_begin) prepared_begin_bytes_.fetch_sub(p->begin_bytes);  // a begin made for a record not run
   p->has_begin = false;
   if (!run_stateless || !p->verdict.ok() || p->op == nullptr) return;
   const Json* expect = record->json.contains("expect") ? &record->json.at("expect") : nullptr;

@@ -254,7 +254,6 @@ StatusOr<FieldAnswer> Replayer::RunBeginShardExtend(const Json& rec, const Json*
   PreparedBegin* begin = &here;
   if (current_ != nullptr && current_->has_begin) {  // a reader prepared it ahead
     current_->has_begin = false;
-    prepared_begin_bytes_.fetch_sub(current_->begin_bytes);
     begin = &current_->begin;
   } else {
     StatusOr<std::vector<ExtendRequest>> requests = TakeRequests(rec);

@@ -3,7 +3,6 @@
 #ifndef KVSHARD_REPLAY_REPLAYER_H_
 #define KVSHARD_REPLAY_REPLAYER_H_
 
-#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -59,7 +58,6 @@ struct PreparedRecord : TracePrepared {
   // with the host plan where the host planner answers the record (--backend gpu); taken by the checking thread.
   bool has_begin = false;
   PreparedBegin begin;
-  int64_t begin_bytes = 0;  // its share of Replayer::prepared_begin_bytes_ while has_begin
 };
 
 // What a replay checked so far.
@@ -163,8 +161,6 @@ class Replayer {
   // judged (Prepare, while ahead): the rest ran on the checking thread.
   int64_t stateless_records() const { return stateless_records_; }
   int64_t stateless_judged_ahead() const { return stateless_judged_ahead_; }
-  // Bytes of the begin_shard_extend records readers prepared (PoolReplay::PrepareBegin) that no record took yet.
-  int64_t prepared_begin_bytes() const { return prepared_begin_bytes_.load(); }
 
  private:
   Replayer() = default;
@@ -247,11 +243,6 @@ class Replayer {
   int64_t stateless_records_ = 0, stateless_judged_ahead_ = 0;
   std::unique_ptr<PoolReplay> pool_;   // with the header's "pool"
   PreparedRecord* current_ = nullptr;  // what a reader worked out for the record ReplayRecord runs now, if anything
-  // Bytes of the begin_shard_extend batches, lists and plans the readers prepared and the checking thread has not
-  // taken (PreparedRecord::begin_bytes): a reader prepares one only while they stay under kPreparedBeginBytes, so
-  // that memory stays flat in trace length whatever the batches (their lists grow with page_size, a line does not).
-  static constexpr int64_t kPreparedBeginBytes = int64_t{4} << 20;
-  mutable std::atomic<int64_t> prepared_begin_bytes_{0};
   Impl impl_ = Impl::kRef;
   MemoryBudget budget_;  // --max-memory, for every record's answer
   bool full_invariants_ = false;
