@@ -266,62 +266,38 @@ std::vector<uint32_t> PoolReplay::LastWrites(int64_t layer, const std::vector<Sl
   return generations;
 }
 
-void PoolReplay::PrepareBegin(std::vector<ExtendRequest> requests, const Json* only, fast::GatherPlanner* planner,
-                              PreparedBegin* prepared) const {
-  PreparedBegin& p = *prepared;
-  p.planned = false;
+StatusOr<FieldAnswer> PoolReplay::Begin(const std::vector<ExtendRequest>& requests, const Json* only) {
   // The batch of the header's geometry and the record's requests, as ExtendBatchFromJson would read it.
-  p.batch = {geometry_.shard_size,        geometry_.page_size,    geometry_.pages_per_rank,
-             geometry_.max_prefix_tokens, geometry_.chunk_tokens, std::move(requests)};
-  p.valid = ValidateExtendBatch(p.batch);
-  if (!p.valid.ok()) return;
+  ExtendBatch batch{geometry_.shard_size,        geometry_.page_size,    geometry_.pages_per_rank,
+                    geometry_.max_prefix_tokens, geometry_.chunk_tokens, requests};
+  if (Status s = ValidateExtendBatch(batch); !s.ok()) return InvalidArgument(s.message());
+  // SGLang's begin_shard_extend has no guard: a begin while an extend is in flight re-plans and replaces it (the
+  // previous batch's staged chunk and plan are dropped), so a begin without an end is what the next batch does.
   const int64_t ps = geometry_.page_size;
   size_t all_size = 0, chunk_size = 0;  // sized first: the batch's lists are long, and filled in place
-  for (const ExtendRequest& r : p.batch.requests) {
+  for (const ExtendRequest& r : batch.requests) {
     const int64_t end = std::min(static_cast<int64_t>(r.pages.size()) * ps, r.seq_len);
     all_size += static_cast<size_t>(std::max<int64_t>(0, end));
     chunk_size += static_cast<size_t>(std::max<int64_t>(0, end - std::max<int64_t>(0, r.prefix_len)));
   }
-  p.all.resize(all_size);
-  p.chunk.resize(chunk_size);
-  int64_t* to_all = p.all.data();
-  int64_t* to_chunk = p.chunk.data();
-  for (const ExtendRequest& r : p.batch.requests) {  // positions [0, seq_len) page by page, as far as the pages go
-    for (size_t k = 0; k < r.pages.size() && static_cast<int64_t>(k) * ps < r.seq_len; ++k) {
-      const int64_t first = static_cast<int64_t>(k) * ps, last = std::min(first + ps, r.seq_len);
-      const int64_t to_loc = r.pages[k] * ps - first;  // position pos is slot to_loc + pos
+  std::vector<int64_t> all(all_size), chunk(chunk_size);
+  int64_t* to_all = all.data();
+  int64_t* to_chunk = chunk.data();
+  for (const ExtendRequest& r : batch.requests) {  // positions [0, seq_len) page by page, as far as the pages go
+    for (size_t p = 0; p < r.pages.size() && static_cast<int64_t>(p) * ps < r.seq_len; ++p) {
+      const int64_t first = static_cast<int64_t>(p) * ps, last = std::min(first + ps, r.seq_len);
+      const int64_t to_loc = r.pages[p] * ps - first;  // position pos is slot to_loc + pos
       for (int64_t pos = first; pos < last; ++pos) *to_all++ = to_loc + pos;
       for (int64_t pos = std::max(first, r.prefix_len); pos < last; ++pos) *to_chunk++ = to_loc + pos;
     }
   }
-  if (planner == nullptr || pool_) return;  // the reference pool plans at the record: it is its state
-  p.planned = true;
-  p.plan_status = planner->Build(p.batch, &p.plan);
-  p.with_ranks = only == nullptr || only->contains("ranks");
-  if (p.plan_status.ok()) p.plan_fields = GatherPlanFields(p.plan, only);
-}
-
-StatusOr<FieldAnswer> PoolReplay::Begin(PreparedBegin* prepared, const Json* only) {
-  PreparedBegin& p = *prepared;
-  if (!p.valid.ok()) return InvalidArgument(p.valid.message());
-  ExtendBatch batch = std::move(p.batch);
-  std::vector<int64_t> all = std::move(p.all), chunk = std::move(p.chunk);
-  // SGLang's begin_shard_extend has no guard: a begin while an extend is in flight re-plans and replaces it (the
-  // previous batch's staged chunk and plan are dropped), so a begin without an end is what the next batch does.
   // The host's plan answers the record: the reference pool's (ref, diff), or the host planner's (gpu; cpu_fast,
-  // the reference's plans and errors bit for bit), made ahead where a reader prepared the record. The device's
-  // plan is checked against it by a device step.
+  // the reference's plans and errors bit for bit). The device's plan is checked against it by a device step.
   GatherPlan plan;
   Status planned = Status::Ok();
-  const bool fields_made =
-      p.planned && p.plan_status.ok() && p.with_ranks == (only == nullptr || only->contains("ranks"));
   if (pool_) {
     planned = pool_->BeginShardExtend(batch.requests);
     if (planned.ok()) plan = pool_->plan();
-  } else if (p.planned) {
-    planned = std::move(p.plan_status);
-    plan = std::move(p.plan);
-    p.planned = false;
   } else {
     planned = host_planner_.Build(batch, &plan);
   }
@@ -338,8 +314,7 @@ StatusOr<FieldAnswer> PoolReplay::Begin(PreparedBegin* prepared, const Json* onl
   out_cache_loc_ = std::make_shared<const std::vector<int64_t>>(std::move(chunk));
   batch_locs_ = std::make_shared<const std::vector<int64_t>>(std::move(all));
   page_pos_.Update(plan);
-  // GatherPlanToJson's fields, then the extend's.
-  FieldAnswer a = fields_made ? std::move(p.plan_fields) : GatherPlanFields(plan, only);
+  FieldAnswer a = GatherPlanFields(plan, only);  // GatherPlanToJson's fields, then the extend's
   a.Add("epoch", epoch_);
   a.Add("out_cache_loc", *out_cache_loc_);
   if (device_) {  // the host's batch stands whatever the device makes of it

@@ -70,20 +70,6 @@ ref::BufferRows PayloadRows(const PoolGeometry& g, int64_t layer, const std::vec
 ref::BufferRows PayloadRowsOf(const PoolGeometry& g, int64_t layer, const std::vector<int64_t>& locs,
                               const std::function<int64_t(size_t)>& generation_of);
 
-// What begin_shard_extend does that depends on its record alone: made by PoolReplay::PrepareBegin, on a reader thread
-// ahead of the checking thread where one is (Replayer::Prepare), and taken by PoolReplay::Begin.
-struct PreparedBegin {
-  Status valid;                     // ValidateExtendBatch's verdict; nothing below is set unless it is OK
-  ExtendBatch batch;                // the header's geometry with the record's requests
-  std::vector<int64_t> all, chunk;  // the batch's slots by position (get_key_buffer's default), its chunk's
-  // The host planner's answer (--backend gpu, where no reference pool plans), when a planner was given.
-  bool planned = false;
-  Status plan_status;
-  GatherPlan plan;
-  bool with_ranks = false;  // plan_fields has the ranks (the expect asks for them, or there is no expect)
-  FieldAnswer plan_fields;  // GatherPlanFields(plan, only), when plan_status is OK
-};
-
 // The pipeline state of one trace.
 class PoolReplay {
  public:
@@ -101,14 +87,9 @@ class PoolReplay {
 
   // The pipeline records (docs/trace-format.md): each answer is what its expect is checked against. A read that
   // differs from the unsharded baseline, or (diff) between the paths, is a Mismatch "invariant: ..." / "diff: ...".
-  // Begin takes what PrepareBegin made of the record's requests (as ExtendRequestsFromJson reads them), moving from
-  // it; Write and Read the record's "locs" (null where it has none: the extend's default list).
-  StatusOr<FieldAnswer> Begin(PreparedBegin* prepared, const Json* only);
-  // Fills *prepared for `requests` and the record's expect `only`; thread-safe (it reads only the geometry and the
-  // backend). With `planner` (the calling thread's own), the host planner's plan and answer fields too, where it is
-  // the one that answers the record (--backend gpu); else Begin plans.
-  void PrepareBegin(std::vector<ExtendRequest> requests, const Json* only, fast::GatherPlanner* planner,
-                    PreparedBegin* prepared) const;
+  // Begin takes the record's requests as ExtendRequestsFromJson reads them; Write and Read the record's "locs"
+  // (null where it has none: the extend's default list).
+  StatusOr<FieldAnswer> Begin(const std::vector<ExtendRequest>& requests, const Json* only);
   StatusOr<FieldAnswer> Write(const Json& rec, SharedLocs record_locs, const Json* only);
   StatusOr<FieldAnswer> Read(const Json& rec, SharedLocs record_locs, const Json* only);
   StatusOr<Json> End();

@@ -8,7 +8,6 @@
 
 #include "core/pool_json.h"
 #include "core/trace_read_ahead.h"
-#include "cpu_fast/gather_plan.h"
 #include "replay/op_table.h"
 #include "replay/replayer.h"
 
@@ -92,7 +91,7 @@ Status Replayer::Judge(const TraceRecord& record, const StatusOr<const ReplayOp*
   return Status::Ok();
 }
 
-void Replayer::PrepareInputs(const Json& rec, const ReplayOp& op, const Json* only, PreparedRecord* p) const {
+void Replayer::PrepareInputs(const Json& rec, const ReplayOp& op, PreparedRecord* p) {
   for (const FieldShape& f : op.fields) {
     if (f.shape != Shape::kIntList || !rec.contains(f.key)) continue;
     if (p->typed_ints.size() == p->typed_int_count) p->typed_ints.emplace_back();
@@ -103,12 +102,6 @@ void Replayer::PrepareInputs(const Json& rec, const ReplayOp& op, const Json* on
   if (rec.contains("requests")) {
     p->requests = ExtendRequestsFromJson(rec.at("requests"));
     p->has_requests = true;
-    if (pool_ != nullptr && p->requests.ok() && op.state == OpState::kPipeline) {  // begin_shard_extend
-      thread_local fast::GatherPlanner planner;                                    // each reader's own
-      pool_->PrepareBegin(std::move(*p->requests), only, &planner, &p->begin);
-      p->has_requests = false;
-      p->has_begin = true;
-    }
   }
 }
 
@@ -153,7 +146,6 @@ void Replayer::Prepare(TraceRecord* record, bool run_stateless) const {
   p->has_typed_expect = false;
   p->typed_int_count = 0;
   p->has_requests = false;
-  p->has_begin = false;
   if (!run_stateless || !p->verdict.ok() || p->op == nullptr) return;
   const Json* expect = record->json.contains("expect") ? &record->json.at("expect") : nullptr;
   const Json* only = expect && !expect->contains("error") ? expect : nullptr;
@@ -162,7 +154,7 @@ void Replayer::Prepare(TraceRecord* record, bool run_stateless) const {
       p->typed_expect.Assign(*only);
       p->has_typed_expect = true;
     }
-    if (p->shape.ok() && p->op->takes_typed) PrepareInputs(record->json, *p->op, only, p);
+    if (p->shape.ok() && p->op->takes_typed) PrepareInputs(record->json, *p->op, p);
     return;
   }
   // A stateless record (plans, CP helpers) depends on nothing before it: run and judge it here.

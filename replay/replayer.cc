@@ -250,31 +250,18 @@ Status Replayer::BeginOp(const ReplayOp& op, const TraceRecord& record, bool sha
 }
 
 StatusOr<FieldAnswer> Replayer::RunBeginShardExtend(const Json& rec, const Json* only) {
-  PreparedBegin here;
-  PreparedBegin* begin = &here;
-  if (current_ != nullptr && current_->has_begin) {  // a reader prepared it ahead
-    current_->has_begin = false;
-    begin = &current_->begin;
-  } else {
-    StatusOr<std::vector<ExtendRequest>> requests = TakeRequests(rec);
-    if (!requests.ok()) return InvalidArgument(requests.status().message());
-    pool_->PrepareBegin(std::move(*requests), only, nullptr, &here);
-  }
-  // An extend runs on pages the allocator handed out: checked before Begin takes the batch, reported after its errors.
-  Status free_page = Status::Ok();
-  const std::vector<ExtendRequest>& requests = begin->batch.requests;
-  for (size_t i = 0; i < requests.size() && free_page.ok(); ++i) {
-    const std::vector<int64_t>& pages = requests[i].pages;
+  StatusOr<std::vector<ExtendRequest>> requests = TakeRequests(rec);
+  if (!requests.ok()) return InvalidArgument(requests.status().message());
+  KVSHARD_ASSIGN_OR_RETURN(FieldAnswer result, pool_->Begin(*requests, only));
+  for (size_t i = 0; i < requests->size(); ++i) {  // an extend runs on pages the allocator handed out
+    const std::vector<int64_t>& pages = (*requests)[i].pages;
     for (size_t k = 0; k < pages.size(); ++k) {
       if (pages[k] >= 0 && pages[k] < static_cast<int64_t>(holder_.size()) && holder_[pages[k]] == -1) {
-        free_page = Mismatch("invariant: requests[", i, "].pages[", k, "]: page ", pages[k],
-                             " is free (the allocator has not handed it out)");
-        break;
+        return Mismatch("invariant: requests[", i, "].pages[", k, "]: page ", pages[k],
+                        " is free (the allocator has not handed it out)");
       }
     }
   }
-  KVSHARD_ASSIGN_OR_RETURN(FieldAnswer result, pool_->Begin(begin, only));
-  KVSHARD_RETURN_IF_ERROR(free_page);
   return result;
 }
 

@@ -54,10 +54,6 @@ struct PreparedRecord : TracePrepared {
   size_t typed_int_count = 0;
   bool has_requests = false;
   StatusOr<std::vector<ExtendRequest>> requests = std::vector<ExtendRequest>();
-  // A begin_shard_extend's PoolReplay::PrepareBegin of those requests (which it took: has_requests is then false),
-  // with the host plan where the host planner answers the record (--backend gpu); taken by the checking thread.
-  bool has_begin = false;
-  PreparedBegin begin;
 };
 
 // What a replay checked so far.
@@ -173,9 +169,8 @@ class Replayer {
   StatusOr<Json> ExecuteOp(const ReplayOp& op, const TraceRecord& record, const Json* only, bool shape_checked = false);
   // What ExecuteOp checks before its executor runs (shape, the state the op needs); counts the record's kind.
   Status BeginOp(const ReplayOp& op, const TraceRecord& record, bool shape_checked);
-  // A reader's share of Prepare for an op with takes_typed: the record's inputs typed into *p (a begin_shard_extend's
-  // prepared too; `only` is the record's expect, as its executor gets it).
-  void PrepareInputs(const Json& rec, const ReplayOp& op, const Json* only, PreparedRecord* p) const;
+  // A reader's share of Prepare for an op with takes_typed: the record's inputs typed into *p.
+  static void PrepareInputs(const Json& rec, const ReplayOp& op, PreparedRecord* p);
   // The current record's integer list rec[key] (a kIntList field it has), as JsonInts reads it: the one typed ahead
   // when a reader did (PreparedRecord::typed_ints), else converted here.
   std::vector<int64_t> TakeInts(const Json& rec, const char* key);
