@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include "replay/host_pool_path.h"
 #include "replay/replayer.h"
 #include "replay/trace_gen.h"
 #include "core/trace.h"
@@ -148,13 +149,26 @@ struct ReplayOutcome {
   int64_t records = 0, fields = 0;
 };
 
+// The options of a replay under `backend`: --backend gpu with the reference pool as its device (no GPU needed), each
+// device step at its record.
+replay::ReplayOptions OptionsFor(replay::Backend backend) {
+  replay::ReplayOptions options = PropertyReplayOptions();
+  options.backend = backend;
+  if (backend != replay::Backend::kRef) {
+    options.device_thread = false;
+    options.make_device = [](const replay::PoolGeometry& g) { return replay::CreateHostPoolPath(g); };
+  }
+  return options;
+}
+
 // Replays `text` record by record on this thread; with `stateless`, each record is first prepared as the read-ahead
 // thread does (running its stateless work or not, as `stateless` says record by record).
-ReplayOutcome ReplayByRecord(const std::string& text, const std::vector<bool>* stateless) {
+ReplayOutcome ReplayByRecord(const std::string& text, const std::vector<bool>* stateless,
+                             replay::Backend backend = replay::Backend::kRef) {
   std::istringstream in(text);
   TraceReader reader(&in);
   const Json header = RC_VALUE(reader.ReadHeader(replay::TraceHeaderKeys()));
-  std::unique_ptr<replay::Replayer> replayer = RC_VALUE(replay::Replayer::Create(header, PropertyReplayOptions()));
+  std::unique_ptr<replay::Replayer> replayer = RC_VALUE(replay::Replayer::Create(header, OptionsFor(backend)));
   ReplayOutcome out;
   TraceRecord record;
   for (size_t i = 0;; ++i) {
@@ -178,9 +192,11 @@ ReplayOutcome ReplayByRecord(const std::string& text, const std::vector<bool>* s
   return out;
 }
 
-// Work moved to the read-ahead threads changes nothing: a trace with corrupted expects, an expected error where there
-// is none and an unknown op replays to the same mismatches, end and counts whether each record's shape check and
-// stateless answer ran ahead (ReplayStream's reader threads, one to four, or this thread in either way) or in Replay.
+// Work moved to the read-ahead threads changes nothing: a trace with corrupted expects or inputs (a begin's pages, a
+// write's locs), an expected error where there is none and an unknown op replays to the same mismatches, end and
+// counts whether each record's shape check, stateless answer and typed inputs (integer lists, a begin's requests) were
+// made ahead (ReplayStream's reader threads, one to four, or this thread in either way) or in Replay, under
+// --backend ref and gpu.
 KVSHARD_PROP(TraceProps, PreparingAheadChangesNoOutcome, ()) {
   TraceGenOptions o = ArbitraryTraceGenOptions();
   o.records = *rc::gen::inRange<int64_t>(1, 150);
@@ -189,7 +205,7 @@ KVSHARD_PROP(TraceProps, PreparingAheadChangesNoOutcome, ()) {
   for (int c = 0; c < corruptions && lines.size() > 1; ++c) {
     std::string& text = lines[*rc::gen::inRange<size_t>(1, lines.size())];
     const size_t e = text.find("\"expect\":{");
-    switch (*rc::gen::inRange(0, 4)) {
+    switch (*rc::gen::inRange(0, 5)) {
       case 0: {  // another value somewhere in expect
         const size_t digit = e == std::string::npos ? e : text.find_first_of("0123456789", e);
         if (digit != std::string::npos) text.insert(digit, "7");
@@ -201,6 +217,12 @@ KVSHARD_PROP(TraceProps, PreparingAheadChangesNoOutcome, ()) {
       case 2:  // a malformed field: the record's own error ends the replay
         text.insert(text.find('{') + 1, "\"no_such_field\":1,");
         break;
+      case 3: {  // another input: a digit before the expect (a begin's pages or lengths, a write's or read's locs)
+        const size_t end = e == std::string::npos ? text.size() : e;
+        const size_t digit = text.find_first_of("0123456789", *rc::gen::inRange<size_t>(0, end));
+        if (digit < end) text.insert(digit, "1");
+        break;
+      }
       default:  // an op no table row has
         text.insert(text.find("\"op\":\"") + 6, "x");
         break;
@@ -218,6 +240,14 @@ KVSHARD_PROP(TraceProps, PreparingAheadChangesNoOutcome, ()) {
     RC_ASSERT(got.end == plain.end);
     RC_ASSERT(got.records == plain.records);
     RC_ASSERT(got.fields == plain.fields);
+  }
+  const ReplayOutcome gpu = ReplayByRecord(trace, nullptr, replay::Backend::kGpu);
+  for (const ReplayOutcome& got : {ReplayByRecord(trace, &stateless, replay::Backend::kGpu),
+                                   ReplayByRecord(trace, &always, replay::Backend::kGpu)}) {
+    RC_ASSERT(got.mismatches == gpu.mismatches);
+    RC_ASSERT(got.end == gpu.end);
+    RC_ASSERT(got.records == gpu.records);
+    RC_ASSERT(got.fields == gpu.fields);
   }
   std::istringstream in(trace);  // the reader threads' way, one or several
   replay::ReplayOptions options = PropertyReplayOptions();
