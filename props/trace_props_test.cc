@@ -3,6 +3,7 @@
 // radix cache record, is reported at its line; work done ahead on the read-ahead thread changes no outcome; reading
 // and re-writing a trace is the identity.
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -73,6 +74,58 @@ KVSHARD_PROP(TraceProps, GeneratedTracesReplayClean, ()) {
   int64_t records = 0;
   RC_ASSERT_OK(ReplayText(text, &records));
   RC_ASSERT(records == o.records);
+}
+
+// A generated trace's expects are the replayer's own answers (docs/trace-format.md), so replaying it clean pins
+// nothing about them: here the pipeline's answers are checked against their definitions instead. A begin's
+// out_cache_loc is its requests' slots of positions [prefix_len, seq_len), page by page (slot = page * ps + pos % ps);
+// a default write's owned_counts counts those slots by owner (logical page l on rank l % N); a default read's
+// scratch_rows is every slot of positions [0, seq_len) at its page's scratch page (the begin's page_pos pairs).
+KVSHARD_PROP(TraceProps, GeneratedPipelineAnswersAreTheirDefinitions, ()) {
+  const std::vector<std::string> lines = Lines(ArbitraryPipelineTrace(120, 3));
+  const Json header = Json::parse(lines.at(0));
+  const int64_t n = header.at("allocator").at("shard_size").get<int64_t>();
+  const int64_t ps = header.at("allocator").at("page_size").get<int64_t>();
+  std::vector<int64_t> chunk, all;
+  std::map<int64_t, int64_t> scratch_page;  // logical page -> scratch page, of the extend in flight
+  int64_t begins = 0, writes = 0, reads = 0;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const Json rec = Json::parse(lines[i]);
+    const std::string op = rec.at("op").get<std::string>();
+    if (!rec.contains("expect") || rec.at("expect").contains("error")) continue;
+    const Json& expect = rec.at("expect");
+    if (op == "begin_shard_extend") {
+      chunk.clear(), all.clear(), scratch_page.clear();
+      for (const Json& r : rec.at("requests")) {
+        const int64_t prefix_len = r.at("prefix_len").get<int64_t>(), seq_len = r.at("seq_len").get<int64_t>();
+        const std::vector<int64_t> pages = r.at("pages").get<std::vector<int64_t>>();
+        for (int64_t pos = 0; pos < seq_len && pos / ps < static_cast<int64_t>(pages.size()); ++pos) {
+          all.push_back(pages[pos / ps] * ps + pos % ps);
+          if (pos >= prefix_len) chunk.push_back(all.back());
+        }
+      }
+      for (const Json& pair : expect.at("page_pos"))
+        scratch_page[pair.at(0).get<int64_t>()] = pair.at(1).get<int64_t>();
+      RC_ASSERT(expect.at("out_cache_loc").get<std::vector<int64_t>>() == chunk);
+      ++begins;
+    } else if (op == "set_kv_buffer" && !rec.contains("locs") && expect.contains("owned_counts")) {
+      std::vector<int64_t> counts(n, 0);
+      for (int64_t slot : chunk) ++counts[(slot / ps) % n];
+      RC_ASSERT(expect.at("owned_counts").get<std::vector<int64_t>>() == counts);
+      ++writes;
+    } else if (op == "get_key_buffer" && !rec.contains("locs") && expect.contains("scratch_rows")) {
+      std::vector<int64_t> rows;
+      for (int64_t slot : all) {
+        const auto at = scratch_page.find(slot / ps);
+        RC_ASSERT(at != scratch_page.end());  // every page of the batch is mapped
+        rows.push_back(at->second * ps + slot % ps);
+      }
+      RC_ASSERT(expect.at("scratch_rows").get<std::vector<int64_t>>() == rows);
+      ++reads;
+    }
+  }
+  RC_CLASSIFY(begins > 0, "has begins");
+  RC_CLASSIFY(writes > 1 && reads > 0, "has writes and reads");
 }
 
 // Changes the first integer after a random position inside a record's expect; the replay must stop there.
