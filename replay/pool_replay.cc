@@ -340,12 +340,13 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, SharedLocs record_locs,
   }
   const int64_t slots = Slots();
   // The batch's chunk list was split and checked by the batch's first write that used it: its runs stay.
-  std::vector<SlotRun>& runs = chunk_list ? chunk_runs_ : runs_;
-  if (!chunk_list || chunk_runs_epoch_ != epoch_) {
+  EpochRuns* cached = chunk_list ? &chunk_runs_ : nullptr;
+  std::vector<SlotRun>& runs = cached != nullptr ? cached->runs : runs_;
+  if (cached == nullptr || cached->epoch != epoch_) {
     if (const int64_t bad = SlotRuns(locs, geometry_.page_size, slots, &runs); bad >= 0) {
       return InvalidArgument("locs[", bad, "]: must be a slot of the pool, in [0, ", slots, "), got ", locs[bad]);
     }
-    if (chunk_list) chunk_runs_epoch_ = epoch_;
+    if (cached != nullptr) cached->epoch = epoch_;
   }
   if (last_write_ != nullptr && generation_ >= int64_t{UINT32_MAX}) {
     return OutOfRange("set_kv_buffer: more than ", UINT32_MAX,
@@ -399,9 +400,9 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, 
   // Every slot is checked; the scratch rows are kept only where the record's expect (or a recorder) asks for them.
   const bool keep_rows = only == nullptr || only->contains("scratch_rows");
   // The batch's own list was checked by the batch's first read that used it (the plan is the batch's): its runs stay.
-  const bool checked_before = batch_list && batch_runs_epoch_ == epoch_;
-  std::vector<SlotRun>& runs = batch_list ? batch_runs_ : runs_;
-  if (!checked_before) {
+  EpochRuns* cached = batch_list ? &batch_runs_ : nullptr;
+  std::vector<SlotRun>& runs = cached != nullptr ? cached->runs : runs_;
+  if (cached == nullptr || cached->epoch != epoch_) {
     // A run's slots share a page, so its check and translation. The runs end before the first slot off the pool's
     // pages, if one is: the first slot of the first run on an unmapped page, else that slot, is the error.
     SlotRuns(locs, ps, static_cast<int64_t>(page_pos.size()) * ps, &runs);
@@ -415,7 +416,7 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, 
                              " is not a slot of the extend batch (translate would "
                              "read the trash page)");
     }
-    if (batch_list) batch_runs_epoch_ = epoch_;
+    if (cached != nullptr) cached->epoch = epoch_;
   }
   std::vector<int64_t> scratch_rows;
   if (keep_rows) {

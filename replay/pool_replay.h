@@ -200,14 +200,13 @@ class PoolReplay {
   };
   std::unique_ptr<uint32_t[], FreeDeleter> last_write_;
   std::vector<SlotRun> runs_;  // the current write's (or a read's own list's) slot runs (reused)
-  // The runs of the batch's default read list (batch_locs_), checked by the first read of batch epoch_ ==
-  // batch_runs_epoch_ that used it.
-  std::vector<SlotRun> batch_runs_;
-  int64_t batch_runs_epoch_ = -1;
-  // The runs of the batch's chunk list (out_cache_loc_, set_kv_buffer's default), checked by the first write of
-  // batch epoch_ == chunk_runs_epoch_ that used it.
-  std::vector<SlotRun> chunk_runs_;
-  int64_t chunk_runs_epoch_ = -1;
+  // A batch's default list split into runs and checked by the first record of batch `epoch` that used it.
+  struct EpochRuns {
+    std::vector<SlotRun> runs;
+    int64_t epoch = -1;
+  };
+  EpochRuns batch_runs_;                  // the default read list's (batch_locs_)
+  EpochRuns chunk_runs_;                  // the default write list's (out_cache_loc_)
   std::unique_ptr<PoolDataPath> device_;  // the GPU path (absent for kRef)
   bool active_ = false;
   // The empty slot list (no extend in flight).
