@@ -165,21 +165,30 @@ inline StatusOr<int64_t> JsonInt(const Json& obj, const std::string& key, const 
 }
 
 // What list.get<std::vector<int64_t>>() returns (and throws), read without nlohmann's per-element type dispatch for
-// the integers of an array (a record's shape-checked lists: tokens, pages, locs).
-inline std::vector<int64_t> JsonInts(const Json& list) {
-  if (!list.is_array()) return list.get<std::vector<int64_t>>();
+// the integers of an array (a record's shape-checked lists: tokens, pages, locs), into *out (its memory reused).
+inline void JsonIntsInto(const Json& list, std::vector<int64_t>* out) {
+  if (!list.is_array()) {
+    *out = list.get<std::vector<int64_t>>();
+    return;
+  }
   const Json::array_t& elements = list.get_ref<const Json::array_t&>();
-  std::vector<int64_t> out;
-  out.reserve(elements.size());
+  out->clear();
+  out->reserve(elements.size());
   for (const Json& e : elements) {
     if (e.is_number_unsigned()) {
-      out.push_back(static_cast<int64_t>(e.get_ref<const Json::number_unsigned_t&>()));
+      out->push_back(static_cast<int64_t>(e.get_ref<const Json::number_unsigned_t&>()));
     } else if (e.is_number_integer()) {
-      out.push_back(e.get_ref<const Json::number_integer_t&>());
+      out->push_back(e.get_ref<const Json::number_integer_t&>());
     } else {
-      out.push_back(e.get<int64_t>());
+      out->push_back(e.get<int64_t>());
     }
   }
+}
+
+// JsonIntsInto, as a new list.
+inline std::vector<int64_t> JsonInts(const Json& list) {
+  std::vector<int64_t> out;
+  JsonIntsInto(list, &out);
   return out;
 }
 

@@ -50,6 +50,18 @@ TraceReadAhead::~TraceReadAhead() {
   for (std::thread& t : threads_) t.join();
 }
 
+TraceReadAhead::Item& TraceReadAhead::ItemRing::emplace_back() {
+  KVSHARD_CHECK(size_ < kReadAheadRecords);
+  Item& item = (*this)[size_++];
+  item = Item();
+  return item;
+}
+
+void TraceReadAhead::ItemRing::pop_front() {
+  head_ = (head_ + 1) % kReadAheadRecords;
+  --size_;
+}
+
 bool TraceReadAhead::Publish(size_t index, Item item) {
   queue_[index] = std::move(item);
   while (!ended_ && ready_ < queue_.size() && queue_[ready_].ready) ended_ = queue_[ready_++].last;
@@ -180,7 +192,7 @@ StatusOr<bool> TraceReadAhead::Next(TraceRecord* record) {
     for (; ready_ > 0; --ready_) {
       held_bytes_ += queue_.front().bytes;
       queued_bytes_ -= queue_.front().bytes;
-      taken_.push_back(std::move(queue_.front()));
+      taken_.emplace_back() = std::move(queue_.front());
       queue_.pop_front();
       ++first_index_;
     }

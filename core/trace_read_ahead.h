@@ -7,7 +7,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -91,6 +90,25 @@ class TraceReadAhead {
   // (its value has the line's shape: its containers are reused), else the last one (called under mu_).
   void TakeSpare(int reader, std::string_view op, TraceRecord* record);
 
+  // A queue of at most kReadAheadRecords items in slots made once: a std::deque's nodes were made by the readers
+  // and freed by the caller, each free a lock of the reader's malloc arena (docs/PERFORMANCE.md, twenty-fifth round).
+  class ItemRing {
+   public:
+    ItemRing() : slots_(kReadAheadRecords) {}
+    size_t size() const { return size_; }
+    bool empty() const { return size_ == 0; }
+    Item& operator[](size_t i) { return slots_[(head_ + i) % kReadAheadRecords]; }
+    Item& front() { return slots_[head_]; }
+    // The item after the last, reset; the ring must not be full (KVSHARD_CHECK).
+    Item& emplace_back();
+    // Drops the first item (its slot keeps what was left in it until reused).
+    void pop_front();
+
+   private:
+    std::vector<Item> slots_;
+    size_t head_ = 0, size_ = 0;
+  };
+
   // How the caller waits for the readers: not, for a batch of kWakeBatch records (at most kBatchWait), or for any.
   enum CallerWait { kNotWaiting, kWaitingForBatch, kWaitingForAny };
   static constexpr size_t kWakeBatch = 8;
@@ -102,11 +120,11 @@ class TraceReadAhead {
   bool read_ended_ = false;  // under read_mu_: the end of the input or a read error was met
   std::mutex mu_;
   std::condition_variable reader_wake_, caller_wake_;
-  std::deque<Item> queue_;   // claimed in line order, ready or not, not yet taken; the caller takes a ready prefix
+  ItemRing queue_;           // claimed in line order, ready or not, not yet taken; the caller takes a ready prefix
   int64_t first_index_ = 0;  // the line order number of queue_.front() (each claim takes the next one)
   size_t ready_ = 0;         // the leading items of queue_ that are ready, up to the first last one
   std::vector<std::vector<TraceRecord>> spare_;  // per reader thread: records handed back, to read into again
-  std::deque<Item> taken_;                       // the caller's: taken from the queue together, not yet given out
+  ItemRing taken_;                               // the caller's: taken from the queue together, not yet given out
   // taken_'s size as the readers see it: records the caller took but has not reached are ahead of it too (the caller
   // takes every ready record at once, so the queue alone rarely looks ahead of a fast caller).
   std::atomic<size_t> taken_left_{0};

@@ -9,7 +9,8 @@ namespace kvshard::replay {
 
 StatusOr<FieldAnswer> Replayer::RunMatch(const Json& rec) {
   KVSHARD_RETURN_IF_ERROR(UsePageCache());
-  const std::vector<int64_t> tokens = TakeInts(rec, "tokens");
+  std::vector<int64_t> tokens_holder;
+  const std::vector<int64_t>& tokens = TakeInts(rec, "tokens", &tokens_holder);
   ref::RadixCache::Match m = cache_->MatchPrefix(tokens);
   const int64_t ps = allocator_->config().page_size;
   FieldAnswer a;
@@ -47,8 +48,9 @@ StatusOr<FieldAnswer> Replayer::RunDecLockRef(const Json& rec) {
 
 StatusOr<FieldAnswer> Replayer::RunInsert(const Json& rec) {
   KVSHARD_RETURN_IF_ERROR(UsePageCache());
-  const std::vector<int64_t> tokens = TakeInts(rec, "tokens");
-  const std::vector<int64_t> pages = TakeInts(rec, "pages");
+  std::vector<int64_t> tokens_holder, pages_holder;
+  const std::vector<int64_t>& tokens = TakeInts(rec, "tokens", &tokens_holder);
+  const std::vector<int64_t>& pages = TakeInts(rec, "pages", &pages_holder);
   const int64_t limit = allocator_->num_logical_pages();
   for (size_t k = 0; k < pages.size(); ++k) {
     if (pages[k] < 0 || pages[k] >= limit) {

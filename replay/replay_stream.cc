@@ -97,7 +97,7 @@ void Replayer::PrepareInputs(const Json& rec, const ReplayOp& op, PreparedRecord
     if (p->typed_ints.size() == p->typed_int_count) p->typed_ints.emplace_back();
     PreparedRecord::TypedInts& t = p->typed_ints[p->typed_int_count++];
     t.key = f.key;
-    t.ints = JsonInts(rec.at(f.key));
+    JsonIntsInto(rec.at(f.key), &t.ints);  // the list this record had last time: its memory reused
   }
   if (rec.contains("requests")) {
     p->requests = ExtendRequestsFromJson(rec.at("requests"));
@@ -105,30 +105,49 @@ void Replayer::PrepareInputs(const Json& rec, const ReplayOp& op, PreparedRecord
   }
 }
 
-std::vector<int64_t> Replayer::TakeInts(const Json& rec, const char* key) {
-  if (current_ != nullptr) {
-    for (size_t i = 0; i < current_->typed_int_count; ++i) {
-      PreparedRecord::TypedInts& t = current_->typed_ints[i];
-      if (t.key != nullptr && std::strcmp(t.key, key) == 0) {
-        t.key = nullptr;
-        return std::move(t.ints);
-      }
+PreparedRecord::TypedInts* Replayer::TakeTyped(const char* key) {
+  if (current_ == nullptr) return nullptr;
+  for (size_t i = 0; i < current_->typed_int_count; ++i) {
+    PreparedRecord::TypedInts& t = current_->typed_ints[i];
+    if (t.key != nullptr && std::strcmp(t.key, key) == 0) {
+      t.key = nullptr;
+      return &t;
     }
   }
-  return JsonInts(rec.at(key));
+  return nullptr;
+}
+
+const std::vector<int64_t>& Replayer::TakeInts(const Json& rec, const char* key, std::vector<int64_t>* holder) {
+  PreparedRecord::TypedInts* t = TakeTyped(key);
+  if (t != nullptr && t->ints.size() <= PreparedRecord::kKeptInts) return t->ints;  // its reader reuses the memory
+  if (t != nullptr) {
+    *holder = std::move(t->ints);
+  } else {
+    JsonIntsInto(rec.at(key), holder);
+  }
+  return *holder;
 }
 
 PoolReplay::SharedLocs Replayer::TakeLocs(const Json& rec) {
   if (!rec.contains("locs")) return nullptr;
-  return std::make_shared<const std::vector<int64_t>>(TakeInts(rec, "locs"));
+  // Moved, not copied: the list lives on with the device steps that read it.
+  PreparedRecord::TypedInts* t = TakeTyped("locs");
+  return std::make_shared<const std::vector<int64_t>>(t != nullptr ? std::move(t->ints) : JsonInts(rec.at("locs")));
 }
 
-StatusOr<std::vector<ExtendRequest>> Replayer::TakeRequests(const Json& rec) {
+StatusOr<const std::vector<ExtendRequest>*> Replayer::TakeRequests(const Json& rec,
+                                                                   std::vector<ExtendRequest>* holder) {
   if (current_ != nullptr && current_->has_requests) {
     current_->has_requests = false;
-    return std::move(current_->requests);
+    if (!current_->requests.ok()) return current_->requests.status();
+    size_t pages = 0;
+    for (const ExtendRequest& r : *current_->requests) pages += r.pages.size();
+    if (pages <= PreparedRecord::kKeptInts) return &*current_->requests;  // as TakeInts keeps a list
+    *holder = std::move(*current_->requests);
+    return holder;
   }
-  return ExtendRequestsFromJson(rec.at("requests"));
+  KVSHARD_ASSIGN_OR_RETURN(*holder, ExtendRequestsFromJson(rec.at("requests")));
+  return holder;
 }
 
 void Replayer::Prepare(TraceRecord* record, bool run_stateless) const {

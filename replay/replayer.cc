@@ -250,11 +250,13 @@ Status Replayer::BeginOp(const ReplayOp& op, const TraceRecord& record, bool sha
 }
 
 StatusOr<FieldAnswer> Replayer::RunBeginShardExtend(const Json& rec, const Json* only) {
-  StatusOr<std::vector<ExtendRequest>> requests = TakeRequests(rec);
-  if (!requests.ok()) return InvalidArgument(requests.status().message());
-  KVSHARD_ASSIGN_OR_RETURN(FieldAnswer result, pool_->Begin(*requests, only));
-  for (size_t i = 0; i < requests->size(); ++i) {  // an extend runs on pages the allocator handed out
-    const std::vector<int64_t>& pages = (*requests)[i].pages;
+  std::vector<ExtendRequest> holder;
+  StatusOr<const std::vector<ExtendRequest>*> taken = TakeRequests(rec, &holder);
+  if (!taken.ok()) return InvalidArgument(taken.status().message());
+  const std::vector<ExtendRequest>& requests = **taken;
+  KVSHARD_ASSIGN_OR_RETURN(FieldAnswer result, pool_->Begin(requests, only));
+  for (size_t i = 0; i < requests.size(); ++i) {  // an extend runs on pages the allocator handed out
+    const std::vector<int64_t>& pages = requests[i].pages;
     for (size_t k = 0; k < pages.size(); ++k) {
       if (pages[k] >= 0 && pages[k] < static_cast<int64_t>(holder_.size()) && holder_[pages[k]] == -1) {
         return Mismatch("invariant: requests[", i, "].pages[", k, "]: page ", pages[k],

@@ -50,6 +50,9 @@ struct PreparedRecord : TracePrepared {
     const char* key = nullptr;  // null once taken
     std::vector<int64_t> ints;
   };
+  // The integers a record's typed lists (and requests' pages) may hold and still stay with it when taken; longer
+  // ones move to the checking thread, so a record does not keep a large list's memory for the next one.
+  static constexpr size_t kKeptInts = size_t{1} << 14;
   std::vector<TypedInts> typed_ints;  // [0, typed_int_count) are this record's
   size_t typed_int_count = 0;
   bool has_requests = false;
@@ -171,13 +174,19 @@ class Replayer {
   Status BeginOp(const ReplayOp& op, const TraceRecord& record, bool shape_checked);
   // A reader's share of Prepare for an op with takes_typed: the record's inputs typed into *p.
   static void PrepareInputs(const Json& rec, const ReplayOp& op, PreparedRecord* p);
+  // The current record's typed list of `key` (PreparedRecord::typed_ints), marked taken; null when a reader did not
+  // type it (or it was taken).
+  PreparedRecord::TypedInts* TakeTyped(const char* key);
   // The current record's integer list rec[key] (a kIntList field it has), as JsonInts reads it: the one typed ahead
-  // when a reader did (PreparedRecord::typed_ints), else converted here.
-  std::vector<int64_t> TakeInts(const Json& rec, const char* key);
-  // The current record's rec["locs"] as TakeInts reads it, shared with the device thread; null when it has none.
+  // when a reader did (left with the record: its reader reuses the memory, which this thread then never frees), else
+  // converted here into *holder. Valid while the record is replayed.
+  const std::vector<int64_t>& TakeInts(const Json& rec, const char* key, std::vector<int64_t>* holder);
+  // The current record's rec["locs"] as JsonInts reads it (the typed list moved out), shared with the device thread;
+  // null when it has none.
   PoolReplay::SharedLocs TakeLocs(const Json& rec);
-  // The current begin_shard_extend record's requests, as ExtendRequestsFromJson reads them (typed ahead or here).
-  StatusOr<std::vector<ExtendRequest>> TakeRequests(const Json& rec);
+  // The current begin_shard_extend record's requests, as ExtendRequestsFromJson reads them: the ones typed ahead
+  // (left with the record, as TakeInts leaves its lists), else read into *holder.
+  StatusOr<const std::vector<ExtendRequest>*> TakeRequests(const Json& rec, std::vector<ExtendRequest>* holder);
   // The model's invariants after a record of `op` ran: a Mismatch "invariant: ..." when one breaks.
   Status CheckInvariantsAfter(const ReplayOp& op);
   // A record's outcome against its expect, touching no state: OK, a Mismatch (*mismatch holds it), or the record's
