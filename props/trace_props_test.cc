@@ -249,10 +249,8 @@ ReplayOutcome ReplayByRecord(const std::string& text, const std::vector<bool>* s
 // write's locs), an expected error where there is none and an unknown op replays to the same mismatches, end and
 // counts whether each record's shape check, stateless answer and typed inputs (integer lists, a begin's requests) were
 // made ahead (ReplayStream's reader threads, one to four, or this thread in either way) or in Replay, under
-// --backend ref and gpu.
-KVSHARD_PROP(TraceProps, PreparingAheadChangesNoOutcome, ()) {
-  TraceGenOptions o = ArbitraryTraceGenOptions();
-  o.records = *rc::gen::inRange<int64_t>(1, 150);
+// --backend ref and gpu. One record is prepared record after record (a reader reuses a record's typed lists).
+void CheckPreparingAheadChangesNoOutcome(const TraceGenOptions& o) {
   std::vector<std::string> lines = Lines(Generate(o));
   const int corruptions = *rc::gen::inRange(0, 6);
   for (int c = 0; c < corruptions && lines.size() > 1; ++c) {
@@ -314,6 +312,34 @@ KVSHARD_PROP(TraceProps, PreparingAheadChangesNoOutcome, ()) {
   RC_ASSERT(s.ToString() == plain.end);
   RC_ASSERT(report.summary.records == plain.records);
   RC_ASSERT(report.summary.fields == plain.fields);
+}
+
+KVSHARD_PROP(TraceProps, PreparingAheadChangesNoOutcome, ()) {
+  TraceGenOptions o = ArbitraryTraceGenOptions();
+  o.records = *rc::gen::inRange<int64_t>(1, 150);
+  CheckPreparingAheadChangesNoOutcome(o);
+}
+
+// The same with lists longer than a record keeps for its reader (PreparedRecord::kKeptInts: they move to the
+// checking thread): tokens of up to 24,000 and, with a page of one token, a begin's requests of as many pages, with
+// enough records for a long list's insert and then its match. A two-hundredth of the cases (10): each is heavy.
+TEST(TraceProps, PreparingAheadChangesNoOutcomeWithLongLists) {
+  RecordPropertyCases(CheckProperty(
+      CurrentTestId(),
+      [] {
+        TraceGenOptions o = ArbitraryTraceGenOptions();
+        o.max_len = 24000;
+        o.page_size = *rc::gen::element<int64_t>(1, 16);
+        o.pages_per_rank = o.page_size == 1 ? 24000 : 2048;
+        o.records = *rc::gen::inRange<int64_t>(20, 33);
+        o.batch_size = *rc::gen::inRange<int64_t>(1, 3);
+        o.num_layers = *rc::gen::inRange<int64_t>(0, 2);
+        o.row_words = 1;
+        o.radix = true;  // inserts and matches of long token lists, matches that find them
+        o.share_percent = *rc::gen::inRange<int64_t>(60, 101);
+        CheckPreparingAheadChangesNoOutcome(o);
+      },
+      FractionOfCases(200, 10)));
 }
 
 KVSHARD_PROP(TraceProps, ReadThenWriteIsIdentity, ()) {
