@@ -90,8 +90,9 @@ class TraceReadAhead {
   // (its value has the line's shape: its containers are reused), else the last one (called under mu_).
   void TakeSpare(int reader, std::string_view op, TraceRecord* record);
 
-  // A queue of at most kReadAheadRecords items in slots made once: a std::deque's nodes were made by the readers
-  // and freed by the caller, each free a lock of the reader's malloc arena (docs/PERFORMANCE.md, twenty-fifth round).
+  // A queue of at most kReadAheadRecords items in slots made once. A std::deque's nodes were made by the readers and
+  // freed by the caller: glibc frees a chunk into its maker's arena, under that arena's lock once the freeing
+  // thread's own cache of the size is full (docs/PERFORMANCE.md, "CPU: trace replay", twenty-fifth round).
   class ItemRing {
    public:
     ItemRing() : slots_(kReadAheadRecords) {}
