@@ -250,8 +250,8 @@ ReplayOutcome ReplayByRecord(const std::string& text, const std::vector<bool>* s
 // counts whether each record's shape check, stateless answer and typed inputs (integer lists, a begin's requests) were
 // made ahead (ReplayStream's reader threads, one to four, or this thread in either way) or in Replay, under
 // --backend ref and gpu. One record is prepared record after record (a reader reuses a record's typed lists).
-void CheckPreparingAheadChangesNoOutcome(const TraceGenOptions& o) {
-  std::vector<std::string> lines = Lines(Generate(o));
+void CheckPreparingAheadChangesNoOutcome(const std::string& generated) {
+  std::vector<std::string> lines = Lines(generated);
   const int corruptions = *rc::gen::inRange(0, 6);
   for (int c = 0; c < corruptions && lines.size() > 1; ++c) {
     std::string& text = lines[*rc::gen::inRange<size_t>(1, lines.size())];
@@ -317,12 +317,13 @@ void CheckPreparingAheadChangesNoOutcome(const TraceGenOptions& o) {
 KVSHARD_PROP(TraceProps, PreparingAheadChangesNoOutcome, ()) {
   TraceGenOptions o = ArbitraryTraceGenOptions();
   o.records = *rc::gen::inRange<int64_t>(1, 150);
-  CheckPreparingAheadChangesNoOutcome(o);
+  CheckPreparingAheadChangesNoOutcome(Generate(o));
 }
 
 // The same with lists longer than a record keeps for its reader (PreparedRecord::kKeptInts: they move to the
 // checking thread): tokens of up to 24,000 and, with a page of one token, a begin's requests of as many pages, with
-// enough records for a long list's insert and then its match. A two-hundredth of the cases (10): each is heavy.
+// enough records for a long list's insert and then its match. A two-hundredth of the cases (10; 5 in a sanitizer
+// run): each is heavy.
 TEST(TraceProps, PreparingAheadChangesNoOutcomeWithLongLists) {
   RecordPropertyCases(CheckProperty(
       CurrentTestId(),
@@ -337,9 +338,51 @@ TEST(TraceProps, PreparingAheadChangesNoOutcomeWithLongLists) {
         o.row_words = 1;
         o.radix = true;  // inserts and matches of long token lists, matches that find them
         o.share_percent = *rc::gen::inRange<int64_t>(60, 101);
-        CheckPreparingAheadChangesNoOutcome(o);
+        CheckPreparingAheadChangesNoOutcome(Generate(o));
       },
-      FractionOfCases(200, 10)));
+      FractionOfCases(200, 5)));
+}
+
+// The most pages a begin_shard_extend of `text` lists over its requests.
+size_t MostPagesInABegin(const std::string& text) {
+  size_t most = 0;
+  for (const std::string& line : Lines(text)) {
+    if (OpOf(line) != "begin_shard_extend") continue;
+    const Json rec = Json::parse(line);
+    size_t pages = 0;
+    for (const Json& r : rec.at("requests")) pages += r.at("pages").size();
+    most = std::max(most, pages);
+  }
+  return most;
+}
+
+// And a begin whose requests list more pages than a record keeps (they move to the checking thread as a long list
+// does), in every case: a case draws its options, then takes the first of 32 seeds from the drawn one whose trace has
+// such a begin (pages of one token, requests of up to 24,000). A two-hundredth of the cases (5): each is heavy.
+TEST(TraceProps, PreparingAheadChangesNoOutcomeWithALongBegin) {
+  RecordPropertyCases(CheckProperty(
+      CurrentTestId(),
+      [] {
+        TraceGenOptions o = ArbitraryTraceGenOptions();
+        o.max_len = 24000;
+        o.page_size = 1;
+        o.pages_per_rank = 24000;
+        o.records = *rc::gen::inRange<int64_t>(8, 17);
+        o.batch_size = *rc::gen::inRange<int64_t>(1, 3);
+        o.num_layers = 1;
+        o.row_words = 1;
+        o.edge_heavy = false;
+        std::string text;
+        for (int tries = 0; tries < 32; ++tries) {
+          text = Generate(o);
+          if (MostPagesInABegin(text) > replay::PreparedRecord::kKeptInts) break;
+          ++o.seed;
+        }
+        RC_LOG() << "seed " << o.seed << ": a begin of " << MostPagesInABegin(text) << " pages\n";
+        RC_ASSERT(MostPagesInABegin(text) > replay::PreparedRecord::kKeptInts);
+        CheckPreparingAheadChangesNoOutcome(text);
+      },
+      FractionOfCases(200, 5)));
 }
 
 KVSHARD_PROP(TraceProps, ReadThenWriteIsIdentity, ()) {
