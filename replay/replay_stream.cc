@@ -119,12 +119,12 @@ PreparedRecord::TypedInts* Replayer::TakeTyped(const char* key) {
 
 const std::vector<int64_t>& Replayer::TakeInts(const Json& rec, const char* key, std::vector<int64_t>* holder) {
   PreparedRecord::TypedInts* t = TakeTyped(key);
-  if (t != nullptr && t->ints.size() <= PreparedRecord::kKeptInts) return t->ints;  // its reader reuses the memory
-  if (t != nullptr) {
-    *holder = std::move(t->ints);
-  } else {
+  if (t == nullptr) {
     JsonIntsInto(rec.at(key), holder);
+    return *holder;
   }
+  if (t->ints.size() <= PreparedRecord::kKeptInts) return t->ints;  // its reader reuses the memory
+  *holder = std::move(t->ints);                                     // a long list is not kept for the record's next use
   return *holder;
 }
 
