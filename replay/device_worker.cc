@@ -1,4 +1,4 @@
-// DeviceWorker: a mutex-guarded deque and one condition variable; the step runs outside the lock.
+// DeviceWorker: a mutex-guarded queue and condition variables; the step runs outside the lock.
 #include "replay/device_worker.h"
 
 #include <chrono>
@@ -32,14 +32,13 @@ DeviceWorker::~DeviceWorker() {
 }
 
 void DeviceWorker::DestroySpent() {
-  std::vector<Queued> spent;
   size_t bytes = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    spent.swap(spent_);
+    destroying_.swap(spent_);  // spent_ gets destroying_'s empty buffer: neither buffer is freed on either thread
   }
-  for (const Queued& q : spent) bytes += q.bytes;
-  spent.clear();  // the payloads go here, on this thread
+  for (const Queued& q : destroying_) bytes += q.bytes;
+  destroying_.clear();  // the payloads go here, on this thread
   if (bytes == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   queued_bytes_ -= bytes;
@@ -59,7 +58,7 @@ void DeviceWorker::HandOver() {
   std::unique_lock<std::mutex> lock(mu_);
   for (Queued& q : pending_) {
     // Spent steps count until destroyed: while the bound holds the submitter back, it destroys what ran meanwhile.
-    while (queued_bytes_ + q.bytes > max_queued_bytes_ && !(queue_.empty() && spent_.empty())) {
+    while (queued_bytes_ + q.bytes > max_queued_bytes_ && !(QueueEmpty() && spent_.empty())) {
       if (!spent_.empty()) {
         lock.unlock();
         DestroySpent();
@@ -69,12 +68,12 @@ void DeviceWorker::HandOver() {
       const int64_t start = NowNs();
       if (worker_idle_) work_.notify_one();  // the queue is full: the worker must run now
       host_waiting_ = true;
-      host_.wait(lock, [&] { return !spent_.empty() || queue_.empty(); });  // a step ran
+      host_.wait(lock, [&] { return !spent_.empty() || QueueEmpty(); });  // a step ran
       host_waiting_ = false;
       waited_ns_.fetch_add(NowNs() - start, std::memory_order_relaxed);
     }
     queued_bytes_ += q.bytes;
-    queue_.push_back(std::move(q));
+    Push(std::move(q));
     ++submitted_;
   }
   pending_.clear();
@@ -88,7 +87,7 @@ void DeviceWorker::Settle() {
   HandOver();
   const int64_t start = NowNs();
   std::unique_lock<std::mutex> lock(mu_);
-  if (worker_idle_ && !queue_.empty()) work_.notify_one();
+  if (worker_idle_ && !QueueEmpty()) work_.notify_one();
   host_waiting_ = true;
   host_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == submitted_; });
   host_waiting_ = false;
@@ -99,18 +98,28 @@ void DeviceWorker::Settle() {
 
 bool DeviceWorker::Drained() {
   std::lock_guard<std::mutex> lock(mu_);
-  return queue_.empty();
+  return QueueEmpty();
+}
+
+void DeviceWorker::Push(Queued q) {
+  if (queue_head_ == queue_.size()) {  // all taken: start over at the buffer's front
+    queue_.clear();
+    queue_head_ = 0;
+  } else if (queue_head_ >= 256 && 2 * queue_head_ >= queue_.size()) {  // the taken half (moved from) goes
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(queue_head_));
+    queue_head_ = 0;
+  }
+  queue_.push_back(std::move(q));
 }
 
 void DeviceWorker::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     worker_idle_ = true;
-    work_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    work_.wait(lock, [&] { return stop_ || !QueueEmpty(); });
     worker_idle_ = false;
-    if (queue_.empty()) return;  // stop_, and nothing left to run
-    Queued q = std::move(queue_.front());
-    queue_.pop_front();
+    if (QueueEmpty()) return;                     // stop_, and nothing left to run
+    Queued q = std::move(queue_[queue_head_++]);  // its moved-from item stays for the submitter to drop
     lock.unlock();
     const int64_t start = NowNs();
     q.step();

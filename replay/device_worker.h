@@ -12,7 +12,6 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -63,8 +62,16 @@ class DeviceWorker {
   std::condition_variable host_;  // the submitter waits here: a step finished
   bool worker_idle_ = false;      // the worker waits on work_
   bool host_waiting_ = false;     // the submitter waits on host_
-  std::deque<Queued> queue_;
-  std::vector<Queued> spent_;  // ran, to be destroyed on the submitting thread
+  // Handed over, not yet run: queue_[queue_head_, end). A vector that only the submitting thread grows and trims
+  // (Push): a deque's nodes would be made by the submitter and freed by the worker, into the submitter's heap arena
+  // under its lock (tools/bench/cross_frees.c).
+  std::vector<Queued> queue_;
+  size_t queue_head_ = 0;
+  bool QueueEmpty() const { return queue_head_ == queue_.size(); }
+  // Appends `q` (under mu_), first dropping the items already taken when that is all or at least half of queue_.
+  void Push(Queued q);
+  std::vector<Queued> spent_;       // ran, to be destroyed on the submitting thread
+  std::vector<Queued> destroying_;  // the submitting thread's: spent steps being destroyed (its buffer kept)
   // The submitting thread's own: steps not handed over yet, their bytes, and whether any step was submitted.
   std::vector<Queued> pending_;
   size_t pending_bytes_ = 0;

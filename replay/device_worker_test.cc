@@ -1,5 +1,6 @@
 // DeviceWorker: steps run in submission order on one other thread, Settle waits for all of them, the byte bound
-// holds the submitter back (and lets a step larger than the bound through alone), the destructor runs what is left.
+// holds the submitter back (and lets a step larger than the bound through alone), the destructor runs what is left;
+// the queue drops the steps already taken without losing or reordering the rest.
 #include "replay/device_worker.h"
 
 #include <atomic>
@@ -28,6 +29,38 @@ TEST(DeviceWorkerTest, RunsStepsInOrderOnAnotherThread) {
   ASSERT_EQ(order.size(), 1000u);
   int first_wrong = -1;
   for (int i = 0; i < 1000 && first_wrong < 0; ++i) {
+    if (order[i] != i) first_wrong = i;
+  }
+  EXPECT_EQ(first_wrong, -1) << "order[" << first_wrong << "] = " << order[first_wrong];
+}
+
+// The worker takes 301 of 512 queued steps and waits; the next group handed over drops the taken ones from the
+// queue's front (DeviceWorker::Push) while the rest wait to run: every step still runs once, in order.
+TEST(DeviceWorkerTest, TakenStepsAreDroppedFromTheQueueInOrder) {
+  std::vector<int> order;  // written by the worker only, read after Settle
+  std::atomic<bool> start{false}, reached{false}, resume{false};
+  DeviceWorker worker(1 << 20);
+  auto step = [&](int i) {
+    return [&, i] {
+      if (i == 0) {
+        while (!start) std::this_thread::yield();
+      }
+      if (i == 300) {
+        reached = true;
+        while (!resume) std::this_thread::yield();
+      }
+      order.push_back(i);
+    };
+  };
+  for (int i = 0; i < 512; ++i) worker.Submit(1, step(i));  // 512 = 32 groups of 16: all handed over
+  start = true;
+  while (!reached) std::this_thread::yield();
+  for (int i = 512; i < 528; ++i) worker.Submit(1, step(i));  // handed over past 301 taken steps
+  resume = true;
+  worker.Settle();
+  ASSERT_EQ(order.size(), 528u);
+  int first_wrong = -1;
+  for (int i = 0; i < 528 && first_wrong < 0; ++i) {
     if (order[i] != i) first_wrong = i;
   }
   EXPECT_EQ(first_wrong, -1) << "order[" << first_wrong << "] = " << order[first_wrong];

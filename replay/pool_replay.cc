@@ -237,6 +237,7 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
   if (backend != Backend::kRef && device == nullptr) return Internal("pool replay: no device data path");
   r->device_ = std::move(device);
   if (backend != Backend::kRef && device_thread) {
+    r->spare_lists_.reserve(kSpareLists);
     r->plan_worker_ = std::make_unique<DeviceWorker>(kMaxQueuedBytes);
     r->worker_ = std::make_unique<DeviceWorker>(kMaxQueuedBytes);
     PoolReplay* self = r.get();
@@ -255,11 +256,18 @@ int64_t PoolReplay::Slots() const {
   return geometry_.shard_size * (geometry_.pages_per_rank + 1) * geometry_.page_size;
 }
 
-std::vector<uint32_t> PoolReplay::LastWrites(int64_t layer, const std::vector<SlotRun>& runs) const {
+std::vector<uint32_t> PoolReplay::LastWrites(int64_t layer, const std::vector<SlotRun>& runs) {
   const uint32_t* layer_writes = last_write_.get() + layer * Slots();
   size_t n = 0;
   for (const SlotRun& run : runs) n += static_cast<size_t>(run.len);
   std::vector<uint32_t> generations;
+  {
+    std::lock_guard<std::mutex> lock(spare_mu_);  // a spare list answered on the device thread, if one is
+    if (!spare_lists_.empty()) {
+      generations = std::move(spare_lists_.back());
+      spare_lists_.pop_back();
+    }
+  }
   generations.reserve(n);
   for (const SlotRun& run : runs)
     generations.insert(generations.end(), layer_writes + run.first, layer_writes + run.first + run.len);

@@ -177,8 +177,9 @@ class PoolReplay {
                               const PoolDataPath::RowDifference& at) const;
   // Slots of the pool: N * (pages_per_rank + 1) * page_size (the trash pages included).
   int64_t Slots() const;
-  // The generation of the last write of each slot of `runs` (a read's slots, checked) in `layer` (last_write_).
-  std::vector<uint32_t> LastWrites(int64_t layer, const std::vector<SlotRun>& runs) const;
+  // The generation of the last write of each slot of `runs` (a read's slots, checked) in `layer` (last_write_), in a
+  // spare list where one is kept.
+  std::vector<uint32_t> LastWrites(int64_t layer, const std::vector<SlotRun>& runs);
   // end_shard_extend on the device: answered at once, or (on the device thread, a path whose ends are checks) as a
   // pending check answered with the reads'.
   Status DeviceEnd();
@@ -244,6 +245,14 @@ class PoolReplay {
   // Adds a started check; at kMaxPendingChecks pending, answers them all (the path holds no more).
   void AddPendingCheck(PendingCheck check);
   std::vector<PendingCheck> pending_checks_;
+  // The generation lists of answered checks, kept for LastWrites to refill: this thread makes them, and the device
+  // thread answers most checks; freed there, a list would go back into this thread's heap arena under its lock
+  // (tools/bench/cross_frees.c, CROSS_FREES_MAKER=main). At most kSpareLists lists of at most kSpareListInts each.
+  static constexpr size_t kSpareLists = 64, kSpareListInts = size_t{1} << 14;
+  std::mutex spare_mu_;
+  std::vector<std::vector<uint32_t>> spare_lists_;  // reserved once: never grown on another thread
+  // Keeps the generation lists of `checks` (answered) as spares, as far as they fit.
+  void KeepSpareLists(std::vector<PendingCheck>* checks);
   StepAt running_;
   std::atomic<int64_t> final_steps_{0};  // device_steps_done()
   // The plan thread: device plans checked beside the device thread's steps (fed by them, so joined after worker_).

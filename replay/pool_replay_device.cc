@@ -244,6 +244,17 @@ void PoolReplay::ResolveChecks() {
     }
     if (!s.ok()) AddFinding(p.step, std::move(s));
   }
+  KeepSpareLists(&pending);
+}
+
+void PoolReplay::KeepSpareLists(std::vector<PendingCheck>* checks) {
+  std::lock_guard<std::mutex> lock(spare_mu_);
+  for (PendingCheck& p : *checks) {
+    const size_t capacity = p.generations.capacity();
+    if (capacity == 0 || capacity > kSpareListInts || spare_lists_.size() == kSpareLists) continue;
+    p.generations.clear();
+    spare_lists_.push_back(std::move(p.generations));
+  }
 }
 
 void PoolReplay::AddFinding(const StepAt& step, Status status) {
