@@ -245,9 +245,10 @@ class PoolReplay {
   // Adds a started check; at kMaxPendingChecks pending, answers them all (the path holds no more).
   void AddPendingCheck(PendingCheck check);
   std::vector<PendingCheck> pending_checks_;
-  // The generation lists of answered checks, kept for LastWrites to refill: this thread makes them, and the device
-  // thread answers most checks; freed there, a list would go back into this thread's heap arena under its lock
-  // (tools/bench/cross_frees.c, CROSS_FREES_MAKER=main). At most kSpareLists lists of at most kSpareListInts each.
+  // The generation lists of answered checks, kept for LastWrites to refill: the checking thread makes them, and the
+  // device thread answers most checks; freed there, a list would go back into the checking thread's heap arena under
+  // its lock (tools/bench/cross_frees.c, CROSS_FREES_MAKER=main). At most kSpareLists lists of at most kSpareListInts
+  // entries each (the bound of a record's kept lists, PreparedRecord::kKeptInts).
   static constexpr size_t kSpareLists = 64, kSpareListInts = size_t{1} << 14;
   std::mutex spare_mu_;
   std::vector<std::vector<uint32_t>> spare_lists_;  // reserved once: never grown on another thread
