@@ -373,13 +373,15 @@ TEST(TraceProps, PreparingAheadChangesNoOutcomeWithALongBegin) {
         o.row_words = 1;
         o.edge_heavy = false;
         std::string text;
+        size_t most = 0;
         for (int tries = 0; tries < 32; ++tries) {
           text = Generate(o);
-          if (MostPagesInABegin(text) > replay::PreparedRecord::kKeptInts) break;
+          most = MostPagesInABegin(text);
+          if (most > replay::PreparedRecord::kKeptInts) break;
           ++o.seed;
         }
-        RC_LOG() << "seed " << o.seed << ": a begin of " << MostPagesInABegin(text) << " pages\n";
-        RC_ASSERT(MostPagesInABegin(text) > replay::PreparedRecord::kKeptInts);
+        RC_LOG() << "seed " << o.seed << ": a begin of " << most << " pages\n";
+        RC_ASSERT(most > replay::PreparedRecord::kKeptInts);
         CheckPreparingAheadChangesNoOutcome(text);
       },
       FractionOfCases(200, 5)));
