@@ -237,7 +237,6 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
   if (backend != Backend::kRef && device == nullptr) return Internal("pool replay: no device data path");
   r->device_ = std::move(device);
   if (backend != Backend::kRef && device_thread) {
-    r->spare_lists_.reserve(kSpareLists);
     r->plan_worker_ = std::make_unique<DeviceWorker>(kMaxQueuedBytes);
     r->worker_ = std::make_unique<DeviceWorker>(kMaxQueuedBytes);
     PoolReplay* self = r.get();
@@ -256,21 +255,21 @@ int64_t PoolReplay::Slots() const {
   return geometry_.shard_size * (geometry_.pages_per_rank + 1) * geometry_.page_size;
 }
 
-std::vector<uint32_t> PoolReplay::LastWrites(int64_t layer, const std::vector<SlotRun>& runs) {
+void PoolReplay::MarkWritten(int64_t layer, const std::vector<int64_t>& locs, int64_t generation) {
+  uint32_t* layer_writes = last_write_.get() + layer * Slots();
+  for (const int64_t loc : locs) layer_writes[loc] = static_cast<uint32_t>(generation);  // checked slots
+}
+
+std::vector<uint32_t> PoolReplay::LastWrites(int64_t layer, const std::vector<int64_t>& locs) {
   const uint32_t* layer_writes = last_write_.get() + layer * Slots();
-  size_t n = 0;
-  for (const SlotRun& run : runs) n += static_cast<size_t>(run.len);
   std::vector<uint32_t> generations;
-  {
-    std::lock_guard<std::mutex> lock(spare_mu_);  // a spare list answered on the device thread, if one is
-    if (!spare_lists_.empty()) {
-      generations = std::move(spare_lists_.back());
-      spare_lists_.pop_back();
-    }
+  if (!spare_lists_.empty()) {  // an answered check's list
+    generations = std::move(spare_lists_.back());
+    spare_lists_.pop_back();
   }
-  generations.reserve(n);
-  for (const SlotRun& run : runs)
-    generations.insert(generations.end(), layer_writes + run.first, layer_writes + run.first + run.len);
+  generations.resize(locs.size());
+  uint32_t* to = generations.data();
+  for (const int64_t loc : locs) *to++ = layer_writes[loc];
   return generations;
 }
 
@@ -372,10 +371,6 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, SharedLocs record_locs,
     KVSHARD_RETURN_IF_ERROR(baseline_->WriteBuffers(layer, locs, rows));
     if (pool_) KVSHARD_RETURN_IF_ERROR(pool_->WriteBuffers(layer, locs, rows));
   }
-  if (last_write_ != nullptr) {
-    uint32_t* layer_writes = last_write_.get() + layer * slots;
-    for (const SlotRun& run : runs) std::fill_n(layer_writes + run.first, run.len, static_cast<uint32_t>(generation_));
-  }
   FieldAnswer a = OwnerWritePlan(locs, runs, geometry_.shard_size, geometry_.page_size, only);
   a.Add("staged", active_);
   a.Add("generation", generation_);
@@ -386,6 +381,7 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, SharedLocs record_locs,
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
         bytes, 0,
         [this, layer, held, rows = std::move(rows), generation = generation_] {
+          if (last_write_ != nullptr) MarkWritten(layer, *held, generation);
           return DeviceWrite(layer, *held, rows, generation);
         },
         StepKind::kDefers));  // counts no rows: checks pending before it may stay pending
@@ -436,13 +432,12 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, 
     }
   }
   if (!baseline_) {  // --backend gpu: the device's read against the last write of each slot, on the device thread
-    std::vector<uint32_t> generations = LastWrites(layer, runs);
-    const size_t bytes = locs.size() * (sizeof(int64_t) + sizeof(uint32_t));
     // Checked where the rows are (on the device thread, waited for with the batch's other checks), or here.
     const bool checked = device_->MakesRows();
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
-        bytes, 0,
-        [this, checked, layer, held, generations = std::move(generations)]() mutable {
+        locs.size() * sizeof(int64_t), 0,
+        [this, checked, layer, held] {
+          std::vector<uint32_t> generations = LastWrites(layer, *held);
           return checked ? CheckedRead(false, layer, held, std::move(generations)) : GpuRead(layer, *held, generations);
         },
         checked ? StepKind::kDefers : StepKind::kSettles));
@@ -475,14 +470,9 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, 
   if (device_ && invariant.ok() && device_->MakesRows()) {
     // diff, the reference's read being the baseline's on every rank: the path checks its read against the payload
     // of each slot's last write (those very bytes) where its rows are, and no row is handed over.
-    std::vector<uint32_t> generations = LastWrites(layer, runs);
-    const size_t bytes = locs.size() * (sizeof(int64_t) + sizeof(uint32_t));
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
-        bytes, rows_compared_ - host_before,
-        [this, layer, held, generations = std::move(generations)]() mutable {
-          return CheckedRead(true, layer, held, std::move(generations));
-        },
-        StepKind::kDefers));
+        locs.size() * sizeof(int64_t), rows_compared_ - host_before,
+        [this, layer, held] { return CheckedRead(true, layer, held, LastWrites(layer, *held)); }, StepKind::kDefers));
   } else if (device_) {  // diff: every byte of both paths (a difference is the record's first)
     size_t bytes = locs.size() * sizeof(int64_t);
     for (const ref::BufferRows& rank : *checked) {

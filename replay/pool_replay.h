@@ -135,11 +135,25 @@ class PoolReplay {
   // rows as it runs, or waits for the device anyway: an end answered at once; its counts and findings come after
   // theirs); kDefers runs with them pending (a begin, a write; a checked read or an end, which add their own).
   enum class StepKind { kSettles, kDefers };
-  // --backend gpu|diff: runs `step` (the device's call, compared with the reference's answer or the baseline: OK or
-  // a Mismatch) at once, or on the device thread (then OK here). `host_rows`: rows the host counted for this record,
-  // uncounted when the step fails; `bytes`: the payload `step` holds.
-  Status RunDeviceStep(size_t bytes, int64_t host_rows, std::function<Status()> step,
-                       StepKind kind = StepKind::kSettles);
+  // --backend gpu|diff: runs `step` (a callable returning Status: the device's call, compared with the reference's
+  // answer or the baseline: OK or a Mismatch) at once, or on the device thread (then OK here). `host_rows`: rows the
+  // host counted for this record, uncounted when the step fails; `bytes`: the payload `step` holds. A template, so a
+  // step is one closure (one allocation, made and freed on this thread), not a function wrapped in another.
+  template <typename Step>
+  Status RunDeviceStep(size_t bytes, int64_t host_rows, Step step, StepKind kind = StepKind::kSettles) {
+    if (!worker_) return RanAtRecord(host_rows, step());
+    const StepAt at{steps_++, rows_compared_ - host_rows, host_rows};
+    worker_->Submit(bytes, [this, at, kind, step = std::move(step)] {
+      if (StartDeviceStep(at, kind)) FinishDeviceStep(at, step());
+    });
+    return Status::Ok();
+  }
+  // A step run at its record: its status, its record's rows uncounted when it failed.
+  Status RanAtRecord(int64_t host_rows, Status s);
+  // On the device thread, around a step: whether it runs (the path started), resolving the pending checks first for
+  // kSettles; then what its status makes of it (a finding) and of the checks still pending.
+  bool StartDeviceStep(const StepAt& at, StepKind kind);
+  void FinishDeviceStep(const StepAt& at, Status s);
   // A read checked by a path that checks its rows (MakesRows) against `generations`: at its record, answered at once
   // (ReadChecked); on the device thread, started (StartReadChecked) and answered with the others pending by
   // ResolveChecks (a failed start at once). `diff`: diff's texts, else gpu's.
@@ -177,9 +191,12 @@ class PoolReplay {
                               const PoolDataPath::RowDifference& at) const;
   // Slots of the pool: N * (pages_per_rank + 1) * page_size (the trash pages included).
   int64_t Slots() const;
-  // The generation of the last write of each slot of `runs` (a read's slots, checked) in `layer` (last_write_), in a
-  // spare list where one is kept.
-  std::vector<uint32_t> LastWrites(int64_t layer, const std::vector<SlotRun>& runs);
+  // Device steps (the device thread's, or at their record), in step order: a write of `generation` to `locs` in
+  // `layer` (last_write_), and the generation of the last write of each of a read's `locs` (checked slots), in a
+  // spare list where one is kept. Kept where the device steps run, so the checking thread neither fills nor copies
+  // them.
+  void MarkWritten(int64_t layer, const std::vector<int64_t>& locs, int64_t generation);
+  std::vector<uint32_t> LastWrites(int64_t layer, const std::vector<int64_t>& locs);
   // end_shard_extend on the device: answered at once, or (on the device thread, a path whose ends are checks) as a
   // pending check answered with the reads'.
   Status DeviceEnd();
@@ -193,9 +210,10 @@ class PoolReplay {
   std::optional<ref::ShardedPool> pool_;        // the reference path (absent for kGpu)
   std::optional<ref::UnshardedPool> baseline_;  // reads are checked against it (absent for kGpu)
   // kGpu, and kDiff on a path that makes its rows: the generation of the last write of every (layer, slot), 0 for
-  // none: the baseline's rows of a slot are PayloadRowsOf that generation, so this is all a read is checked by. From
-  // calloc, whose large blocks are untouched zero pages: only the slots a trace writes cost memory and time (zeroing
-  // a Mooncake trace's 20 M slots x 2 layers up front took 0.1 s of the checking thread). Null for the others.
+  // none: the baseline's rows of a slot are PayloadRowsOf that generation, so this is all a read is checked by. The
+  // device steps' own (MarkWritten, LastWrites): with a device thread, only it touches this. From calloc, whose large
+  // blocks are untouched zero pages: only the slots a trace writes cost memory and time (zeroing a Mooncake trace's
+  // 20 M slots x 2 layers up front took 0.1 s). Null for the others.
   struct FreeDeleter {
     void operator()(uint32_t* p) const { std::free(p); }
   };
@@ -245,13 +263,12 @@ class PoolReplay {
   // Adds a started check; at kMaxPendingChecks pending, answers them all (the path holds no more).
   void AddPendingCheck(PendingCheck check);
   std::vector<PendingCheck> pending_checks_;
-  // The generation lists of answered checks, kept for LastWrites to refill: the checking thread makes them, and the
-  // device thread answers most checks; freed there, a list would go back into the checking thread's heap arena under
-  // its lock (tools/bench/cross_frees.c, CROSS_FREES_MAKER=main). At most kSpareLists lists of at most kSpareListInts
-  // entries each (the bound of a record's kept lists, PreparedRecord::kKeptInts).
+  // The generation lists of answered checks, kept for LastWrites to refill instead of allocating: the device steps
+  // make them and ResolveChecks answers them, both on the device thread (the settling thread once it settled). At
+  // most kSpareLists lists of at most kSpareListInts entries each (the bound of a record's kept lists,
+  // PreparedRecord::kKeptInts).
   static constexpr size_t kSpareLists = 64, kSpareListInts = size_t{1} << 14;
-  std::mutex spare_mu_;
-  std::vector<std::vector<uint32_t>> spare_lists_;  // reserved once: never grown on another thread
+  std::vector<std::vector<uint32_t>> spare_lists_;
   // Keeps the generation lists of `checks` (answered) as spares, as far as they fit.
   void KeepSpareLists(std::vector<PendingCheck>* checks);
   StepAt running_;

@@ -19,29 +19,29 @@
 
 namespace kvshard::replay {
 
-Status PoolReplay::RunDeviceStep(size_t bytes, int64_t host_rows, std::function<Status()> step, StepKind kind) {
-  if (!worker_) {
-    Status s = step();
-    if (!s.ok()) rows_compared_ -= host_rows;  // the record failed: its rows were not compared
-    return s;
+Status PoolReplay::RanAtRecord(int64_t host_rows, Status s) {
+  if (!s.ok()) rows_compared_ -= host_rows;  // the record failed: its rows were not compared
+  return s;
+}
+
+bool PoolReplay::StartDeviceStep(const StepAt& at, StepKind kind) {
+  if (!device_started_) return false;               // the replay ends with the Start error at the next settle
+  if (kind == StepKind::kSettles) ResolveChecks();  // its counts and findings come after theirs
+  running_ = at;
+  return true;
+}
+
+void PoolReplay::FinishDeviceStep(const StepAt& at, Status s) {
+  if (!s.ok()) {
+    ResolveChecks();  // the checks still pending came before it
+    AddFinding(at, std::move(s));
   }
-  const StepAt at{steps_++, rows_compared_ - host_rows, host_rows};
-  worker_->Submit(bytes, [this, at, kind, step = std::move(step)] {
-    if (!device_started_) return;                     // the replay ends with the Start error at the next settle
-    if (kind == StepKind::kSettles) ResolveChecks();  // its counts and findings come after theirs
-    running_ = at;
-    if (Status s = step(); !s.ok()) {
-      ResolveChecks();  // the checks still pending came before it
-      AddFinding(at, std::move(s));
-    }
-    // Checks wait for the next settling step or for the pending limit while the host is ahead; once this thread
-    // has caught up, they are answered at once (a live trace's differences are not held back).
-    if (!pending_checks_.empty() && worker_->Drained()) ResolveChecks();
-    // Release: the findings of the steps before it are visible to whoever sees the count.
-    final_steps_.store(pending_checks_.empty() ? at.index + 1 : pending_checks_.front().step.index,
-                       std::memory_order_release);
-  });
-  return Status::Ok();
+  // Checks wait for the next settling step or for the pending limit while the host is ahead; once this thread has
+  // caught up, they are answered at once (a live trace's differences are not held back).
+  if (!pending_checks_.empty() && worker_->Drained()) ResolveChecks();
+  // Release: the findings of the steps before it are visible to whoever sees the count.
+  final_steps_.store(pending_checks_.empty() ? at.index + 1 : pending_checks_.front().step.index,
+                     std::memory_order_release);
 }
 
 std::vector<PoolReplay::DeviceFinding> PoolReplay::SettleDevice() {
@@ -248,7 +248,6 @@ void PoolReplay::ResolveChecks() {
 }
 
 void PoolReplay::KeepSpareLists(std::vector<PendingCheck>* checks) {
-  std::lock_guard<std::mutex> lock(spare_mu_);
   for (PendingCheck& p : *checks) {
     const size_t capacity = p.generations.capacity();
     if (capacity == 0 || capacity > kSpareListInts || spare_lists_.size() == kSpareLists) continue;
