@@ -65,13 +65,13 @@ void PrintSummary(const replay::ReplayReport& report, bool host_timing, std::ost
     out << timing;
   }
   if (report.device_thread || host_timing) {  // which host thread holds the wall time
-    char host[240];
+    char host[320];
     std::snprintf(host, sizeof(host),
                   "; checking thread CPU %.2f s, waited %.2f s for the %d reader threads (their CPU %.2f s; they "
-                  "judged %lld of the %lld stateless records)",
+                  "judged %lld of the %lld stateless records); replay %.2f s wall, released in %.2f s",
                   report.checking_cpu_seconds, report.reader_wait_seconds, report.read_threads,
                   report.reader_cpu_seconds, static_cast<long long>(report.stateless_judged_ahead),
-                  static_cast<long long>(report.stateless_records));
+                  static_cast<long long>(report.stateless_records), report.replay_seconds, report.release_seconds);
     out << host;
   }
   out << "\n";

@@ -84,8 +84,8 @@ TEST(ReplayCmdTest, ReadThreadsChangeNothingReported) {
   }
 }
 
-// --timing ends the summary with the host's threads: the reader threads asked for, and CPU seconds that are numbers;
-// the rest of the line is the one without it. Not with --json.
+// --timing ends the summary with the host's threads (the reader threads asked for, and CPU seconds that are numbers)
+// and the replay's wall and release seconds; the rest of the line is the one without it. Not with --json.
 TEST(ReplayCmdTest, TimingEndsTheSummaryWithTheHostsThreads) {
   const CliResult plain = RunCli({"replay", RunfilePath(kTrace)});
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
@@ -97,14 +97,14 @@ TEST(ReplayCmdTest, TimingEndsTheSummaryWithTheHostsThreads) {
     EXPECT_EQ(r.out.rfind(summary + "; checking thread CPU ", 0), 0u) << r.out;
     EXPECT_NE(r.out.find(std::string(" s for the ") + threads + " reader threads (their CPU "), std::string::npos)
         << r.out;
-    double cpu = -1, waited = -1, readers_cpu = -1;
+    double cpu = -1, waited = -1, readers_cpu = -1, replay = -1, release = -1;
     int n = -1;
     long long judged = -1, stateless = -1;
     ASSERT_EQ(std::sscanf(r.out.c_str() + summary.size(),
                           "; checking thread CPU %lf s, waited %lf s for the %d reader threads (their CPU %lf s; they "
-                          "judged %lld of the %lld stateless records)",
-                          &cpu, &waited, &n, &readers_cpu, &judged, &stateless),
-              6)
+                          "judged %lld of the %lld stateless records); replay %lf s wall, released in %lf s",
+                          &cpu, &waited, &n, &readers_cpu, &judged, &stateless, &replay, &release),
+              8)
         << r.out;
     EXPECT_GE(cpu, 0);
     EXPECT_GE(waited, 0);
@@ -113,7 +113,9 @@ TEST(ReplayCmdTest, TimingEndsTheSummaryWithTheHostsThreads) {
     EXPECT_GT(stateless, 0);  // the trace's plan records
     EXPECT_GE(judged, 0);
     EXPECT_LE(judged, stateless);
-    const std::string end = "stateless records)\n";  // the summary ends there
+    EXPECT_GE(replay, 0);
+    EXPECT_GE(release, 0);
+    const std::string end = " s\n";  // the summary ends there
     EXPECT_EQ(r.out.substr(r.out.size() - std::min(r.out.size(), end.size())), end) << r.out;
   }
   const CliResult json = RunCli({"replay", RunfilePath(kTrace), "--timing", "--json"});

@@ -1,5 +1,6 @@
 // A record's expect and invariant checks (Replayer::Replay, which fills the record's ReplayMismatch) and
 // ReplayStream over a whole trace, with a truncated last record reported after every complete one was checked.
+#include <chrono>
 #include <cstring>
 #include <istream>
 #include <optional>
@@ -305,14 +306,20 @@ int DefaultReadThreads() {
   return cores >= 8 ? 4 : cores >= 4 ? 2 : 1;
 }
 
-Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport* report,
-                    const std::function<void(const ReplayMismatch&)>& on_mismatch) {
+namespace {
+
+// ReplayStream's records, the replayer made into *replayer_out: it outlives the read-ahead (joined on return), so
+// the caller times its release.
+Status ReplayRecords(std::istream& in, const ReplayOptions& options, ReplayReport* report,
+                     const std::function<void(const ReplayMismatch&)>& on_mismatch,
+                     std::unique_ptr<Replayer>* replayer_out) {
   TraceReader reader(&in, options.line_check);
   KVSHARD_ASSIGN_OR_RETURN(Json header, reader.ReadHeader(TraceHeaderKeys()));
-  KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<Replayer> replayer, Replayer::Create(header, options));
+  KVSHARD_ASSIGN_OR_RETURN(*replayer_out, Replayer::Create(header, options));
+  Replayer* replayer = replayer_out->get();
   ReplaySummary& s = replayer->summary();
   // The next records are parsed, shape-checked and (stateless ones) run and judged while this one is checked.
-  const Replayer* prepare = replayer.get();
+  const Replayer* prepare = replayer;
   TraceReadAhead records(
       &reader, [prepare](TraceRecord* record, bool ahead) { prepare->Prepare(record, ahead); },
       options.read_threads > 0 ? options.read_threads : DefaultReadThreads());
@@ -402,6 +409,24 @@ Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport
     report->plan_waited_seconds = planner->waited_seconds();
   }
   report->rows_compared = rows_at_stop ? *rows_at_stop : replayer->rows_compared() + rows_adjust;
+  return result;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Status ReplayStream(std::istream& in, const ReplayOptions& options, ReplayReport* report,
+                    const std::function<void(const ReplayMismatch&)>& on_mismatch) {
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<Replayer> replayer;
+  const Status result = ReplayRecords(in, options, report, on_mismatch, &replayer);
+  report->replay_seconds = SecondsSince(start);
+  const auto release = std::chrono::steady_clock::now();
+  replayer.reset();
+  report->release_seconds = SecondsSince(release);
   return result;
 }
 

@@ -294,6 +294,9 @@ struct ReplayReport {
   double checking_cpu_seconds = 0, reader_wait_seconds = 0, reader_cpu_seconds = 0;
   int read_threads = 0;
   int64_t stateless_records = 0, stateless_judged_ahead = 0;
+  // Wall seconds from the header's read to the last record's outcome (the device settled), and then to the
+  // replayer's release (its pools, and the device path's buffers, streams and threads).
+  double replay_seconds = 0, release_seconds = 0;
 };
 
 // Replays a whole trace from `in` (what `kvshard replay`, the trace properties and the trace fuzzer run): reads
