@@ -1,6 +1,6 @@
 // Times a command's last phases: loaded as LD_PRELOAD, it prints (to stderr, at exit) CLOCK_MONOTONIC when the
 // process was loaded and when its exit handlers were done. This library's destructor runs after the handlers
-// registered after it was loaded (the CUDA runtime's, which tear the context down), so with the moment the summary
+// registered after it was loaded (the CUDA runtime's among them), so with the moment the summary
 // line arrived and the moment the parent's wait returned (tools/bench/exit_phases.py), a replay's wall time splits
 // into start-up, replay (with the replayer's own teardown), the exit handlers, and the kernel's cleanup.
 //   gcc -O2 -shared -fPIC -o /tmp/exit_phases.so tools/bench/exit_phases.c
