@@ -267,9 +267,9 @@ std::vector<uint32_t> PoolReplay::LastWrites(int64_t layer, const std::vector<in
     generations = std::move(spare_lists_.back());
     spare_lists_.pop_back();
   }
-  generations.resize(locs.size());
-  uint32_t* to = generations.data();
-  for (const int64_t loc : locs) *to++ = layer_writes[loc];
+  generations.clear();  // written once each, not zeroed first
+  generations.reserve(locs.size());
+  for (const int64_t loc : locs) generations.push_back(layer_writes[loc]);
   return generations;
 }
 

@@ -3,7 +3,7 @@
 // each trace generated once in memory and replayed whole per iteration (reading, parsing, every check). Two more
 // rows price `--backend diff`'s machinery without a GPU: the default trace with the reference pool as the "device"
 // (replay/host_pool_path.h), its steps on the device thread or each at its record; one more `--backend gpu`'s (the
-// checking thread's share: plans, answers, each slot's last write; rows made and checked on the device thread). And the
+// checking thread's share: plans, answers; each slot's last write, rows made and checked on the device thread). And the
 // reader side alone (BM_ReadAhead): the default trace read, parsed and prepared by 1, 2 and 4 reader threads; and the
 // JSON reader alone on its lines (BM_ParseRecords).
 //   bazel run -c opt //replay:replay_benchmark -- --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
