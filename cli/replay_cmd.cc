@@ -1,6 +1,7 @@
 // kvshard replay: runs a trace (docs/trace-format.md) through the reference model and reports the first
 // decision that differs from it, by line and field (exit 1), or a malformed line (exit 2); a truncated last record
 // (a recorder killed mid-write) is reported after every complete record was checked.
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <future>
@@ -55,13 +56,17 @@ void PrintSummary(const replay::ReplayReport& report, bool host_timing, std::ost
   if (report.rows_compared > 0) out << report.rows_compared << " KV rows compared, ";
   out << s.mismatches << " mismatches";
   if (report.device_thread) {  // --backend gpu|diff: is the device or the host the slower of the two?
-    char timing[320];
-    std::snprintf(timing, sizeof(timing),
-                  "; device thread busy %.2f s (set-up %.2f s; pending checks taken %lld times), the checking thread "
-                  "waited %.2f s for it; plan thread busy %.2f s, the device thread waited %.2f s for it",
-                  report.device_busy_seconds, report.device_setup_seconds,
-                  static_cast<long long>(report.device_checks_taken), report.device_waited_seconds,
-                  report.plan_busy_seconds, report.plan_waited_seconds);
+    char timing[400];
+    std::snprintf(
+        timing, sizeof(timing),
+        "; device thread busy %.2f s (set-up %.2f s: driver %.2f, context %.2f, buffers %.2f; pending checks "
+        "taken %lld times), the checking thread "
+        "waited %.2f s for it; plan thread busy %.2f s, the device thread waited %.2f s for it",
+        report.device_busy_seconds, report.device_setup_seconds, report.device_driver_seconds,
+        report.device_context_seconds,
+        std::max(0.0, report.device_setup_seconds - report.device_driver_seconds - report.device_context_seconds),
+        static_cast<long long>(report.device_checks_taken), report.device_waited_seconds, report.plan_busy_seconds,
+        report.plan_waited_seconds);
     out << timing;
   }
   if (report.device_thread || host_timing) {  // which host thread holds the wall time

@@ -442,6 +442,18 @@ TEST(ReplayCmdTest, GpuBackendDiffsThePipelineOrSaysWhyNot) {
   const CliResult g = RunCli({"replay", RunfilePath(kPool), "--backend", "gpu"});
   EXPECT_EQ(g.exit_code, 0) << g.err;
   EXPECT_NE(g.out.find("132 KV rows compared"), std::string::npos) << g.out;
+  // The device thread's set-up, split into the driver's start, device 0's context and the rest (its buffers and
+  // streams): the parts add up to the set-up (each printed to 0.01 s), and the driver and context take time.
+  const size_t at = g.out.find("(set-up ");
+  ASSERT_NE(at, std::string::npos) << g.out;
+  double setup = -1, driver = -1, context = -1, buffers = -1;
+  ASSERT_EQ(std::sscanf(g.out.c_str() + at, "(set-up %lf s: driver %lf, context %lf, buffers %lf;", &setup, &driver,
+                        &context, &buffers),
+            4)
+      << g.out;
+  EXPECT_GT(driver + context, 0) << g.out;
+  EXPECT_GE(buffers, 0) << g.out;
+  EXPECT_NEAR(driver + context + buffers, setup, 0.021) << g.out;
 }
 
 const char kPoolMha[] = "testdata/traces/pool_pipeline_mha.jsonl";

@@ -20,6 +20,12 @@ int VisibleDeviceCount(std::string* why) {
   return n;
 }
 
+Status StartContext(int device) {
+  KVSHARD_CUDA_CHECK(cudaSetDevice(device));
+  KVSHARD_CUDA_CHECK(cudaFree(nullptr));  // the runtime's way to make the current device's context now
+  return Status::Ok();
+}
+
 std::string DeviceDescription(int ordinal) {
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, ordinal) != cudaSuccess) return "unknown device";

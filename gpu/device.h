@@ -17,6 +17,9 @@ namespace kvshard::gpu {
 int VisibleDeviceCount(std::string* why = nullptr);
 // "NVIDIA H200 (sm_90, 139 GiB)" for device `ordinal`.
 std::string DeviceDescription(int ordinal);
+// Makes `device` current and creates its primary context now (not at the first call that needs it), so that a caller
+// can time the context apart from what it then allocates.
+Status StartContext(int device);
 
 namespace internal {
 

@@ -4,6 +4,7 @@
 #include "replay/gpu_pool_path.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -37,9 +38,17 @@ GpuPoolPath::~GpuPoolPath() {
 }
 
 Status GpuPoolPath::Start() {
+  using Clock = std::chrono::steady_clock;
+  const auto seconds = [](Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double>(to - from).count();
+  };
+  const Clock::time_point start = Clock::now();
   std::string why;
-  const int visible = gpu::VisibleDeviceCount(&why);
+  const int visible = gpu::VisibleDeviceCount(&why);  // the driver's start (cuInit)
   if (visible == 0) return Unavailable("--backend: no CUDA device visible (", why, ")");
+  const Clock::time_point driver_up = Clock::now();
+  KVSHARD_RETURN_IF_ERROR(gpu::StartContext(0));  // device 0's context: the emulated ranks' device, NCCL's first
+  start_times_ = {seconds(start, driver_up), seconds(driver_up, Clock::now())};
   if (gpus_ <= 1) {
     KVSHARD_ASSIGN_OR_RETURN(comm_, gpu::CreateEmulatedGroup(static_cast<int>(g_.shard_size), 0));
   } else {

@@ -30,6 +30,7 @@ class GpuPoolPath : public PoolDataPath {
 
   // The rank group (device 0 for emulated ranks, an NCCL communicator for one GPU per rank), then Init.
   Status Start() override;
+  StartTimes start_times() const override { return start_times_; }
 
   Status Init();
 
@@ -151,6 +152,7 @@ class GpuPoolPath : public PoolDataPath {
 
   PoolGeometry g_;
   int gpus_ = 1;
+  StartTimes start_times_;                // Start's driver and context seconds
   std::unique_ptr<gpu::RankGroup> comm_;  // made by Start
   std::unique_ptr<gpu::DeviceGatherPlanner> planner_;
   cudaStream_t plan_stream_ = nullptr;  // Plan's alone (device 0)

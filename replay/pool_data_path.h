@@ -23,6 +23,12 @@ class PoolDataPath {
   // The set-up a path leaves out of its creation (a device context, its buffers): called once, before any call
   // below, on the thread that makes them; an error ends the replay.
   virtual Status Start() { return Status::Ok(); }
+  // Of Start's seconds, the driver's start and the device context's (0 for a path without them): the rest is the
+  // path's own buffers and streams. Read after Start returned.
+  struct StartTimes {
+    double driver_seconds = 0, context_seconds = 0;
+  };
+  virtual StartTimes start_times() const { return {}; }
   // "gpu (N ranks emulated on device 0)" and the like, for messages (known before Start).
   virtual std::string Name() const = 0;
   // begin_shard_extend of `batch`, in two halves. Plan builds the path's own plan (errors as the reference's): it

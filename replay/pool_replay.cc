@@ -244,6 +244,7 @@ StatusOr<std::unique_ptr<PoolReplay>> PoolReplay::Create(const PoolGeometry& g, 
       const auto start = std::chrono::steady_clock::now();
       self->device_error_ = self->device_->Start();
       self->setup_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      self->start_times_ = self->device_->start_times();
       self->device_started_ = self->device_error_.ok();
       if (!self->device_started_) self->found_.store(true, std::memory_order_release);
     });

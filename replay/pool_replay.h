@@ -121,6 +121,8 @@ class PoolReplay {
   // Seconds the device path's Start took on the device thread (its context, buffers), and how many times the pending
   // checks were taken from the path (TakeChecked: one wait for the device each); read after SettleDevice.
   double device_setup_seconds() const { return setup_seconds_; }
+  // Of those, the driver's start and the device context's (PoolDataPath::start_times); read after SettleDevice.
+  PoolDataPath::StartTimes device_start_times() const { return start_times_; }
   int64_t checks_taken() const { return checks_taken_.load(std::memory_order_relaxed); }
   // Waits for every submitted device step and returns what they found since the last call, in step order.
   std::vector<DeviceFinding> SettleDevice();
@@ -247,6 +249,7 @@ class PoolReplay {
   Status device_error_;                   // written by the device thread's first step
   bool device_started_ = false;           // written by the device thread's first step (read after a settle)
   double setup_seconds_ = 0;              // written by the device thread's first step (read after a settle)
+  PoolDataPath::StartTimes start_times_;  // the same
   std::atomic<int64_t> checks_taken_{0};  // TakeChecked calls
   fast::GatherPlanner host_planner_;      // --backend gpu: begin_shard_extend's answer
   // The device thread's (the settling thread's once settled): checks started and not yet answered (reads on the

@@ -147,6 +147,9 @@ class Replayer {
   const DeviceWorker* plan_worker() const { return pool_ ? pool_->plan_worker() : nullptr; }
   // The device path's set-up seconds and the times its pending checks were taken (PoolReplay's; 0 without a device).
   double device_setup_seconds() const { return pool_ ? pool_->device_setup_seconds() : 0; }
+  PoolDataPath::StartTimes device_start_times() const {
+    return pool_ ? pool_->device_start_times() : PoolDataPath::StartTimes{};
+  }
   int64_t device_checks_taken() const { return pool_ ? pool_->checks_taken() : 0; }
 
   // The mismatch the last Replay returned.
@@ -286,6 +289,7 @@ struct ReplayReport {
   bool device_thread = false;
   double device_busy_seconds = 0, device_waited_seconds = 0;
   double device_setup_seconds = 0;
+  double device_driver_seconds = 0, device_context_seconds = 0;  // of the set-up: the driver's start, the context's
   int64_t device_checks_taken = 0;
   double plan_busy_seconds = 0, plan_waited_seconds = 0;
   // The checking thread's CPU seconds over the records, the wall seconds it waited for the reader threads' next
