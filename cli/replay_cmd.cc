@@ -129,6 +129,10 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   // --backend gpu|diff initializes the CUDA driver on the device thread while the host replays: the check that a
   // device is visible runs on a thread of its own too, and its error, if any, is the command's.
   KVSHARD_ASSIGN_OR_RETURN(options.backend, BackendFlag(flags, /*check_device=*/false));
+#ifdef KVSHARD_HAVE_CUDA
+  // Before the first CUDA call and the command's first thread: the driver's settings for the paths it will make.
+  if (options.backend != replay::Backend::kRef) replay::PrepareGpuPoolPaths(static_cast<int>(flags.Int("gpus")));
+#endif
   std::future<Status> device_check;
   if (options.backend != replay::Backend::kRef) {
     const char* flag = options.backend == replay::Backend::kDiff ? "--backend diff" : "--backend gpu";

@@ -2,6 +2,7 @@
 // --keep-going counts every mismatch; every kind of malformed line exits 2 naming its line.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -454,6 +455,32 @@ TEST(ReplayCmdTest, GpuBackendDiffsThePipelineOrSaysWhyNot) {
   EXPECT_GT(driver + context, 0) << g.out;
   EXPECT_GE(buffers, 0) << g.out;
   EXPECT_NEAR(driver + context + buffers, setup, 0.021) << g.out;
+}
+
+// Before its first CUDA call, `--backend gpu|diff` with ranks emulated on one GPU asks the driver for two hardware
+// queues a context (a faster context, docs/PERFORMANCE.md), unless the environment sets them; `--gpus N` (NCCL) keeps
+// the driver's default. Holds with and without a GPU: the setting comes before the device check.
+TEST(ReplayCmdTest, EmulatedRanksAskTheDriverForTwoHardwareQueues) {
+#ifndef KVSHARD_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA backend: no GPU path to prepare";
+#else
+  const char* kQueues = "CUDA_DEVICE_MAX_CONNECTIONS";
+  const auto queues = [&] {
+    const char* v = std::getenv(kQueues);
+    return std::string(v == nullptr ? "<unset>" : v);
+  };
+  unsetenv(kQueues);
+  RunCli({"replay", RunfilePath(kPool), "--backend", "gpu", "--gpus", "2"});
+  EXPECT_EQ(queues(), "<unset>");
+  RunCli({"replay", RunfilePath(kPool)});  // --backend ref: no CUDA
+  EXPECT_EQ(queues(), "<unset>");
+  RunCli({"replay", RunfilePath(kPool), "--backend", "diff"});
+  EXPECT_EQ(queues(), "2");
+  setenv(kQueues, "8", /*overwrite=*/1);
+  RunCli({"replay", RunfilePath(kPool), "--backend", "gpu"});
+  EXPECT_EQ(queues(), "8");
+  unsetenv(kQueues);
+#endif
 }
 
 const char kPoolMha[] = "testdata/traces/pool_pipeline_mha.jsonl";

@@ -2,6 +2,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "gpu/device.h"
 #include "gpu/nvtx.h"
@@ -18,6 +20,11 @@ int VisibleDeviceCount(std::string* why) {
   }
   if (n == 0 && why) *why = "cudaGetDeviceCount returned 0";
   return n;
+}
+
+void PreferHardwareQueues(int queues) {
+  KVSHARD_CHECK(queues >= 1 && queues <= 32);
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(queues).c_str(), /*overwrite=*/0);
 }
 
 Status StartContext(int device) {

@@ -17,6 +17,12 @@ namespace kvshard::gpu {
 int VisibleDeviceCount(std::string* why = nullptr);
 // "NVIDIA H200 (sm_90, 139 GiB)" for device `ordinal`.
 std::string DeviceDescription(int ordinal);
+// Sets CUDA_DEVICE_MAX_CONNECTIONS, the hardware work queues of each context (the driver's default is 8), to `queues`
+// (1..32) unless the environment already sets it. A context with fewer queues is faster to make and to tear down
+// (docs/PERFORMANCE.md, the twenty-eighth round: 0.06-0.08 s for 1-2 queues against 0.10-0.15 s for 8); streams
+// beyond `queues` share a queue, and work on a shared queue runs in submission order, so a caller passes at least its
+// streams. Call it before the process's first CUDA call, while it runs one thread (it calls setenv).
+void PreferHardwareQueues(int queues);
 // Makes `device` current and creates its primary context now (not at the first call that needs it), so that a caller
 // can time the context apart from what it then allocates.
 Status StartContext(int device);

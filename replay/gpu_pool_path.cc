@@ -313,6 +313,10 @@ Status GpuPoolPath::RecordStaging(Done* done) {
 
 }  // namespace gpu_path
 
+void PrepareGpuPoolPaths(int gpus) {
+  if (gpus <= 1) gpu::PreferHardwareQueues(2);
+}
+
 StatusOr<std::unique_ptr<PoolDataPath>> MakeGpuPoolPath(const PoolGeometry& geometry, int gpus) {
   if (gpus > 1 && gpus != geometry.shard_size) {
     return InvalidArgument("--gpus: must be 1 (emulated ranks) or the trace's shard_size ", geometry.shard_size,
