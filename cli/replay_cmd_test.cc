@@ -444,7 +444,8 @@ TEST(ReplayCmdTest, GpuBackendDiffsThePipelineOrSaysWhyNot) {
   EXPECT_EQ(g.exit_code, 0) << g.err;
   EXPECT_NE(g.out.find("132 KV rows compared"), std::string::npos) << g.out;
   // The device thread's set-up, split into the driver's start, device 0's context and the rest (its buffers and
-  // streams): the parts add up to the set-up (each printed to 0.01 s), and the driver and context take time.
+  // streams): the parts add up to the set-up (each printed to 0.01 s). The driver and the context may take no time
+  // here: this process started them in its first replay (the one above, or an earlier test's).
   const size_t at = g.out.find("(set-up ");
   ASSERT_NE(at, std::string::npos) << g.out;
   double setup = -1, driver = -1, context = -1, buffers = -1;
@@ -452,7 +453,8 @@ TEST(ReplayCmdTest, GpuBackendDiffsThePipelineOrSaysWhyNot) {
                         &context, &buffers),
             4)
       << g.out;
-  EXPECT_GT(driver + context, 0) << g.out;
+  EXPECT_GE(driver, 0) << g.out;
+  EXPECT_GE(context, 0) << g.out;
   EXPECT_GE(buffers, 0) << g.out;
   EXPECT_NEAR(driver + context + buffers, setup, 0.021) << g.out;
 }
