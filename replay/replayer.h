@@ -145,7 +145,8 @@ class Replayer {
   const DeviceWorker* device_worker() const { return pool_ ? pool_->device_worker() : nullptr; }
   // The plan thread's (null without a device thread).
   const DeviceWorker* plan_worker() const { return pool_ ? pool_->plan_worker() : nullptr; }
-  // The device path's set-up seconds and the times its pending checks were taken (PoolReplay's; 0 without a device).
+  // The device path's set-up seconds (and their driver and context parts) and the times its pending checks were
+  // taken (PoolReplay's; 0 without a device).
   double device_setup_seconds() const { return pool_ ? pool_->device_setup_seconds() : 0; }
   PoolDataPath::StartTimes device_start_times() const {
     return pool_ ? pool_->device_start_times() : PoolDataPath::StartTimes{};
