@@ -3,10 +3,13 @@
 // each trace generated once in memory and replayed whole per iteration (reading, parsing, every check). Two more
 // rows price `--backend diff`'s machinery without a GPU: the default trace with the reference pool as the "device"
 // (replay/host_pool_path.h), its steps on the device thread or each at its record; one more `--backend gpu`'s (the
-// checking thread's share: plans, answers; each slot's last write, rows made and checked on the device thread). And the
-// reader side alone (BM_ReadAhead): the default trace read, parsed and prepared by 1, 2 and 4 reader threads; and the
-// JSON reader alone on its lines (BM_ParseRecords).
+// checking thread's share: plans, answers; each slot's last write, rows made and checked on the device thread). Two
+// more run `--backend gpu` and `diff` themselves on CUDA (built with the CUDA backend, a GPU visible; they skip
+// saying why otherwise): the replay's throughput once the process has its context, without the start-up and exit
+// costs a command pays once (docs/PERFORMANCE.md). And the reader side alone (BM_ReadAhead): the default trace read,
+// parsed and prepared by 1, 2 and 4 reader threads; and the JSON reader alone on its lines (BM_ParseRecords).
 //   bazel run -c opt //replay:replay_benchmark -- --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+// On a GPU host it comes in tools/gpu_bundle.sh's bundle: bin/replay_benchmark --benchmark_filter=pipeline_
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -23,6 +26,9 @@
 #include "replay/host_pool_path.h"
 #include "replay/replayer.h"
 #include "replay/trace_gen.h"
+#ifdef KVSHARD_REPLAY_BENCHMARK_GPU
+#include "replay/gpu_pool_path.h"
+#endif
 
 namespace kvshard::replay {
 namespace {
@@ -54,12 +60,35 @@ const std::string& Trace(Shape shape) {
 // ones give the host path the GPU path's contract on one device (it makes its rows and checks its reads itself), so
 // the checking thread does what it does beside a GPU: the closest stand-in for `replay --backend diff|gpu` there is
 // without one.
-enum Second { kNone, kHostOnThread, kHostAtRecord, kGpuHostOnThread, kDiffHostMakesRows, kGpuHostMakesRows };
+// kGpu and kDiff: the backends themselves, ranks emulated on GPU 0.
+enum Second {
+  kNone,
+  kHostOnThread,
+  kHostAtRecord,
+  kGpuHostOnThread,
+  kDiffHostMakesRows,
+  kGpuHostMakesRows,
+  kGpu,
+  kDiff
+};
 
 void BM_Replay(benchmark::State& state, Shape shape, Second second = kNone) {
   const std::string& text = Trace(shape);
   ReplayOptions options;
-  if (second != kNone) {
+  if (second == kGpu || second == kDiff) {
+#ifdef KVSHARD_REPLAY_BENCHMARK_GPU
+    static const bool prepared = [] {  // before the process's first CUDA call, as the command does
+      PrepareGpuPoolPaths(1);
+      return true;
+    }();
+    (void)prepared;
+    options.backend = second == kGpu ? Backend::kGpu : Backend::kDiff;
+    options.make_device = [](const PoolGeometry& g) { return MakeGpuPoolPath(g, 1); };
+#else
+    state.SkipWithError("built without the CUDA backend: no GPU path");
+    return;
+#endif
+  } else if (second != kNone) {
     options.backend = second == kGpuHostOnThread || second == kGpuHostMakesRows ? Backend::kGpu : Backend::kDiff;
     options.device_thread = second != kHostAtRecord;
     const bool makes_rows = second == kDiffHostMakesRows || second == kGpuHostMakesRows;
@@ -101,6 +130,8 @@ BENCHMARK_CAPTURE(BM_Replay, pipeline_diff_host_makes_rows, kPipeline, kDiffHost
 BENCHMARK_CAPTURE(BM_Replay, pipeline_gpu_host_makes_rows, kPipeline, kGpuHostMakesRows)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Replay, pipeline_gpu, kPipeline, kGpu)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Replay, pipeline_diff, kPipeline, kDiff)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // The reader side alone: the default trace read, parsed and prepared (Replayer::Prepare, stateless records run and
 // judged) by Arg reader threads while the caller only takes the records; what the read-ahead can feed a checking
