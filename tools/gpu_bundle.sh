@@ -18,6 +18,13 @@ for t in $tests $bins; do
   p=${t#//}; p=${p/://}
   cp "bazel-bin/$p" "$out/bin/"
 done
+# Google Benchmark comes from Debian only as a shared library: the benchmarks' copy goes along in lib/, where their
+# rpath ($ORIGIN/../lib) finds it on hosts without the package.
+for f in "$out"/bin/*; do
+  for lib in $(ldd "$f" | awk '$1 ~ /^libbenchmark/ && $3 ~ /^\// {print $3}'); do
+    mkdir -p "$out/lib" && cp -L "$lib" "$out/lib/$(basename "$lib")"
+  done
+done
 cp tools/test_summary.py tools/cuda_archs.py tools/sanitizer_report.py "$out/"
 cp -r testdata "$out/" 2>/dev/null || true
 cat > "$out/run_all.sh" <<'RUN'
