@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds here (Bazel, -c opt, static except libcudart-static/libnccl/libmpi) and packs the CLI and every GPU
-# test binary into OUT_DIR with run_all.sh, for GPU machines that have no Bazel:
+# Builds here (Bazel, -c opt, static except libcudart-static/libnccl/libmpi) and packs the CLI, every GPU test
+# binary and the gpu_bin benchmarks (libbenchmark in lib/) into OUT_DIR with run_all.sh, for GPU machines that have
+# no Bazel:
 #   tools/gpu_bundle.sh .bundle && <copy .bundle to the GPU host> && .bundle/run_all.sh
 set -euo pipefail
 out=${1:?usage: tools/gpu_bundle.sh OUT_DIR}
