@@ -131,11 +131,16 @@ inline void ExpectFailures(const std::vector<BadInput>& cases, const std::string
 }
 
 // `line --backend gpu` and `--backend diff` print what the reference prints where a GPU is usable, and
-// otherwise exit 3 with one line naming the backend.
+// otherwise exit 3 with one line naming the backend; a binary built with CUDA asked the driver for two hardware queues.
 inline void ExpectGpuBackendsMatchReference(const std::string& line) {
   const std::string reference = RunCli(Words(line)).out;
   for (const std::string backend : {"gpu", "diff"}) {
+    unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
     const CliResult r = RunCli(Words(line + " --backend " + backend));
+    if (GpuBuilt()) {  // the command asked the driver for two hardware queues a context (BackendFlag)
+      const char* queues = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+      EXPECT_STREQ(queues == nullptr ? "<unset>" : queues, "2") << line << " --backend " << backend;
+    }
     if (GpuAvailable("--backend").ok()) {
       EXPECT_EQ(r.exit_code, 0) << line << ": " << r.err;
       EXPECT_EQ(r.out, reference) << line << " --backend " << backend;

@@ -121,6 +121,11 @@ po::typed_value<std::string>* BackendValue() { return Choice({"ref", "gpu", "dif
 StatusOr<Backend> BackendFlag(const Flags& flags, bool check_device) {
   const std::string& b = flags.String("backend");
   if (b == "ref") return Backend::kRef;
+#ifdef KVSHARD_HAVE_CUDA
+  // The commands that check here run their kernels on the default stream: two hardware queues a context are plenty,
+  // and with them the context is made and torn down faster (docs/gpu.md). Before the device check, the first CUDA call.
+  if (check_device) gpu::PreferHardwareQueues(2);
+#endif
   if (check_device || !GpuBuilt()) KVSHARD_RETURN_IF_ERROR(GpuAvailable("--backend " + b));  // not built: no CUDA call
   return b == "gpu" ? Backend::kGpu : Backend::kDiff;
 }

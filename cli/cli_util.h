@@ -121,7 +121,9 @@ Impl ImplFlag(const Flags& flags);
 po::typed_value<std::string>* BackendValue();
 // The --backend choice; gpu/diff fail (exit 3) with a clear line when GPU support is not built or, with
 // `check_device`, when no device is visible (the caller that passes false runs GpuAvailable itself, say on a
-// thread of its own while it reads its input).
+// thread of its own while it reads its input). With `check_device` gpu/diff first ask the driver for two hardware
+// queues a context (gpu::PreferHardwareQueues: its callers run their kernels on the default stream); call it while
+// the command runs one thread.
 StatusOr<Backend> BackendFlag(const Flags& flags, bool check_device = true);
 
 // True when this binary was built with the CUDA backend.
