@@ -77,11 +77,7 @@ void BM_Replay(benchmark::State& state, Shape shape, Second second = kNone) {
   ReplayOptions options;
   if (second == kGpu || second == kDiff) {
 #ifdef KVSHARD_REPLAY_BENCHMARK_GPU
-    static const bool prepared = [] {  // before the process's first CUDA call, as the command does
-      PrepareGpuPoolPaths(1);
-      return true;
-    }();
-    (void)prepared;
+    PrepareGpuPoolPaths(1);  // before the process's first CUDA call, as the command does (a set value is kept)
     options.backend = second == kGpu ? Backend::kGpu : Backend::kDiff;
     options.make_device = [](const PoolGeometry& g) { return MakeGpuPoolPath(g, 1); };
 #else

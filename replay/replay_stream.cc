@@ -402,8 +402,9 @@ Status ReplayRecords(std::istream& in, const ReplayOptions& options, ReplayRepor
     report->device_busy_seconds = worker->busy_seconds();
     report->device_waited_seconds = worker->waited_seconds();
     report->device_setup_seconds = replayer->device_setup_seconds();
-    report->device_driver_seconds = replayer->device_start_times().driver_seconds;
-    report->device_context_seconds = replayer->device_start_times().context_seconds;
+    const PoolDataPath::StartTimes start = replayer->device_start_times();
+    report->device_driver_seconds = start.driver_seconds;
+    report->device_context_seconds = start.context_seconds;
     report->device_checks_taken = replayer->device_checks_taken();
   }
   if (const DeviceWorker* planner = replayer->plan_worker()) {
