@@ -122,6 +122,24 @@ __global__ void TranslateKernel(int64_t* __restrict__ out, const int64_t* __rest
   }
 }
 
+__global__ void FillPagePosKernel(int32_t* __restrict__ page_pos, int64_t n, int32_t trash_page) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    page_pos[i] = trash_page;
+  }
+}
+
+__global__ void ScatterPagePosKernel(int32_t* __restrict__ page_pos, int64_t n_page_pos,
+                                     const int32_t* __restrict__ mapped, int64_t n_mapped, int64_t* bad) {
+  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < n_mapped; k += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t page = mapped[2 * k];
+    if (page < 0 || page >= n_page_pos) {
+      if (bad) atomicAdd(reinterpret_cast<unsigned long long*>(bad), 1ull);
+      continue;
+    }
+    page_pos[page] = mapped[2 * k + 1];
+  }
+}
+
 }  // namespace
 
 Status RowOpCanImplement(int64_t n, int64_t row_bytes, int64_t in_rows, int64_t out_rows) {
@@ -270,6 +288,24 @@ Status LaunchTranslate(int64_t* out, const int64_t* locs, int64_t n, const int32
   TranslateKernel<<<PersistentBlocks(n, 1, kThreads), kThreads, 0, stream>>>(out, locs, n, page_pos, n_page_pos,
                                                                              page_size);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status LaunchSetPagePos(int32_t* page_pos, int64_t n_page_pos, int32_t trash_page, const int32_t* mapped,
+                        int64_t n_mapped, int64_t* bad, cudaStream_t stream) {
+  KVSHARD_NVTX_RANGE("kvshard.kv.set_page_pos");
+  if (n_page_pos < 0) return InvalidArgument("n_page_pos: must be >= 0, got ", n_page_pos);
+  if (n_mapped < 0) return InvalidArgument("n_mapped: must be >= 0, got ", n_mapped);
+  if (n_page_pos > 0) {
+    FillPagePosKernel<<<PersistentBlocks(n_page_pos, 1, kThreads), kThreads, 0, stream>>>(page_pos, n_page_pos,
+                                                                                          trash_page);
+    KVSHARD_CUDA_CHECK(cudaGetLastError());
+  }
+  if (n_mapped > 0) {
+    ScatterPagePosKernel<<<PersistentBlocks(n_mapped, 1, kThreads), kThreads, 0, stream>>>(page_pos, n_page_pos, mapped,
+                                                                                           n_mapped, bad);
+    KVSHARD_CUDA_CHECK(cudaGetLastError());
+  }
   return Status::Ok();
 }
 

@@ -62,6 +62,13 @@ Status LaunchScatterRows(void* dst, int64_t dst_rows, const void* src, int64_t s
                          const int64_t* dst_idx, const int64_t* count, int64_t max_count, int64_t row_bytes,
                          int64_t* bad, cudaStream_t stream);
 
+// FillPagePosKernel, then ScatterPagePosKernel: page_pos[p] = trash_page for every p < n_page_pos, then
+// page_pos[mapped[2k]] = mapped[2k + 1] for k < n_mapped: a gather plan's dense page_pos made on the device from its
+// mapped pages and their scratch pages (core/gather_plan.h), so a large pool's batch uploads its own pages only. A
+// mapped page outside [0, n_page_pos) is skipped and counted in `bad`.
+Status LaunchSetPagePos(int32_t* page_pos, int64_t n_page_pos, int32_t trash_page, const int32_t* mapped,
+                        int64_t n_mapped, int64_t* bad, cudaStream_t stream);
+
 // TranslateKernel: out[i] = page_pos[locs[i]/ps]*ps + locs[i]%ps (translate_loc_to_scratch); -1 if out of range.
 Status LaunchTranslate(int64_t* out, const int64_t* locs, int64_t n, const int32_t* page_pos, int64_t n_page_pos,
                        int64_t page_size, cudaStream_t stream);

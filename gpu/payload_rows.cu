@@ -24,6 +24,8 @@ struct Layout {
   int64_t row_sum;                         // bytes of a slot's row, every buffer
   int64_t width[kMaxPayloadBuffers];       // row bytes of buffer b
   int64_t offset[kMaxPayloadBuffers + 1];  // widths before buffer b (offset[buffers] = row_sum)
+  const uint32_t* table;                   // PayloadLayout's generation_table (null: a check's generations list)
+  int64_t table_slots;
 };
 
 Layout ToLayout(const PayloadLayout& p) {
@@ -36,7 +38,16 @@ Layout ToLayout(const PayloadLayout& p) {
     l.offset[b + 1] = l.offset[b] + p.widths[b];
   }
   l.row_sum = l.offset[l.buffers];
+  l.table = p.generation_table;
+  l.table_slots = p.table_slots;
   return l;
+}
+
+// The generation row i of a check is checked against: its list's entry, or its loc's in the layout's table.
+__device__ inline uint32_t GenerationOf(const Layout& l, const uint32_t* generations, const int64_t* locs, int64_t i) {
+  if (l.table == nullptr) return generations[i];
+  const int64_t loc = locs[i];
+  return loc >= 0 && loc < l.table_slots ? l.table[loc] : 0u;
 }
 
 // Byte p of a slot's row -> (buffer, byte in its row).
@@ -65,11 +76,12 @@ __global__ void MakePayloadKernel(uint8_t* out, const int64_t* locs, int64_t n, 
   }
 }
 
-// The last block of a check (by a ticket after every block's lowering of *first) copies the final key and the
-// differing row to `out` (PayloadCheckOut); row_of(rank, buffer, row) is where that row is read (nullptr: not
-// readable, published as zero bytes).
-template <typename RowOf>
-__device__ void PublishKey(const Layout& l, unsigned long long* first, const PayloadCheckOut& out, RowOf row_of) {
+// The last block of a check (by a ticket after every block's lowering of *first) copies the final key, the
+// differing row and its generation (generation_of(row)) to `out` (PayloadCheckOut); row_of(rank, buffer, row) is
+// where that row is read (nullptr: not readable, published as zero bytes).
+template <typename RowOf, typename GenerationOfRow>
+__device__ void PublishKey(const Layout& l, unsigned long long* first, const PayloadCheckOut& out, RowOf row_of,
+                           GenerationOfRow generation_of) {
   __shared__ bool last;
   __threadfence();  // this thread's atomicMins are visible to every block before its block takes a ticket
   __syncthreads();
@@ -89,6 +101,7 @@ __device__ void PublishKey(const Layout& l, unsigned long long* first, const Pay
   const int64_t rank = slot / l.buffers, b = slot % l.buffers, width = l.width[b];
   const uint8_t* row = row_of(rank, b, byte / width);
   for (int64_t k = threadIdx.x; k < width; k += blockDim.x) out.row[k] = row == nullptr ? 0 : row[k];
+  if (threadIdx.x == 0 && out.generation != nullptr) *out.generation = generation_of(byte / width);
 }
 
 // LaunchCheckPayloadSlots's tensors: slot[rank * buffers + b], page_pos[rank].
@@ -132,7 +145,7 @@ __global__ void CheckPayloadKernel(RowAt row_at, const int64_t* locs, const uint
   for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < work;
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = t / words, w = t % words;
-    const uint32_t g = generations[i];
+    const uint32_t g = GenerationOf(l, generations, locs, i);
     const uint32_t x = g == 0 ? 0u : PayloadWordOf(PayloadSlotHash(l.seed, l.layer_hash, locs[i]), g, w);
     if (whole_words) {
       const uint8_t* row = row_at(l, rank, 0, i);
@@ -154,7 +167,18 @@ __global__ void CheckPayloadKernel(RowAt row_at, const int64_t* locs, const uint
     }
   }
   if (publish.blocks_done != nullptr) {
-    PublishKey(l, first, publish, [&](int64_t r, int64_t b, int64_t i) { return row_at(l, r, b, i); });
+    PublishKey(
+        l, first, publish, [&](int64_t r, int64_t b, int64_t i) { return row_at(l, r, b, i); },
+        [&](int64_t i) { return GenerationOf(l, generations, locs, i); });
+  }
+}
+
+__global__ void MarkGenerationsKernel(uint32_t* __restrict__ table, int64_t table_slots,
+                                      const int64_t* __restrict__ locs, int64_t n, uint32_t generation) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t loc = locs[i];
+    if (loc >= 0 && loc < table_slots) table[loc] = generation;
   }
 }
 
@@ -208,6 +232,15 @@ Status LaunchMakePayloadRows(void* out, const int64_t* locs, int64_t n, int64_t 
   const Layout l = ToLayout(layout);
   const int64_t work = n * ((l.row_sum + 3) / 4);
   MakePayloadKernel<<<Blocks(work), kThreads, 0, stream>>>(static_cast<uint8_t*>(out), locs, n, generation, l);
+  KVSHARD_CUDA_CHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status LaunchMarkGenerations(uint32_t* table, int64_t table_slots, const int64_t* locs, int64_t n, uint32_t generation,
+                             cudaStream_t stream) {
+  if (n < 0 || table_slots < 0) return InvalidArgument("n, table_slots: must be >= 0");
+  if (n == 0) return Status::Ok();
+  MarkGenerationsKernel<<<Blocks(n), kThreads, 0, stream>>>(table, table_slots, locs, n, generation);
   KVSHARD_CUDA_CHECK(cudaGetLastError());
   return Status::Ok();
 }

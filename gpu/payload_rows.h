@@ -22,6 +22,11 @@ struct PayloadLayout {
   uint64_t seed = 0;
   int64_t layer = 0;
   std::vector<int64_t> widths;  // row bytes of each buffer, in order
+  // Where a check finds each slot's generation: null, its `generations` list (one per loc); else this table of the
+  // layer's every slot (device memory, table_slots entries: replay's last write of each, LaunchMarkGenerations's), loc
+  // locs[i]'s entry (0, never written, for a loc outside it), and the check's `generations` is not read.
+  const uint32_t* generation_table = nullptr;
+  int64_t table_slots = 0;
 };
 
 // Checks a layout and a row count (1..kMaxPayloadBuffers buffers of 1..16384 bytes, n >= 0).
@@ -42,16 +47,24 @@ Status LaunchMakePayloadRows(void* out, const int64_t* locs, int64_t n, int64_t 
 // With count_in (device memory), the last block also copies *count_in, as it is once every block is done, to
 // *count_out: a counter as of the check's end (replay's batch end reads the skipped-rows count there, with no copy
 // of its own). Not copied by a check of no rows.
+// With `generation`, the last block also writes there the generation the differing row was checked against (left
+// as it was where nothing differs): what the row should have been, as of the check.
 struct PayloadCheckOut {
   unsigned* blocks_done = nullptr;
   unsigned long long* key = nullptr;
   uint8_t* row = nullptr;
   const int64_t* count_in = nullptr;
   int64_t* count_out = nullptr;
+  uint32_t* generation = nullptr;
 };
 Status LaunchCheckPayloadRows(const void* rows, int ranks, const int64_t* locs, const uint32_t* generations, int64_t n,
                               const PayloadLayout& layout, unsigned long long* first, cudaStream_t stream,
                               const PayloadCheckOut* publish = nullptr);
+
+// MarkGenerationsKernel: table[locs[i]] = generation for i < n (a write's slots in a layer's generation table, see
+// PayloadLayout); a loc outside [0, table_slots) is skipped.
+Status LaunchMarkGenerations(uint32_t* table, int64_t table_slots, const int64_t* locs, int64_t n, uint32_t generation,
+                             cudaStream_t stream);
 
 // The most (rank, buffer) scratch tensors one LaunchCheckPayloadSlots reads, and the most ranks.
 inline constexpr int kMaxCheckedSlots = 64;

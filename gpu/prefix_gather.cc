@@ -170,15 +170,47 @@ const int64_t* LayerAheadGather::chunk_locs(int i) const { return state_[i]->chu
 Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int32_t>& page_pos,
                                      const std::vector<std::vector<int64_t>>& send_rows,
                                      const std::vector<int64_t>& chunk_locs) {
+  if (static_cast<int64_t>(page_pos.size()) != shape_.n_page_pos) {
+    return InvalidArgument("page_pos: expected ", shape_.n_page_pos, " entries, got ", page_pos.size());
+  }
+  return BeginExtendImpl(block_pages, page_pos.data(), nullptr,
+                         std::vector<std::span<const int64_t>>(send_rows.begin(), send_rows.end()), chunk_locs);
+}
+
+Status LayerAheadGather::BeginExtendMapped(int64_t block_pages, const PagePosMap& page_pos,
+                                           const std::vector<std::span<const int64_t>>& send_rows,
+                                           std::span<const int64_t> chunk_locs) {
+  if (page_pos.pages.size() != page_pos.scratch_pages.size()) {
+    return InvalidArgument("page_pos: ", page_pos.pages.size(), " pages but ", page_pos.scratch_pages.size(),
+                           " scratch pages");
+  }
+  const auto fits = [](int64_t v) { return v >= 0 && v <= INT32_MAX; };
+  if (!fits(page_pos.trash_page)) return InvalidArgument("page_pos: trash page ", page_pos.trash_page, " not an int32");
+  for (size_t k = 0; k < page_pos.pages.size(); ++k) {
+    if (page_pos.pages[k] < 0 || page_pos.pages[k] >= shape_.n_page_pos) {
+      return InvalidArgument("page_pos: mapped page ", page_pos.pages[k], " outside [0, ", shape_.n_page_pos, ")");
+    }
+    if (!fits(page_pos.scratch_pages[k])) {
+      return InvalidArgument("page_pos: scratch page ", page_pos.scratch_pages[k], " not an int32");
+    }
+  }
+  if (one_stream_) return BeginExtendImpl(block_pages, nullptr, &page_pos, send_rows, chunk_locs);
+  std::vector<int32_t> dense(shape_.n_page_pos, static_cast<int32_t>(page_pos.trash_page));
+  for (size_t k = 0; k < page_pos.pages.size(); ++k) {
+    dense[page_pos.pages[k]] = static_cast<int32_t>(page_pos.scratch_pages[k]);
+  }
+  return BeginExtendImpl(block_pages, dense.data(), nullptr, send_rows, chunk_locs);
+}
+
+Status LayerAheadGather::BeginExtendImpl(int64_t block_pages, const int32_t* dense, const PagePosMap* mapped,
+                                         const std::vector<std::span<const int64_t>>& send_rows,
+                                         std::span<const int64_t> chunk_locs) {
   KVSHARD_NVTX_RANGE("kvshard.gather.begin_extend");
   const int64_t ps = shape_.page_size;
   if (block_pages < 0) return InvalidArgument("block_pages: must be >= 0, got ", block_pages);
   if (comm_->size() * block_pages * ps > shape_.max_prefix_tokens) {
     return OutOfRange("block_pages: padded gather span ", comm_->size() * block_pages * ps,
                       " tokens exceeds the scratch prefix capacity (", shape_.max_prefix_tokens, ")");
-  }
-  if (static_cast<int64_t>(page_pos.size()) != shape_.n_page_pos) {
-    return InvalidArgument("page_pos: expected ", shape_.n_page_pos, " entries, got ", page_pos.size());
   }
   if (send_rows.size() != state_.size()) return InvalidArgument("send_rows: expected one list per local rank");
   for (size_t i = 0; i < send_rows.size(); ++i) {
@@ -188,7 +220,8 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
   }
   KVSHARD_RETURN_IF_ERROR(IssueGathers(INT64_MAX));  // a previous batch that was not ended
   // The plan's bytes go through one pinned buffer, laid out [page_pos | chunk_locs | send rows of local rank 0, 1,
-  // ...]: each rank copies its parts from there. The last batch's copies must be done with it first (they are
+  // ...] (page_pos dense, or its mapped pages as (page, scratch page) int32 pairs): each rank copies its parts from
+  // there. The last batch's copies must be done with it first (they are
   // ordered after that batch's work, so a stalled collective holds them: wait under the group's deadline).
   for (size_t i = 0; i < state_.size(); ++i) {
     Rank& r = *state_[i];
@@ -202,13 +235,24 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
     }
     r.uploading = false;
   }
-  const size_t pos_bytes = page_pos.size() * sizeof(int32_t), pos_room = (pos_bytes + 7) / 8 * 8;
+  const int64_t n_mapped = mapped != nullptr ? static_cast<int64_t>(mapped->pages.size()) : 0;
+  const size_t pos_bytes =
+      mapped != nullptr ? n_mapped * 2 * sizeof(int32_t) : static_cast<size_t>(shape_.n_page_pos) * sizeof(int32_t);
+  const size_t pos_room = (pos_bytes + 7) / 8 * 8;
   const size_t loc_bytes = chunk_locs.size() * sizeof(int64_t);
   size_t staged = pos_room + loc_bytes;
-  for (const std::vector<int64_t>& rows : send_rows) staged += rows.size() * sizeof(int64_t);
+  for (std::span<const int64_t> rows : send_rows) staged += rows.size() * sizeof(int64_t);
   KVSHARD_RETURN_IF_ERROR(Reserve(&plan_upload_, staged));
   auto* upload = static_cast<char*>(plan_upload_.data());
-  std::memcpy(upload, page_pos.data(), pos_bytes);
+  if (mapped != nullptr) {
+    auto* pairs = reinterpret_cast<int32_t*>(upload);
+    for (int64_t k = 0; k < n_mapped; ++k) {
+      pairs[2 * k] = static_cast<int32_t>(mapped->pages[k]);
+      pairs[2 * k + 1] = static_cast<int32_t>(mapped->scratch_pages[k]);
+    }
+  } else {
+    std::memcpy(upload, dense, pos_bytes);
+  }
   if (loc_bytes > 0) std::memcpy(upload + pos_room, chunk_locs.data(), loc_bytes);
   size_t send_at = pos_room + loc_bytes;
   const int64_t n = static_cast<int64_t>(chunk_locs.size());
@@ -224,7 +268,7 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
     // readers of the plan), and each rank's plan is a view into it (page_pos and chunk locs are every rank's).
     Rank& first = *state_[0];
     KVSHARD_CUDA_CHECK(cudaSetDevice(first.device));
-    for (const std::vector<int64_t>& rows : send_rows) {
+    for (std::span<const int64_t> rows : send_rows) {
       if (!rows.empty()) std::memcpy(upload + send_at, rows.data(), rows.size() * sizeof(int64_t));
       send_at += rows.size() * sizeof(int64_t);
     }
@@ -240,10 +284,17 @@ Status LayerAheadGather::BeginExtend(int64_t block_pages, const std::vector<int3
     KVSHARD_CUDA_CHECK(cudaMemcpyAsync(plan_.data(), upload, staged, cudaMemcpyHostToDevice, first.compute));
     KVSHARD_CUDA_CHECK(cudaEventRecord(first.uploaded, first.compute));
     first.uploading = true;
+    // Mapped pages: rank 0's page_pos buffer is every rank's, refilled after the last batch's readers (same stream).
+    int32_t* page_pos_at = reinterpret_cast<int32_t*>(plan_.as<char>());
+    if (mapped != nullptr) {
+      page_pos_at = first.page_pos.as<int32_t>();
+      KVSHARD_RETURN_IF_ERROR(LaunchSetPagePos(page_pos_at, shape_.n_page_pos, static_cast<int32_t>(mapped->trash_page),
+                                               plan_.as<int32_t>(), n_mapped, nullptr, first.compute));
+    }
     size_t rows_at = pos_room + loc_bytes;
     for (size_t i = 0; i < state_.size(); ++i) {
       Rank& r = *state_[i];
-      r.page_pos_at = reinterpret_cast<int32_t*>(plan_.as<char>());
+      r.page_pos_at = page_pos_at;
       r.chunk_locs_at = reinterpret_cast<int64_t*>(plan_.as<char>() + pos_room);
       r.send_rows_at = reinterpret_cast<int64_t*>(plan_.as<char>() + rows_at);
       rows_at += send_rows[i].size() * sizeof(int64_t);

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,6 +66,17 @@ class LayerAheadGather {
   // Bumps the epoch and kicks the first layer's gather (when block_pages > 0).
   Status BeginExtend(int64_t block_pages, const std::vector<int32_t>& page_pos,
                      const std::vector<std::vector<int64_t>>& send_rows, const std::vector<int64_t>& chunk_locs);
+  // A batch's page_pos as a gather plan gives it (core/gather_plan.h): every logical page on the trash page but
+  // pages[k], on scratch_pages[k].
+  struct PagePosMap {
+    int64_t trash_page = 0;
+    std::span<const int64_t> pages, scratch_pages;
+  };
+  // BeginExtend with page_pos given by its mapped pages (each in [0, n_page_pos), its scratch page in int32) and send
+  // rows and chunk locs as views: ranks on one stream upload only the mapped pages and set page_pos on the device, so
+  // a large pool's batch costs its own pages, not the pool's; other groups upload page_pos dense.
+  Status BeginExtendMapped(int64_t block_pages, const PagePosMap& page_pos,
+                           const std::vector<std::span<const int64_t>>& send_rows, std::span<const int64_t> chunk_locs);
   // set_kv_buffer for `layer`: rows[i] (device, one row per chunk loc, on local rank i's device) is staged
   // in full into the layer's slot at translate(loc) and its owned rows are written to the pool.
   Status WriteLayer(int64_t layer, const std::vector<const void*>& rows);
@@ -116,6 +128,9 @@ class LayerAheadGather {
  private:
   struct Rank;
   LayerAheadGather(RankGroup* comm, const PrefixGatherShape& shape);
+  // BeginExtend's body, page_pos either dense (`dense`: n_page_pos entries) or (ranks on one stream only) `mapped`.
+  Status BeginExtendImpl(int64_t block_pages, const int32_t* dense, const PagePosMap* mapped,
+                         const std::vector<std::span<const int64_t>>& send_rows, std::span<const int64_t> chunk_locs);
   // Packs `layer`'s send block into its slot (pack stream, after all compute work so far); marks it resident.
   Status Pack(int64_t layer);
   // BeginExtend's device work once the plan is up, every rank on one stream with one buffer: the batch's write plans

@@ -59,16 +59,18 @@ enum class Fault {
 // amounts. Plan calls are numbered apart from the others (with a device thread Plan runs on the plan thread, the
 // others on the device thread), so a fault lands on the same call whichever thread makes it. With `makes_rows` it
 // stands for a path that makes its rows and checks its reads (the GPU path's contract): WriteMade and ReadChecked
-// take the faults of Write and of a read. With `ends_checked` its ends are pending checks too (StartEndChecked);
-// `stats` counts what the property should reach.
+// take the faults of Write and of a read. With `keeps_generations` too, it keeps each slot's last WriteMade
+// generation itself (the GPU path's table) and its checks take none. With `ends_checked` its ends are pending checks
+// too (StartEndChecked); `stats` counts what the property should reach.
 class FaultyHostPath : public replay::PoolDataPath {
  public:
   FaultyHostPath(std::unique_ptr<replay::PoolDataPath> inner, const replay::PoolGeometry& g, bool makes_rows,
-                 std::map<int64_t, Fault> faults, int64_t delay_every, bool start_fails, bool ends_checked,
-                 PathStats* stats)
+                 bool keeps_generations, std::map<int64_t, Fault> faults, int64_t delay_every, bool start_fails,
+                 bool ends_checked, PathStats* stats)
       : inner_(std::move(inner)),
         geometry_(g),
         makes_rows_(makes_rows),
+        keeps_generations_(makes_rows && keeps_generations),
         faults_(std::move(faults)),
         delay_every_(delay_every),
         start_fails_(start_fails),
@@ -120,17 +122,38 @@ class FaultyHostPath : public replay::PoolDataPath {
 
   bool MakesRows() const override { return makes_rows_; }
 
+  // The generation is kept before the write (the GPU path marks its table first too), so a failed write leaves the
+  // kept generation where the caller's own table would have it.
   Status WriteMade(int64_t layer, const std::vector<int64_t>& locs, int64_t generation) override {
+    if (keeps_generations_) {
+      for (int64_t loc : locs) last_write_[{layer, loc}] = static_cast<uint32_t>(generation);
+    }
     if (Next() == Fault::kFailWrite) return Internal("injected: write failed");
     return inner_->Write(layer, locs, replay::PayloadRows(geometry_, layer, locs, generation));
   }
 
-  // The read as StartRead and FinishRead make it (faults included), checked as the GPU path checks it.
+  bool KeepsGenerations() const override { return keeps_generations_; }
+
+  // The read as StartRead and FinishRead make it (faults included), checked as the GPU path checks it: against the
+  // caller's generations, or (keeping them) its own, which the difference then carries.
   StatusOr<std::optional<RowDifference>> ReadChecked(int64_t layer, const std::vector<int64_t>& locs,
                                                      const std::vector<uint32_t>& generations) override {
+    if (keeps_generations_ && !generations.empty()) return Internal("generations handed to a path that keeps them");
+    std::vector<uint32_t> kept;
+    if (keeps_generations_) {
+      for (int64_t loc : locs) {
+        const auto it = last_write_.find({layer, loc});
+        kept.push_back(it == last_write_.end() ? 0 : it->second);
+      }
+    }
     KVSHARD_RETURN_IF_ERROR(StartRead(layer, locs));
     KVSHARD_ASSIGN_OR_RETURN(std::vector<ref::BufferRows> rows, FinishRead());
-    return replay::FirstPayloadDifference(geometry_, layer, locs, generations, rows);
+    std::optional<RowDifference> d =
+        replay::FirstPayloadDifference(geometry_, layer, locs, keeps_generations_ ? kept : generations, rows);
+    if (d && keeps_generations_) {
+      d->generation = kept[static_cast<size_t>(d->byte / geometry_.buffers[d->buffer].row_bytes)];
+    }
+    return d;
   }
 
   // Deferred checks (the device thread's): a failed read fails at its start or at its take, by its call's number,
@@ -192,6 +215,8 @@ class FaultyHostPath : public replay::PoolDataPath {
   std::vector<bool> pending_is_end_;  // whether each is an end's
   replay::PoolGeometry geometry_;
   bool makes_rows_ = false;
+  bool keeps_generations_ = false;
+  std::map<std::pair<int64_t, int64_t>, uint32_t> last_write_;  // (layer, slot) -> last WriteMade generation
   std::map<int64_t, Fault> faults_;
   int64_t delay_every_ = 0;
   bool start_fails_ = false;
@@ -208,24 +233,26 @@ class FaultyHostPath : public replay::PoolDataPath {
 // The property replay options of `backend` with a FaultyHostPath (counting into `stats`, if given) as its device.
 replay::ReplayOptions FaultyOptions(replay::Backend backend, bool device_thread, std::map<int64_t, Fault> faults,
                                     int64_t delay_every, bool start_fails, bool makes_rows, bool ends_checked,
-                                    PathStats* stats) {
+                                    PathStats* stats, bool keeps_generations) {
   replay::ReplayOptions options = PropertyReplayOptions();
   options.backend = backend;
   options.device_thread = device_thread;
   options.make_device = [=](const replay::PoolGeometry& g) -> StatusOr<std::unique_ptr<replay::PoolDataPath>> {
     KVSHARD_ASSIGN_OR_RETURN(std::unique_ptr<replay::PoolDataPath> inner, replay::CreateHostPoolPath(g));
-    return std::unique_ptr<replay::PoolDataPath>(
-        new FaultyHostPath(std::move(inner), g, makes_rows, faults, delay_every, start_fails, ends_checked, stats));
+    return std::unique_ptr<replay::PoolDataPath>(new FaultyHostPath(
+        std::move(inner), g, makes_rows, keeps_generations, faults, delay_every, start_fails, ends_checked, stats));
   };
   return options;
 }
 
 Outcome RunReplay(replay::Backend backend, const std::string& text, const std::map<int64_t, Fault>& faults,
                   int64_t delay_every, bool device_thread, bool keep_going, bool start_fails = false,
-                  bool makes_rows = false, bool ends_checked = false, PathStats* stats = nullptr) {
-  return ReplayOutcome(
-      text, FaultyOptions(backend, device_thread, faults, delay_every, start_fails, makes_rows, ends_checked, stats),
-      keep_going);
+                  bool makes_rows = false, bool ends_checked = false, PathStats* stats = nullptr,
+                  bool keeps_generations = false) {
+  return ReplayOutcome(text,
+                       FaultyOptions(backend, device_thread, faults, delay_every, start_fails, makes_rows, ends_checked,
+                                     stats, keeps_generations),
+                       keep_going);
 }
 
 // A `kvshard gen` trace of `records` records with a 2-layer pipeline.
@@ -267,16 +294,18 @@ KVSHARD_PROP(DeviceThreadProps, TheDeviceThreadChangesNoOutcome, ()) {
   const int64_t delay_every = *rc::gen::element<int64_t>(0, 1, 7);
   const replay::Backend backend = *rc::gen::element(replay::Backend::kDiff, replay::Backend::kGpu);
   const bool makes_rows = *rc::gen::arbitrary<bool>();
+  const bool keeps_generations = makes_rows && *rc::gen::arbitrary<bool>();
   const bool ends_checked = *rc::gen::arbitrary<bool>();
   RC_CLASSIFY(backend == replay::Backend::kGpu, "--backend gpu");
   RC_CLASSIFY(makes_rows, "rows made and checked by the path");
+  RC_CLASSIFY(keeps_generations, "the path keeps the generations");
   RC_CLASSIFY(ends_checked, "ends answered as pending checks");
   for (const bool keep_going : {false, true}) {
     const Outcome at_record = RunReplay(backend, text, faults, delay_every, /*device_thread=*/false, keep_going, false,
-                                        makes_rows, ends_checked);
+                                        makes_rows, ends_checked, nullptr, keeps_generations);
     PathStats stats;
     const Outcome threaded = RunReplay(backend, text, faults, delay_every, /*device_thread=*/true, keep_going, false,
-                                       makes_rows, ends_checked, &stats);
+                                       makes_rows, ends_checked, &stats, keeps_generations);
     RC_CLASSIFY(stats.ends_taken_late > 0, "an end answered after a later check started");
     RC_CLASSIFY(stats.ends_failed_at_take > 0, "an end failed at its take");
     RC_CLASSIFY(at_record.mismatches > 0, "mismatches");
@@ -315,8 +344,11 @@ KVSHARD_PROP(DeviceThreadProps, GpuBackendOnTheReferencePathReportsWhatRefReport
   const bool device_thread = *rc::gen::arbitrary<bool>();
   for (const bool keep_going : {false, true}) {
     const Outcome ref = RunReplay(replay::Backend::kRef, text, {}, 0, false, keep_going);
-    const Outcome gpu =
-        RunReplay(replay::Backend::kGpu, text, {}, 0, device_thread, keep_going, false, *rc::gen::arbitrary<bool>());
+    const bool makes_rows = *rc::gen::arbitrary<bool>();
+    const bool keeps_generations = makes_rows && *rc::gen::arbitrary<bool>();  // checked against the path's table
+    RC_CLASSIFY(keeps_generations, "the path keeps the generations");
+    const Outcome gpu = RunReplay(replay::Backend::kGpu, text, {}, 0, device_thread, keep_going, false, makes_rows,
+                                  false, nullptr, keeps_generations);
     RC_CLASSIFY(ref.first_mismatch.find(": invariant: layer") != std::string::npos, "a read differs first");
     RC_CLASSIFY(ref.mismatches > 0, "mismatches");
     RC_CLASSIFY(ref.rows_compared > 0, "rows compared");
@@ -341,7 +373,8 @@ TEST(DeviceThreadTest, TheReportCountsTheTakesOfPendingChecks) {
   ASSERT_GT(reads, 0);
   for (const bool ends_checked : {false, true}) {
     const replay::ReplayOptions options = FaultyOptions(replay::Backend::kGpu, /*device_thread=*/true, {}, 0, false,
-                                                        /*makes_rows=*/true, ends_checked, nullptr);
+                                                        /*makes_rows=*/true, ends_checked, nullptr,
+                                                        /*keeps_generations=*/ends_checked);
     std::istringstream in(text);
     replay::ReplayReport report;
     ASSERT_TRUE(replay::ReplayStream(in, options, &report).ok()) << "ends checked " << ends_checked;

@@ -2,7 +2,10 @@
 // gather and translate/stage vs host arithmetic, and the one-launch movers of emulated ranks vs their per-rank
 // launches; bit-exact. Skip without a GPU.
 #include <algorithm>
+#include <cstdint>
 #include <random>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -507,6 +510,52 @@ TEST(GpuKvOps, TranslateGatherRanksIsEachRanksTranslateThenGather) {
     launch.resize(gpu::kMaxRankJobs + 1, launch[0]);
     RC_ASSERT(gpu::LaunchTranslateGatherRanks(launch, d_locs.as<int64_t>(), n, ps, row_bytes, nullptr).code() ==
               StatusCode::kInvalidArgument);
+  });
+  EXPECT_TRUE(ok);
+}
+
+// A plan's dense page_pos made on the device from its mapped pages: every other page on the trash page, whatever the
+// buffer held before (a previous batch's pages); a page outside the table is skipped and counted.
+TEST(GpuKvOps, SetPagePosIsTheDensePagePosOfTheMappedPages) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const bool ok = rc::check("LaunchSetPagePos == host page_pos", [] {
+    const int64_t n_page_pos = *rc::gen::inRange<int64_t>(0, 5000);
+    const int32_t trash = *rc::gen::inRange<int32_t>(0, 1 << 20);
+    // Distinct pages (a plan's are ascending), each with its scratch page: from (seed, density), none to all.
+    const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+    const int density = *rc::gen::inRange(0, 9);  // 0: none mapped; 8: every page
+    std::mt19937_64 rng(seed);
+    std::vector<int32_t> mapped, want(n_page_pos, trash);
+    for (int64_t p = 0; p < n_page_pos; ++p) {
+      if (static_cast<int>(rng() % 8) >= density) continue;
+      const auto scratch = static_cast<int32_t>(rng() % INT32_MAX);
+      mapped.push_back(static_cast<int32_t>(p));
+      mapped.push_back(scratch);
+      want[p] = scratch;
+    }
+    const bool poison = *rc::gen::inRange(0, 4) == 0;  // one page past the table: skipped and counted
+    if (poison) {
+      mapped.push_back(static_cast<int32_t>(n_page_pos + *rc::gen::inRange<int64_t>(0, 3)));
+      mapped.push_back(7);
+    }
+    // The buffer holds an earlier batch's values (and one guard entry past the table that must stay).
+    std::vector<int32_t> before(n_page_pos + 1);
+    for (size_t i = 0; i < before.size(); ++i) before[i] = static_cast<int32_t>(1000 + i);
+    auto d_pos = RC_VALUE(gpu::Upload(before));
+    auto d_mapped = RC_VALUE(gpu::Upload(mapped.empty() ? std::vector<int32_t>{0} : mapped));
+    auto d_bad = RC_VALUE(gpu::Upload(std::vector<int64_t>{0}));
+    RC_ASSERT_OK(gpu::LaunchSetPagePos(d_pos.as<int32_t>(), n_page_pos, trash, d_mapped.as<int32_t>(),
+                                       static_cast<int64_t>(mapped.size() / 2), d_bad.as<int64_t>(), nullptr));
+    RC_ASSERT_OK(gpu::SyncStream(nullptr));
+    auto got = RC_VALUE(gpu::Download<int32_t>(d_pos.data(), before.size()));
+    want.push_back(before.back());
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (got[i] != want[i]) {
+        RC_FAIL("page_pos[" + std::to_string(i) + "]: got " + std::to_string(got[i]) + ", expected " +
+                std::to_string(want[i]));
+      }
+    }
+    RC_ASSERT(RC_VALUE(gpu::Download<int64_t>(d_bad.data(), 1))[0] == (poison ? 1 : 0));
   });
   EXPECT_TRUE(ok);
 }

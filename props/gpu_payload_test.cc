@@ -3,7 +3,8 @@
 // byte) or none; one buffer of whole words and several buffers of odd widths, generation 0 (zero bytes). The fused
 // forms replay uses are pinned against the host too: a chunk write of rows made where they are written is the rows
 // made then written, and a check of rows where they lie in each rank's scratch slots finds the host's first
-// difference of the rows translate would gather. Skips without a GPU.
+// difference of the rows translate would gather; generations from a list or from replay's table of every slot's last
+// write (LaunchMarkGenerations), the differing row's published with it. Skips without a GPU.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -83,8 +84,14 @@ TEST(GpuPayload, CheckFindsTheFirstDifferenceOrNone) {
     const int64_t layer = *rc::gen::inRange<int64_t>(0, 8);
     const auto locs = *rc::gen::nonEmpty(rc::gen::container<std::vector<int64_t>>(rc::gen::inRange<int64_t>(0, 5000)));
     const int64_t n = static_cast<int64_t>(locs.size());
-    std::vector<uint32_t> gens;
-    for (int64_t i = 0; i < n; ++i) gens.push_back(*rc::gen::element<uint32_t>(0, 1, 2, 77, 4000000000u));
+    // The generations as a list, or (replay's kept form) a table of every slot that the check looks locs up in.
+    const bool table = *rc::gen::arbitrary<bool>();
+    RC_CLASSIFY(table, "generations from a table");
+    std::vector<uint32_t> gens, slot_gens(5000);
+    for (uint32_t& g : slot_gens) g = *rc::gen::element<uint32_t>(0, 1, 2, 77, 4000000000u);
+    for (int64_t i = 0; i < n; ++i) {
+      gens.push_back(table ? slot_gens[locs[i]] : *rc::gen::element<uint32_t>(0, 1, 2, 77, 4000000000u));
+    }
     const int ranks = *rc::gen::inRange(1, 9);
     const std::vector<uint8_t> one =
         Block(replay::PayloadRowsOf(g, layer, locs, [&](size_t i) { return static_cast<int64_t>(gens[i]); }));
@@ -122,10 +129,18 @@ TEST(GpuPayload, CheckFindsTheFirstDifferenceOrNone) {
     auto d_done = RC_VALUE(gpu::Upload(std::vector<unsigned>{0}));
     auto d_out_key = RC_VALUE(gpu::Upload(std::vector<unsigned long long>{12345}));
     auto d_out_row = RC_VALUE(gpu::Upload(std::vector<uint8_t>(static_cast<size_t>(widest), 0xa5)));
-    const gpu::PayloadCheckOut out{d_done.as<unsigned>(), d_out_key.as<unsigned long long>(), d_out_row.as<uint8_t>()};
-    RC_ASSERT_OK(gpu::LaunchCheckPayloadRows(d_rows.data(), ranks, d_locs.as<int64_t>(), d_gens.as<uint32_t>(), n,
-                                             LayoutOf(g, layer), d_key.as<unsigned long long>(), nullptr,
-                                             publish ? &out : nullptr));
+    auto d_out_gen = RC_VALUE(gpu::Upload(std::vector<uint32_t>{12345}));
+    gpu::PayloadCheckOut out{d_done.as<unsigned>(), d_out_key.as<unsigned long long>(), d_out_row.as<uint8_t>()};
+    out.generation = d_out_gen.as<uint32_t>();
+    auto d_table = RC_VALUE(gpu::Upload(slot_gens));
+    gpu::PayloadLayout layout = LayoutOf(g, layer);
+    if (table) {
+      layout.generation_table = d_table.as<uint32_t>();
+      layout.table_slots = static_cast<int64_t>(slot_gens.size());
+    }
+    RC_ASSERT_OK(gpu::LaunchCheckPayloadRows(d_rows.data(), ranks, d_locs.as<int64_t>(),
+                                             table ? nullptr : d_gens.as<uint32_t>(), n, layout,
+                                             d_key.as<unsigned long long>(), nullptr, publish ? &out : nullptr));
     RC_ASSERT_OK(gpu::SyncStream(nullptr));
     const unsigned long long got = RC_VALUE(gpu::Download<unsigned long long>(d_key.data(), 1))[0];
     RC_ASSERT(got == want);
@@ -144,6 +159,10 @@ TEST(GpuPayload, CheckFindsTheFirstDifferenceOrNone) {
         at += static_cast<size_t>(k.byte / width * width);
         const std::vector<uint8_t> row(rows.begin() + at, rows.begin() + at + width);
         RC_ASSERT(RC_VALUE(gpu::Download<uint8_t>(d_out_row.data(), static_cast<size_t>(width))) == row);
+        // The generation the differing row was checked against, from the list or the table.
+        RC_ASSERT(RC_VALUE(gpu::Download<uint32_t>(d_out_gen.data(), 1))[0] == gens[k.byte / width]);
+      } else {
+        RC_ASSERT(RC_VALUE(gpu::Download<uint32_t>(d_out_gen.data(), 1))[0] == 12345u);  // left as it was
       }
     }
   });
@@ -253,8 +272,17 @@ TEST(GpuPayload, CheckOfRowsInTheirSlotsFindsTheHostsFirstDifference) {
                      : kind == 1 ? pages * ps + *rc::gen::inRange<int64_t>(0, 5)
                                  : *rc::gen::inRange<int64_t>(0, pages * ps));
     }
-    std::vector<uint32_t> gens;
-    for (int64_t i = 0; i < n; ++i) gens.push_back(*rc::gen::element<uint32_t>(0, 1, 2, 77, 4000000000u));
+    // A list, or a table of pages * ps + 2 slots (a miss past it is generation 0, one inside it its entry).
+    const bool table = *rc::gen::arbitrary<bool>();
+    RC_CLASSIFY(table, "generations from a table");
+    std::vector<uint32_t> gens, slot_gens(static_cast<size_t>(pages * ps + 2));
+    for (uint32_t& x : slot_gens) x = *rc::gen::element<uint32_t>(0, 1, 2, 77, 4000000000u);
+    for (int64_t i = 0; i < n; ++i) {
+      const bool in_table = locs[i] >= 0 && locs[i] < static_cast<int64_t>(slot_gens.size());
+      gens.push_back(!table     ? *rc::gen::element<uint32_t>(0, 1, 2, 77, 4000000000u)
+                     : in_table ? slot_gens[locs[i]]
+                                : 0u);
+    }
     const ref::BufferRows want_rows =
         replay::PayloadRowsOf(g, layer, locs, [&](size_t i) { return static_cast<int64_t>(gens[i]); });
     // Per rank: a page_pos (pages past the slot when misses are drawn), slots holding the expected rows where they
@@ -318,10 +346,19 @@ TEST(GpuPayload, CheckOfRowsInTheirSlotsFindsTheHostsFirstDifference) {
     // A counter copied by the last block (replay's skipped rows, read by the batch's end).
     const int64_t counter = *rc::gen::inRange<int64_t>(0, 1000);
     auto d_counts = RC_VALUE(gpu::Upload(std::vector<int64_t>{counter, -1}));
-    const gpu::PayloadCheckOut out{d_done.as<unsigned>(), d_out_key.as<unsigned long long>(), d_out_row.as<uint8_t>(),
-                                   d_counts.as<int64_t>(), d_counts.as<int64_t>() + 1};
-    RC_ASSERT_OK(gpu::LaunchCheckPayloadSlots(at, slot_rows, pages, ps, d_locs.as<int64_t>(), d_gens.as<uint32_t>(), n,
-                                              LayoutOf(g, layer), d_key.as<unsigned long long>(), nullptr, &out));
+    auto d_out_gen = RC_VALUE(gpu::Upload(std::vector<uint32_t>{12345}));
+    const gpu::PayloadCheckOut out{d_done.as<unsigned>(),      d_out_key.as<unsigned long long>(),
+                                   d_out_row.as<uint8_t>(),    d_counts.as<int64_t>(),
+                                   d_counts.as<int64_t>() + 1, d_out_gen.as<uint32_t>()};
+    auto d_table = RC_VALUE(gpu::Upload(slot_gens));
+    gpu::PayloadLayout layout = LayoutOf(g, layer);
+    if (table) {
+      layout.generation_table = d_table.as<uint32_t>();
+      layout.table_slots = static_cast<int64_t>(slot_gens.size());
+    }
+    RC_ASSERT_OK(gpu::LaunchCheckPayloadSlots(at, slot_rows, pages, ps, d_locs.as<int64_t>(),
+                                              table ? nullptr : d_gens.as<uint32_t>(), n, layout,
+                                              d_key.as<unsigned long long>(), nullptr, &out));
     RC_ASSERT_OK(gpu::SyncStream(nullptr));
     if (n > 0) RC_ASSERT(RC_VALUE(gpu::Download<unsigned long long>(d_key.data(), 1))[0] == want);
     RC_ASSERT(RC_VALUE(gpu::Download<int64_t>(d_counts.data(), 2))[1] == (n > 0 ? counter : -1));
@@ -335,12 +372,37 @@ TEST(GpuPayload, CheckOfRowsInTheirSlotsFindsTheHostsFirstDifference) {
                   : std::vector<uint8_t>(slots[k.rank][k.buffer].begin() + row * width,
                                          slots[k.rank][k.buffer].begin() + (row + 1) * width);
       RC_ASSERT(RC_VALUE(gpu::Download<uint8_t>(d_out_row.data(), static_cast<size_t>(width))) == want_row);
+      RC_ASSERT(RC_VALUE(gpu::Download<uint32_t>(d_out_gen.data(), 1))[0] == gens[i]);
     }
     // More (rank, buffer) tensors than one launch takes are refused.
     std::vector<gpu::PayloadSlots> many(gpu::kMaxCheckedRanks + 1, at[0]);
     RC_ASSERT(gpu::LaunchCheckPayloadSlots(many, slot_rows, pages, ps, d_locs.as<int64_t>(), d_gens.as<uint32_t>(), n,
                                            LayoutOf(g, layer), d_key.as<unsigned long long>(), nullptr, &out)
                   .code() == StatusCode::kInvalidArgument);
+  });
+  EXPECT_TRUE(ok);
+}
+
+// A write's slots marked in a layer's generation table: every loc in the table takes the generation, a loc outside it
+// (negative, past the end) is skipped, every other entry is left; duplicate locs too.
+TEST(GpuPayload, MarkGenerationsSetsTheWrittenSlotsOnly) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const bool ok = rc::check("LaunchMarkGenerations == host marking", [] {
+    const int64_t slots = *rc::gen::inRange<int64_t>(0, 3000);
+    const auto locs = *rc::gen::container<std::vector<int64_t>>(rc::gen::inRange<int64_t>(-3, slots + 3));
+    const uint32_t generation = *rc::gen::element<uint32_t>(1, 2, 77, 4000000000u, UINT32_MAX);
+    std::vector<uint32_t> table(static_cast<size_t>(slots) + 1);  // one guard entry past the table
+    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<uint32_t>(7 * i);
+    std::vector<uint32_t> want = table;
+    for (int64_t loc : locs) {
+      if (loc >= 0 && loc < slots) want[loc] = generation;
+    }
+    auto d_table = RC_VALUE(gpu::Upload(table));
+    auto d_locs = RC_VALUE(gpu::Upload(locs.empty() ? std::vector<int64_t>{0} : locs));
+    RC_ASSERT_OK(gpu::LaunchMarkGenerations(d_table.as<uint32_t>(), slots, d_locs.as<int64_t>(),
+                                            static_cast<int64_t>(locs.size()), generation, nullptr));
+    RC_ASSERT_OK(gpu::SyncStream(nullptr));
+    RC_ASSERT(RC_VALUE(gpu::Download<uint32_t>(d_table.data(), table.size())) == want);
   });
   EXPECT_TRUE(ok);
 }

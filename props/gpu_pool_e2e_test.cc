@@ -13,6 +13,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <span>
 
 #include "cpu_ref/allocator.h"
 #include "cpu_ref/gather_plan.h"
@@ -47,10 +48,11 @@ std::vector<uint8_t> RowsFor(const std::vector<int64_t>& locs, int64_t key, int6
 
 // Runs `rounds` extend batches of `reqs` requests on group `comm`; returns the first mismatch as a status.
 // With `early_second_write`, layer 1's chunk is written before layer 0 is read (a trace may order its records so; on
-// one stream layer 1's prefix is packed at the batch's start, before either write).
+// one stream layer 1's prefix is packed at the batch's start, before either write). With `mapped_page_pos`, the plan
+// is installed by its mapped pages (BeginExtendMapped, replay's form), else with its dense page_pos.
 Status RunStream(gpu::RankGroup& comm, int64_t ps, int64_t pages_per_rank, int64_t reqs, int64_t rounds,
                  const std::vector<int64_t>& widths, uint64_t seed, bool one_stream = false,
-                 bool early_second_write = false) {
+                 bool early_second_write = false, bool mapped_page_pos = false) {
   const int64_t n = comm.size();
   std::mt19937_64 rng(seed);
   ref::AllocatorConfig ac;
@@ -117,11 +119,17 @@ Status RunStream(gpu::RankGroup& comm, int64_t ps, int64_t pages_per_rank, int64
     KVSHARD_ASSIGN_OR_RETURN(GatherPlan got_plan, planner->Download(nullptr));
     if (!(got_plan == want_plan)) return Mismatch("round ", round, ": device gather plan differs from the reference");
     // Install the plan on every rank.
-    std::vector<int32_t> page_pos;
-    for (int64_t p : ref::DensePagePos(want_plan)) page_pos.push_back(static_cast<int32_t>(p));
     std::vector<std::vector<int64_t>> send;
     for (int rank : comm.local_ranks()) send.push_back(want_plan.ranks[rank].send_rows);
-    KVSHARD_RETURN_IF_ERROR(gather->BeginExtend(want_plan.block_pages, page_pos, send, chunk_locs));
+    if (mapped_page_pos) {
+      KVSHARD_RETURN_IF_ERROR(gather->BeginExtendMapped(
+          want_plan.block_pages, {want_plan.trash_page, want_plan.mapped_pages, want_plan.mapped_scratch_pages},
+          std::vector<std::span<const int64_t>>(send.begin(), send.end()), chunk_locs));
+    } else {
+      std::vector<int32_t> page_pos;
+      for (int64_t p : ref::DensePagePos(want_plan)) page_pos.push_back(static_cast<int32_t>(p));
+      KVSHARD_RETURN_IF_ERROR(gather->BeginExtend(want_plan.block_pages, page_pos, send, chunk_locs));
+    }
     // Reads: every prefix slot and every chunk slot of the batch.
     std::vector<int64_t> read_locs;
     for (const ExtendRequest& r : batch.requests) {
@@ -221,14 +229,17 @@ TEST(GpuPoolE2E, EmulatedRanksMatchUnshardedReads) {
     const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
     const bool one_stream = *rc::gen::arbitrary<bool>();  // replay's: every rank on one stream
     const bool early = *rc::gen::arbitrary<bool>();       // layer 1 written before layer 0 is read
+    const bool mapped = *rc::gen::arbitrary<bool>();      // page_pos by its mapped pages (replay's form)
     RC_CLASSIFY(one_stream, "one stream");
     RC_CLASSIFY(early, "layer 1 written before layer 0's read");
+    RC_CLASSIFY(mapped, "page_pos by mapped pages");
     auto comm = RC_VALUE(gpu::CreateEmulatedGroup(n, 0));
-    const Status s =
-        RunStream(*comm, ps, /*pages_per_rank=*/6 * reqs + 4, reqs, /*rounds=*/4, {row_bytes}, seed, one_stream, early);
+    const Status s = RunStream(*comm, ps, /*pages_per_rank=*/6 * reqs + 4, reqs, /*rounds=*/4, {row_bytes}, seed,
+                               one_stream, early, mapped);
     if (!s.ok()) {
       std::cerr << "N=" << n << " ps=" << ps << " reqs=" << reqs << " row_bytes=" << row_bytes << " seed=" << seed
-                << " one_stream=" << one_stream << " early=" << early << ": " << s.ToString() << "\n";
+                << " one_stream=" << one_stream << " early=" << early << " mapped=" << mapped << ": " << s.ToString()
+                << "\n";
       RC_FAIL(s.ToString());
     }
   });
@@ -271,12 +282,15 @@ TEST(GpuPoolE2E, EmulatedMultiBufferPoolsMatchUnshardedReads) {
     const std::vector<int64_t>& widths = kWidths[*rc::gen::inRange<size_t>(0, kWidths.size())];
     const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
     const bool one_stream = *rc::gen::arbitrary<bool>();
+    const bool mapped = *rc::gen::arbitrary<bool>();
     RC_CLASSIFY(one_stream, "one stream");
+    RC_CLASSIFY(mapped, "page_pos by mapped pages");
     auto comm = RC_VALUE(gpu::CreateEmulatedGroup(n, 0));
-    const Status s = RunStream(*comm, ps, 6 * reqs + 4, reqs, 4, widths, seed, one_stream);
+    const Status s = RunStream(*comm, ps, 6 * reqs + 4, reqs, 4, widths, seed, one_stream, false, mapped);
     if (!s.ok()) {
       std::cerr << "N=" << n << " ps=" << ps << " reqs=" << reqs << " widths=" << rc::toString(widths)
-                << " seed=" << seed << " one_stream=" << one_stream << ": " << s.ToString() << "\n";
+                << " seed=" << seed << " one_stream=" << one_stream << " mapped=" << mapped << ": " << s.ToString()
+                << "\n";
       RC_FAIL(s.ToString());
     }
   });

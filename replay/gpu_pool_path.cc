@@ -96,6 +96,20 @@ Status GpuPoolPath::Init() {
     KVSHARD_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     order_.push_back(e);
   }
+  if (shared_device_ && gather_->one_stream()) {
+    // The last-write table the checks read (zeroed on rank 0's stream, before any write): without room for it the
+    // caller keeps the table on the host and hands each read's generations over, as before.
+    KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
+    table_slots_ = g_.shard_size * (g_.pages_per_rank + 1) * g_.page_size;
+    const size_t bytes = static_cast<size_t>(g_.num_layers * table_slots_) * sizeof(uint32_t);
+    StatusOr<gpu::DeviceBuffer> table = gpu::DeviceBuffer::Allocate(bytes);
+    if (table.ok()) {
+      generations_ = std::move(*table);
+      KVSHARD_CUDA_CHECK(cudaMemsetAsync(generations_.data(), 0, bytes, gather_->compute_stream(0)));
+    } else {
+      (void)cudaGetLastError();  // an allocation's failure is not sticky: clear it for the launches' checks
+    }
+  }
   return Status::Ok();
 }
 
@@ -117,14 +131,12 @@ Status GpuPoolPath::Install(const ExtendBatch& batch, const GatherPlan& plan,
   if (active_) KVSHARD_RETURN_IF_ERROR(Quiesce());
   snap_check_ = -1;
   KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
-  // Every rank installs the device plan (page_pos mirrored, its own send rows); page_pos is the downloaded plan's.
-  std::vector<int32_t> page_pos(plan.page_pos_size, static_cast<int32_t>(plan.trash_page));
-  for (size_t k = 0; k < plan.mapped_pages.size(); ++k) {
-    page_pos[plan.mapped_pages[k]] = static_cast<int32_t>(plan.mapped_scratch_pages[k]);
-  }
-  std::vector<std::vector<int64_t>> send;
-  for (int rank : comm_->local_ranks()) send.push_back(plan.ranks[rank].send_rows);
-  KVSHARD_RETURN_IF_ERROR(gather_->BeginExtend(plan.block_pages, page_pos, send, out_cache_loc));
+  // Every rank installs the device plan (page_pos mirrored, its own send rows): page_pos goes as the plan's mapped
+  // pages (a Mooncake-sized pool's dense page_pos was 1.25 MB a batch, made, copied and uploaded on this thread).
+  std::vector<std::span<const int64_t>> send;
+  for (int rank : comm_->local_ranks()) send.emplace_back(plan.ranks[rank].send_rows);
+  KVSHARD_RETURN_IF_ERROR(gather_->BeginExtendMapped(
+      plan.block_pages, {plan.trash_page, plan.mapped_pages, plan.mapped_scratch_pages}, send, out_cache_loc));
   out_cache_loc_ = out_cache_loc;
   active_ = true;
   return Status::Ok();
@@ -150,6 +162,7 @@ Status GpuPoolPath::WriteStaged(int64_t layer, const std::vector<int64_t>& locs,
     // Rows made where they are written (the chunk's staging and owner scatter), from the chunk locs on the device
     // since Install: one launch a buffer, nothing staged, no event (the next user of what it writes comes later on
     // the same stream).
+    KVSHARD_RETURN_IF_ERROR(MarkWritten(layer, gather_->chunk_locs(0), n, generation));  // ordered before any check
     KVSHARD_RETURN_IF_ERROR(gather_->WriteLayerMade(layer, g_.payload_seed, generation));
     in_flight_ = true;
     return Status::Ok();
@@ -210,6 +223,12 @@ Status GpuPoolPath::WriteStaged(int64_t layer, const std::vector<int64_t>& locs,
       offset += static_cast<size_t>(n * b.row_bytes);
     }
   }
+  if (rows == nullptr && shared_device_) {  // made rows: their slots' generation (the ranks' locs are rank 0's)
+    KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
+    const int64_t* d_locs =
+        active_ ? gather_->chunk_locs(0) : reinterpret_cast<const int64_t*>(slot.rows[0].as<uint8_t>() + locs_at);
+    KVSHARD_RETURN_IF_ERROR(MarkWritten(layer, d_locs, n, generation));
+  }
   if (active_) {
     KVSHARD_RETURN_IF_ERROR(gather_->WriteLayerBuffers(layer, ptrs));
   } else {  // outside an extend (decode writes): the owner filter only, straight into each rank's pools
@@ -255,7 +274,17 @@ gpu::PayloadLayout GpuPoolPath::Layout(int64_t layer) const {
   l.seed = g_.payload_seed;
   l.layer = layer;
   for (const ref::PoolBuffer& b : g_.buffers) l.widths.push_back(b.row_bytes);
+  if (KeepsGenerations() && layer >= 0) {
+    l.generation_table = generations_.as<uint32_t>() + layer * table_slots_;
+    l.table_slots = table_slots_;
+  }
   return l;
+}
+
+Status GpuPoolPath::MarkWritten(int64_t layer, const int64_t* d_locs, int64_t n, int64_t generation) {
+  if (!KeepsGenerations()) return Status::Ok();
+  return gpu::LaunchMarkGenerations(generations_.as<uint32_t>() + layer * table_slots_, table_slots_, d_locs, n,
+                                    static_cast<uint32_t>(generation), gather_->compute_stream(0));
 }
 
 Status GpuPoolPath::AfterRankZero(int i) {

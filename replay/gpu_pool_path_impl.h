@@ -59,12 +59,17 @@ class GpuPoolPath : public PoolDataPath {
     return WriteStaged(layer, locs, nullptr, generation);
   }
 
+  // Emulated ranks keep a table of every (layer, slot)'s last WriteMade generation on the device (generations_),
+  // marked by each write and read by each check, unless the device had no room for it (then the caller's lists).
+  bool KeepsGenerations() const override { return generations_.data() != nullptr; }
+
   StatusOr<std::optional<RowDifference>> ReadChecked(int64_t layer, const std::vector<int64_t>& locs,
                                                      const std::vector<uint32_t>& generations) override;
 
   // Each pending check has its own pinned upload ([locs | the key, UINT64_MAX until a difference is found | the
-  // check's finished blocks | generations], copied to the device) and its own slot in checks_ for the key and the
-  // differing row the check's last block publishes there: the next read may reuse the device's staging at once.
+  // check's finished blocks | generations, unless the path keeps them], copied to the device) and its own slot in
+  // checks_ for the key, the differing row and its generation the check's last block publishes there: the next read
+  // may reuse the device's staging at once.
   Status StartReadChecked(int64_t layer, const std::vector<int64_t>& locs,
                           const std::vector<uint32_t>& generations) override;
 
@@ -115,11 +120,17 @@ class GpuPoolPath : public PoolDataPath {
   // (the layer-ahead gather's state moves on) and waits until the last read's copies are done with the locs.
   StatusOr<std::vector<std::vector<void*>>> BeginRead(int64_t layer);
 
-  // Where checks_ holds pending check i's differing row: after the kMaxPendingChecks keys and as many counter
-  // copies (CountAt), one widest row each.
+  // Where checks_ holds pending check i's differing row: after the kMaxPendingChecks keys, as many counter copies
+  // (CountAt) and as many generations (GenerationAt, a word each), one widest row each.
   size_t CheckRowAt(int i) const;
   // Where checks_ holds pending check i's copy of the skipped-rows counter.
   size_t CountAt(int i) const { return (kMaxPendingChecks + i) * sizeof(uint64_t); }
+  // Where checks_ holds the generation pending check i's differing row was checked against.
+  size_t GenerationAt(int i) const { return (2 * kMaxPendingChecks + i) * sizeof(uint64_t); }
+
+  // Marks `n` slots (device memory `d_locs`) of `layer` as written by `generation` in generations_ (where kept), on
+  // rank 0's stream after the write.
+  Status MarkWritten(int64_t layer, const int64_t* d_locs, int64_t n, int64_t generation);
 
   // The first n pending keys and counter copies into host_keys_ (keys at 0, copies at kMaxPendingChecks), once the
   // checks are done.
@@ -159,6 +170,10 @@ class GpuPoolPath : public PoolDataPath {
   std::unique_ptr<gpu::LayerAheadGather> gather_;
   std::vector<int64_t> out_cache_loc_;
   bool active_ = false;
+  // Emulated ranks: the generation of every (layer, slot)'s last WriteMade, [layer][slot] (table_slots_ a layer, the
+  // pool's every slot, trash pages included), zero until written; null where the device had no room.
+  gpu::DeviceBuffer generations_;
+  int64_t table_slots_ = 0;
   std::vector<Staging> staging_;                        // per local rank
   gpu::PinnedBuffer host_locs_;                         // a read's locs
   std::vector<gpu::PinnedBuffer> host_out_;             // per local rank: a read's rows, copied back

@@ -32,7 +32,8 @@ Status GpuPoolPath::StartReadChecked(int64_t layer, const std::vector<int64_t>& 
                                      const std::vector<uint32_t>& generations) {
   KVSHARD_NVTX_RANGE("kvshard.pool.read_checked");
   if (!shared_device_) return FailedPrecondition("gpu: reads are checked on the device for emulated ranks only");
-  if (generations.size() != locs.size()) return InvalidArgument("generations: expected one per loc");
+  const bool kept = KeepsGenerations();  // the checks read the device's table, not a list
+  if (!kept && generations.size() != locs.size()) return InvalidArgument("generations: expected one per loc");
   if (pending_checks_ >= kMaxPendingChecks) {
     return FailedPrecondition("gpu: more than ", kMaxPendingChecks, " checked reads pending");
   }
@@ -44,6 +45,7 @@ Status GpuPoolPath::StartReadChecked(int64_t layer, const std::vector<int64_t>& 
   end_check_[slot] = false;
   snap_check_ = -1;
   gpu::PayloadCheckOut out{nullptr, checks_.as<unsigned long long>() + slot, checks_.as<uint8_t>() + CheckRowAt(slot)};
+  out.generation = reinterpret_cast<uint32_t*>(checks_.as<uint8_t>() + GenerationAt(slot));
   if (m == 0) {  // nothing to read: the check of no rows publishes "no difference"
     KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
     KVSHARD_RETURN_IF_ERROR(gpu::LaunchCheckPayloadRows(nullptr, 1, nullptr, nullptr, 0, Layout(layer), nullptr,
@@ -56,15 +58,16 @@ Status GpuPoolPath::StartReadChecked(int64_t layer, const std::vector<int64_t>& 
     out.count_out = reinterpret_cast<int64_t*>(checks_.as<uint8_t>() + CountAt(slot));
   }
   const size_t key_at = m * sizeof(int64_t), done_at = key_at + sizeof(uint64_t), gens_at = done_at + 8;
+  const size_t upload = gens_at + (kept ? 0 : m * sizeof(uint32_t));
   gpu::PinnedBuffer& up = check_uploads_[slot];
-  KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&up, gens_at + m * sizeof(uint32_t)));
+  KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&up, upload));
   auto* host = static_cast<char*>(up.data());
   std::memcpy(host, locs.data(), key_at);
   const uint64_t none = UINT64_MAX, zero = 0;
   std::memcpy(host + key_at, &none, sizeof(none));
   std::memcpy(host + done_at, &zero, sizeof(zero));
-  std::memcpy(host + gens_at, generations.data(), m * sizeof(uint32_t));
-  KVSHARD_RETURN_IF_ERROR(StartSharedRead(slots, m, m * RowBytes(), layer, up, gens_at + m * sizeof(uint32_t), &out));
+  if (!kept) std::memcpy(host + gens_at, generations.data(), m * sizeof(uint32_t));
+  KVSHARD_RETURN_IF_ERROR(StartSharedRead(slots, m, m * RowBytes(), layer, up, upload, &out));
   if (out.count_out != nullptr) snap_check_ = slot;
   ++pending_checks_;
   return Status::Ok();
@@ -99,7 +102,10 @@ std::vector<PoolDataPath::CheckAnswer> GpuPoolPath::TakeChecked() {
     const gpu::PayloadKey at = gpu::DecodePayloadKey(key, static_cast<int64_t>(g_.buffers.size()));
     RowDifference d{at.rank, at.buffer, at.byte, {}};
     d.got_row.resize(static_cast<size_t>(g_.buffers[at.buffer].row_bytes));
-    const Status copied = gpu::CopyToHost(d.got_row.data(), checks_.as<uint8_t>() + CheckRowAt(i), d.got_row.size());
+    Status copied = gpu::CopyToHost(d.got_row.data(), checks_.as<uint8_t>() + CheckRowAt(i), d.got_row.size());
+    if (copied.ok()) {
+      copied = gpu::CopyToHost(&d.generation, checks_.as<uint8_t>() + GenerationAt(i), sizeof(d.generation));
+    }
     if (copied.ok()) {
       answers.emplace_back(std::optional<RowDifference>(std::move(d)));
     } else {
@@ -290,7 +296,7 @@ StatusOr<std::vector<std::vector<void*>>> GpuPoolPath::BeginRead(int64_t layer) 
 size_t GpuPoolPath::CheckRowAt(int i) const {
   size_t widest = 0;
   for (const ref::PoolBuffer& b : g_.buffers) widest = std::max(widest, static_cast<size_t>(b.row_bytes));
-  return 2 * kMaxPendingChecks * sizeof(uint64_t) + static_cast<size_t>(i) * widest;
+  return 3 * kMaxPendingChecks * sizeof(uint64_t) + static_cast<size_t>(i) * widest;
 }
 
 Status GpuPoolPath::DownloadKeys(int n) {

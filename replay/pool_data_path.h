@@ -91,13 +91,20 @@ class PoolDataPath {
   }
   // The first byte where a rank's read differs from the payload: rank, buffer, byte in that buffer's rows (row
   // byte / row_bytes), and the row of that buffer that holds it as read.
+  // `generation`: the generation the row was checked against, given by a path that keeps generations (below).
   struct RowDifference {
     int64_t rank = 0, buffer = 0, byte = 0;
     std::vector<uint8_t> got_row;
+    uint32_t generation = 0;
   };
+  // Whether the path keeps the generation of every slot's last WriteMade itself (where its rows are): then the
+  // checked reads below take no generations (an empty list, not read) and a RowDifference carries its row's, so the
+  // caller keeps no table of last writes and hands none over. Asked after Start, on the thread that calls the path.
+  virtual bool KeepsGenerations() const { return false; }
   // get_key_buffer(layer) then every buffer's rows at translate_loc_to_scratch(locs) on every rank, each compared
   // with the payload of (layer, locs[i], generations[i]) (the generation of the last write of the slot; 0: never
-  // written, zero bytes): the first difference (rank, then buffer, then byte), or none.
+  // written, zero bytes; the path's own where it keeps generations): the first difference (rank, then buffer, then
+  // byte), or none.
   virtual StatusOr<std::optional<RowDifference>> ReadChecked(int64_t layer, const std::vector<int64_t>& locs,
                                                              const std::vector<uint32_t>& generations) {
     (void)layer, (void)locs, (void)generations;

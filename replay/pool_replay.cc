@@ -257,13 +257,15 @@ int64_t PoolReplay::Slots() const {
 }
 
 void PoolReplay::MarkWritten(int64_t layer, const std::vector<int64_t>& locs, int64_t generation) {
+  if (device_->KeepsGenerations()) return;  // the path's own table, where its rows are
   uint32_t* layer_writes = last_write_.get() + layer * Slots();
   for (const int64_t loc : locs) layer_writes[loc] = static_cast<uint32_t>(generation);  // checked slots
 }
 
 std::vector<uint32_t> PoolReplay::LastWrites(int64_t layer, const std::vector<int64_t>& locs) {
-  const uint32_t* layer_writes = last_write_.get() + layer * Slots();
   std::vector<uint32_t> generations;
+  if (device_->KeepsGenerations()) return generations;  // the check reads the path's own table
+  const uint32_t* layer_writes = last_write_.get() + layer * Slots();
   if (!spare_lists_.empty()) {  // an answered check's list
     generations = std::move(spare_lists_.back());
     spare_lists_.pop_back();

@@ -196,7 +196,8 @@ class PoolReplay {
   // Device steps (the device thread's, or at their record), in step order: a write of `generation` to `locs` in
   // `layer` (last_write_), and the generation of the last write of each of a read's `locs` (checked slots), in a
   // spare list where one is kept. Kept where the device steps run, so the checking thread neither fills nor copies
-  // them.
+  // them; a path that keeps generations itself (PoolDataPath::KeepsGenerations) needs neither: nothing is marked and
+  // the list is empty.
   void MarkWritten(int64_t layer, const std::vector<int64_t>& locs, int64_t generation);
   std::vector<uint32_t> LastWrites(int64_t layer, const std::vector<int64_t>& locs);
   // end_shard_extend on the device: answered at once, or (on the device thread, a path whose ends are checks) as a

@@ -268,7 +268,9 @@ std::string PoolReplay::PayloadDiffText(int64_t layer, const std::vector<int64_t
                                         const std::vector<uint32_t>& generations,
                                         const PoolDataPath::RowDifference& at) const {
   const size_t b = static_cast<size_t>(at.buffer), row = static_cast<size_t>(at.byte / geometry_.buffers[b].row_bytes);
-  const ref::BufferRows want = PayloadRowsOf(geometry_, layer, {locs[row]}, [&](size_t) { return generations[row]; });
+  // The generation the row was checked against: the caller's list, or the path's own (a path that keeps them).
+  const int64_t generation = generations.empty() ? at.generation : generations[row];
+  const ref::BufferRows want = PayloadRowsOf(geometry_, layer, {locs[row]}, [&](size_t) { return generation; });
   return RowDiffText(geometry_, locs, b, static_cast<size_t>(at.byte), at.got_row, want[b]);
 }
 
