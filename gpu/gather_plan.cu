@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "gpu/gather_plan.h"
 #include "gpu/nvtx.h"
@@ -21,7 +23,15 @@ constexpr int kThreads = 256;
 constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
 
 // state_[] slots.
-enum : int { kMappedCount = 0, kFirstCyclic = 1, kFirstStaleChunk = 2, kUniquePrefix = 3, kOverflow = 4, kStateWords };
+enum : int {
+  kMappedCount = 0,
+  kFirstCyclic = 1,
+  kFirstStaleChunk = 2,
+  kUniquePrefix = 3,
+  kOverflow = 4,
+  kOffTrash = 5,  // Download's count of page_pos entries off the trash page
+  kStateWords
+};
 
 struct PlanArgs {
   const int64_t* pages;      // all position-pages, request-major
@@ -178,6 +188,25 @@ __global__ void __launch_bounds__(kOneBlockThreads) PlanOneBlockKernel(PlanArgs 
   Place(a, w);
   __syncthreads();
   CheckAndExpand(a, w);
+}
+
+// Download's compaction: pairs[2t], pairs[2t + 1] = mapped[t], page_pos[mapped[t]] for t < the build's mapped count
+// (a page outside the table gets the trash page), and state[kOffTrash] += the entries of page_pos off the trash page
+// (zeroed before).
+__global__ void CompactMappedKernel(const int32_t* __restrict__ page_pos, int64_t page_pos_size, int64_t trash,
+                                    const int64_t* __restrict__ mapped, int64_t* state, int64_t* __restrict__ pairs) {
+  const int64_t count = state[kMappedCount];
+  const int64_t work = count > page_pos_size ? count : page_pos_size;
+  unsigned long long off = 0;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < work; i += int64_t{gridDim.x} * blockDim.x) {
+    if (i < page_pos_size && page_pos[i] != trash) ++off;
+    if (i < count) {
+      const int64_t page = mapped[i];
+      pairs[2 * i] = page;
+      pairs[2 * i + 1] = page >= 0 && page < page_pos_size ? page_pos[page] : trash;
+    }
+  }
+  if (off != 0) atomicAdd(reinterpret_cast<unsigned long long*>(state + kOffTrash), off);
 }
 
 int GridFor(int64_t work) {
@@ -402,19 +431,36 @@ Status DeviceGatherPlanner::CheckState(const int64_t* st) const {
 StatusOr<GatherPlan> DeviceGatherPlanner::Download(cudaStream_t stream) {
   KVSHARD_NVTX_RANGE("kvshard.plan.download");
   const int64_t n = batch_.shard_size, ps = batch_.page_size;
-  // One pinned buffer: the state words and page_pos (int32) in one copy, then the send pages (int64, 8-byte aligned).
+  // One pinned buffer: the state words, then page_pos (int32) or the mapped pairs (int64), then the send pages (int64,
+  // 8-byte aligned). The build maps at most its prefix references and chunk pages.
+  const bool dense = page_pos_size_ * static_cast<int64_t>(sizeof(int32_t)) <= max_dense_download_bytes_;
+  const int64_t pair_bound = std::max<int64_t>(1, n_prefix_refs_ + n_chunk_);
   const size_t state_bytes = kStateWords * sizeof(int64_t), pos_bytes = page_pos_size_ * sizeof(int32_t);
-  const size_t send_at = state_bytes + (pos_bytes + 7) / 8 * 8, send_bytes = n * block_pages_ * sizeof(int64_t);
+  const size_t pairs_bytes = static_cast<size_t>(pair_bound) * 2 * sizeof(int64_t);
+  const size_t send_at = state_bytes + (dense ? (pos_bytes + 7) / 8 * 8 : pairs_bytes);
+  const size_t send_bytes = n * block_pages_ * sizeof(int64_t);
   KVSHARD_RETURN_IF_ERROR(Reserve(&download_, send_at + send_bytes));
   auto* host = static_cast<char*>(download_.data());
-  KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host, answers_.data(), state_bytes + pos_bytes, cudaMemcpyDeviceToHost, stream));
+  if (dense) {
+    KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host, answers_.data(), state_bytes + pos_bytes, cudaMemcpyDeviceToHost, stream));
+  } else {
+    KVSHARD_RETURN_IF_ERROR(Reserve(&mapped_pairs_, pairs_bytes));
+    KVSHARD_CUDA_CHECK(cudaMemsetAsync(state_at_ + kOffTrash, 0, sizeof(int64_t), stream));
+    CompactMappedKernel<<<GridFor(std::max(page_pos_size_, pair_bound)), kThreads, 0, stream>>>(
+        page_pos_at_, page_pos_size_, trash_page_, mapped_.as<int64_t>(), state_at_, mapped_pairs_.as<int64_t>());
+    KVSHARD_CUDA_CHECK(cudaGetLastError());
+    KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host, state_at_, state_bytes, cudaMemcpyDeviceToHost, stream));
+    KVSHARD_CUDA_CHECK(
+        cudaMemcpyAsync(host + state_bytes, mapped_pairs_.data(), pairs_bytes, cudaMemcpyDeviceToHost, stream));
+  }
   if (send_bytes > 0) {
     KVSHARD_CUDA_CHECK(cudaMemcpyAsync(host + send_at, send_pages_.data(), send_bytes, cudaMemcpyDeviceToHost, stream));
   }
   KVSHARD_CUDA_CHECK(cudaStreamSynchronize(stream));
   idle_ = true;
   KVSHARD_CUDA_CHECK(cudaGetLastError());
-  KVSHARD_RETURN_IF_ERROR(CheckState(reinterpret_cast<const int64_t*>(host)));
+  const auto* state = reinterpret_cast<const int64_t*>(host);
+  KVSHARD_RETURN_IF_ERROR(CheckState(state));
   GatherPlan plan;
   plan.shard_size = n;
   plan.page_size = ps;
@@ -423,11 +469,38 @@ StatusOr<GatherPlan> DeviceGatherPlanner::Download(cudaStream_t stream) {
   plan.chunk_base_page = batch_.max_prefix_tokens / ps;
   plan.trash_page = trash_page_;
   plan.page_pos_size = page_pos_size_;
-  const auto* pos = reinterpret_cast<const int32_t*>(host + state_bytes);
-  for (int64_t p = 0; p < page_pos_size_; ++p) {
-    if (pos[p] != trash_page_) {
-      plan.mapped_pages.push_back(p);
-      plan.mapped_scratch_pages.push_back(pos[p]);
+  // The mapped pages: the compacted pairs where they are exactly the dense table's entries off the trash page
+  // (distinct pages, none on the trash page, as many as the device counted), else the dense table itself.
+  bool scanned = false;
+  if (!dense) {
+    const int64_t count = state[kMappedCount];
+    if (count >= 0 && count <= pair_bound && state[kOffTrash] == count) {
+      const auto* pairs = reinterpret_cast<const int64_t*>(host + state_bytes);
+      std::vector<std::pair<int64_t, int64_t>> sorted(static_cast<size_t>(count));
+      for (int64_t t = 0; t < count; ++t) sorted[t] = {pairs[2 * t], pairs[2 * t + 1]};
+      std::sort(sorted.begin(), sorted.end());
+      scanned = true;
+      for (int64_t t = 0; t < count && scanned; ++t) {
+        scanned = sorted[t].second != trash_page_ && (t == 0 || sorted[t].first != sorted[t - 1].first);
+      }
+      for (int64_t t = 0; t < count && scanned; ++t) {
+        plan.mapped_pages.push_back(sorted[t].first);
+        plan.mapped_scratch_pages.push_back(sorted[t].second);
+      }
+    }
+  }
+  if (!scanned) {
+    std::vector<int32_t> dense_pos;
+    const int32_t* pos = reinterpret_cast<const int32_t*>(host + state_bytes);
+    if (!dense) {  // a disagreement: the dense table after all
+      KVSHARD_ASSIGN_OR_RETURN(dense_pos, gpu::Download<int32_t>(page_pos_at_, static_cast<size_t>(page_pos_size_)));
+      pos = dense_pos.data();
+    }
+    for (int64_t p = 0; p < page_pos_size_; ++p) {
+      if (pos[p] != trash_page_) {
+        plan.mapped_pages.push_back(p);
+        plan.mapped_scratch_pages.push_back(pos[p]);
+      }
     }
   }
   const auto* send = reinterpret_cast<const int64_t*>(host + send_at);

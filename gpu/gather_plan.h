@@ -39,8 +39,14 @@ class DeviceGatherPlanner {
   // non-fresh chunk pages) with the same first-failing request as the reference.
   Status Finish(cudaStream_t stream);
   // Finish, then the plan as the reference's GatherPlan (send_rows expanded for every rank) for diffing: the build's
-  // state, page_pos and send pages come back in one synchronization of `stream`.
+  // state, page_pos and send pages come back in one synchronization of `stream`. A page_pos of more than
+  // max_dense_download_bytes comes back as the build's mapped pages with their entries, counted on the device against
+  // the dense table's every entry off the trash page: where they disagree (a stray entry) the dense table comes back
+  // after all, so the plan is always the dense table's.
   StatusOr<GatherPlan> Download(cudaStream_t stream);
+  // Download's bound for bringing page_pos back dense (a few KiB cost less than the launch that compacts it; a
+  // Mooncake-sized pool's 1.25 MB a batch cost more than the build). 0: always the mapped pages (tests pin both).
+  void set_max_dense_download_bytes(int64_t bytes) { max_dense_download_bytes_ = bytes; }
 
   // Device page_pos (int32, page_pos_size entries) and send rows of `send_rank` (block_pages * ps entries).
   const int32_t* page_pos() const { return page_pos_at_; }
@@ -61,7 +67,7 @@ class DeviceGatherPlanner {
   // The build's answers, downloaded with one copy: [state words | page_pos], page_pos resident between builds.
   DeviceBuffer answers_;
   int64_t* state_at_ = nullptr;     // int64 [kStateWords]: mapped count, first cyclic request, first stale chunk ref,
-                                    // unique, overflow
+                                    // unique, overflow, entries off the trash page (Download's count)
   int32_t* page_pos_at_ = nullptr;  // int32 [page_pos_size]
   // The batch, uploaded with one copy: [req_meta (int64 [4 * (B + 1)]: page offset, prefix pages, chunk offset, block
   // offset) | pages (int64, all position-pages of the batch, request-major)].
@@ -78,6 +84,8 @@ class DeviceGatherPlanner {
   bool idle_ = true;     // nothing of this planner's is in flight (Finish or Download synchronized after it)
   int64_t one_block_work_ = int64_t{1} << 14;  // set_one_block_work
   PinnedBuffer download_;                      // Download's state words, page_pos and send pages
+  DeviceBuffer mapped_pairs_;                  // Download's (page, page_pos entry) of each mapped page, int64 pairs
+  int64_t max_dense_download_bytes_ = int64_t{64} << 10;  // set_max_dense_download_bytes
 };
 
 }  // namespace kvshard::gpu

@@ -140,12 +140,16 @@ struct WriteChunkJob {
 // With `made`, the rows are not read from jobs[j].rows (which may be null) but made where they are written: row i of
 // job j is bytes [made->offset, made->offset + row_bytes) of the payload row of (made->layer, jobs[j].chunk_locs[i],
 // made->generation) (core/payload.h, the concatenated row of every buffer): replay's writes without a row-making
-// launch before each.
+// launch before each. With made->mark, job 0's staging also sets mark[chunk_locs[i]] = made->generation for every row
+// (replay's table of each slot's last write, gpu/payload_rows.h; a loc outside [0, mark_slots) is skipped): the
+// write's slots marked with no launch of their own.
 struct ChunkPayload {
   uint64_t seed = 0;
   int64_t layer = 0;
   int64_t generation = 0;
   int64_t offset = 0;  // this buffer's first byte in the payload row (the widths of the buffers before it)
+  uint32_t* mark = nullptr;
+  int64_t mark_slots = 0;
 };
 Status LaunchWriteChunkRanks(const std::vector<WriteChunkJob>& jobs, int64_t n, int64_t page_size, int64_t row_bytes,
                              cudaStream_t stream, const ChunkPayload* made = nullptr);

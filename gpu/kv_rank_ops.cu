@@ -108,6 +108,7 @@ struct RowsInMemory {
                                       int group) const {
     CopyRow(dst, static_cast<const V*>(job.rows) + i * vecs, vecs, lane, group);
   }
+  __device__ __forceinline__ void Mark(int64_t) const {}
 };
 
 // ... or made where they are written: bytes [offset, offset + row bytes) of the payload row of
@@ -115,6 +116,11 @@ struct RowsInMemory {
 struct RowsMade {
   uint64_t seed, layer_hash;
   int64_t generation, offset;
+  uint32_t* mark;  // ChunkPayload's: the generation table the rows' slots are marked in (null: none)
+  int64_t mark_slots;
+  __device__ __forceinline__ void Mark(int64_t loc) const {
+    if (mark != nullptr && loc >= 0 && loc < mark_slots) mark[loc] = static_cast<uint32_t>(generation);
+  }
   template <typename V>
   __device__ __forceinline__ void Put(V* dst, const WriteChunkJob& job, int64_t i, int64_t vecs, int lane,
                                       int group) const {
@@ -152,7 +158,9 @@ __global__ void WriteChunkRanksKernel(WriteChunkJobs jobs, int jobs_count, int64
   const GroupPos g = MyGroup(group);
   if (stage) {
     auto* scratch = static_cast<V*>(job.scratch);
+    const bool marks = blockIdx.y == 0;  // job 0 marks the rows' slots (every job has the same chunk locs)
     for (int64_t i = g.id; i < n; i += g.count) {
+      if (marks && g.lane == 0) rows.Mark(job.chunk_locs[i]);
       const int64_t row = TranslateOne(job.chunk_locs[i], job.page_pos, job.n_page_pos, ps);
       if (row < 0 || row >= job.scratch_rows) {
         if (job.bad && g.lane == 0) atomicAdd(reinterpret_cast<unsigned long long*>(job.bad), 1ull);
@@ -349,7 +357,9 @@ Status LaunchWriteChunkRanks(const std::vector<WriteChunkJob>& jobs, int64_t n, 
     if (made == nullptr) {
       WriteChunkRanksKernel<V><<<grid, kThreads, 0, stream>>>(packed, ranks, n, page_size, vecs, group, RowsInMemory{});
     } else {
-      const RowsMade rows{made->seed, Mix64(static_cast<uint64_t>(made->layer)), made->generation, made->offset};
+      const RowsMade rows{made->seed,       Mix64(static_cast<uint64_t>(made->layer)),
+                          made->generation, made->offset,
+                          made->mark,       made->mark_slots};
       WriteChunkRanksKernel<V><<<grid, kThreads, 0, stream>>>(packed, ranks, n, page_size, vecs, group, rows);
     }
   });

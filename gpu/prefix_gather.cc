@@ -194,7 +194,9 @@ Status LayerAheadGather::BeginExtendMapped(int64_t block_pages, const PagePosMap
       return InvalidArgument("page_pos: scratch page ", page_pos.scratch_pages[k], " not an int32");
     }
   }
-  if (one_stream_) return BeginExtendImpl(block_pages, nullptr, &page_pos, send_rows, chunk_locs);
+  if (one_stream_ && shape_.n_page_pos * static_cast<int64_t>(sizeof(int32_t)) > shape_.max_dense_page_pos_bytes) {
+    return BeginExtendImpl(block_pages, nullptr, &page_pos, send_rows, chunk_locs);
+  }
   std::vector<int32_t> dense(shape_.n_page_pos, static_cast<int32_t>(page_pos.trash_page));
   for (size_t k = 0; k < page_pos.pages.size(); ++k) {
     dense[page_pos.pages[k]] = static_cast<int32_t>(page_pos.scratch_pages[k]);

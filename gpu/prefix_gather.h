@@ -35,6 +35,9 @@ struct PrefixGatherShape {
   // Local ranks on one device share one stream for packs, all-gathers and compute (replay's data path: its answers
   // do not depend on overlap, and one stream needs no event between streams); ignored across devices.
   bool one_stream = false;
+  // One stream: BeginExtendMapped uploads a page_pos of at most this many bytes dense (a copy of a few KiB costs less
+  // than the two launches that set it on the device), a larger one as its mapped pages.
+  int64_t max_dense_page_pos_bytes = int64_t{64} << 10;
   int64_t scratch_rows() const { return max_prefix_tokens + chunk_tokens + page_size; }
   // The buffers' row widths: buffer_row_bytes, or {row_bytes}.
   std::vector<int64_t> buffers() const {
@@ -73,8 +76,9 @@ class LayerAheadGather {
     std::span<const int64_t> pages, scratch_pages;
   };
   // BeginExtend with page_pos given by its mapped pages (each in [0, n_page_pos), its scratch page in int32) and send
-  // rows and chunk locs as views: ranks on one stream upload only the mapped pages and set page_pos on the device, so
-  // a large pool's batch costs its own pages, not the pool's; other groups upload page_pos dense.
+  // rows and chunk locs as views: ranks on one stream upload only the mapped pages and set page_pos on the device
+  // where the dense table passes shape.max_dense_page_pos_bytes, so a large pool's batch costs its own pages, not the
+  // pool's; other groups, and smaller tables, upload page_pos dense.
   Status BeginExtendMapped(int64_t block_pages, const PagePosMap& page_pos,
                            const std::vector<std::span<const int64_t>>& send_rows, std::span<const int64_t> chunk_locs);
   // set_kv_buffer for `layer`: rows[i] (device, one row per chunk loc, on local rank i's device) is staged
@@ -85,7 +89,10 @@ class LayerAheadGather {
   // WriteLayerBuffers of rows made where they are written, not read from memory: chunk row i of every buffer is its
   // part of replay's payload row of (layer, chunk loc i, generation) from `seed` (core/payload.h; one launch a buffer
   // and no row-making launch before it). Needs CanWriteMade.
-  Status WriteLayerMade(int64_t layer, uint64_t seed, int64_t generation);
+  // With `mark`, the chunk locs are also marked with `generation` in that table of mark_slots entries
+  // (ChunkPayload::mark), in the same launch.
+  Status WriteLayerMade(int64_t layer, uint64_t seed, int64_t generation, uint32_t* mark = nullptr,
+                        int64_t mark_slots = 0);
   // Every local rank on one device, and few enough for one launch (kMaxRankJobs).
   bool CanWriteMade() const;
   // Each compute stream waits for `layer`'s slot (residency must be (layer, epoch)) and the gather of
@@ -148,7 +155,7 @@ class LayerAheadGather {
   // Ranks on one device: a layer's chunk staged and scattered for every rank with one launch a buffer, of `rows`
   // ([rank][buffer]) or, where rows is null, of replay's payload rows of (layer, chunk loc, generation) from `seed`.
   Status WriteChunkAllRanks(int64_t layer, const std::vector<std::vector<const void*>>* rows, uint64_t seed,
-                            int64_t generation);
+                            int64_t generation, uint32_t* mark = nullptr, int64_t mark_slots = 0);
   Status ForkComputeStreams();
   // Issues the in-place all-gathers of packed layers <= upto, in layer order, and records their ready events:
   // one all-gather per layer; with several buffers it gathers the packed blocks, then splits them per buffer.

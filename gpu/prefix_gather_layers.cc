@@ -228,24 +228,25 @@ bool LayerAheadGather::CanWriteMade() const {
   return shared_device_ && state_.size() <= static_cast<size_t>(kMaxRankJobs);
 }
 
-Status LayerAheadGather::WriteLayerMade(int64_t layer, uint64_t seed, int64_t generation) {
+Status LayerAheadGather::WriteLayerMade(int64_t layer, uint64_t seed, int64_t generation, uint32_t* mark,
+                                        int64_t mark_slots) {
   KVSHARD_NVTX_RANGE("kvshard.gather.write_layer_made");
   if (!active_) return FailedPrecondition("sharded pool write outside an active sharded extend batch");
   if (layer < 0 || layer >= shape_.layers)
     return InvalidArgument("layer: must be in [0, ", shape_.layers, "), got ", layer);
   if (!CanWriteMade()) return FailedPrecondition("WriteLayerMade: every local rank must be on one device");
-  return WriteChunkAllRanks(layer, nullptr, seed, generation);
+  return WriteChunkAllRanks(layer, nullptr, seed, generation, mark, mark_slots);
 }
 
 Status LayerAheadGather::WriteChunkAllRanks(int64_t layer, const std::vector<std::vector<const void*>>* rows,
-                                            uint64_t seed, int64_t generation) {
+                                            uint64_t seed, int64_t generation, uint32_t* mark, int64_t mark_slots) {
   // Ranks emulated on one device: rank 0's compute stream waits for every rank's, stages and scatters every
   // rank's rows with one launch a buffer, and every rank's compute stream waits for it.
   const std::vector<int64_t> widths = shape_.buffers();
   Rank& first = *state_[0];
   KVSHARD_CUDA_CHECK(cudaSetDevice(first.device));
   KVSHARD_RETURN_IF_ERROR(JoinComputeStreams());
-  ChunkPayload made{seed, layer, generation, 0};
+  ChunkPayload made{seed, layer, generation, 0, mark, mark_slots};
   for (size_t b = 0; b < widths.size(); ++b) {
     std::vector<WriteChunkJob> jobs;
     for (size_t i = 0; i < state_.size(); ++i) {
@@ -258,6 +259,7 @@ Status LayerAheadGather::WriteChunkAllRanks(int64_t layer, const std::vector<std
     KVSHARD_RETURN_IF_ERROR(LaunchWriteChunkRanks(jobs, n_chunk_locs_, shape_.page_size, widths[b], first.compute,
                                                   rows == nullptr ? &made : nullptr));
     made.offset += widths[b];
+    made.mark = nullptr;  // the first buffer's launch marked the slots
   }
   return ForkComputeStreams();
 }

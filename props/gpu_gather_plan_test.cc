@@ -2,6 +2,7 @@
 // (same request, same tag) on corrupted ones, and page_pos kept correct across consecutive batches of one
 // planner (only the previous batch's entries are reset); batches at, 2x and 16x past the old single-block
 // limits. Skips without a GPU.
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -75,6 +76,9 @@ TEST(GpuGatherPlan, MatchesReferenceIncludingErrors) {
     const bool one_block = *rc::gen::arbitrary<bool>();  // the one-block build, or the grid-wide launches
     RC_CLASSIFY(one_block, "one block");
     planner->set_one_block_work(one_block ? INT64_MAX : 0);
+    const bool compact = *rc::gen::arbitrary<bool>();  // page_pos back as the mapped pages, or dense
+    RC_CLASSIFY(compact, "mapped pages downloaded");
+    planner->set_max_dense_download_bytes(compact ? 0 : INT64_MAX);
     const auto want = ref::BuildGatherPlan(batch);
     const Outcome got = OnGpu(*planner, batch);
     RC_ASSERT(got.status.ok() == want.ok());
@@ -97,6 +101,7 @@ TEST(GpuGatherPlan, ConsecutiveBatchesOfOnePlanner) {
     for (int k = 0; k < 3; ++k) {
       // Each build one block or grid-wide: a build resets what the last one mapped, whichever form made it.
       planner->set_one_block_work(*rc::gen::arbitrary<bool>() ? INT64_MAX : 0);
+      planner->set_max_dense_download_bytes(*rc::gen::arbitrary<bool>() ? 0 : INT64_MAX);
       // Later batches keep the geometry but draw new requests (a failed build in between must not leak).
       ExtendBatch b = k == 0 ? first : DrawFullSizeBatch();
       b.shard_size = geometry.shard_size;
@@ -111,6 +116,43 @@ TEST(GpuGatherPlan, ConsecutiveBatchesOfOnePlanner) {
     }
   });
   EXPECT_TRUE(ok);
+}
+
+// A stray page_pos entry (off the trash page, not among the build's mapped pages) comes back in the plan whichever
+// form Download takes: the mapped pages' count disagrees with the table's, so the dense table comes back after all.
+TEST(GpuGatherPlan, DownloadOfMappedPagesShowsAStrayEntry) {
+  KVSHARD_REQUIRE_GPUS(1);
+  ExtendBatch b;
+  b.shard_size = 4;
+  b.page_size = 16;
+  b.pages_per_rank = 32;
+  b.max_prefix_tokens = 4096;
+  b.chunk_tokens = 512;
+  b.requests.push_back({112, 251, {22, 23, 20, 21, 26, 27, 24, 25, 30, 31, 28, 29, 34, 35, 32, 33}});
+  const auto want = ref::BuildGatherPlan(b);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  for (const int64_t max_dense : {int64_t{0}, INT64_MAX}) {
+    auto planner = gpu::DeviceGatherPlanner::Create(b);
+    ASSERT_TRUE(planner.ok()) << planner.status().ToString();
+    (*planner)->set_max_dense_download_bytes(max_dense);
+    const Outcome clean = OnGpu(**planner, b);
+    ASSERT_TRUE(clean.status.ok()) << clean.status.ToString();
+    EXPECT_EQ(clean.plan, *want) << "max dense bytes " << max_dense;
+    // The same batch again, with a page the plan does not map set to scratch page 5 after the build.
+    ASSERT_TRUE((*planner)->Upload(b, nullptr).ok());
+    ASSERT_TRUE((*planner)->Launch(0, nullptr).ok());
+    ASSERT_TRUE(gpu::SyncStream(nullptr).ok());
+    const int64_t stray = b.shard_size * (b.pages_per_rank + 2) - 1;
+    ASSERT_TRUE(std::find(want->mapped_pages.begin(), want->mapped_pages.end(), stray) == want->mapped_pages.end());
+    const int32_t five = 5;
+    ASSERT_TRUE(gpu::CopyToDevice(const_cast<int32_t*>((*planner)->page_pos()) + stray, &five, sizeof(five)).ok());
+    auto got = (*planner)->Download(nullptr);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    GatherPlan with_stray = *want;
+    with_stray.mapped_pages.push_back(stray);
+    with_stray.mapped_scratch_pages.push_back(5);
+    EXPECT_EQ(*got, with_stray) << "max dense bytes " << max_dense;
+  }
 }
 
 TEST(GpuGatherPlan, SpecWorkedExample) {

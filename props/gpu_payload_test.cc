@@ -171,7 +171,8 @@ TEST(GpuPayload, CheckFindsTheFirstDifferenceOrNone) {
 
 // The made rows' chunk write (LaunchWriteChunkRanks with `made`, replay's writes) against the rows made by
 // LaunchMakePayloadRows and written from memory: the same staged scratch, scattered pool and bad counts, for every
-// buffer of a drawn geometry, 1-8 jobs, misses among the chunk locs, the scratch pages and the pool rows.
+// buffer of a drawn geometry, 1-8 jobs, misses among the chunk locs, the scratch pages and the pool rows; and the
+// slots marked in a generation table where asked (job 0's locs inside the table, nothing else).
 TEST(GpuPayload, MadeChunkWriteIsTheRowsMadeThenWritten) {
   KVSHARD_REQUIRE_GPUS(1);
   const bool ok = rc::check("made chunk write == make then write", [] {
@@ -231,9 +232,27 @@ TEST(GpuPayload, MadeChunkWriteIsTheRowsMadeThenWritten) {
         want_jobs.push_back(job);
       }
       RC_ASSERT_OK(gpu::LaunchWriteChunkRanks(want_jobs, n, ps, width, nullptr));
-      const gpu::ChunkPayload made{g.payload_seed, layer, generation, offset};
+      gpu::ChunkPayload made{g.payload_seed, layer, generation, offset};
+      // Half the time the write also marks job 0's slots in a generation table (some locs past its end).
+      const bool mark = *rc::gen::arbitrary<bool>();
+      const int64_t mark_slots = pages * ps - *rc::gen::inRange<int64_t>(0, ps + 1);
+      std::vector<uint32_t> table(static_cast<size_t>(std::max<int64_t>(0, mark_slots)) + 1);
+      for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<uint32_t>(3 * i + 1);
+      auto* d_table = static_cast<uint32_t*>(upload(table));
+      if (mark) {
+        made.mark = d_table;
+        made.mark_slots = mark_slots;
+      }
       RC_ASSERT_OK(gpu::LaunchWriteChunkRanks(made_jobs, n, ps, width, nullptr, &made));
       RC_ASSERT_OK(gpu::SyncStream(nullptr));
+      std::vector<uint32_t> want_table = table;
+      if (mark && n > 0) {
+        const std::vector<int64_t> locs = RC_VALUE(gpu::Download<int64_t>(plans[0].locs, static_cast<size_t>(n)));
+        for (int64_t loc : locs) {
+          if (loc >= 0 && loc < mark_slots) want_table[loc] = static_cast<uint32_t>(generation);
+        }
+      }
+      RC_ASSERT(RC_VALUE(gpu::Download<uint32_t>(d_table, table.size())) == want_table);
       for (int j = 0; j < jobs; ++j) {
         RC_ASSERT(RC_VALUE(gpu::Download<uint8_t>(made_jobs[j].scratch, scratch0.size())) ==
                   RC_VALUE(gpu::Download<uint8_t>(want_jobs[j].scratch, scratch0.size())));

@@ -76,6 +76,7 @@ Status RunStream(gpu::RankGroup& comm, int64_t ps, int64_t pages_per_rank, int64
   if (widths.size() > 1) shape.buffer_row_bytes = widths;
   shape.n_page_pos = n * (pages_per_rank + 2);
   shape.one_stream = one_stream;
+  if (mapped_page_pos) shape.max_dense_page_pos_bytes = 0;  // these small tables go up as their mapped pages too
   KVSHARD_ASSIGN_OR_RETURN(auto gather, gpu::LayerAheadGather::Create(&comm, shape));
   KVSHARD_CUDA_CHECK(cudaSetDevice(comm.device(0)));
   KVSHARD_ASSIGN_OR_RETURN(auto planner, gpu::DeviceGatherPlanner::Create(geometry));

@@ -162,8 +162,9 @@ Status GpuPoolPath::WriteStaged(int64_t layer, const std::vector<int64_t>& locs,
     // Rows made where they are written (the chunk's staging and owner scatter), from the chunk locs on the device
     // since Install: one launch a buffer, nothing staged, no event (the next user of what it writes comes later on
     // the same stream).
-    KVSHARD_RETURN_IF_ERROR(MarkWritten(layer, gather_->chunk_locs(0), n, generation));  // ordered before any check
-    KVSHARD_RETURN_IF_ERROR(gather_->WriteLayerMade(layer, g_.payload_seed, generation));
+    // The slots' generation is marked by the same launch (where the table is kept).
+    uint32_t* mark = KeepsGenerations() ? generations_.as<uint32_t>() + layer * table_slots_ : nullptr;
+    KVSHARD_RETURN_IF_ERROR(gather_->WriteLayerMade(layer, g_.payload_seed, generation, mark, table_slots_));
     in_flight_ = true;
     return Status::Ok();
   }
