@@ -379,7 +379,7 @@ StatusOr<FieldAnswer> PoolReplay::Write(const Json& rec, SharedLocs record_locs,
   a.Add("generation", generation_);
   if (device_) {  // the rows go along only to a path that does not make them
     if (device_->MakesRows() || !baseline_) rows.clear();
-    size_t bytes = locs.size() * sizeof(int64_t);
+    size_t bytes = chunk_list ? 0 : locs.size() * sizeof(int64_t);  // the batch's list: its begin step counted it
     for (const std::vector<uint8_t>& b : rows) bytes += b.size();
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
         bytes, 0,
@@ -434,11 +434,15 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, 
       for (int64_t k = 0; k < run.len; ++k) *to++ = row + k;
     }
   }
+  // The bytes a device step of this read holds: its own list, or the batch's, counted by the batch's first read only
+  // (the device thread's queue runs in order, so at most the batch it is at holds a list no queued step counts).
+  const size_t locs_bytes = batch_list && locs_counted_epoch_ == epoch_ ? 0 : locs.size() * sizeof(int64_t);
+  if (batch_list && device_) locs_counted_epoch_ = epoch_;
   if (!baseline_) {  // --backend gpu: the device's read against the last write of each slot, on the device thread
     // Checked where the rows are (on the device thread, waited for with the batch's other checks), or here.
     const bool checked = device_->MakesRows();
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
-        locs.size() * sizeof(int64_t), 0,
+        locs_bytes, 0,
         [this, checked, layer, held] {
           std::vector<uint32_t> generations = LastWrites(layer, *held);
           return checked ? CheckedRead(false, layer, held, std::move(generations)) : GpuRead(layer, *held, generations);
@@ -456,7 +460,8 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, 
   }
   if (!want.ok() || !checked.ok()) {
     if (device_) {  // diff: the device reads too, to stay in step; the record's error is the reference's
-      KVSHARD_RETURN_IF_ERROR(RunDeviceStep(0, 0, [this, layer, held] { return DiffRead(layer, *held, {}, false); }));
+      KVSHARD_RETURN_IF_ERROR(
+          RunDeviceStep(locs_bytes, 0, [this, layer, held] { return DiffRead(layer, *held, {}, false); }));
     }
     return !want.ok() ? want.status() : checked.status();
   }
@@ -474,10 +479,10 @@ StatusOr<FieldAnswer> PoolReplay::Read(const Json& rec, SharedLocs record_locs, 
     // diff, the reference's read being the baseline's on every rank: the path checks its read against the payload
     // of each slot's last write (those very bytes) where its rows are, and no row is handed over.
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
-        locs.size() * sizeof(int64_t), rows_compared_ - host_before,
+        locs_bytes, rows_compared_ - host_before,
         [this, layer, held] { return CheckedRead(true, layer, held, LastWrites(layer, *held)); }, StepKind::kDefers));
   } else if (device_) {  // diff: every byte of both paths (a difference is the record's first)
-    size_t bytes = locs.size() * sizeof(int64_t);
+    size_t bytes = locs_bytes;
     for (const ref::BufferRows& rank : *checked) {
       for (const std::vector<uint8_t>& b : rank) bytes += b.size();
     }

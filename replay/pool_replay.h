@@ -240,6 +240,7 @@ class PoolReplay {
   SharedLocs batch_locs_ = NoLocs();      // every slot of the current extend (get_key_buffer's default locs)
   DensePagePosCache page_pos_;            // the current plan's dense page_pos
   int64_t epoch_ = 0;                     // extends begun so far
+  int64_t locs_counted_epoch_ = -1;       // the batch whose default read list a queued device step counted
   int64_t generation_ = 0;                // set_kv_buffer records so far
   int64_t rows_compared_ = 0;             // by the host (and by device steps run at their record)
   std::atomic<int64_t> device_rows_{0};   // by device steps on the device thread
