@@ -97,12 +97,18 @@ Status GpuPoolPath::Init() {
     order_.push_back(e);
   }
   if (shared_device_ && gather_->one_stream()) {
-    // The last-write table the checks read (zeroed on rank 0's stream, before any write): without room for it the
-    // caller keeps the table on the host and hands each read's generations over, as before.
+    // The last-write table the checks read (zeroed on rank 0's stream, before any write): without room for it, and
+    // 1 GiB to spare for the staging buffers that grow later, the caller keeps the table on the host and hands each
+    // read's generations over, as before.
     KVSHARD_CUDA_CHECK(cudaSetDevice(comm_->device(0)));
     table_slots_ = g_.shard_size * (g_.pages_per_rank + 1) * g_.page_size;
     const size_t bytes = static_cast<size_t>(g_.num_layers * table_slots_) * sizeof(uint32_t);
-    StatusOr<gpu::DeviceBuffer> table = gpu::DeviceBuffer::Allocate(bytes);
+    size_t free_bytes = 0, total_bytes = 0;
+    KVSHARD_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    constexpr size_t kSpare = size_t{1} << 30;
+    StatusOr<gpu::DeviceBuffer> table =
+        free_bytes >= bytes + kSpare ? gpu::DeviceBuffer::Allocate(bytes)
+                                     : StatusOr<gpu::DeviceBuffer>(Unavailable("no room for the generation table"));
     if (table.ok()) {
       generations_ = std::move(*table);
       KVSHARD_CUDA_CHECK(cudaMemsetAsync(generations_.data(), 0, bytes, gather_->compute_stream(0)));
