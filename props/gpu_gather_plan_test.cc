@@ -118,10 +118,8 @@ TEST(GpuGatherPlan, ConsecutiveBatchesOfOnePlanner) {
   EXPECT_TRUE(ok);
 }
 
-// A stray page_pos entry (off the trash page, not among the build's mapped pages) comes back in the plan whichever
-// form Download takes: the mapped pages' count disagrees with the table's, so the dense table comes back after all.
-TEST(GpuGatherPlan, DownloadOfMappedPagesShowsAStrayEntry) {
-  KVSHARD_REQUIRE_GPUS(1);
+// Spec §3's worked example: N=4, ps=16, base-2 chain, prefix 112 tokens (7 pages), seq 251.
+ExtendBatch SpecExampleBatch() {
   ExtendBatch b;
   b.shard_size = 4;
   b.page_size = 16;
@@ -129,6 +127,14 @@ TEST(GpuGatherPlan, DownloadOfMappedPagesShowsAStrayEntry) {
   b.max_prefix_tokens = 4096;
   b.chunk_tokens = 512;
   b.requests.push_back({112, 251, {22, 23, 20, 21, 26, 27, 24, 25, 30, 31, 28, 29, 34, 35, 32, 33}});
+  return b;
+}
+
+// A stray page_pos entry (off the trash page, not among the build's mapped pages) comes back in the plan whichever
+// form Download takes: the mapped pages' count disagrees with the table's, so the dense table comes back after all.
+TEST(GpuGatherPlan, DownloadOfMappedPagesShowsAStrayEntry) {
+  KVSHARD_REQUIRE_GPUS(1);
+  const ExtendBatch b = SpecExampleBatch();
   const auto want = ref::BuildGatherPlan(b);
   ASSERT_TRUE(want.ok()) << want.status().ToString();
   for (const int64_t max_dense : {int64_t{0}, INT64_MAX}) {
@@ -157,14 +163,7 @@ TEST(GpuGatherPlan, DownloadOfMappedPagesShowsAStrayEntry) {
 
 TEST(GpuGatherPlan, SpecWorkedExample) {
   KVSHARD_REQUIRE_GPUS(1);
-  // Spec §3: N=4, ps=16, base-2 chain, prefix 112 tokens (7 pages), seq 251.
-  ExtendBatch b;
-  b.shard_size = 4;
-  b.page_size = 16;
-  b.pages_per_rank = 32;
-  b.max_prefix_tokens = 4096;
-  b.chunk_tokens = 512;
-  b.requests.push_back({112, 251, {22, 23, 20, 21, 26, 27, 24, 25, 30, 31, 28, 29, 34, 35, 32, 33}});
+  const ExtendBatch b = SpecExampleBatch();
   auto planner = gpu::DeviceGatherPlanner::Create(b);
   ASSERT_TRUE(planner.ok()) << planner.status().ToString();
   const Outcome got = OnGpu(**planner, b);
