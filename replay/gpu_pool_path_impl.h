@@ -179,6 +179,7 @@ class GpuPoolPath : public PoolDataPath {
   std::vector<gpu::PinnedBuffer> host_out_;             // per local rank: a read's rows, copied back
   gpu::DeviceBuffer checks_;                            // pending checks: their keys, then one differing row each
   gpu::PinnedBuffer check_uploads_[kMaxPendingChecks];  // pending check i's upload
+  size_t check_upload_peak_ = 0;                        // the largest check upload so far
   gpu::PinnedBuffer host_keys_;                         // the pending checks' keys, copied back
   int pending_checks_ = 0;                              // checked reads and ends started since the last TakeChecked
   bool end_check_[kMaxPendingChecks] = {};              // pending check i is an end (its key: rows skipped)

@@ -59,8 +59,10 @@ Status GpuPoolPath::StartReadChecked(int64_t layer, const std::vector<int64_t>& 
   }
   const size_t key_at = m * sizeof(int64_t), done_at = key_at + sizeof(uint64_t), gens_at = done_at + 8;
   const size_t upload = gens_at + (kept ? 0 : m * sizeof(uint32_t));
+  // A slot grows to the largest upload any slot has taken: each of them is pinned (a cudaHostAlloc) about once.
+  check_upload_peak_ = std::max(check_upload_peak_, upload);
   gpu::PinnedBuffer& up = check_uploads_[slot];
-  KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&up, upload));
+  KVSHARD_RETURN_IF_ERROR(gpu::Reserve(&up, up.bytes() < upload ? check_upload_peak_ : upload));
   auto* host = static_cast<char*>(up.data());
   std::memcpy(host, locs.data(), key_at);
   const uint64_t none = UINT64_MAX, zero = 0;

@@ -314,7 +314,10 @@ StatusOr<FieldAnswer> PoolReplay::Begin(const std::vector<ExtendRequest>& reques
   if (!planned.ok()) {
     if (device_) {  // the device must refuse the batch with the same error (the record's error is the host's)
       KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
-          0, 0, [this, batch = std::move(batch), planned] { return StartPlanCheck(batch, planned); },
+          0, 0,
+          [this, check = std::make_shared<const PlanCheck>(PlanCheck{std::move(batch), planned})] {
+            return StartPlanCheck(check);
+          },
           StepKind::kDefers));  // counts no rows
     }
     return planned;
@@ -331,9 +334,8 @@ StatusOr<FieldAnswer> PoolReplay::Begin(const std::vector<ExtendRequest>& reques
     const size_t bytes = out_cache_loc_->size() * sizeof(int64_t);
     KVSHARD_RETURN_IF_ERROR(RunDeviceStep(
         bytes, 0,
-        [this, batch = std::move(batch), chunk = out_cache_loc_, plan = std::move(plan)] {
-          return DeviceBegin(batch, *chunk, plan);
-        },
+        [this, check = std::make_shared<const PlanCheck>(PlanCheck{std::move(batch), std::move(plan)}),
+         chunk = out_cache_loc_] { return DeviceBegin(check, *chunk); },
         StepKind::kDefers));  // counts no rows: the checks of the batches before may stay pending
   }
   return a;

@@ -171,15 +171,21 @@ class PoolReplay {
   // The device steps: diff runs every call and compares it with the reference's answer (`plan`, `ref_rows`); gpu
   // with the host planner's plan and the payload of each slot's last write (`generations`): a write takes `rows`,
   // or rows of `generation` made by the path or here. A failed call is a Mismatch ("diff: ..." or "invariant: ...").
-  // DeviceBegin installs `plan` (the host's, which the record answered with) and checks the device's own plan of
-  // `batch` against it: at once, or on the plan thread (a pending check, taken with the read checks).
-  Status DeviceBegin(const ExtendBatch& batch, const std::vector<int64_t>& chunk, const GatherPlan& plan);
-  // The device's plan of `batch` against the host's answer `want` (a plan, or the error the device must give too):
-  // OK, or diff's / gpu's Mismatch naming the first field and index that differ.
+  // A batch and the host's answer to it (a plan, or the error the device must give too), shared by the begin's device
+  // step and the plan thread's check (read-only on both, so neither copies it).
+  struct PlanCheck {
+    ExtendBatch batch;
+    StatusOr<GatherPlan> want;
+  };
+  // DeviceBegin installs the plan of `check` (the host's, which the record answered with) and checks the device's own
+  // plan of its batch against it: at once, or on the plan thread (a pending check, taken with the read checks).
+  Status DeviceBegin(std::shared_ptr<const PlanCheck> check, const std::vector<int64_t>& chunk);
+  // The device's plan of `batch` against the host's answer `want`: OK, or diff's / gpu's Mismatch naming the first
+  // field and index that differ.
   Status CheckDevicePlan(const ExtendBatch& batch, const StatusOr<GatherPlan>& want) const;
   // Runs CheckDevicePlan at once, or on the plan thread as a pending check of the running step (the device step of
   // a begin_shard_extend: DeviceBegin's, or, where the host refused the batch, this alone).
-  Status StartPlanCheck(ExtendBatch batch, StatusOr<GatherPlan> want);
+  Status StartPlanCheck(std::shared_ptr<const PlanCheck> check);
   Status DeviceWrite(int64_t layer, const std::vector<int64_t>& locs, const ref::BufferRows& rows, int64_t generation);
   Status DiffRead(int64_t layer, const std::vector<int64_t>& locs, const std::vector<ref::BufferRows>& ref_rows,
                   bool compare);

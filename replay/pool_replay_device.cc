@@ -53,11 +53,11 @@ std::vector<PoolReplay::DeviceFinding> PoolReplay::SettleDevice() {
   return std::exchange(findings_, {});
 }
 
-Status PoolReplay::DeviceBegin(const ExtendBatch& batch, const std::vector<int64_t>& chunk, const GatherPlan& plan) {
+Status PoolReplay::DeviceBegin(std::shared_ptr<const PlanCheck> check, const std::vector<int64_t>& chunk) {
   // The plan check first (on the plan thread it runs while the host's plan is installed); the host's plan is
   // installed whatever the device's plan is, and a difference of the plan is the step's first.
-  const Status planned = StartPlanCheck(batch, plan);
-  const Status s = device_->Install(batch, plan, chunk);
+  const Status planned = StartPlanCheck(check);
+  const Status s = device_->Install(check->batch, *check->want, chunk);
   if (!planned.ok()) return planned;
   if (s.ok()) return s;
   if (!pool_) {
@@ -67,18 +67,17 @@ Status PoolReplay::DeviceBegin(const ExtendBatch& batch, const std::vector<int64
                   " failed: ", s.message());
 }
 
-Status PoolReplay::StartPlanCheck(ExtendBatch batch, StatusOr<GatherPlan> want) {
-  if (!worker_) return CheckDevicePlan(batch, want);
+Status PoolReplay::StartPlanCheck(std::shared_ptr<const PlanCheck> check) {
+  if (!worker_) return CheckDevicePlan(check->batch, check->want);
   auto answer = std::make_shared<Status>();
   size_t bytes = 0;
-  for (const ExtendRequest& r : batch.requests) bytes += r.pages.size() * sizeof(int64_t);
-  if (want.ok()) {
+  for (const ExtendRequest& r : check->batch.requests) bytes += r.pages.size() * sizeof(int64_t);
+  if (const StatusOr<GatherPlan>& want = check->want; want.ok()) {
     bytes += (want->mapped_pages.size() + want->mapped_scratch_pages.size()) * sizeof(int64_t);
     for (const RankSend& r : want->ranks) bytes += (r.send_local_pages.size() + r.send_rows.size()) * sizeof(int64_t);
   }
-  plan_worker_->Submit(bytes, [this, answer, batch = std::move(batch), want = std::move(want)] {
-    *answer = CheckDevicePlan(batch, want);
-  });
+  plan_worker_->Submit(
+      bytes, [this, answer, check = std::move(check)] { *answer = CheckDevicePlan(check->batch, check->want); });
   plan_worker_->HandOver();  // at once: the plan thread works while this thread installs and moves rows
   AddPendingCheck({running_, pool_.has_value(), 0, {}, {}, std::move(answer)});
   return Status::Ok();
