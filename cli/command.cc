@@ -52,7 +52,8 @@ Status SpellAsTyped(const Status& status, const std::vector<std::pair<std::strin
 // Parses `args` against `desc`; a bad value names its flag, anything else Boost reports is prefixed with the
 // command ("split: unrecognised option '--bogus'").
 StatusOr<po::variables_map> Parse(const std::string& command, const po::options_description& desc,
-                                  const std::vector<std::string>& args, const std::string& positional) {
+                                  const std::vector<std::string>& args, const std::string& positional,
+                                  const std::string& positional_rest) {
   // Boost's error messages substitute the option's name for placeholders such as %canonical_option% in a loop
   // that never ends when the name itself holds one (found by //fuzz:cli_fuzzer): no flag has a '%' in its name,
   // so such an option token is refused here, before Boost sees it.
@@ -69,6 +70,7 @@ StatusOr<po::variables_map> Parse(const std::string& command, const po::options_
   po::variables_map vm;
   po::positional_options_description bare;
   if (!positional.empty()) bare.add(positional.c_str(), 1);
+  if (!positional_rest.empty()) bare.add(positional_rest.c_str(), -1);
   try {
     po::store(po::command_line_parser(args)
                   .options(desc)
@@ -262,7 +264,7 @@ int RunCommand(const Command& command, const std::vector<std::string>& args, std
   po::options_description desc;
   DeclareAll(command, desc);
   Status status;
-  StatusOr<po::variables_map> vm = Parse(command.name, desc, canonical, command.positional);
+  StatusOr<po::variables_map> vm = Parse(command.name, desc, canonical, command.positional, command.positional_rest);
   if (!vm.ok()) {
     status = vm.status();
   } else {

@@ -26,6 +26,8 @@ struct Command {
   std::vector<std::pair<std::string, std::string>> aliases = {};
   // The flag a bare argument fills ("trace" lets `kvshard replay FILE` stand for --trace FILE); empty: none.
   std::string positional = {};
+  // The list flag the bare arguments after the first fill (`kvshard replay A B C`: B and C); empty: one at most.
+  std::string positional_rest = {};
 };
 
 // Runs `command` on its arguments (after the command name): exit status 0 ok, 1 mismatch, 2 bad input or

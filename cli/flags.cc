@@ -263,7 +263,11 @@ StatusOr<std::string> Flags::ReadText(const std::string& name, int64_t bytes_per
 
 Status Flags::WithInput(const std::string& name, const std::function<Status(std::istream&)>& body) const {
   KVSHARD_RETURN_IF_ERROR(Require({name}));
-  const std::string& path = String(name);
+  return WithInputPath(name, String(name), body);
+}
+
+Status Flags::WithInputPath(const std::string& name, const std::string& path,
+                            const std::function<Status(std::istream&)>& body) const {
   if (path == "-") {
     KVSHARD_RETURN_IF_ERROR(CheckStandardInput(name, 0));
     return body(in_);

@@ -164,6 +164,9 @@ class Flags {
   StatusOr<Json> ReadJson(const std::string& name, int64_t bytes_per_input_byte = 0) const;
   // Runs `body` on the stream of the file named by flag `name` ("-": standard input), without reading it whole.
   Status WithInput(const std::string& name, const std::function<Status(std::istream&)>& body) const;
+  // WithInput for `path`, one of the files a list flag named `name` gives; errors name --name and the file.
+  Status WithInputPath(const std::string& name, const std::string& path,
+                       const std::function<Status(std::istream&)>& body) const;
 
  private:
   template <typename T>

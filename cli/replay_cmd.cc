@@ -26,6 +26,9 @@ namespace {
 
 void DeclareFlags(po::options_description& flags) {
   flags.add_options()("trace", File(), "the trace (JSON Lines; also given without the flag); - reads standard input")(
+      "more-traces", po::value<std::vector<std::string>>()->value_name("FILE...")->multitoken(),
+      "more traces, replayed in turn by the same process (also given without the flag, after the first): the GPU "
+      "backends start the CUDA driver and context once; each summary line names its trace, a last line totals them")(
       "keep-going", po::bool_switch(), "report every mismatch (one line each on stdout), not only the first")(
       "json", po::bool_switch(),
       "print one JSON document: mismatch_list (each mismatch as {line, op, field, expected, got, message, meta}), "
@@ -82,17 +85,20 @@ void PrintSummary(const replay::ReplayReport& report, bool host_timing, std::ost
   out << "\n";
 }
 
-// The --json answer, written as the replay goes so that memory stays flat however many mismatches --keep-going
+// A trace's --json answer, written as the replay goes so that memory stays flat however many mismatches --keep-going
 // lists: {"mismatch_list": [one object a line], then the counts}. Nothing is written before the first mismatch, so
-// a trace refused before one prints nothing on standard output.
+// a trace refused before one prints nothing on standard output. With several traces the answer is one element of
+// the command's "traces" list: `open` writes what comes before it, and the element starts with its "trace".
 class JsonAnswer {
  public:
-  explicit JsonAnswer(std::ostream& out) : out_(out) {}
+  explicit JsonAnswer(std::ostream& out, std::string trace = "", std::string indent = "",
+                      std::function<void()> open = nullptr)
+      : out_(out), trace_(std::move(trace)), indent_(std::move(indent)), open_(std::move(open)) {}
   bool opened() const { return opened_; }
 
   void Add(const replay::ReplayMismatch& m) {
     Open();
-    out_ << (listed_++ == 0 ? "\n    " : ",\n    ")
+    out_ << (listed_++ == 0 ? "\n    " : ",\n    ") << indent_
          << replay::MismatchJson(m).dump(-1, ' ', false, Json::error_handler_t::replace);
   }
 
@@ -100,7 +106,7 @@ class JsonAnswer {
   // listed) is added when not empty, so standard output stays one JSON document.
   void Finish(const replay::ReplayReport& r, const std::string& error) {
     Open();
-    out_ << (listed_ == 0 ? "],\n" : "\n  ],\n");
+    out_ << (listed_ == 0 ? "]," : "\n  " + indent_ + "],");
     const replay::ReplaySummary& s = r.summary;
     Json tail;
     tail["records"] = s.records;
@@ -111,21 +117,125 @@ class JsonAnswer {
     tail["truncated_line"] = r.truncated_line != 0 ? Json(r.truncated_line) : Json(nullptr);
     if (!error.empty()) tail["error"] = error;
     const std::string text = tail.dump(2, ' ', false, Json::error_handler_t::replace);
-    out_ << text.substr(2) << "\n";  // the members after the list: "{\n" dropped
+    for (size_t at = 1; at < text.size(); ++at) {  // the members after the list, "{" dropped, each line indented
+      out_ << text[at];
+      if (text[at] == '\n' && at + 1 < text.size()) out_ << indent_;
+    }
+    if (indent_.empty()) out_ << "\n";
   }
 
  private:
   void Open() {
-    if (!opened_) out_ << "{\n  \"mismatch_list\": [";
+    if (opened_) return;
     opened_ = true;
+    if (open_) open_();
+    out_ << "{\n  " << indent_;
+    if (!trace_.empty())
+      out_ << "\"trace\": " << Json(trace_).dump(-1, ' ', false, Json::error_handler_t::replace) << ",\n  " << indent_;
+    out_ << "\"mismatch_list\": [";
   }
   std::ostream& out_;
+  const std::string trace_, indent_;
+  const std::function<void()> open_;
   bool opened_ = false;
   int64_t listed_ = 0;
 };
 
-Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
+// The totals of the traces replayed so far (several traces a command).
+struct Totals {
+  int64_t traces = 0, records = 0, fields = 0, rows_compared = 0, mismatches = 0;
+  std::string first_mismatch;  // "<trace>: line N: ..."
+
+  void Add(const std::string& trace, const replay::ReplayReport& r) {
+    ++traces;
+    records += r.summary.records;
+    fields += r.summary.fields;
+    rows_compared += r.rows_compared;
+    mismatches += r.summary.mismatches;
+    if (first_mismatch.empty() && !r.summary.first_mismatch.empty()) {
+      first_mismatch = trace + ": " + r.summary.first_mismatch;
+    }
+  }
+};
+
+// How one trace's replay ended for the command.
+struct TraceOutcome {
+  Status status;         // what a replay of this trace alone returns (OK, a mismatch, or an error)
+  bool stop = false;     // whether the traces after it are not replayed: an error, or a mismatch without --keep-going
+  bool answered = true;  // whether its answer was printed (not a trace refused before its first mismatch): totalled
+  replay::ReplayReport report;
+};
+
+// The settings every trace of the command shares.
+struct ReplaySettings {
   replay::ReplayOptions options;
+  bool json = false, keep_going = false, timing = false;
+};
+
+// Replays one trace from `in`, printing what a replay of it alone prints; with several traces each line names
+// `trace` and the --json answer is one element of "traces" (`open_json` writes what comes before it).
+TraceOutcome ReplayTrace(std::istream& in, const ReplaySettings& settings, const std::string& trace, bool several,
+                         const std::function<void()>& open_json, std::ostream& out) {
+  const std::string named = several ? trace + ": " : "";
+  JsonAnswer answer(out, several ? trace : "", several ? "    " : "", open_json);
+  std::function<void(const replay::ReplayMismatch&)> on_mismatch;
+  if (settings.keep_going) {
+    on_mismatch = [&](const replay::ReplayMismatch& m) {
+      if (settings.json) {
+        answer.Add(m);
+      } else {
+        out << "mismatch: " << named << replay::MismatchText(m) << "\n";
+      }
+    };
+  }
+  TraceOutcome o;
+  const Status status = replay::ReplayStream(in, settings.options, &o.report, on_mismatch);
+  const replay::ReplaySummary& s = o.report.summary;
+  const bool truncated = o.report.truncated_line != 0;  // status is then the truncation, every complete record checked
+  if (!status.ok() && status.code() != StatusCode::kMismatch && !truncated) {  // a malformed trace
+    if (answer.opened()) answer.Finish(o.report, status.message());
+    o.answered = answer.opened();
+    o.status = status;
+    o.stop = true;
+    return o;
+  }
+  if (settings.json) {
+    if (!settings.keep_going && o.report.first) answer.Add(*o.report.first);
+    answer.Finish(o.report, "");
+  } else if (status.code() != StatusCode::kMismatch && (s.mismatches > 0 || !truncated)) {
+    out << named;
+    PrintSummary(o.report, settings.timing, out);
+  }
+  o.stop = (!status.ok() && status.code() != StatusCode::kMismatch) || (s.mismatches > 0 && !settings.keep_going);
+  if (status.code() == StatusCode::kMismatch) {  // the first one, without --keep-going
+    o.status = several ? Mismatch(named, status.message()) : status;
+  } else if (s.mismatches > 0) {  // a verification failure wins over a truncated last record, which it still names
+    o.status = Mismatch(s.mismatches, " mismatches in ", s.records, " records; first: ", named, s.first_mismatch,
+                        truncated ? "; " + status.message() : "");
+  } else {
+    o.status = status;  // OK, or the truncated last record (exit 2)
+  }
+  return o;
+}
+
+// The traces of the command, in the order given: the first, then the bare arguments after it (--more-traces).
+StatusOr<std::vector<std::string>> TracePaths(const Flags& flags) {
+  KVSHARD_RETURN_IF_ERROR(flags.Require({"trace"}));
+  std::vector<std::string> paths = {flags.String("trace")};
+  if (flags.Has("more-traces")) {
+    for (const std::string& p : flags.StringList("more-traces")) paths.push_back(p);
+  }
+  if (paths.size() > 1 && std::find(paths.begin(), paths.end(), "-") != paths.end()) {
+    return InvalidArgument("--trace: - (standard input) only as the one trace of the command");
+  }
+  return paths;
+}
+
+Status Replay(const Flags& flags, std::ostream& out) {
+  KVSHARD_ASSIGN_OR_RETURN(const std::vector<std::string> paths, TracePaths(flags));
+  const bool several = paths.size() > 1;
+  ReplaySettings settings;
+  replay::ReplayOptions& options = settings.options;
   // --backend gpu|diff initializes the CUDA driver on the device thread while the host replays: the check that a
   // device is visible runs on a thread of its own too, and its error, if any, is the command's.
   KVSHARD_ASSIGN_OR_RETURN(options.backend, BackendFlag(flags, /*check_device=*/false));
@@ -154,20 +264,12 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   const int gpus = static_cast<int>(flags.Int("gpus"));
   options.make_device = [gpus](const replay::PoolGeometry& g) { return replay::MakeGpuPoolPath(g, gpus); };
 #endif
-  const bool json = flags.Bool("json");
-  if (json && flags.Bool("timing")) return InvalidArgument("--timing: not with --json (it ends the summary line)");
-  const bool keep_going = flags.Bool("keep-going");
-  JsonAnswer answer(out);
-  std::function<void(const replay::ReplayMismatch&)> on_mismatch;
-  if (keep_going) {
-    on_mismatch = [&](const replay::ReplayMismatch& m) {
-      if (json) {
-        answer.Add(m);
-      } else {
-        out << "mismatch: " << replay::MismatchText(m) << "\n";
-      }
-    };
+  settings.json = flags.Bool("json");
+  settings.timing = flags.Bool("timing");
+  if (settings.json && settings.timing) {
+    return InvalidArgument("--timing: not with --json (it ends the summary line)");
   }
+  settings.keep_going = flags.Bool("keep-going");
   // Every record frees and takes again about the same few megabytes: glibc would hand the heap's top back to the
   // kernel after each (past 128 KiB) and fault it in again; keep it (what is kept is what one record used). The
   // binary's malloc is glibc's unless built with jemalloc (//third_party:malloc), which ignores this.
@@ -175,34 +277,71 @@ Status Replay(std::istream& in, const Flags& flags, std::ostream& out) {
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   mallopt(M_TOP_PAD, 16 << 20);
 #endif
-  replay::ReplayReport report;
-  const Status status = replay::ReplayStream(in, options, &report, on_mismatch);
+  // Several traces: one process replays them in turn (the CUDA driver and context start once), and with --json
+  // standard output is {"traces": [each trace's answer], then the totals}.
+  Totals totals;
+  int64_t json_traces = 0;  // the elements of "traces" written so far
+  const auto open_json = [&] { out << (json_traces++ == 0 ? "{\n  \"traces\": [\n    " : ",\n    "); };
+  const auto close_json = [&](const std::string& error) {
+    if (json_traces == 0) return;  // nothing written: a refused first trace prints nothing, as one trace alone
+    Json tail;
+    tail["records"] = totals.records;
+    tail["fields_checked"] = totals.fields;
+    tail["rows_compared"] = totals.rows_compared;
+    tail["mismatches"] = totals.mismatches;
+    tail["first_mismatch"] = totals.first_mismatch.empty() ? Json(nullptr) : Json(totals.first_mismatch);
+    if (!error.empty()) tail["error"] = error;
+    out << "\n  ]," << tail.dump(2, ' ', false, Json::error_handler_t::replace).substr(1) << "\n";
+  };
+  Status last = Status::Ok();
+  for (const std::string& path : paths) {
+    TraceOutcome o;
+    bool ran = false;  // false: the file could not be opened
+    Status read = flags.WithInputPath("trace", path, [&](std::istream& in) {
+      ran = true;
+      o = ReplayTrace(in, settings, path, several, several && settings.json ? open_json : std::function<void()>(), out);
+      return Status::Ok();
+    });
+    if (ran) read = o.status;
+    if (ran && o.answered) totals.Add(path, o.report);
+    // The file, a malformed line, a truncated last record or the device ends the command (a mismatch too, unless
+    // --keep-going: below). Its message names the trace where there are several.
+    if (!read.ok() && (read.code() != StatusCode::kMismatch || o.report.truncated_line != 0)) {
+      if (ran && device_check.valid()) KVSHARD_RETURN_IF_ERROR(device_check.get());
+      if (read.code() != StatusCode::kMismatch) {
+        read = FileError("trace", read);
+        const std::string& m = read.message();
+        if (several && m.rfind("--trace: " + path + ": ", 0) != 0) {
+          read = Status(read.code(), "--trace: " + path + ": " + (m.rfind("--trace: ", 0) == 0 ? m.substr(9) : m));
+        }
+      }
+      if (several && settings.json) close_json(read.code() == StatusCode::kMismatch ? "" : read.message());
+      return read;
+    }
+    last = read;
+    if (o.stop) break;  // a mismatch without --keep-going: the command's first
+  }
   if (device_check.valid()) KVSHARD_RETURN_IF_ERROR(device_check.get());
-  const replay::ReplaySummary& s = report.summary;
-  const bool truncated = report.truncated_line != 0;  // status is then the truncation, every complete record checked
-  if (!status.ok() && status.code() != StatusCode::kMismatch && !truncated) {  // a malformed trace
-    if (answer.opened()) answer.Finish(report, status.message());
-    return status;
+  if (!several) return last;
+  if (settings.json) {
+    close_json("");
+  } else if (last.ok() || settings.keep_going) {
+    out << "replayed " << totals.traces << " traces: " << totals.records << " records, " << totals.fields
+        << " fields checked, ";
+    if (totals.rows_compared > 0) out << totals.rows_compared << " KV rows compared, ";
+    out << totals.mismatches << " mismatches\n";
   }
-  if (json) {
-    if (!keep_going && report.first) answer.Add(*report.first);
-    answer.Finish(report, "");
-  } else if (status.code() != StatusCode::kMismatch && (s.mismatches > 0 || !truncated)) {
-    PrintSummary(report, flags.Bool("timing"), out);
-  }
-  if (status.code() == StatusCode::kMismatch) return status;  // the first one, without --keep-going
-  if (s.mismatches > 0) {  // a verification failure wins over a truncated last record, which it still names
-    return Mismatch(s.mismatches, " mismatches in ", s.records, " records; first: ", s.first_mismatch,
-                    truncated ? "; " + status.message() : "");
-  }
-  return status;  // OK, or the truncated last record (exit 2)
+  if (totals.mismatches == 0) return Status::Ok();
+  if (!settings.keep_going) return last;
+  return Mismatch(totals.mismatches, " mismatches in ", totals.records, " records of ", totals.traces,
+                  " traces; first: ", totals.first_mismatch);
 }
 
-// A malformed trace names the flag and the line: "--trace: line 2: op: unknown op ..." (mismatches stay "line N").
+// A malformed trace names the flag and the line: "--trace: line 2: op: unknown op ..." (mismatches stay "line N");
+// with several traces, the trace too: "--trace: b.jsonl: line 2: ...", "b.jsonl: line 4: ...".
 // What was printed must have been written: a failed write of standard output is an error, whatever the verdict.
 Status Run(const Flags& flags, std::ostream& out) {
-  const Status status =
-      FileError("trace", flags.WithInput("trace", [&](std::istream& in) { return Replay(in, flags, out); }));
+  const Status status = Replay(flags, out);
   out.flush();
   if (!out) return InvalidArgument("standard output: write failed");
   return status;
@@ -212,11 +351,13 @@ Status Run(const Flags& flags, std::ostream& out) {
 
 Command ReplayCommand() {
   Command c{"replay", "replay a recorded trace through the reference and report the first decision that differs",
-            "FILE|- [--keep-going] [--json] [--impl ref|fast] [--backend ref|gpu|diff] [--gpus N] [--full-invariants] "
+            "FILE|- [FILE...] [--keep-going] [--json] [--impl ref|fast] [--backend ref|gpu|diff] [--gpus N] "
+            "[--full-invariants] "
             "[--read-threads N] [--timing] "
             "[--max-memory BYTES]",
             DeclareFlags, Run};
   c.positional = "trace";
+  c.positional_rest = "more-traces";
   return c;
 }
 
