@@ -85,6 +85,18 @@ void PrintSummary(const replay::ReplayReport& report, bool host_timing, std::ost
   out << "\n";
 }
 
+// The counts of a --json answer, of one trace or of several ("first_mismatch" null when there is none).
+Json CountsJson(int64_t records, int64_t fields, int64_t rows_compared, int64_t mismatches,
+                const std::string& first_mismatch) {
+  Json j;
+  j["records"] = records;
+  j["fields_checked"] = fields;
+  j["rows_compared"] = rows_compared;
+  j["mismatches"] = mismatches;
+  j["first_mismatch"] = first_mismatch.empty() ? Json(nullptr) : Json(first_mismatch);
+  return j;
+}
+
 // A trace's --json answer, written as the replay goes so that memory stays flat however many mismatches --keep-going
 // lists: {"mismatch_list": [one object a line], then the counts}. Nothing is written before the first mismatch, so
 // a trace refused before one prints nothing on standard output. With several traces the answer is one element of
@@ -108,12 +120,7 @@ class JsonAnswer {
     Open();
     out_ << (listed_ == 0 ? "]," : "\n  " + indent_ + "],");
     const replay::ReplaySummary& s = r.summary;
-    Json tail;
-    tail["records"] = s.records;
-    tail["fields_checked"] = s.fields;
-    tail["rows_compared"] = r.rows_compared;
-    tail["mismatches"] = s.mismatches;
-    tail["first_mismatch"] = s.first_mismatch.empty() ? Json(nullptr) : Json(s.first_mismatch);
+    Json tail = CountsJson(s.records, s.fields, r.rows_compared, s.mismatches, s.first_mismatch);
     tail["truncated_line"] = r.truncated_line != 0 ? Json(r.truncated_line) : Json(nullptr);
     if (!error.empty()) tail["error"] = error;
     const std::string text = tail.dump(2, ' ', false, Json::error_handler_t::replace);
@@ -284,12 +291,8 @@ Status Replay(const Flags& flags, std::ostream& out) {
   const auto open_json = [&] { out << (json_traces++ == 0 ? "{\n  \"traces\": [\n    " : ",\n    "); };
   const auto close_json = [&](const std::string& error) {
     if (json_traces == 0) return;  // nothing written: a refused first trace prints nothing, as one trace alone
-    Json tail;
-    tail["records"] = totals.records;
-    tail["fields_checked"] = totals.fields;
-    tail["rows_compared"] = totals.rows_compared;
-    tail["mismatches"] = totals.mismatches;
-    tail["first_mismatch"] = totals.first_mismatch.empty() ? Json(nullptr) : Json(totals.first_mismatch);
+    Json tail =
+        CountsJson(totals.records, totals.fields, totals.rows_compared, totals.mismatches, totals.first_mismatch);
     if (!error.empty()) tail["error"] = error;
     out << "\n  ]," << tail.dump(2, ' ', false, Json::error_handler_t::replace).substr(1) << "\n";
   };

@@ -55,8 +55,7 @@ TEST(ReplayTracesCmdTest, AMismatchEndsTheCommandUnlessKeepGoing) {
   EXPECT_EQ(r.err, "kvshard: mismatch: " + bad + ": line 2: admit_req: prefix_len: expected 3, got 0\n");
   const CliResult k = RunCli({"replay", radix, bad, spec, "--keep-going"});
   EXPECT_EQ(k.exit_code, 1);
-  EXPECT_NE(k.out.find("mismatch: " + bad + ": line 2: admit_req: prefix_len: expected 3, got 0\n"),
-            std::string::npos)
+  EXPECT_NE(k.out.find("mismatch: " + bad + ": line 2: admit_req: prefix_len: expected 3, got 0\n"), std::string::npos)
       << k.out;
   EXPECT_NE(k.out.find(spec + ": replayed 12 records"), std::string::npos) << k.out;
   EXPECT_NE(k.out.find("replayed 3 traces: 26 records, "), std::string::npos) << k.out;

@@ -14,12 +14,12 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
-#include "cli/commands.h"
 #include "replay/trace_gen.h"
 #include "core/json.h"
 #include "core/pool_json.h"
 #include "props/cp_generators.h"
 #include "props/pool_generators.h"
+#include "props/kvshard_run.h"
 #include "props/property.h"
 #include "props/rc_status.h"
 #include "props/trace_testing.h"
@@ -28,23 +28,6 @@ namespace kvshard::props {
 namespace {
 
 namespace fs = std::filesystem;
-
-// What one in-process `kvshard <args>` printed, and its exit status.
-struct Output {
-  int exit_code = -1;
-  std::string out, err;
-  bool operator==(const Output&) const = default;
-};
-
-Output Kvshard(const std::vector<std::string>& args, const std::string& stdin_text = "") {
-  std::istringstream in(stdin_text);
-  std::ostringstream out, err;
-  Output r;
-  r.exit_code = cli::Dispatch(args, in, out, err);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
-}
 
 std::string Joined(const std::vector<std::string>& args) {
   std::string s = "kvshard";

@@ -13,8 +13,8 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
-#include "cli/commands.h"
 #include "core/json.h"
+#include "props/kvshard_run.h"
 #include "props/property.h"
 #include "props/trace_testing.h"
 
@@ -22,21 +22,6 @@ namespace kvshard::props {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Output {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-Output Kvshard(const std::vector<std::string>& args) {
-  std::istringstream in;
-  std::ostringstream out, err;
-  Output r;
-  r.exit_code = cli::Dispatch(args, in, out, err);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
-}
 
 // A `kvshard gen` trace of arbitrary options, and at most one of: an expected value changed (a mismatch), a record
 // without its op (a malformed line, exit 2), the last record cut before its newline (a truncated trace).
@@ -52,8 +37,8 @@ std::string ArbitraryTraceText() {
     std::string& line = lines[at];
     if (damage == 2 && line.rfind("{\"op\":", 0) == 0) line.replace(1, 4, "\"oq\"");
     const size_t expect = line.find("\"expect\":");
-    const size_t digit = damage == 1 && expect != std::string::npos ? line.find_first_of("0123456789", expect)
-                                                                    : std::string::npos;
+    const size_t digit =
+        damage == 1 && expect != std::string::npos ? line.find_first_of("0123456789", expect) : std::string::npos;
     if (digit != std::string::npos) line[digit] = static_cast<char>('1' + (line[digit] - '0') % 9);  // never '0'
   }
   std::string text;
@@ -121,8 +106,8 @@ TEST(ReplayTracesProps, SeveralTracesAreEachAnsweredAsAlone) {
           std::ofstream(path, std::ios::binary) << ArbitraryTraceText();
           paths.push_back(path);
         }
-        std::vector<std::string> flags = keep_going ? std::vector<std::string>{"--keep-going"}
-                                                    : std::vector<std::string>{};
+        std::vector<std::string> flags =
+            keep_going ? std::vector<std::string>{"--keep-going"} : std::vector<std::string>{};
         std::vector<std::string> args = {"replay"};
         args.insert(args.end(), paths.begin(), paths.end());
         args.insert(args.end(), flags.begin(), flags.end());
@@ -174,8 +159,8 @@ TEST(ReplayTracesProps, SeveralTracesAreEachAnsweredAsAlone) {
                                std::to_string(total.mismatches) + " mismatches");
           if (want_exit == 1) {
             want_err = "kvshard: mismatch: " + std::to_string(total.mismatches) + " mismatches in " +
-                       std::to_string(total.records) + " records of " + std::to_string(k) + " traces; first: " +
-                       first + "\n";
+                       std::to_string(total.records) + " records of " + std::to_string(k) + " traces; first: " + first +
+                       "\n";
           }
         }
         if (k == 1) want_err = lone_err;  // one trace: exactly what it printed before several were possible
