@@ -118,7 +118,7 @@ void TraceReadAhead::ReadAll(int reader) {
           --readers_waiting_;
         }
         if (stop_ || failed_) return;
-        ahead = queue_.size() + taken_left_.load(std::memory_order_relaxed) >= kReadAheadRecords / 2;
+        ahead = queue_.size() + taken_left_.load(std::memory_order_relaxed) >= kAheadRecords;
         index = first_index_ + static_cast<int64_t>(queue_.size());
         queue_.emplace_back();  // this line's place, filled by Publish
       }

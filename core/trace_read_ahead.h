@@ -34,13 +34,17 @@ class TraceReadAhead {
  public:
   static constexpr int64_t kReadAheadBytes = int64_t{4} << 20;
   static constexpr size_t kReadAheadRecords = 128;
+  // Records between the caller and a record being read that make the readers "ahead" of it (Prepare). A record's
+  // optional work (a stateless record's answer, tens of microseconds) then ends before a fast caller (--backend gpu:
+  // a few microseconds a record) reaches it; a bound of half the queue left most of it to such a caller.
+  static constexpr size_t kAheadRecords = 16;
   // The most reader threads one read-ahead runs.
   static constexpr int kMaxThreads = 16;
 
   // Runs on a reader thread (or in Next without one) for every record read whole, before the caller gets it: work
   // that depends on the record alone (its shape, a stateless answer) moves off the caller's thread. It runs on several
   // records at once when there are several reader threads. `ahead` is true when the readers are ahead of the caller
-  // (half its bound of records queued or taken by the caller and not reached yet, or no thread): optional work is best
+  // (kAheadRecords queued or taken by the caller and not reached yet, or no thread): optional work is best
   // done then, and left to the caller otherwise, so the threads share it. It may set or reuse record->prepared; an
   // exception it throws is rethrown by Next in order.
   using Prepare = std::function<void(TraceRecord* record, bool ahead)>;
