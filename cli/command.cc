@@ -136,9 +136,8 @@ size_t Utf8SequenceAt(const std::string& text, size_t i) {
   return n;
 }
 
-// `text` with control bytes escaped (newline as \\n, NUL as \\x00), so input text quoted into a message
-// stays on one line, and each byte outside a well-formed UTF-8 sequence escaped as \\xNN, so the line is
-// valid UTF-8 (a log collector or terminal shows it as written); well-formed UTF-8 passes through.
+}  // namespace
+
 std::string EscapeForOneLine(const std::string& text) {
   static const char kHex[] = "0123456789abcdef";
   std::string out;
@@ -170,8 +169,6 @@ std::string EscapeForOneLine(const std::string& text) {
   }
   return out;
 }
-
-}  // namespace
 
 int Fail(const Status& status, std::ostream& err) {
   err << (status.code() == StatusCode::kMismatch ? "kvshard: mismatch: " : "kvshard: error: ")

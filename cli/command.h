@@ -35,6 +35,11 @@ struct Command {
 int RunCommand(const Command& command, const std::vector<std::string>& args, std::istream& in, std::ostream& out,
                std::ostream& err);
 
+// `text` with control bytes escaped (newline as \\n, NUL as \\x00), so input text quoted into a message stays on one
+// line, and each byte outside a well-formed UTF-8 sequence escaped as \\xNN, so the line is valid UTF-8 (a log
+// collector or terminal shows it as written); well-formed UTF-8 passes through.
+std::string EscapeForOneLine(const std::string& text);
+
 // Prints "kvshard: error: <message>" ("kvshard: mismatch: ..." for kMismatch) on `err`; returns the exit code.
 int Fail(const Status& status, std::ostream& err);
 

@@ -13,6 +13,7 @@
 #endif
 
 #include "cli/cli_util.h"
+#include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/memory_limit.h"
 #include "core/trace_read_ahead.h"
@@ -183,7 +184,7 @@ struct ReplaySettings {
 // `trace` and the --json answer is one element of "traces" (`open_json` writes what comes before it).
 TraceOutcome ReplayTrace(std::istream& in, const ReplaySettings& settings, const std::string& trace, bool several,
                          const std::function<void()>& open_json, std::ostream& out) {
-  const std::string named = several ? trace + ": " : "";
+  const std::string named = several ? EscapeForOneLine(trace) + ": " : "";  // a trace's line stays one line
   JsonAnswer answer(out, several ? trace : "", several ? "    " : "", open_json);
   std::function<void(const replay::ReplayMismatch&)> on_mismatch;
   if (settings.keep_going) {

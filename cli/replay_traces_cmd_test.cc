@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,13 @@ namespace {
 const char kRadix[] = "testdata/traces/radix_requests.jsonl";
 const char kSpec[] = "testdata/traces/spec_examples.jsonl";
 const char kPool[] = "testdata/traces/pool_pipeline.jsonl";
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
 
 // `text` written to a file of the test's temporary directory; its path.
 std::string TempTrace(const std::string& name, const std::string& text) {
@@ -40,6 +48,12 @@ TEST(ReplayTracesCmdTest, EachSummaryNamesItsTraceAndALastLineTotalsThem) {
   EXPECT_EQ(f.out, radix + ": replayed 7 records, 34 fields checked, 0 mismatches\n" + radix +
                        ": replayed 7 records, 34 fields checked, 0 mismatches\n"
                        "replayed 2 traces: 14 records, 68 fields checked, 0 mismatches\n");
+  // A name with a control byte stays on its line, escaped as in error messages.
+  const std::string odd = TempTrace("odd\nname.jsonl", ReadRunfile(kRadix));
+  const CliResult o = RunCli({"replay", radix, odd});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("odd\\nname.jsonl: replayed 7 records"), std::string::npos) << o.out;
+  EXPECT_EQ(Lines(o.out).size(), 3u) << o.out;
   // One trace prints what it always did: no name, no total.
   EXPECT_EQ(RunCli({"replay", radix}).out, "replayed 7 records, 34 fields checked, 0 mismatches\n");
 }
