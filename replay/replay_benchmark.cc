@@ -10,6 +10,7 @@
 // parsed and prepared by 1, 2 and 4 reader threads; and the JSON reader alone on its lines (BM_ParseRecords).
 //   bazel run -c opt //replay:replay_benchmark -- --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 // On a GPU host it comes in tools/gpu_bundle.sh's bundle: bin/replay_benchmark --benchmark_filter=pipeline_
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -90,7 +91,8 @@ void BM_Replay(benchmark::State& state, Shape shape, Second second = kNone) {
     const bool makes_rows = second == kDiffHostMakesRows || second == kGpuHostMakesRows;
     options.make_device = [makes_rows](const PoolGeometry& g) { return CreateHostPoolPath(g, makes_rows); };
   }
-  int64_t records = 0;
+  int64_t records = 0, stateless = 0, judged_ahead = 0;
+  double checking_cpu = 0;
   for (auto _ : state) {
     std::istringstream in(text);
     ReplayReport report;
@@ -100,10 +102,19 @@ void BM_Replay(benchmark::State& state, Shape shape, Second second = kNone) {
       return;
     }
     records += report.summary.records;
+    stateless += report.stateless_records;
+    judged_ahead += report.stateless_judged_ahead;
+    checking_cpu += report.checking_cpu_seconds;
   }
   state.SetItemsProcessed(records);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(text.size()));
   state.counters["records/s"] = benchmark::Counter(static_cast<double>(records), benchmark::Counter::kIsRate);
+  // The checking thread's CPU seconds a replay (the summary's), and the share of the stateless records the reader
+  // threads judged ahead of it (the rest it ran itself: a fast checking thread leaves them more).
+  state.counters["checking_cpu_s"] =
+      benchmark::Counter(checking_cpu / static_cast<double>(std::max<int64_t>(1, state.iterations())));
+  state.counters["judged_ahead"] =
+      benchmark::Counter(stateless > 0 ? static_cast<double>(judged_ahead) / static_cast<double>(stateless) : 0.0);
 }
 // Wall time: the records are parsed on a second thread while the first checks them (CPU time is the first's only).
 // gen --allocator-only; --layers 0 --no-radix; --layers 0; the default.
