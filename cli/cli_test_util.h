@@ -55,6 +55,21 @@ inline std::vector<std::string> Words(const std::string& line) {
   return words;
 }
 
+// The lines of `text` (without their newlines).
+inline std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// `lines` joined, each ended by a newline.
+inline std::string Joined(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const std::string& l : lines) text += l + "\n";
+  return text;
+}
+
 // Path of a workspace file (e.g. "testdata/alloc/x.json") in the test's runfiles.
 inline std::string RunfilePath(const std::string& path) {
   const char* srcdir = std::getenv("TEST_SRCDIR");

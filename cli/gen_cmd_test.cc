@@ -2,7 +2,6 @@
 // edge-heavy), exercises the sharded-pool pipeline and the radix cache (every op, prefix hits, declined grafts,
 // evictions), keeps the old trace shape with --layers 0 --no-radix, and rejects bad options with one line.
 #include <algorithm>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,13 +14,6 @@ namespace {
 
 const char* const kPipelineOps[] = {"begin_shard_extend", "set_kv_buffer", "get_key_buffer", "end_shard_extend"};
 const char* const kRadixOps[] = {"match_prefix", "dec_lock_ref", "insert", "evict"};
-
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
 
 bool HasOp(const std::string& trace, const std::string& op) {
   return trace.find("{\"op\":\"" + op + "\"") != std::string::npos;

@@ -4,7 +4,6 @@
 // object.
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,19 +15,6 @@ namespace kvshard::cli {
 namespace {
 
 const char kTrace[] = "testdata/traces/spec_examples.jsonl";  // header + 12 records, lines 2-13
-
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-std::string Joined(const std::vector<std::string>& lines) {
-  std::string text;
-  for (const std::string& l : lines) text += l + "\n";
-  return text;
-}
 
 // The trace with line `line` (1-based) of its text edited: the first `from` replaced by `to`.
 std::string Edited(std::string text, int line, const std::string& from, const std::string& to) {

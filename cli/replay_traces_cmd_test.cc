@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,13 +17,6 @@ namespace {
 const char kRadix[] = "testdata/traces/radix_requests.jsonl";
 const char kSpec[] = "testdata/traces/spec_examples.jsonl";
 const char kPool[] = "testdata/traces/pool_pipeline.jsonl";
-
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
 
 // `text` written to a file of the test's temporary directory; its path.
 std::string TempTrace(const std::string& name, const std::string& text) {
