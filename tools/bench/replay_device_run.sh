@@ -5,7 +5,8 @@
 # CUDA process pays to start and per call (cuda_start_costs.py, cuda_call_costs.cu), then `replay` of the default `gen`
 # trace, the 200-batch Mooncake `simulate --emit-trace` trace and a header-only trace: ROUNDS interleaved rounds of
 # ref / gpu / diff, each run's wall and user seconds, peak RSS and the replay's own report (threads' busy and wait
-# seconds). Writes logs to $OUT (docs/PERFORMANCE.md quotes them).
+# seconds); and SEVERAL copies of each trace in SEVERAL processes against one process (`replay A B C`). Writes logs to
+# $OUT (docs/PERFORMANCE.md quotes them).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 export PATH=$PATH:/usr/local/cuda/bin
@@ -48,3 +49,17 @@ for round in $(seq "$rounds"); do
     for b in ref gpu diff; do echo "round $round $t $b: $(measure $k replay /tmp/$t.jsonl --backend $b)"; done
   done
 done | tee "$out/replay.txt"
+# Several traces a process (`replay A B C`): SEVERAL copies of each trace replayed by SEVERAL processes, then by one
+# (the driver and context started once), interleaved, two rounds.
+several=${SEVERAL:-5}
+for round in 1 2; do
+  for t in g m; do
+    copies=(); for _ in $(seq "$several"); do copies+=("/tmp/$t.jsonl"); done
+    for b in ref gpu diff; do
+      s=$(date +%s.%N)
+      for c in "${copies[@]}"; do timeout 120 $k replay "$c" --backend $b > /dev/null 2>&1; done
+      e=$(date +%s.%N)
+      echo "round $round $t $b: $several processes $(python3 -c "print(f'{$e - $s:.3f}')") s; one process: $(measure $k replay "${copies[@]}" --backend $b)"
+    done
+  done
+done | tee "$out/several.txt"
