@@ -169,7 +169,6 @@ struct Totals {
 // How one trace's replay ended for the command.
 struct TraceOutcome {
   Status status;         // what a replay of this trace alone returns (OK, a mismatch, or an error)
-  bool stop = false;     // whether the traces after it are not replayed: an error, or a mismatch without --keep-going
   bool answered = true;  // whether its answer was printed (not a trace refused before its first mismatch): totalled
   replay::ReplayReport report;
 };
@@ -204,7 +203,6 @@ TraceOutcome ReplayTrace(std::istream& in, const ReplaySettings& settings, const
     if (answer.opened()) answer.Finish(o.report, status.message());
     o.answered = answer.opened();
     o.status = status;
-    o.stop = true;
     return o;
   }
   if (settings.json) {
@@ -214,7 +212,6 @@ TraceOutcome ReplayTrace(std::istream& in, const ReplaySettings& settings, const
     out << named;
     PrintSummary(o.report, settings.timing, out);
   }
-  o.stop = (!status.ok() && status.code() != StatusCode::kMismatch) || (s.mismatches > 0 && !settings.keep_going);
   if (status.code() == StatusCode::kMismatch) {  // the first one, without --keep-going
     o.status = several ? Mismatch(named, status.message()) : status;
   } else if (s.mismatches > 0) {  // a verification failure wins over a truncated last record, which it still names
@@ -323,7 +320,7 @@ Status Replay(const Flags& flags, std::ostream& out) {
       return read;
     }
     last = read;
-    if (o.stop) break;  // a mismatch without --keep-going: the command's first
+    if (!read.ok() && !settings.keep_going) break;  // a mismatch without --keep-going: the command's first
   }
   if (device_check.valid()) KVSHARD_RETURN_IF_ERROR(device_check.get());
   if (!several) return last;
