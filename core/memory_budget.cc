@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 namespace kvshard {
 namespace {
@@ -52,17 +53,17 @@ std::string FormatBytes(long double bytes) {
 }
 
 Status CheckMemory(std::string_view field, std::string_view what, int64_t count, std::string_view unit,
-                   int64_t bytes_per, int64_t max_memory) {
+                   int64_t bytes_per, int64_t max_memory, std::string_view cap) {
   // The test first: a check within the budget (one per record line) builds no term and no string.
   if (count <= 0 || bytes_per <= 0 ||
       static_cast<long double>(count) * static_cast<long double>(bytes_per) <= static_cast<long double>(max_memory)) {
     return Status::Ok();
   }
-  return CheckMemory(field, what, {{count, std::string(unit), bytes_per}}, max_memory);
+  return CheckMemory(field, what, {{count, std::string(unit), bytes_per}}, max_memory, cap);
 }
 
 Status CheckMemory(std::string_view field, std::string_view what, const std::vector<MemoryTerm>& terms,
-                   int64_t max_memory) {
+                   int64_t max_memory, std::string_view cap) {
   long double need = 0;
   for (const MemoryTerm& t : terms) {
     if (t.count <= 0 || t.bytes_per <= 0) continue;
@@ -74,8 +75,9 @@ Status CheckMemory(std::string_view field, std::string_view what, const std::vec
     if (t.count <= 0 || t.bytes_per <= 0) continue;
     parts += StrCat(parts.empty() ? "" : " + ", t.count, " ", t.unit, " x ", t.bytes_per, " B");
   }
-  return InvalidArgument(field, ": the ", what, " would need ", FormatBytes(need), " (", parts, "), over --max-memory ",
-                         FormatBytes(static_cast<long double>(max_memory)));
+  return InvalidArgument(
+      field, ": the ", what, " would need ", FormatBytes(need), " (", parts, "), over ",
+      cap.empty() ? "--max-memory " + FormatBytes(static_cast<long double>(max_memory)) : std::string(cap));
 }
 
 int64_t SatMul(int64_t a, int64_t b) {
@@ -106,14 +108,22 @@ int64_t TotalPages(const std::vector<int64_t>& lens, int64_t page_size) {
 
 int64_t CpSegments(int64_t batch, int64_t cp_size) { return SatMul(batch, SatMul(2, std::max<int64_t>(cp_size, 1))); }
 
+MemoryBudget MemoryBudget::Share(int parts, std::string_view by) const {
+  if (parts <= 1) return *this;
+  MemoryBudget share(max_memory_ / parts);
+  share.cap_ = StrCat(cap_.empty() ? "--max-memory " + FormatBytes(static_cast<long double>(max_memory_)) : cap_, " / ",
+                      by, " ", parts, " = ", FormatBytes(static_cast<long double>(share.max_memory_)));
+  return share;
+}
+
 Status MemoryBudget::Check(const std::string& field, const std::string& what,
                            const std::vector<MemoryTerm>& terms) const {
-  return CheckMemory(field, what, terms, max_memory_);
+  return CheckMemory(field, what, terms, max_memory_, cap_);
 }
 
 Status MemoryBudget::Check(const std::string& field, const std::string& what, int64_t count, const std::string& unit,
                            int64_t bytes_per) const {
-  return CheckMemory(field, what, count, unit, bytes_per, max_memory_);
+  return CheckMemory(field, what, count, unit, bytes_per, max_memory_, cap_);
 }
 
 Status MemoryBudget::SplitPlan(const std::string& field, int64_t batch, int64_t cp_size, bool json) const {
@@ -174,23 +184,23 @@ Status MemoryBudget::ValueList(const std::string& field, const std::string& what
   return Check(field, what, values, "values", kValueBytes);
 }
 
-LineCheck MemoryBudget::Lines() const { return LineMemoryCheck(max_memory_); }
+LineCheck MemoryBudget::Lines() const { return LineMemoryCheck(max_memory_, cap_); }
 
-WorkloadLimits MemoryBudget::Workload() const { return WorkloadMemoryLimits(max_memory_); }
+WorkloadLimits MemoryBudget::Workload() const { return WorkloadMemoryLimits(max_memory_, cap_); }
 
-LineCheck LineMemoryCheck(int64_t max_memory) {
-  return [max_memory](int64_t line_bytes) {
-    return CheckMemory("record", "line held in memory", line_bytes, "line bytes", kLineBytesPerByte, max_memory);
+LineCheck LineMemoryCheck(int64_t max_memory, std::string cap) {
+  return [max_memory, cap = std::move(cap)](int64_t line_bytes) {
+    return CheckMemory("record", "line held in memory", line_bytes, "line bytes", kLineBytesPerByte, max_memory, cap);
   };
 }
 
-WorkloadLimits WorkloadMemoryLimits(int64_t max_memory) {
+WorkloadLimits WorkloadMemoryLimits(int64_t max_memory, std::string cap) {
   WorkloadLimits limits;
-  limits.line = LineMemoryCheck(max_memory);
-  limits.held = [max_memory](int64_t requests, int64_t hashes) {
+  limits.line = LineMemoryCheck(max_memory, cap);
+  limits.held = [max_memory, cap = std::move(cap)](int64_t requests, int64_t hashes) {
     return CheckMemory("requests", "workload held in memory",
                        {{requests, "requests", kHeldRequestBytes}, {hashes, "block hashes", kHeldHashBytes}},
-                       max_memory);
+                       max_memory, cap);
   };
   return limits;
 }

@@ -30,12 +30,13 @@ struct MemoryTerm {
 };
 
 // OK iff the terms add up to at most max_memory; else InvalidArgument "<field>: the <what> would need <bytes>
-// (<count> <unit> x <bytes_per> B + ...), over --max-memory <max>" (terms of count 0 left out). Overflow-safe.
+// (<count> <unit> x <bytes_per> B + ...), over --max-memory <max>" (terms of count 0 left out; `cap`, where given,
+// names the cap instead of "--max-memory <max>"). Overflow-safe.
 Status CheckMemory(std::string_view field, std::string_view what, const std::vector<MemoryTerm>& terms,
-                   int64_t max_memory);
+                   int64_t max_memory, std::string_view cap = {});
 // The one-term form: count * bytes_per <= max_memory.
 Status CheckMemory(std::string_view field, std::string_view what, int64_t count, std::string_view unit,
-                   int64_t bytes_per, int64_t max_memory);
+                   int64_t bytes_per, int64_t max_memory, std::string_view cap = {});
 
 // a * b and a + b for non-negative sizes, saturating at 2^62 (so estimates never overflow).
 int64_t SatMul(int64_t a, int64_t b);
@@ -48,11 +49,11 @@ inline constexpr int64_t kHeldRequestBytes = 48, kHeldHashBytes = 8;
 
 // Holds each line of a trace or workload to max_memory as it is read: "record: the line held in memory would need
 // <bytes> (<n> line bytes x 32 B), over --max-memory <max>".
-LineCheck LineMemoryCheck(int64_t max_memory);
+LineCheck LineMemoryCheck(int64_t max_memory, std::string cap = {});
 
 // The whole-workload limits under max_memory: each line as above, and the requests kept ("requests: the workload
 // held in memory would need ...").
-WorkloadLimits WorkloadMemoryLimits(int64_t max_memory);
+WorkloadLimits WorkloadMemoryLimits(int64_t max_memory, std::string cap = {});
 
 // The --max-memory cap and the estimate of every table an input sizes: the CLI commands and the replay records that
 // mirror them consult one object, with one figure per kind of table, before allocating. Each check is OK or
@@ -64,6 +65,11 @@ class MemoryBudget {
 
   // The cap in bytes.
   int64_t max_memory() const { return max_memory_; }
+
+  // A `parts`-th of this cap, for one of `parts` tasks that run at once (each checks against its share, so together
+  // they stay within the cap); its refusals name the split: "over --max-memory 4 GiB / --jobs 4 = 1 GiB" (`by`
+  // "--jobs"). One part is this budget.
+  MemoryBudget Share(int parts, std::string_view by) const;
 
   // The terms against the cap.
   Status Check(const std::string& field, const std::string& what, const std::vector<MemoryTerm>& terms) const;
@@ -98,6 +104,7 @@ class MemoryBudget {
 
  private:
   int64_t max_memory_ = kDefaultMaxMemory;
+  std::string cap_;  // how a refusal names the cap (Share); empty: "--max-memory <max_memory_>"
 };
 
 // The sum of the positive lengths and the pages they span (ceil per length), saturating at 2^62.

@@ -16,6 +16,24 @@ TEST(MemoryBudgetTest, RefusalNamesTheFieldTheTermsAndTheCap) {
   EXPECT_FALSE(MemoryBudget(7679).Check("f", "w", 40, "segments", 192).ok());
 }
 
+TEST(MemoryBudgetTest, AShareChecksItsPartAndNamesTheSplit) {
+  const MemoryBudget share = MemoryBudget(4096).Share(4, "--jobs");
+  EXPECT_EQ(share.max_memory(), 1024);
+  EXPECT_TRUE(share.Check("f", "w", 1, "rows", 1024).ok());
+  EXPECT_EQ(share.Check("f", "w", 1, "rows", 1025).message(),
+            "f: the w would need 1.0 KiB (1 rows x 1025 B), over --max-memory 4 KiB / --jobs 4 = 1 KiB");
+  EXPECT_EQ(share.Lines()(33).message(),
+            "record: the line held in memory would need 1.0 KiB (33 line bytes x 32 B), over --max-memory 4 KiB / "
+            "--jobs 4 = 1 KiB");
+  EXPECT_EQ(share.Workload().held(30, 0).message(),
+            "requests: the workload held in memory would need 1.4 KiB (30 requests x 48 B), over --max-memory 4 KiB / "
+            "--jobs 4 = 1 KiB");
+  // One part is the budget itself, its refusals as ever.
+  EXPECT_EQ(MemoryBudget(4096).Share(1, "--jobs").Check("f", "w", 1, "rows", 4097).message(),
+            "f: the w would need 4.0 KiB (1 rows x 4097 B), over --max-memory 4 KiB");
+  EXPECT_EQ(MemoryBudget(4096).Share(3, "--jobs").max_memory(), 1365);
+}
+
 TEST(MemoryBudgetTest, SizesSaturateInsteadOfOverflowing) {
   EXPECT_EQ(TotalTokens({INT64_MAX, INT64_MAX, -5, 0}), int64_t{1} << 62);
   EXPECT_EQ(TotalTokens({3, -1, 4}), 7);

@@ -349,8 +349,8 @@ Status GpuPoolPath::RecordStaging(Done* done) {
 
 }  // namespace gpu_path
 
-void PrepareGpuPoolPaths(int gpus) {
-  if (gpus <= 1) gpu::PreferHardwareQueues(2);
+void PrepareGpuPoolPaths(int gpus, int replays) {
+  if (gpus <= 1) gpu::PreferHardwareQueues(std::clamp(2 * replays, 2, 8));
 }
 
 StatusOr<std::unique_ptr<PoolDataPath>> MakeGpuPoolPath(const PoolGeometry& geometry, int gpus) {

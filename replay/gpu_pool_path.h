@@ -17,8 +17,9 @@ StatusOr<std::unique_ptr<PoolDataPath>> CreateGpuPoolPath(const PoolGeometry& ge
 // Prepares the process for the paths it will make, before its first CUDA call and while it runs one thread: ranks
 // emulated on one device (`gpus` <= 1) use two streams (the ranks' compute stream and the planner's), so the driver
 // is asked for two hardware queues a context (gpu::PreferHardwareQueues), which halves the context's set-up and
-// shortens its teardown at exit; an NCCL group keeps the driver's default.
-void PrepareGpuPoolPaths(int gpus);
+// shortens its teardown at exit; an NCCL group keeps the driver's default. `replays` paths at once (replay --jobs)
+// ask for two queues each, up to the driver's default of eight (streams beyond the queues share them).
+void PrepareGpuPoolPaths(int gpus, int replays = 1);
 // The same path not yet started: no CUDA call until its Start (which `replay --backend diff` runs on its device
 // thread, so the device's set-up overlaps the first records); only `gpus` is checked here.
 StatusOr<std::unique_ptr<PoolDataPath>> MakeGpuPoolPath(const PoolGeometry& geometry, int gpus);

@@ -366,6 +366,10 @@ Status ReplayRecords(std::istream& in, const ReplayOptions& options, ReplayRepor
   Status result = Status::Ok();
   const double checking_cpu_start = CallingThreadCpuSeconds();
   while (result.ok()) {
+    if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) {
+      result = FailedPrecondition(kCancelledReplay);
+      break;
+    }
     StatusOr<bool> more = records.Next(&record);
     if (!more.ok()) {
       if (!settle(0, nullptr)) break;

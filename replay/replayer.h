@@ -3,6 +3,7 @@
 #ifndef KVSHARD_REPLAY_REPLAYER_H_
 #define KVSHARD_REPLAY_REPLAYER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -89,7 +90,13 @@ struct ReplayOptions {
   // --read-threads: the threads that read, parse and prepare records ahead of the checking thread (TraceReadAhead);
   // 0 picks by the host's cores (DefaultReadThreads).
   int read_threads = 0;
+  // Where set, ReplayStream stops before its next record once *cancel is true, and returns kCancelledReplay (a caller
+  // that no longer wants the outcome: the later traces of `replay --jobs` after the one that ended the command).
+  const std::atomic<bool>* cancel = nullptr;
 };
+
+// ReplayStream's error message when ReplayOptions::cancel stopped it (FailedPrecondition).
+inline constexpr char kCancelledReplay[] = "replay: cancelled";
 
 // The reader threads ReplayStream runs when ReplayOptions::read_threads is 0: one on a host of fewer than four cores
 // (the checking thread needs the other), two on four to seven, four on eight or more (on the H100 host's 16 cores,
