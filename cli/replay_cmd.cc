@@ -16,6 +16,7 @@
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/memory_limit.h"
+#include "cli/ordered_jobs.h"
 #include "core/trace_read_ahead.h"
 #include "replay/replayer.h"
 #ifdef KVSHARD_HAVE_CUDA
@@ -25,12 +26,18 @@
 namespace kvshard::cli {
 namespace {
 
+// The most traces --jobs replays at once.
+constexpr int kMaxJobs = 64;
+
 void DeclareFlags(po::options_description& flags) {
   flags.add_options()("trace", File(), "the trace (JSON Lines; also given without the flag); - reads standard input")(
       "more-traces", po::value<std::vector<std::string>>()->value_name("FILE...")->multitoken(),
       "more traces, replayed in turn by the same process (also given without the flag, after the first): the GPU "
       "backends start the CUDA driver and context once; each summary line names its trace, a last line totals them")(
-      "keep-going", po::bool_switch(), "report every mismatch (one line each on stdout), not only the first")(
+      "jobs", Int(1, kMaxJobs)->default_value(1),
+      "replay up to N of several traces at once (each with its own threads; --max-memory is shared among them); "
+      "the output is what one at a time prints")("keep-going", po::bool_switch(),
+                                                 "report every mismatch (one line each on stdout), not only the first")(
       "json", po::bool_switch(),
       "print one JSON document: mismatch_list (each mismatch as {line, op, field, expected, got, message, meta}), "
       "records, fields_checked, rows_compared, mismatches, first_mismatch, truncated_line")(
@@ -239,6 +246,11 @@ StatusOr<std::vector<std::string>> TracePaths(const Flags& flags) {
 Status Replay(const Flags& flags, std::ostream& out) {
   KVSHARD_ASSIGN_OR_RETURN(const std::vector<std::string> paths, TracePaths(flags));
   const bool several = paths.size() > 1;
+  const int jobs = static_cast<int>(std::min<int64_t>(flags.Int("jobs"), static_cast<int64_t>(paths.size())));
+  if (jobs > 1 && flags.Int("gpus") > 1) {
+    return InvalidArgument("--jobs: one trace at a time with --gpus ", flags.Int("gpus"),
+                           " (each replay drives every GPU through NCCL)");
+  }
   ReplaySettings settings;
   replay::ReplayOptions& options = settings.options;
   // --backend gpu|diff initializes the CUDA driver on the device thread while the host replays: the check that a
@@ -246,7 +258,9 @@ Status Replay(const Flags& flags, std::ostream& out) {
   KVSHARD_ASSIGN_OR_RETURN(options.backend, BackendFlag(flags, /*check_device=*/false));
 #ifdef KVSHARD_HAVE_CUDA
   // Before the first CUDA call and the command's first thread: the driver's settings for the paths it will make.
-  if (options.backend != replay::Backend::kRef) replay::PrepareGpuPoolPaths(static_cast<int>(flags.Int("gpus")));
+  if (options.backend != replay::Backend::kRef) {
+    replay::PrepareGpuPoolPaths(static_cast<int>(flags.Int("gpus")), jobs);
+  }
 #endif
   std::future<Status> device_check;
   if (options.backend != replay::Backend::kRef) {
@@ -261,7 +275,7 @@ Status Replay(const Flags& flags, std::ostream& out) {
     return InvalidArgument("--gpus: does not apply to --backend ref (the GPUs of --backend gpu or diff)");
   }
   options.impl = ImplFlag(flags);
-  options.budget = Budget(flags);
+  options.budget = Budget(flags).Share(jobs, "--jobs");  // the replays that run at once share the cap
   options.line_check = options.budget.Lines();
   options.full_invariants = flags.Bool("full-invariants");
   if (flags.Given("read-threads")) options.read_threads = static_cast<int>(flags.Int("read-threads"));
@@ -286,7 +300,7 @@ Status Replay(const Flags& flags, std::ostream& out) {
   // standard output is {"traces": [each trace's answer], then the totals}.
   Totals totals;
   int64_t json_traces = 0;  // the elements of "traces" written so far
-  const auto open_json = [&] { out << (json_traces++ == 0 ? "{\n  \"traces\": [\n    " : ",\n    "); };
+  const auto open_json = [&](std::ostream& to) { to << (json_traces++ == 0 ? "{\n  \"traces\": [\n    " : ",\n    "); };
   const auto close_json = [&](const std::string& error) {
     if (json_traces == 0) return;  // nothing written: a refused first trace prints nothing, as one trace alone
     Json tail =
@@ -294,16 +308,33 @@ Status Replay(const Flags& flags, std::ostream& out) {
     if (!error.empty()) tail["error"] = error;
     out << "\n  ]," << tail.dump(2, ' ', false, Json::error_handler_t::replace).substr(1) << "\n";
   };
-  Status last = Status::Ok();
-  for (const std::string& path : paths) {
-    TraceOutcome o;
+  // Each trace's replay, in order: --jobs N runs up to N at once, each printing as if alone and in turn (the
+  // later ones' text held until the earlier ones are done); the outcomes are judged here, in order.
+  struct Replayed {
+    TraceOutcome outcome;
     bool ran = false;  // false: the file could not be opened
-    Status read = flags.WithInputPath("trace", path, [&](std::istream& in) {
-      ran = true;
-      o = ReplayTrace(in, settings, path, several, several && settings.json ? open_json : std::function<void()>(), out);
+    Status read;
+  };
+  std::vector<Replayed> replayed(paths.size());
+  OrderedJobs runner(static_cast<int>(paths.size()), jobs, out, [&](int i, OrderedJobs::Output& to) {
+    Replayed& r = replayed[i];
+    ReplaySettings mine = settings;
+    mine.options.cancel = to.cancelled();
+    r.read = flags.WithInputPath("trace", paths[i], [&](std::istream& in) {
+      r.ran = true;
+      std::function<void()> open;
+      if (several && settings.json) open = [&] { to.Lead(open_json); };
+      r.outcome = ReplayTrace(in, mine, paths[i], several, open, to.stream());
       return Status::Ok();
     });
-    if (ran) read = o.status;
+  });
+  Status last = Status::Ok();
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const std::string& path = paths[i];
+    runner.Wait(static_cast<int>(i));
+    const TraceOutcome& o = replayed[i].outcome;
+    const bool ran = replayed[i].ran;
+    Status read = ran ? o.status : replayed[i].read;
     if (ran && o.answered) totals.Add(path, o.report);
     // The file, a malformed line, a truncated last record or the device ends the command (a mismatch too, unless
     // --keep-going: below). Its message names the trace where there are several.
@@ -316,11 +347,16 @@ Status Replay(const Flags& flags, std::ostream& out) {
           read = Status(read.code(), "--trace: " + path + ": " + (m.rfind("--trace: ", 0) == 0 ? m.substr(9) : m));
         }
       }
+      runner.Cancel();
       if (several && settings.json) close_json(read.code() == StatusCode::kMismatch ? "" : read.message());
       return read;
     }
     last = read;
-    if (!read.ok() && !settings.keep_going) break;  // a mismatch without --keep-going: the command's first
+    if (!read.ok() && !settings.keep_going) {  // a mismatch without --keep-going: the command's first
+      runner.Cancel();
+      break;
+    }
+    runner.Release(static_cast<int>(i));
   }
   if (device_check.valid()) KVSHARD_RETURN_IF_ERROR(device_check.get());
   if (!several) return last;
@@ -352,7 +388,7 @@ Status Run(const Flags& flags, std::ostream& out) {
 
 Command ReplayCommand() {
   Command c{"replay", "replay a recorded trace through the reference and report the first decision that differs",
-            "FILE|- [FILE...] [--keep-going] [--json] [--impl ref|fast] [--backend ref|gpu|diff] [--gpus N] "
+            "FILE|- [FILE...] [--jobs N] [--keep-going] [--json] [--impl ref|fast] [--backend ref|gpu|diff] [--gpus N] "
             "[--full-invariants] "
             "[--read-threads N] [--timing] "
             "[--max-memory BYTES]",

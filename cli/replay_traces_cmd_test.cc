@@ -1,6 +1,8 @@
 // kvshard replay A B C: several traces replayed in turn by one process. Each summary line names its trace and a
-// last line totals them; errors and mismatches name the trace; under --backend gpu the driver starts once.
-// props/replay_traces_props_test.cc checks on arbitrary traces that each is answered as a replay of it alone.
+// last line totals them; errors and mismatches name the trace; under --backend gpu the driver starts once. --jobs N
+// replays up to N at once and prints what one at a time prints, the traces sharing --max-memory.
+// props/replay_traces_props_test.cc checks on arbitrary traces that each is answered as a replay of it alone, and
+// that --jobs changes nothing printed.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -107,6 +109,61 @@ TEST(ReplayTracesCmdTest, AnErrorEndsTheCommandNamingTheTrace) {
   EXPECT_EQ(s.err, "kvshard: error: --trace: - (standard input) only as the one trace of the command\n");
 }
 
+TEST(ReplayTracesCmdTest, JobsPrintWhatOneAtATimePrints) {
+  const std::string radix = RunfilePath(kRadix), spec = RunfilePath(kSpec), pool = RunfilePath(kPool);
+  std::string text = ReadRunfile(kRadix);
+  text.replace(text.find("\"prefix_len\": 0"), 15, "\"prefix_len\": 3");
+  const std::string bad = TempTrace("jobs_prefix3.jsonl", text);
+  const std::string malformed = TempTrace("jobs_no_op.jsonl", "{\"kvshard_trace\": 1}\n{\"op\": 5}\n");
+  const std::vector<std::vector<std::string>> commands = {
+      {"replay", radix, spec, pool, pool, spec},          {"replay", radix, bad, spec, pool},
+      {"replay", radix, bad, spec, pool, "--keep-going"}, {"replay", pool, radix, bad, spec, "--json", "--keep-going"},
+      {"replay", pool, malformed, radix, spec},           {"replay", pool, radix, malformed, "--json"},
+      {"replay", radix, "/no/such/trace.jsonl", spec},
+  };
+  for (const std::vector<std::string>& args : commands) {
+    const CliResult one = RunCli(args);
+    for (const char* jobs : {"2", "4", "64"}) {
+      std::vector<std::string> with = args;
+      with.insert(with.end(), {"--jobs", jobs});
+      const CliResult r = RunCli(with);
+      EXPECT_EQ(r.exit_code, one.exit_code) << args[2] << " --jobs " << jobs;
+      EXPECT_EQ(r.out, one.out) << args[2] << " --jobs " << jobs;
+      EXPECT_EQ(r.err, one.err) << args[2] << " --jobs " << jobs;
+    }
+  }
+}
+
+// The traces that replay at once share --max-memory: each is held to its part, and a refusal says so.
+TEST(ReplayTracesCmdTest, JobsShareMaxMemory) {
+  const std::string pool = RunfilePath(kPool);
+  const CliResult alone = RunCli({"replay", pool, pool, pool, "--max-memory", "30000"});
+  EXPECT_EQ(alone.exit_code, 0) << alone.err;
+  const CliResult shared = RunCli({"replay", pool, pool, pool, "--max-memory", "30000", "--jobs", "3"});
+  EXPECT_EQ(shared.exit_code, 2);
+  EXPECT_EQ(shared.out, "");
+  EXPECT_EQ(shared.err, "kvshard: error: --trace: " + pool +
+                            ": line 17: record: the line held in memory would need 11.6 KiB (370 line bytes x 32 B), "
+                            "over --max-memory 29.3 KiB / --jobs 3 = 9.8 KiB\n");
+  // --jobs past the number of traces: as many at once as there are traces.
+  const CliResult two = RunCli({"replay", pool, pool, "--max-memory", "20000", "--jobs", "3"});
+  EXPECT_EQ(two.exit_code, 2);
+  EXPECT_EQ(two.err, "kvshard: error: --trace: " + pool +
+                         ": line 17: record: the line held in memory would need 11.6 KiB (370 line bytes x 32 B), "
+                         "over --max-memory 19.5 KiB / --jobs 2 = 9.8 KiB\n");
+  EXPECT_EQ(RunCli({"replay", pool, pool, "--max-memory", "20000"}).exit_code, 0);
+}
+
+TEST(ReplayTracesCmdTest, JobsRefusedWhereAReplayTakesEveryGpu) {
+  const std::string pool = RunfilePath(kPool);
+  const CliResult r = RunCli({"replay", pool, pool, "--backend", "gpu", "--gpus", "2", "--jobs", "2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "kvshard: error: --jobs: one trace at a time with --gpus 2 (each replay drives every GPU through NCCL)\n");
+  EXPECT_EQ(RunCli({"replay", pool, "--jobs", "0"}).exit_code, 2);
+  EXPECT_EQ(RunCli({"replay", pool, "--jobs", "65"}).exit_code, 2);
+}
+
 // Under --backend gpu the process starts the CUDA driver once: the traces after the first find it started (the
 // set-up's "driver" part is 0.00 s), and each is checked on the device as alone.
 TEST(ReplayTracesCmdTest, GpuBackendStartsTheDriverOnce) {
@@ -136,6 +193,23 @@ TEST(ReplayTracesCmdTest, GpuBackendStartsTheDriverOnce) {
   EXPECT_NE(d.out.find("replayed 2 traces: 50 records, 168 fields checked, 528 KV rows compared, 0 mismatches\n"),
             std::string::npos)
       << d.out;
+  // --jobs: the traces at once, each on the device with paths of its own, counted as alone.
+  for (const char* backend : {"gpu", "diff"}) {
+    const CliResult j = RunCli({"replay", pool, pool, pool, pool, "--backend", backend, "--jobs", "3"});
+    EXPECT_EQ(j.exit_code, 0) << j.err;
+    const std::vector<std::string> lines = Lines(j.out);
+    ASSERT_EQ(lines.size(), 5u) << j.out;
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(lines[i].rfind(pool + ": replayed 25 records, 84 fields checked, " +
+                                   (std::string(backend) == "gpu" ? "132" : "264") + " KV rows compared, 0 mismatches",
+                               0),
+                0u)
+          << j.out;
+    }
+    EXPECT_EQ(lines[4], std::string("replayed 4 traces: 100 records, 336 fields checked, ") +
+                            (std::string(backend) == "gpu" ? "528" : "1056") + " KV rows compared, 0 mismatches")
+        << j.out;
+  }
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // `kvshard replay A B C` (several traces, one process): each trace is answered as a replay of it alone — the same
 // lines, named by their trace, the same verdict — the first error or mismatch (without --keep-going) ends the
 // command with that trace's status, and the last line (or the --json totals) adds the traces up. Nothing a trace
-// leaves behind (the model, the pools, the device path) reaches the next.
+// leaves behind (the model, the pools, the device path) reaches the next. With --jobs N, up to N traces replay at
+// once and the command prints, byte for byte, what it prints one trace at a time.
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -232,6 +233,42 @@ TEST(ReplayTracesProps, SeveralTracesAreOneJsonDocument) {
         } else {
           RC_ASSERT(!doc.contains("error"));
         }
+      },
+      FractionOfCases(2, 50));
+  RecordPropertyCases(cases);
+  fs::remove_all(dir);
+}
+
+// --jobs N replays up to N traces at once and prints what one at a time prints: the same stdout, stderr and exit
+// status, text and --json alike, whichever trace finishes first and wherever the command stops (a mismatch, a
+// malformed or truncated trace, a file that is not there).
+TEST(ReplayTracesProps, JobsPrintWhatOneAtATimePrints) {
+  const fs::path dir = fs::path(testing::TempDir()) / "replay_jobs_props";
+  fs::create_directories(dir);
+  const int64_t cases = CheckProperty(
+      CurrentTestId(),
+      [&] {
+        const int k = *rc::gen::inRange(1, 7);
+        std::vector<std::string> args = {"replay"};
+        for (int i = 0; i < k; ++i) {
+          const std::string path = (dir / ("t" + std::to_string(i) + ".jsonl")).string();
+          if (*rc::gen::inRange(0, 12) == 0) {  // not there: the command ends at it
+            fs::remove(path);
+          } else {
+            std::ofstream(path, std::ios::binary) << ArbitraryTraceText();
+          }
+          args.push_back(path);
+        }
+        if (*rc::gen::arbitrary<bool>()) args.push_back("--keep-going");
+        if (*rc::gen::arbitrary<bool>()) args.push_back("--json");
+        const Output one = Kvshard(args);
+        const int jobs = *rc::gen::inRange(2, 6);
+        args.insert(args.end(), {"--jobs", std::to_string(jobs)});
+        const Output several = Kvshard(args);
+        RC_TAG(k, jobs, one.exit_code);
+        RC_ASSERT(several.exit_code == one.exit_code);
+        RC_ASSERT(several.out == one.out);
+        RC_ASSERT(several.err == one.err);
       },
       FractionOfCases(2, 50));
   RecordPropertyCases(cases);
