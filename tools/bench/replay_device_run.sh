@@ -5,8 +5,8 @@
 # CUDA process pays to start and per call (cuda_start_costs.py, cuda_call_costs.cu), then `replay` of the default `gen`
 # trace, the 200-batch Mooncake `simulate --emit-trace` trace and a header-only trace: ROUNDS interleaved rounds of
 # ref / gpu / diff, each run's wall and user seconds, peak RSS and the replay's own report (threads' busy and wait
-# seconds); and SEVERAL copies of each trace in SEVERAL processes against one process (`replay A B C`). Writes logs to
-# $OUT (docs/PERFORMANCE.md quotes them).
+# seconds); SEVERAL copies of each trace in SEVERAL processes against one process (`replay A B C`), and that process
+# with --jobs 1, 2, 4 and 8. Writes logs to $OUT (docs/PERFORMANCE.md quotes them).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 export PATH=$PATH:/usr/local/cuda/bin
@@ -63,3 +63,15 @@ for round in 1 2; do
     done
   done
 done | tee "$out/several.txt"
+# Several traces at once (`replay --jobs N`): the same SEVERAL copies by one process, one at a time and up to 2, 4
+# and 8 at once, two rounds.
+for round in 1 2; do
+  for t in g m; do
+    copies=(); for _ in $(seq "$several"); do copies+=("/tmp/$t.jsonl"); done
+    for b in ref gpu diff; do
+      for j in 1 2 4 8; do
+        echo "round $round $t $b --jobs $j: $(measure $k replay "${copies[@]}" --backend $b --jobs $j)"
+      done
+    done
+  done
+done | tee "$out/jobs.txt"
