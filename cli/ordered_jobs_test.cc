@@ -38,7 +38,8 @@ TEST(OrderedJobsTest, TextInTaskOrderWhateverFinishesFirst) {
     RunAll(jobs, kTasks);
   }
   std::string want;
-  for (int i = 0; i < kTasks; ++i) want += "task " + std::to_string(i) + " line 1\ntask " + std::to_string(i) + " line 2\n";
+  for (int i = 0; i < kTasks; ++i)
+    want += "task " + std::to_string(i) + " line 1\ntask " + std::to_string(i) + " line 2\n";
   EXPECT_EQ(out.str(), want);
 }
 
