@@ -2,6 +2,7 @@
 #include "cli/ordered_jobs.h"
 
 #include <algorithm>
+#include <system_error>
 #include <utility>
 
 #include "core/status.h"
@@ -34,7 +35,10 @@ OrderedJobs::OrderedJobs(int count, int jobs, std::ostream& out, Task task, size
     : count_(count), out_(out), task_(std::move(task)), buffer_bytes_(buffer_bytes), slots_(std::max(count, 0)) {
   const int threads = std::min(jobs, count);
   if (threads <= 1) return;  // Wait runs each task itself
-  for (int t = 0; t < threads; ++t) threads_.emplace_back([this] { WorkerLoop(); });
+  try {
+    for (int t = 0; t < threads; ++t) threads_.emplace_back([this] { WorkerLoop(); });
+  } catch (const std::system_error&) {  // fewer threads than asked (none: Wait runs each task itself)
+  }
 }
 
 OrderedJobs::~OrderedJobs() {
@@ -51,8 +55,14 @@ void OrderedJobs::WorkerLoop() {
       index = next_++;
     }
     Output output(this, index);
-    task_(index, output);
+    std::exception_ptr thrown;
+    try {
+      task_(index, output);
+    } catch (...) {  // thrown again by Wait, on the caller's thread
+      thrown = std::current_exception();
+    }
     std::unique_lock<std::mutex> lock(mu_);
+    slots_[index].thrown = thrown;
     slots_[index].done = true;
     changed_.notify_all();
   }
@@ -68,6 +78,7 @@ void OrderedJobs::Wait(int index) {
   }
   std::unique_lock<std::mutex> lock(mu_);
   changed_.wait(lock, [&] { return slots_[index].done; });
+  if (slots_[index].thrown) std::rethrow_exception(std::exchange(slots_[index].thrown, nullptr));
 }
 
 void OrderedJobs::Release(int index) {

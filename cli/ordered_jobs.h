@@ -8,6 +8,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -55,8 +56,9 @@ class OrderedJobs {
   using Task = std::function<void(int index, Output& out)>;
 
   // Runs `count` tasks on `jobs` threads (at most `count`), their text to `out`. With jobs <= 1 no thread is made:
-  // Wait(i) runs task i on the calling thread, its text straight to `out`. A waiting task's buffer holds up to
-  // `buffer_bytes`; past that the task waits for its turn (memory stays bounded however much a task prints).
+  // Wait(i) runs task i on the calling thread, its text straight to `out` (so too where the system gives no thread). A
+  // waiting task's buffer holds up to `buffer_bytes`; past that the task waits for its turn (memory stays bounded
+  // however much a task prints).
   OrderedJobs(int count, int jobs, std::ostream& out, Task task, size_t buffer_bytes = size_t{1} << 20);
   // Cancels what has not finished and joins the threads.
   ~OrderedJobs();
@@ -66,7 +68,8 @@ class OrderedJobs {
 
   // Waits until task `index` has finished (with jobs <= 1: runs it). Called for 0, 1, ... in turn, each after the
   // Release of the one before: the task's text is then all on the stream, and nothing else writes to it until
-  // Release(index), so the caller may add its own.
+  // Release(index), so the caller may add its own. An exception the task threw on its thread is thrown here, as
+  // if the task had run on the caller's.
   void Wait(int index);
   // The next task's turn: its buffered text is shown (after its lead), and from now on it writes straight through.
   void Release(int index);
@@ -81,6 +84,7 @@ class OrderedJobs {
     std::string text;                         // written while it was not the task's turn
     std::function<void(std::ostream&)> lead;  // run before `text` is shown
     bool done = false;
+    std::exception_ptr thrown;  // what the task threw on its thread, for Wait to throw
   };
   // The task's bytes: to the stream on its turn, else to its buffer (and, once that is full, it waits for its turn).
   void Write(int index, const char* data, size_t n);

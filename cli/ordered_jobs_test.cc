@@ -6,6 +6,7 @@
 #include <chrono>
 #include <future>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -105,6 +106,28 @@ TEST(OrderedJobsTest, CancelDropsTheLaterTextAndStartsNothingMore) {
   }
   EXPECT_EQ(out.str(), "task 0\n");
   EXPECT_LE(started.load(), 3);  // task 0, then one task a thread, each held until the cancel
+}
+
+TEST(OrderedJobsTest, WhatATaskThrowsIsThrownByItsWait) {
+  std::ostringstream out;
+  OrderedJobs jobs(3, 3, out, [&](int i, OrderedJobs::Output& o) {
+    o.stream() << i;
+    if (i == 1) throw std::runtime_error("task 1 failed");
+  });
+  jobs.Wait(0);
+  jobs.Release(0);
+  EXPECT_THROW(
+      {
+        try {
+          jobs.Wait(1);
+        } catch (const std::runtime_error& e) {
+          EXPECT_STREQ(e.what(), "task 1 failed");
+          throw;
+        }
+      },
+      std::runtime_error);
+  jobs.Cancel();
+  EXPECT_EQ(out.str(), "01");
 }
 
 TEST(OrderedJobsTest, OneJobRunsEachTaskOnTheCallingThreadAtItsWait) {
