@@ -10,12 +10,13 @@
 namespace kvshard::cli {
 
 void OrderedJobs::Output::Lead(std::function<void(std::ostream&)> lead) {
-  std::unique_lock<std::mutex> lock(jobs_->mu_);
-  if (jobs_->cancelled_.load(std::memory_order_relaxed)) return;
-  if (index_ == jobs_->head_) {
-    lead(jobs_->out_);
+  OrderedJobs& jobs = *buf_.jobs_;
+  std::unique_lock<std::mutex> lock(jobs.mu_);
+  if (jobs.cancelled_.load(std::memory_order_relaxed)) return;
+  if (buf_.index_ == jobs.head_) {
+    lead(jobs.out_);
   } else {
-    jobs_->slots_[index_].lead = std::move(lead);
+    jobs.slots_[buf_.index_].lead = std::move(lead);
   }
 }
 

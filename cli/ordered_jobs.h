@@ -10,7 +10,6 @@
 #include <cstddef>
 #include <exception>
 #include <functional>
-#include <memory>
 #include <mutex>
 #include <ostream>
 #include <string>
@@ -29,27 +28,21 @@ class OrderedJobs {
     // task's turn): what goes between two tasks' text, known only in order (a separator). Call it before any text.
     void Lead(std::function<void(std::ostream&)> lead);
     // True once the command cancelled the tasks (OrderedJobs::Cancel): a task may poll it to stop early.
-    const std::atomic<bool>* cancelled() const { return &jobs_->cancelled_; }
+    const std::atomic<bool>* cancelled() const { return &buf_.jobs_->cancelled_; }
 
    private:
     friend class OrderedJobs;
-    class Buf : public std::streambuf {
-     public:
+    // The task's bytes, handed to OrderedJobs::Write (unbuffered: each write keeps its place in order).
+    struct Buf : public std::streambuf {
       Buf(OrderedJobs* jobs, int index) : jobs_(jobs), index_(index) {}
-
-     protected:
       int_type overflow(int_type c) override;
       std::streamsize xsputn(const char* s, std::streamsize n) override;
-
-     private:
-      OrderedJobs* jobs_;
-      int index_;
+      OrderedJobs* const jobs_;
+      const int index_;
     };
-    Output(OrderedJobs* jobs, int index) : buf_(jobs, index), stream_(&buf_), jobs_(jobs), index_(index) {}
+    Output(OrderedJobs* jobs, int index) : buf_(jobs, index), stream_(&buf_) {}
     Buf buf_;
     std::ostream stream_;
-    OrderedJobs* jobs_;
-    int index_;
   };
 
   // Task `index` of `count` (0 .. count - 1), started in index order.
@@ -76,8 +69,6 @@ class OrderedJobs {
   // No task starts any more; running ones see cancelled() true, and their text is dropped. The caller's last Wait'ed
   // task's text is already on the stream.
   void Cancel();
-  // True once Cancel was called: what a running task polls to stop early.
-  const std::atomic<bool>* cancelled() const { return &cancelled_; }
 
  private:
   struct Slot {
