@@ -30,6 +30,13 @@ inline void FillRow(uint8_t* dst, int64_t row_bytes, int64_t layer, int64_t slot
   }
 }
 
+// The rows of (layer, slot) for each of `slots`, row-major, `row_bytes` each.
+inline std::vector<uint8_t> RowsOf(const std::vector<int64_t>& slots, int64_t row_bytes, int64_t layer) {
+  std::vector<uint8_t> out(slots.size() * row_bytes);
+  for (size_t i = 0; i < slots.size(); ++i) FillRow(out.data() + i * row_bytes, row_bytes, layer, slots[i]);
+  return out;
+}
+
 // Compares two row-major buffers; on mismatch returns "N rows differ; first row i: got 0x.. expected 0x..".
 inline Status CompareRows(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, int64_t row_bytes,
                           const std::string& what) {
