@@ -6,7 +6,8 @@
 # trace, the 200-batch Mooncake `simulate --emit-trace` trace and a header-only trace: ROUNDS interleaved rounds of
 # ref / gpu / diff, each run's wall and user seconds, peak RSS and the replay's own report (threads' busy and wait
 # seconds); SEVERAL copies of each trace in SEVERAL processes against one process (`replay A B C`), and that process
-# with --jobs 1, 2, 4 and 8. Writes logs to $OUT (docs/PERFORMANCE.md quotes them).
+# with --jobs 1, 2, 4 and 8, and with --jobs 4 and 1, 2 or 4 reader threads a replay. Writes logs to $OUT
+# (docs/PERFORMANCE.md quotes them).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 export PATH=$PATH:/usr/local/cuda/bin
@@ -75,3 +76,13 @@ for round in 1 2; do
     done
   done
 done | tee "$out/jobs.txt"
+# Reader threads a replay under --jobs: each replay at once starts the default's four reader threads on a 16-core
+# host, however many run at once. SEVERAL copies of the default trace, four at once, with 1, 2 and 4 readers each.
+for round in 1 2; do
+  copies=(); for _ in $(seq "$several"); do copies+=("/tmp/g.jsonl"); done
+  for b in ref gpu diff; do
+    for r in 1 2 4; do
+      echo "round $round g $b --jobs 4 --read-threads $r: $(measure $k replay "${copies[@]}" --backend $b --jobs 4 --read-threads $r)"
+    done
+  done
+done | tee "$out/readers.txt"
