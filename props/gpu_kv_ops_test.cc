@@ -1,10 +1,9 @@
-// Differential tests of the pool row movers of one rank (gpu/kv_ops.cu): owner-filtered write vs the reference
-// placement, index_select gather, write plans, translate/stage and page_pos vs host arithmetic; bit-exact. The
-// one-launch movers of emulated ranks are in gpu_kv_rank_ops_test.cc. Skip without a GPU.
+// Differential tests of the pool row movers of one rank (gpu/kv_ops.cu): owner-filtered write and the write plans vs
+// the reference placement, index_select gather and a plan's page_pos vs host arithmetic; bit-exact. The one-launch
+// movers of emulated ranks are in gpu_kv_rank_ops_test.cc. Skip without a GPU.
 #include <algorithm>
 #include <cstdint>
 #include <random>
-#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
