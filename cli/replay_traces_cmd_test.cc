@@ -182,7 +182,9 @@ TEST(ReplayTracesCmdTest, GpuBackendStartsTheDriverOnce) {
     const size_t setup_at = r.out.find("(set-up ", at);
     ASSERT_NE(setup_at, std::string::npos) << r.out;
     ASSERT_EQ(std::sscanf(r.out.c_str() + setup_at, "(set-up %lf s: driver %lf,", &setup, &driver), 2) << r.out;
-    if (trace > 0) EXPECT_EQ(driver, 0.0) << r.out;
+    if (trace > 0) {
+      EXPECT_EQ(driver, 0.0) << r.out;
+    }
     at = setup_at;
   }
   EXPECT_NE(r.out.find("replayed 3 traces: 75 records, 252 fields checked, 396 KV rows compared, 0 mismatches\n"),
