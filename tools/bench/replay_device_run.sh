@@ -29,10 +29,10 @@ log=$out/replay_device_run.txt
 # step NAME: stdin to the log (and the screen), each line led by "NAME: ".
 step() { sed -u "s/^/$1: /" | tee -a "$log"; }
 left() { echo $((limit - ($(date +%s) - start))); }
-# time_for NEED: true when NEED seconds are left, else says what is skipped.
+# time_for NEED STEP: true when NEED seconds are left, else says in the log (and on the screen) that STEP stops.
 time_for() {
   (($(left) >= $1)) && return 0
-  echo "skipped (LIMIT: $(left) s left, $1 s wanted)" >&2
+  echo "$2: skipped (LIMIT: $(left) s left, $1 s wanted)" | tee -a "$log" >&2
   return 1
 }
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc; lscpu | grep 'Model name'; } | step device
@@ -42,7 +42,8 @@ if [[ -n "${TESTS:-}" ]]; then
     timeout 150 ".bundle/bin/$t" 2>&1 | grep -E '^\[ +(PASSED|FAILED|SKIPPED|OK) |^\[==========\]|Failure'
   done > "$out/run_all.txt" 2>&1
 else
-  (cd .bundle && timeout $(($(left) < 300 ? $(left) - 30 : 270)) ./run_all.sh) > "$out/run_all.txt" 2>&1
+  budget=$(($(left) - 30)); ((budget > 270)) && budget=270; ((budget < 10)) && budget=10
+  (cd .bundle && timeout $budget ./run_all.sh) > "$out/run_all.txt" 2>&1
   echo "run_all exit $?" >> "$out/run_all.txt"
 fi
 echo "tests done at $(($(date +%s) - start)) s" >> "$out/run_all.txt"
@@ -66,14 +67,14 @@ PY
 copies_of() { for _ in $(seq "$several"); do echo "/tmp/$1.jsonl"; done; }
 for b in gpu diff; do echo "header-only $b: $(measure $k replay /tmp/h.jsonl --backend $b)"; done | step header
 for round in $(seq "$rounds"); do
-  time_for 40 || break
+  time_for 40 replay || break
   for t in g m; do
     for b in ref gpu diff; do echo "round $round $t $b: $(measure $k replay /tmp/$t.jsonl --backend $b)"; done
   done
-done 2>&1 | step replay
+done | step replay
 if [[ -n "${BASE:-}" ]]; then
   for round in $(seq "$rounds"); do
-    time_for 60 || break
+    time_for 60 ab || break
     mapfile -t copies < <(copies_of g)
     for v in base new; do
       kk=$k; [[ $v == base ]] && kk=$BASE/bin/kvshard
@@ -81,7 +82,7 @@ if [[ -n "${BASE:-}" ]]; then
       echo "round $round $v g gpu: $(measure $kk replay /tmp/g.jsonl --backend gpu)"
       echo "round $round $v g x$several gpu: $(measure $kk replay "${copies[@]}" --backend gpu)"
     done
-  done 2>&1 | step ab
+  done | step ab
 fi
 # Several traces a process (`replay A B C`): SEVERAL copies of each trace replayed by SEVERAL processes, then by one
 # (the driver and context started once), interleaved, two rounds.
@@ -89,14 +90,14 @@ for round in 1 2; do
   for t in g m; do
     mapfile -t copies < <(copies_of $t)
     for b in ref gpu diff; do
-      time_for 40 || break 3
+      time_for 40 several || break 3
       s=$(date +%s.%N)
       for c in "${copies[@]}"; do timeout 120 $k replay "$c" --backend $b > /dev/null 2>&1; done
       e=$(date +%s.%N)
       echo "round $round $t $b: $several processes $(python3 -c "print(f'{$e - $s:.3f}')") s; one process: $(measure $k replay "${copies[@]}" --backend $b)"
     done
   done
-done 2>&1 | step several
+done | step several
 # Several traces at once (`replay --jobs N`): the same SEVERAL copies by one process, one at a time and up to 2, 4
 # and 8 at once, two rounds.
 for round in 1 2; do
@@ -104,36 +105,36 @@ for round in 1 2; do
     mapfile -t copies < <(copies_of $t)
     for b in ref gpu diff; do
       for j in 1 2 4 8; do
-        time_for 20 || break 4
+        time_for 20 jobs || break 4
         echo "round $round $t $b --jobs $j: $(measure $k replay "${copies[@]}" --backend $b --jobs $j)"
       done
     done
   done
-done 2>&1 | step jobs
+done | step jobs
 # Reader threads a replay under --jobs: each replay at once starts the default's four reader threads on a 16-core
 # host, however many run at once. SEVERAL copies of the default trace, four at once, with 1, 2 and 4 readers each.
 for round in 1 2; do
   mapfile -t copies < <(copies_of g)
   for b in ref gpu diff; do
     for r in 1 2 4; do
-      time_for 20 || break 3
+      time_for 20 readers || break 3
       echo "round $round g $b --jobs 4 --read-threads $r: $(measure $k replay "${copies[@]}" --backend $b --jobs 4 --read-threads $r)"
     done
   done
-done 2>&1 | step readers
+done | step readers
 # The per-call rerange against gather_rows in the same run, and what a CUDA process pays (measured many times
 # before: last).
-if time_for 60; then
+if time_for 60 bench; then
   for i in 1 2; do
     $k bench --op gather_rows,rerange --min-bytes 67108864 --max-bytes 268435456 --layers 16 --iters 50 2>&1
   done | step bench
 fi
-if command -v ncu > /dev/null && time_for 60; then
+if command -v ncu > /dev/null && time_for 60 ncu; then
   timeout 120 ncu --clock-control none -k regex:"Rerange|GatherRows" -c 8 --section SpeedOfLight \
     $k bench --op gather_rows,rerange --min-bytes 67108864 --max-bytes 67108864 --iters 1 --warmup 0 2>&1 \
     | grep -E "Rerange|GatherRows|Duration|DRAM Throughput" | step ncu
 fi
-if time_for 40; then
+if time_for 40 cuda_start; then
   for i in 1 2 3; do python3 tools/bench/cuda_start_costs.py; done 2>&1 | step cuda_start
   (nvcc -O2 -arch=sm_90 -o /tmp/cuda_call_costs tools/bench/cuda_call_costs.cu && /tmp/cuda_call_costs) 2>&1 \
     | step cuda_calls
