@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sglang_env  # noqa: E402 (props/sglang_env.py: paths, skipping, JUnit XML)
-from sglang_env import kvshard_binary, runfile, sglang_ref_dir  # noqa: E402
+from sglang_env import runfile  # noqa: E402
 
 SUITE, CLASSNAME = "sglang_attach_test", "SglangAttach"
 ALLOCATOR = "page_interleave_allocator.py"
@@ -273,14 +273,7 @@ def main():
     ap.add_argument("--pool-streams", type=int, default=4, help="serving streams of the pool case")
     ap.add_argument("--pool-steps", type=int, default=80, help="steps per stream of the pool case")
     args = ap.parse_args()
-    ref_dir = os.path.realpath(sglang_ref_dir())
-    if not os.path.isfile(os.path.join(ref_dir, ALLOCATOR)):
-        sglang_env.skip(SUITE, CLASSNAME, f"SGLang reference folder not found at {ref_dir} (set KVSHARD_SGLANG_REF)")
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        sglang_env.skip(SUITE, CLASSNAME, f"torch is not importable by {sys.executable} (Debian: python3-torch)")
-    kvshard = kvshard_binary()
+    ref_dir, _, kvshard = sglang_env.require_inputs(SUITE, CLASSNAME, ALLOCATOR)
     seed = args.seed if args.seed is not None else int(time.time() * 1000) % 1_000_000_007
     print(f"{SUITE}: seed {seed} (rerun: --seed {seed}), SGLang code from {ref_dir}")
     cases, start = [], time.time()

@@ -55,3 +55,20 @@ def skip(suite, classname, why):
     print(f"SKIPPED: {why}")
     write_xml(suite, classname, [("all", "skipped", why)])
     sys.exit(0)
+
+
+def require_inputs(suite, classname, ref_file):
+    """What every SGLang comparison test needs before it starts: SGLang's reference folder (holding ref_file), torch
+    and the kvshard binary. Skips, saying why, where one of the first two is missing, and fails where the binary is
+    (the build makes it). Returns (the folder's real path, the torch module, the binary's path)."""
+    ref_dir = os.path.realpath(sglang_ref_dir())
+    if not os.path.isfile(os.path.join(ref_dir, ref_file)):
+        skip(suite, classname, f"SGLang reference folder not found at {ref_dir} (set KVSHARD_SGLANG_REF)")
+    try:
+        import torch
+    except ImportError:
+        skip(suite, classname, f"torch is not importable by {sys.executable} (Debian: apt-get install python3-torch)")
+    kvshard = kvshard_binary()
+    if not os.access(kvshard, os.X_OK):
+        sys.exit(f"kvshard binary not found at {kvshard} (bazel build //cli:kvshard)")
+    return ref_dir, torch, kvshard

@@ -20,7 +20,6 @@ FAIL_FAST = "[CP_SHARED_KV_FAIL_FAST]"
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sglang_env  # noqa: E402 (props/sglang_env.py, beside this file: paths, skipping, JUnit XML)
-from sglang_env import kvshard_binary, sglang_ref_dir  # noqa: E402
 import sglang_divergences  # noqa: E402 (props/: the documented SGLang divergences, docs/model.md)
 import sglang_parity_cp  # noqa: E402 (props/: the cp_helpers kind)
 from sglang_parity_alloc import alloc_case  # noqa: E402 (props/: the alloc kind)
@@ -352,16 +351,7 @@ def parse_args():
 
 def main():
     args = parse_args()
-    ref_dir = os.path.realpath(sglang_ref_dir())
-    if not os.path.isfile(os.path.join(ref_dir, "allocator.py")):
-        skip(f"SGLang reference folder not found at {ref_dir} (set KVSHARD_SGLANG_REF)")
-    try:
-        import torch
-    except ImportError:
-        skip(f"torch is not importable by {sys.executable} (Debian: apt-get install python3-torch)")
-    kvshard = kvshard_binary()
-    if not os.access(kvshard, os.X_OK):
-        sys.exit(f"kvshard binary not found at {kvshard} (bazel build //cli:kvshard)")
+    ref_dir, torch, kvshard = sglang_env.require_inputs(SUITE, CLASSNAME, "allocator.py")
     Alloc, shard_plan, cp, ch = load_sglang(ref_dir)
     sg = dict(torch=torch, Alloc=Alloc, shard_plan=shard_plan, cp=cp, ch=ch)
     seed = args.seed if args.seed is not None else int(time.time() * 1000) % 1_000_000_007

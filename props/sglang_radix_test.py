@@ -19,7 +19,6 @@ import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sglang_env  # noqa: E402 (props/sglang_env.py: paths, skipping, JUnit XML)
-from sglang_env import kvshard_binary, sglang_ref_dir  # noqa: E402
 
 SUITE, CLASSNAME = "sglang_radix_test", "SglangRadix"
 OOM = "Prefill out of memory"
@@ -259,16 +258,7 @@ def main():
     ap.add_argument("--seed", type=int, default=None, help="random seed (default: time-based, printed)")
     ap.add_argument("--streams", type=int, default=800, help="random streams to run")
     args = ap.parse_args()
-    ref_dir = os.path.realpath(sglang_ref_dir())
-    if not os.path.isfile(os.path.join(ref_dir, "radix.py")):
-        sglang_env.skip(SUITE, CLASSNAME, f"SGLang reference folder not found at {ref_dir} (set KVSHARD_SGLANG_REF)")
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        sglang_env.skip(SUITE, CLASSNAME, f"torch is not importable by {sys.executable} (Debian: python3-torch)")
-    kvshard = kvshard_binary()
-    if not os.access(kvshard, os.X_OK):
-        sys.exit(f"kvshard binary not found at {kvshard} (bazel build //cli:kvshard)")
+    ref_dir, _, kvshard = sglang_env.require_inputs(SUITE, CLASSNAME, "radix.py")
     sys.path.insert(0, ref_dir)
     import radix  # noqa: E402 (../shared/sglang_ref/radix.py: SGLang's RadixCache on CPU)
     rc = radix.load_radix()

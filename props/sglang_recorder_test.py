@@ -30,7 +30,7 @@ SUITE = "sglang_recorder_test"
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sglang_env  # noqa: E402 (props/sglang_env.py, beside this file: paths, skipping, JUnit XML)
-from sglang_env import kvshard_binary, runfile, sglang_ref_dir  # noqa: E402
+from sglang_env import runfile  # noqa: E402
 # props/sglang_serving_stream.py: SGLang's modules, the seeded serving stream and the recording helpers
 from sglang_serving_stream import (Sglang, Stream, record_begin_extend, record_pipeline_begin,  # noqa: E402
                                    record_rerange, record_split)
@@ -416,16 +416,7 @@ def parse_args():
 
 def main():
     args = parse_args()
-    ref_dir = os.path.realpath(sglang_ref_dir())
-    if not os.path.isfile(os.path.join(ref_dir, "allocator.py")):
-        skip(f"SGLang reference folder not found at {ref_dir} (set KVSHARD_SGLANG_REF)")
-    try:
-        import torch
-    except ImportError:
-        skip(f"torch is not importable by {sys.executable} (Debian: apt-get install python3-torch)")
-    kvshard = kvshard_binary()
-    if not os.access(kvshard, os.X_OK):
-        sys.exit(f"kvshard binary not found at {kvshard} (bazel build //cli:kvshard)")
+    ref_dir, torch, kvshard = sglang_env.require_inputs(SUITE, CLASSNAME, "allocator.py")
     recorder_file = runfile(os.path.join("tools", "recorder", "kvshard_recorder.py"))
     rec = load_module("kvshard_recorder", recorder_file)
     sg = Sglang(ref_dir, torch)
