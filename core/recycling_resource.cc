@@ -15,12 +15,22 @@ void* NewBlock(size_t bytes, size_t align) {
   return ::operator new(bytes, std::align_val_t(align));
 }
 
-void DeleteBlock(void* p, size_t bytes, size_t align) {
+// Sized where the compiler has sized deallocation (GCC; clang before 19 only with -fsized-deallocation, which the
+// fuzz build's clang lacks).
+void DeleteBlock(void* p, [[maybe_unused]] size_t bytes, size_t align) {
+#ifdef __cpp_sized_deallocation
   if (align <= __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
     ::operator delete(p, bytes);
   } else {
     ::operator delete(p, bytes, std::align_val_t(align));
   }
+#else
+  if (align <= __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
+    ::operator delete(p);
+  } else {
+    ::operator delete(p, std::align_val_t(align));
+  }
+#endif
 }
 
 }  // namespace
