@@ -9,8 +9,10 @@
 #       seeds; new inputs kept there), crashes kept in OUT_DIR/crashes/<t>/; prints the summary table and writes
 #       it to OUT_DIR/summary.md (target, executions, exec/s, CPU s, cov, ft, corpus, crashes / timeouts / ooms).
 #   OUT_DIR/fuzz.sh replay OUT_DIR  — every crash file again through its fuzzer (what a fix must make pass).
+#   OUT_DIR/fuzz.sh seeds OUT_DIR   — every seed input once through its fuzzer (CI: tools/test.sh), a JUnit case per
+#       target in OUT_DIR/junit/seeds.xml (tools/test_summary.py counts it); exits 1 where one fails.
 set -uo pipefail
-cmd=${1:?usage: tools/fuzz.sh build OUT_DIR | run OUT_DIR SECONDS [WORKERS] [TARGET...] | replay OUT_DIR}
+cmd=${1:?usage: tools/fuzz.sh build OUT_DIR | run OUT_DIR SECONDS [WORKERS] [TARGET...] | replay OUT_DIR | seeds OUT_DIR}
 out=${2:?OUT_DIR missing}
 
 # Longest input per target (bytes): JSON files a little above the seeds, argv lines and binary decodes short.
@@ -116,9 +118,45 @@ replay() {
   return $rc
 }
 
+# Each target's seeds once (-runs=0 runs the given corpus and stops), with the campaign's limits; a failure keeps
+# its log in OUT_DIR/logs/seeds/<t>.log and quotes the sanitizer's or fuzzer's first report line.
+seeds() {
+  cd "$out" || exit 2
+  mkdir -p junit logs/seeds
+  local rc=0 cases=() t log status message
+  for b in bin/*_fuzzer; do
+    t=$(basename "$b"); t=${t%_fuzzer}
+    log=logs/seeds/$t.log
+    if "$b" -runs=0 -timeout=10 -rss_limit_mb=2560 -max_len="$(max_len "$t")" "seeds/$t" >"$log" 2>&1; then
+      status=passed message=""
+      echo "fuzz.sh: seeds: $t: $(ls "seeds/$t" | wc -l) inputs passed"
+    else
+      status=failed rc=1
+      message=$(grep -a -m1 -E 'ERROR: |runtime error: |FUZZ_ASSERT|deadly signal' "$log" || tail -n 1 "$log")
+      echo "fuzz.sh: seeds: $t FAILED: $message (log: $out/$log)" >&2
+    fi
+    cases+=("$t" "$status" "$message")
+  done
+  python3 - "${cases[@]}" > junit/seeds.xml <<'PY'
+import sys
+from xml.sax.saxutils import quoteattr
+a = sys.argv[1:]
+cases = [a[i:i + 3] for i in range(0, len(a), 3)]
+failed = sum(s == "failed" for _, s, _ in cases)
+print(f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuites tests="{len(cases)}" failures="{failed}">')
+print(f'<testsuite name="fuzz_seeds" tests="{len(cases)}" failures="{failed}">')
+for name, status, message in cases:
+    body = f"<failure message={quoteattr(message)}/>" if status == "failed" else ""
+    print(f'<testcase classname="fuzz_seeds" name="{name}">{body}</testcase>')
+print("</testsuite>\n</testsuites>")
+PY
+  return $rc
+}
+
 case $cmd in
   build) build ;;
   run) run "$@" ;;
   replay) replay ;;
-  *) echo "fuzz.sh: unknown command $cmd (build, run or replay)" >&2; exit 2 ;;
+  seeds) seeds ;;
+  *) echo "fuzz.sh: unknown command $cmd (build, run, replay or seeds)" >&2; exit 2 ;;
 esac

@@ -4,7 +4,8 @@
 # every test. Under CI (CI=true, as .ci/run sets it) it then runs the CPU tests again under AddressSanitizer and
 # UBSan at once (--config=asan_ubsan: docs/building.md); a local run skips that rebuild and says how to run it.
 # Prints a line per run, the time of each phase, and, last, "N passed, N failed, N skipped" over all runs,
-# counted per test case from Bazel's JUnit XML. GPU tests skip without a GPU.
+# counted per test case from Bazel's JUnit XML. GPU tests skip without a GPU. Under CI it also builds the fuzzers
+# (clang) and runs their seeds once (KVSHARD_FUZZ_SEEDS, below).
 # KVSHARD_SANITIZERS=asan_ubsan (or asan,ubsan: two builds) runs the sanitizer run locally; =0 skips it in CI.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +58,29 @@ for san in ${sans//,/ }; do
     *) echo "kvshard: error: KVSHARD_SANITIZERS: unknown run '$san' (asan_ubsan, asan, ubsan or 0)" >&2; rc=1 ;;
   esac
 done
+# KVSHARD_FUZZ_SEEDS=1 (CI's default; 0 skips it): the libFuzzer targets built by clang with ASan + UBSan
+# (tools/fuzz.sh build: another compiler than the build's) and every seed input run once through them, a case per
+# target, so a change that breaks the fuzz build or trips a sanitizer on a seed shows here (docs/RELIABILITY.md).
+fuzz_seeds=${KVSHARD_FUZZ_SEEDS:-0}
+[[ ${CI:-} == true ]] && fuzz_seeds=${KVSHARD_FUZZ_SEEDS:-1}
+if [[ $fuzz_seeds == 1 ]]; then
+  fuzz_out=$(mktemp -d)  # the fuzzers, their logs and an output base of their own (the disk cache is shared)
+  export KVSHARD_FUZZ_OUTPUT_BASE=$fuzz_out/output_base
+  if bash tools/fuzz.sh build "$fuzz_out"; then
+    bash tools/fuzz.sh seeds "$fuzz_out" || rc=1
+    runs+=("fuzz_seeds=$fuzz_out/junit")
+    rm -rf "$fuzz_out/bin"  # (the logs and the JUnit file stay)
+  else
+    rc=1
+    runs+=(--failed "fuzz_seeds:tools/fuzz.sh build failed")
+  fi
+  bazel --output_base="$KVSHARD_FUZZ_OUTPUT_BASE" shutdown 2>/dev/null
+  chmod -R u+w "$KVSHARD_FUZZ_OUTPUT_BASE" 2>/dev/null
+  rm -rf "$KVSHARD_FUZZ_OUTPUT_BASE"
+  phase "fuzz build and seeds"
+elif [[ ${CI:-} != true ]]; then
+  echo "kvshard: note: fuzz build and seeds skipped (CI runs them; KVSHARD_FUZZ_SEEDS=1 bash tools/test.sh runs them here)"
+fi
 print_phases
 python3 tools/test_summary.py "${runs[@]}" || rc=1
 exit $rc
