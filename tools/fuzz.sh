@@ -124,6 +124,7 @@ seeds() {
   cd "$out" || exit 2
   mkdir -p junit logs/seeds
   local rc=0 cases=() t log status message
+  compgen -G 'bin/*_fuzzer' > /dev/null || { echo "fuzz.sh: no fuzzers in $out/bin (tools/fuzz.sh build $out)" >&2; exit 2; }
   for b in bin/*_fuzzer; do
     t=$(basename "$b"); t=${t%_fuzzer}
     log=logs/seeds/$t.log

@@ -83,4 +83,6 @@ elif [[ ${CI:-} != true ]]; then
 fi
 print_phases
 python3 tools/test_summary.py "${runs[@]}" || rc=1
+# The fuzzers' logs stay where a case failed (the failing line names them).
+[[ -n ${fuzz_out:-} && $rc == 0 ]] && rm -rf "$fuzz_out"
 exit $rc
