@@ -15,22 +15,14 @@ void* NewBlock(size_t bytes, size_t align) {
   return ::operator new(bytes, std::align_val_t(align));
 }
 
-// Sized where the compiler has sized deallocation (GCC; clang before 19 only with -fsized-deallocation, which the
-// fuzz build's clang lacks).
-void DeleteBlock(void* p, [[maybe_unused]] size_t bytes, size_t align) {
-#ifdef __cpp_sized_deallocation
-  if (align <= __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
-    ::operator delete(p, bytes);
-  } else {
-    ::operator delete(p, bytes, std::align_val_t(align));
-  }
-#else
+// Unsized: the blocks are deleted only when the resource goes, so a sized delete would save little, and clang before
+// 19 (the fuzz build's) has none unless -fsized-deallocation is given.
+void DeleteBlock(void* p, size_t align) {
   if (align <= __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
     ::operator delete(p);
   } else {
     ::operator delete(p, std::align_val_t(align));
   }
-#endif
 }
 
 }  // namespace
@@ -39,7 +31,7 @@ RecyclingResource::~RecyclingResource() {
   for (SizeClass& c : classes_) {
     while (c.head != nullptr) {
       FreeBlock* next = c.head->next;
-      DeleteBlock(c.head, c.bytes, c.align);
+      DeleteBlock(c.head, std::max(c.align, alignof(FreeBlock)));  // as NewBlock had it
       c.head = next;
     }
   }

@@ -32,10 +32,6 @@ def write_xml(cases):
     sglang_env.write_xml(SUITE, CLASSNAME, cases)
 
 
-def skip(why):
-    sglang_env.skip(SUITE, CLASSNAME, why)
-
-
 def load_sglang(ref_dir):
     """Imports SGLang's reference modules from the folder (never copied into the repository)."""
     sys.path.insert(0, ref_dir)

@@ -42,10 +42,6 @@ def write_xml(cases):
     sglang_env.write_xml(SUITE, CLASSNAME, cases)
 
 
-def skip(why):
-    sglang_env.skip(SUITE, CLASSNAME, why)
-
-
 def load_module(name, path):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)

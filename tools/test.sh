@@ -69,7 +69,6 @@ if [[ $fuzz_seeds == 1 ]]; then
   if bash tools/fuzz.sh build "$fuzz_out"; then
     bash tools/fuzz.sh seeds "$fuzz_out" || rc=1
     runs+=("fuzz_seeds=$fuzz_out/junit")
-    rm -rf "$fuzz_out/bin"  # (the logs and the JUnit file stay)
   else
     rc=1
     runs+=(--failed "fuzz_seeds:tools/fuzz.sh build failed")
@@ -83,6 +82,6 @@ elif [[ ${CI:-} != true ]]; then
 fi
 print_phases
 python3 tools/test_summary.py "${runs[@]}" || rc=1
-# The fuzzers' logs stay where a case failed (the failing line names them).
+# The fuzzers and their logs stay where a case failed (the failing line names the log), to rerun the seed.
 [[ -n ${fuzz_out:-} && $rc == 0 ]] && rm -rf "$fuzz_out"
 exit $rc
