@@ -1,4 +1,6 @@
-// The host's price of the CUDA calls replay's device thread makes, per call, on one stream (10,000 calls each):
+// The host's price of the CUDA calls replay's device thread makes, per call, on one stream (10,000 calls each), and
+// what a batch of ten small launches costs as launches, as a CUDA graph replayed as captured, and as one whose ten
+// kernel nodes get new parameters before each launch (what a per-batch graph of replay's steps would pay):
 // nvcc -O2 -arch=sm_90 -o /tmp/cuda_call_costs tools/bench/cuda_call_costs.cu && /tmp/cuda_call_costs
 // (docs/PERFORMANCE.md).
 #include <chrono>
@@ -81,5 +83,57 @@ int main() {
         cudaStreamSynchronize(st);
       },
       st);
+  // A batch of replay's shape: ten small launches (64 blocks each), as launches and as a graph.
+  const int kBatch = 10;
+  auto launch_batch = [&](int i) {
+    for (int k = 0; k < kBatch; ++k) {
+      s.p[1] = reinterpret_cast<void*>(static_cast<long>(i * kBatch + k));
+      KSmall<<<64, 256, 0, st>>>(s, d);
+    }
+  };
+  Time("batch of 10 launches (per batch)", launch_batch, st);
+  cudaGraph_t graph;
+  cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
+  launch_batch(0);
+  cudaStreamEndCapture(st, &graph);
+  cudaGraphExec_t exec;
+  cudaGraphInstantiate(&exec, graph, 0);
+  size_t node_count = 0;
+  cudaGraphGetNodes(graph, nullptr, &node_count);
+  cudaGraphNode_t nodes[kBatch];
+  cudaGraphGetNodes(graph, nodes, &node_count);
+  Time(
+      "batch of 10 as a graph, as captured", [&](int) { cudaGraphLaunch(exec, st); }, st);
+  Time(
+      "batch of 10 as a graph, 10 nodes reset",
+      [&](int i) {
+        for (size_t k = 0; k < node_count; ++k) {
+          s.p[1] = reinterpret_cast<void*>(static_cast<long>(i * kBatch + k));
+          void* args[] = {&s, &d};
+          cudaKernelNodeParams params{};
+          params.func = reinterpret_cast<void*>(KSmall);
+          params.gridDim = dim3(64);
+          params.blockDim = dim3(256);
+          params.kernelParams = args;
+          cudaGraphExecKernelNodeSetParams(exec, nodes[k], &params);
+        }
+        cudaGraphLaunch(exec, st);
+      },
+      st);
+  Time(
+      "batch of 10: capture + instantiate + launch",
+      [&](int i) {
+        cudaGraph_t g;
+        cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
+        launch_batch(i);
+        cudaStreamEndCapture(st, &g);
+        cudaGraphExec_t x;
+        cudaGraphInstantiate(&x, g, 0);
+        cudaGraphLaunch(x, st);
+        cudaGraphExecDestroy(x);
+        cudaGraphDestroy(g);
+      },
+      st);
+  printf("graph nodes: %zu\n", node_count);
   printf("error: %s\n", cudaGetErrorString(cudaGetLastError()));
 }
