@@ -14,11 +14,6 @@
 namespace kvshard::fast {
 namespace {
 
-template <typename... Args>
-Status RerangeError(const char* reason, const Args&... args) {
-  return FailFast("batch_gt1_full_rerange_unsupported", "reason=", reason, " ", args...);
-}
-
 // ValidateHostTensor(t, "gathered") (core/host_tensor.h) on the tensor's shape.
 Status ValidateGathered(int64_t rows, int64_t row_bytes, size_t bytes) {
   if (row_bytes < 1 || row_bytes > (int64_t{1} << 30)) {
@@ -60,24 +55,7 @@ __attribute__((target("avx512f"))) void StreamCopy64(uint8_t* dst, const uint8_t
 
 StatusOr<std::vector<RowCopy>> BatchRerangeCopies(const Int64Table& split_lists, int64_t cp_size,
                                                   int64_t max_rank_token) {
-  if (cp_size <= 0 || cp_size > kMaxCpSize) return RerangeError("bad_cp_size", "cp_size must be positive: ", cp_size);
-  if (split_lists.rows() > 0 && split_lists.width != 2 * cp_size) {
-    return RerangeError("bad_request_split", "request split must have 2 * cp_size entries. req_id=0 cp_size=", cp_size);
-  }
-  for (int64_t x : split_lists.values) {
-    if (x < 0 || x > kMaxCpTokens)
-      return RerangeError("bad_request_split", "request split entries must be in [0, 2^48]");
-  }
-  if (max_rank_token < 0) {
-    return RerangeError("bad_max_rank_token", "max_rank_len[0] must be non-negative, got ", max_rank_token);
-  }
-  const RerangeTables t = BuildRerangeTables(split_lists, cp_size);
-  for (int64_t rank = 0; rank < cp_size; ++rank) {
-    if (t.per_rank_tokens[rank] > max_rank_token) {
-      return RerangeError("rank_payload_exceeds_max", "rank local rows exceed max_rank_token. rank=", rank,
-                          " rows=", t.per_rank_tokens[rank], " max_rank_token=", max_rank_token);
-    }
-  }
+  KVSHARD_ASSIGN_OR_RETURN(const RerangeTables t, CheckedRerangeTables(split_lists, cp_size, max_rank_token));
   std::vector<RowCopy> copies;
   const int64_t batch = t.batch_size;
   int64_t dst = 0;
@@ -107,27 +85,7 @@ StatusOr<Int64List> BatchRerangeSourceRows(const Int64Table& split_lists, int64_
 StatusOr<std::vector<RowCopy>> BatchRerangeCopiesFor(int64_t rows, int64_t row_bytes, size_t bytes,
                                                      const NSAContextParallelMetadata& m, int64_t cp_size) {
   KVSHARD_RETURN_IF_ERROR(ValidateGathered(rows, row_bytes, bytes));
-  const int64_t batch = m.batch_size != 0 ? m.batch_size : 1;
-  if (batch <= 1) return RerangeError("not_batch", "batch-aware rerange requires batch_size > 1, got ", batch);
-  if (m.batch_plan == nullptr || m.batch_plan->request_split_lists.rows() != batch) {
-    return RerangeError("missing_request_split_lists",
-                        "request_split_lists is missing or incomplete. batch_size=", batch);
-  }
-  if (static_cast<int64_t>(m.max_rank_len.size()) < cp_size) {
-    return RerangeError("missing_max_rank_len", "max_rank_len is missing or shorter than cp_size. cp_size=", cp_size);
-  }
-  if (cp_size <= 0) return RerangeError("bad_cp_size", "cp_size must be positive: ", cp_size);
-  if (m.batch_plan->request_split_lists.width != 2 * cp_size) {
-    return RerangeError("bad_request_split", "request split must have 2 * cp_size entries. req_id=0 cp_size=", cp_size);
-  }
-  const int64_t max_rank_token = m.max_rank_len[0];
-  if (max_rank_token < 0) {
-    return RerangeError("bad_max_rank_token", "max_rank_len[0] must be non-negative, got ", max_rank_token);
-  }
-  if (max_rank_token > kMaxCpTokens || rows < max_rank_token * cp_size) {
-    return RerangeError("input_rows_short", "input rows=", rows, " required=", max_rank_token * cp_size,
-                        " max_rank_token=", max_rank_token, " cp_size=", cp_size);
-  }
+  KVSHARD_ASSIGN_OR_RETURN(const int64_t max_rank_token, CheckBatchRerangeInput(rows, m, cp_size));
   return BatchRerangeCopies(m.batch_plan->request_split_lists, cp_size, max_rank_token);
 }
 

@@ -15,11 +15,6 @@ Status MissingSplitMetadata() {
   return FailFast("batch_gt1_missing_split_metadata", "CP shared-KV batch split requires per-request split metadata.");
 }
 
-template <typename... Args>
-Status RerangeError(const char* reason, const Args&... args) {
-  return FailFast("batch_gt1_full_rerange_unsupported", "reason=", reason, " ", args...);
-}
-
 int64_t Sum(std::span<const int64_t> v) {
   int64_t s = 0;
   for (int64_t x : v) s += x;
@@ -148,64 +143,12 @@ HostTensor PaddedRequest(const HostTensor& input, int64_t begin, int64_t current
   return request;
 }
 
-// The batch rerange's split checks, in SGLang's order: cp_size, 2N entries per request in [0, 2^48], a
-// non-negative max_rank_token that bounds every rank's rows.
-Status ValidateRerangeSplits(const Int64Table& split_lists, int64_t cp_size, int64_t max_rank_token) {
-  if (cp_size <= 0 || cp_size > kMaxCpSize) return RerangeError("bad_cp_size", "cp_size must be positive: ", cp_size);
-  if (split_lists.rows() > 0 && split_lists.width != 2 * cp_size) {
-    return RerangeError("bad_request_split", "request split must have 2 * cp_size entries. req_id=0 cp_size=", cp_size);
-  }
-  for (int64_t x : split_lists.values) {
-    if (x < 0 || x > kMaxCpTokens)
-      return RerangeError("bad_request_split", "request split entries must be in [0, 2^48]");
-  }
-  if (max_rank_token < 0) {
-    return RerangeError("bad_max_rank_token", "max_rank_len[0] must be non-negative, got ", max_rank_token);
-  }
-  const RerangeTables t = BuildRerangeTables(split_lists, cp_size);
-  for (int64_t rank = 0; rank < cp_size; ++rank) {
-    if (t.per_rank_tokens[rank] > max_rank_token) {
-      return RerangeError("rank_payload_exceeds_max", "rank local rows exceed max_rank_token. rank=", rank,
-                          " rows=", t.per_rank_tokens[rank], " max_rank_token=", max_rank_token);
-    }
-  }
-  return Status::Ok();
-}
-
 // Spec §5: the gathered row where segment s of request q starts, rank(s) * max_rank_token +
 // rank_request_offset[rank(s)][q] + (s < N ? 0 : split[rank(s)]), with rank(s) = s < N ? s : 2N-1-s.
 int64_t SegmentSourceRow(const RerangeTables& t, std::span<const int64_t> split, int64_t q, int64_t s,
                          int64_t max_rank_token) {
   const int64_t n = t.cp_size, rank = s < n ? s : 2 * n - 1 - s;
   return rank * max_rank_token + t.rank_request_offsets[rank * t.batch_size + q] + (s < n ? 0 : split[rank]);
-}
-
-// The batch rerange's input checks, in SGLang's order; returns max_rank_token (max_rank_len[0]).
-StatusOr<int64_t> CheckBatchRerangeInput(const HostTensor& gathered, const NSAContextParallelMetadata& m,
-                                         int64_t cp_size) {
-  KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(gathered, "gathered"));
-  const int64_t batch = m.batch_size != 0 ? m.batch_size : 1;
-  if (batch <= 1) return RerangeError("not_batch", "batch-aware rerange requires batch_size > 1, got ", batch);
-  if (m.batch_plan == nullptr || m.batch_plan->request_split_lists.rows() != batch) {
-    return RerangeError("missing_request_split_lists",
-                        "request_split_lists is missing or incomplete. batch_size=", batch);
-  }
-  if (static_cast<int64_t>(m.max_rank_len.size()) < cp_size) {
-    return RerangeError("missing_max_rank_len", "max_rank_len is missing or shorter than cp_size. cp_size=", cp_size);
-  }
-  if (cp_size <= 0) return RerangeError("bad_cp_size", "cp_size must be positive: ", cp_size);
-  if (m.batch_plan->request_split_lists.width != 2 * cp_size) {
-    return RerangeError("bad_request_split", "request split must have 2 * cp_size entries. req_id=0 cp_size=", cp_size);
-  }
-  const int64_t max_rank_token = m.max_rank_len[0];
-  if (max_rank_token < 0) {
-    return RerangeError("bad_max_rank_token", "max_rank_len[0] must be non-negative, got ", max_rank_token);
-  }
-  if (max_rank_token > kMaxCpTokens || gathered.rows < max_rank_token * cp_size) {
-    return RerangeError("input_rows_short", "input rows=", gathered.rows, " required=", max_rank_token * cp_size,
-                        " max_rank_token=", max_rank_token, " cp_size=", cp_size);
-  }
-  return max_rank_token;
 }
 
 }  // namespace
@@ -377,8 +320,7 @@ StatusOr<HostTensor> InSeqAllGatherRerange(const HostTensor& gathered, const NSA
 
 StatusOr<std::vector<RowCopy>> BatchRerangeCopies(const Int64Table& split_lists, int64_t cp_size,
                                                   int64_t max_rank_token) {
-  KVSHARD_RETURN_IF_ERROR(ValidateRerangeSplits(split_lists, cp_size, max_rank_token));
-  const RerangeTables t = BuildRerangeTables(split_lists, cp_size);
+  KVSHARD_ASSIGN_OR_RETURN(const RerangeTables t, CheckedRerangeTables(split_lists, cp_size, max_rank_token));
   std::vector<RowCopy> copies;
   int64_t dst = 0;
   for (int64_t q = 0; q < t.batch_size; ++q) {
@@ -392,8 +334,7 @@ StatusOr<std::vector<RowCopy>> BatchRerangeCopies(const Int64Table& split_lists,
 }
 
 StatusOr<Int64List> BatchRerangeSourceRows(const Int64Table& split_lists, int64_t cp_size, int64_t max_rank_token) {
-  KVSHARD_RETURN_IF_ERROR(ValidateRerangeSplits(split_lists, cp_size, max_rank_token));
-  const RerangeTables t = BuildRerangeTables(split_lists, cp_size);
+  KVSHARD_ASSIGN_OR_RETURN(const RerangeTables t, CheckedRerangeTables(split_lists, cp_size, max_rank_token));
   Int64List rows;
   for (int64_t q = 0; q < t.batch_size; ++q) {
     for (int64_t s = 0; s < 2 * cp_size; ++s) {
@@ -406,7 +347,8 @@ StatusOr<Int64List> BatchRerangeSourceRows(const Int64Table& split_lists, int64_
 
 Status BatchInSeqAllGatherRerangeInto(const HostTensor& gathered, const NSAContextParallelMetadata& m, int64_t cp_size,
                                       HostTensor* out) {
-  KVSHARD_ASSIGN_OR_RETURN(const int64_t max_rank_token, CheckBatchRerangeInput(gathered, m, cp_size));
+  KVSHARD_RETURN_IF_ERROR(ValidateHostTensor(gathered, "gathered"));
+  KVSHARD_ASSIGN_OR_RETURN(const int64_t max_rank_token, CheckBatchRerangeInput(gathered.rows, m, cp_size));
   KVSHARD_ASSIGN_OR_RETURN(const Int64List rows,
                            BatchRerangeSourceRows(m.batch_plan->request_split_lists, cp_size, max_rank_token));
   KVSHARD_ASSIGN_OR_RETURN(*out, IndexRows(gathered, rows));
